@@ -1,0 +1,236 @@
+"""The sans-IO node contract.
+
+A node is a pure state machine. The runtime (``harness.sim`` or ``harness.live``) owns the
+sockets, the clock, the randomness and the durable storage; the node only reacts:
+
+    start(now)                      -> actions
+    receive(socket, frames, now)    -> actions
+    handle_timer(now)               -> actions
+    command(request, now)           -> actions   (the application asks for something)
+
+Times are integer nanoseconds on the node's own clock (the simulator adds clock skew there).
+Randomness comes from the ``random.Random`` handed to the constructor, durable state from the
+``DurableStore`` handed to it. A crash throws the node object away and builds a new one from
+its factory with the same store; nothing else survives.
+
+The node declares its sockets up front (``sockets()``); later it may connect, disconnect and
+change subscriptions with actions. Frames are ``bytes``; for ROUTER sockets the first frame
+received is the peer's routing identity and the first frame sent is the destination's.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Callable, Iterator, Protocol, Union
+
+NS_PER_MS = 1_000_000
+NS_PER_S = 1_000_000_000
+
+
+class SocketType(str, Enum):
+    PUB = "PUB"
+    SUB = "SUB"
+    XPUB = "XPUB"
+    XSUB = "XSUB"
+    ROUTER = "ROUTER"
+    DEALER = "DEALER"
+
+
+@dataclass(frozen=True)
+class SocketSpec:
+    """A socket the node wants; the runtime creates it before ``start``."""
+
+    name: str
+    type: SocketType
+    bind: tuple[str, ...] = ()
+    connect: tuple[str, ...] = ()
+    subscribe: tuple[bytes, ...] = ()  # SUB only: initial prefix subscriptions
+    identity: bytes | None = None  # routing id this socket presents to ROUTER peers
+    hwm: int = 1000  # send and receive high-water mark, in messages
+    xpub_verbose: bool = False  # XPUB: pass on duplicate subscriptions too
+    welcome: bytes | None = None  # XPUB: message sent to each new subscriber (ZMQ_XPUB_WELCOME_MSG)
+
+
+# ---- actions: what a node asks its runtime to do ------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """Send a multipart message. ``msg_type`` and ``meta`` describe it for the trace."""
+
+    socket: str
+    frames: list[bytes]
+    msg_type: str = ""
+    meta: dict[str, Any] | None = None  # topic / seq / term / index for the trace
+
+
+@dataclass(frozen=True, slots=True)
+class Connect:
+    socket: str
+    endpoint: str
+
+
+@dataclass(frozen=True, slots=True)
+class Disconnect:
+    socket: str
+    endpoint: str
+
+
+@dataclass(frozen=True, slots=True)
+class Subscribe:
+    socket: str
+    topic: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Unsubscribe:
+    socket: str
+    topic: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class SetTimer:
+    """Wake the node with ``handle_timer`` at ``at`` (node clock, ns). Replaces any earlier
+    timer; ``at=None`` cancels it."""
+
+    at: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Deliver:
+    """Hand something to the application: a reply, a record, an event. Checkers read these."""
+
+    kind: str
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Discard:
+    """The node dropped an incoming message as its specification requires (malformed, stale,
+    unknown). ``clause`` names the rule; ``reason`` says what was wrong."""
+
+    socket: str
+    frames: list[bytes]
+    reason: str
+    clause: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """A state change worth a trace row (elected leader, worker expired, ...)."""
+
+    kind: str
+    data: dict[str, Any]
+
+
+Action = Union[Send, Connect, Disconnect, Subscribe, Unsubscribe, SetTimer, Deliver, Discard, Note]
+
+
+# ---- durable storage -----------------------------------------------------------------------
+
+
+class DurableStore:
+    """Key/value storage that survives a crash of the node (memory does not).
+
+    Values must be plain data (msgpack-able); the store keeps its own copies so a node cannot
+    keep a reference that silently survives a crash. Iteration order is insertion order.
+    """
+
+    def __init__(self) -> None:
+        self._data: dict[str, Any] = {}
+        self.writes = 0
+
+    def get(self, key: str, default: Any = None) -> Any:
+        value = self._data.get(key, default)
+        return _copy(value)
+
+    def put(self, key: str, value: Any) -> None:
+        self._data[key] = _copy(value)
+        self.writes += 1
+
+    def delete(self, key: str) -> None:
+        self._data.pop(key, None)
+        self.writes += 1
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._data
+
+    def keys(self, prefix: str = "") -> Iterator[str]:
+        return (k for k in list(self._data) if k.startswith(prefix))
+
+    def snapshot(self) -> dict[str, Any]:
+        return {k: _copy(v) for k, v in self._data.items()}
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, (bytes, str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_copy(v) for v in value]
+    raise TypeError(f"DurableStore values must be plain data, not {type(value).__name__}")
+
+
+# ---- the node itself ---------------------------------------------------------------------
+
+
+class Node(Protocol):
+    """What every reference node (and every mutant of one) provides."""
+
+    protocol: str
+    role: str
+    name: str
+
+    def sockets(self) -> list[SocketSpec]: ...
+
+    def start(self, now: int) -> list[Action]: ...
+
+    def receive(self, socket: str, frames: list[bytes], now: int) -> list[Action]: ...
+
+    def handle_timer(self, now: int) -> list[Action]: ...
+
+    def command(self, request: dict[str, Any], now: int) -> list[Action]: ...
+
+
+@dataclass(frozen=True)
+class NodeContext:
+    """Everything a node is built from. The runtime makes one per (re)start."""
+
+    name: str
+    rng: random.Random
+    store: DurableStore
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+NodeFactory = Callable[[NodeContext], Node]
+
+
+class BaseNode:
+    """Convenience base: keeps name/rng/store/config and gives no-op handlers."""
+
+    protocol = ""
+    role = ""
+
+    def __init__(self, ctx: NodeContext) -> None:
+        self.name = ctx.name
+        self.rng = ctx.rng
+        self.store = ctx.store
+        self.config = dict(ctx.config)
+
+    def sockets(self) -> list[SocketSpec]:
+        return []
+
+    def start(self, now: int) -> list[Action]:
+        return []
+
+    def receive(self, socket: str, frames: list[bytes], now: int) -> list[Action]:
+        return []
+
+    def handle_timer(self, now: int) -> list[Action]:
+        return []
+
+    def command(self, request: dict[str, Any], now: int) -> list[Action]:
+        return []

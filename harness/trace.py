@@ -1,0 +1,184 @@
+"""Trace rows: one flat schema for simulated, live and pcap-derived runs, written as Parquet.
+
+Every send, receive, drop, fault, crash, restart, application delivery and verdict is a row.
+The schema is documented in docs/traces.md; `SCHEMA` below is the source of truth.
+
+Writing is cheap on the hot path: `emit` appends one tuple; columns are built per row group.
+Run-wide columns (run, seed, scenario, protocol) and per-node columns (role, implementation) are
+filled in at flush time. The file is written in row groups as rows accumulate, and `close()`
+(also called by the context manager on an exception) always leaves a readable file, so an
+aborted run loses nothing that was emitted.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import msgpack
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+# Row kinds. Free-form kinds are allowed, these are the ones the harness itself writes.
+SEND, RECV, DROP, FAULT, CRASH, RESTART, PAUSE, RESUME = (
+    "send", "recv", "drop", "fault", "crash", "restart", "pause", "resume",
+)
+DELIVER, DISCARD, NOTE, COMMAND, VERDICT = "deliver", "discard", "note", "command", "verdict"
+
+SCHEMA = pa.schema(
+    [
+        ("run", pa.string()),  # run id: "<scenario>/<seed>" in simulation, a timestamped id live
+        ("seed", pa.int64()),
+        ("scenario", pa.string()),
+        ("protocol", pa.string()),
+        ("implementation", pa.string()),  # "reference", "mutant:<name>", or the external command
+        ("node", pa.string()),
+        ("role", pa.string()),
+        ("kind", pa.string()),  # one of the kinds above
+        ("time_ns", pa.int64()),  # virtual time in simulation, wall time since run start live
+        ("socket", pa.string()),
+        ("msg_type", pa.string()),
+        ("peer", pa.string()),  # the other node (or endpoint) of a send/recv/drop
+        ("topic", pa.string()),  # partition / topic / service / channel
+        ("seq", pa.int64()),  # sequence / offset, when the message has one
+        ("term", pa.int64()),
+        ("index", pa.int64()),
+        ("msg_id", pa.int64()),  # same id on a message's send and its receive(s)/drop
+        ("corr", pa.string()),  # correlation id of an application request, for latency
+        ("size", pa.int64()),  # bytes over all frames
+        ("fault", pa.string()),  # fault applied to this message or event ("drop:rule-2", ...)
+        ("verdict", pa.string()),  # for verdict rows: pass / fail / error / skipped
+        ("clause", pa.string()),  # clause or invariant id a discard/verdict refers to
+        ("detail", pa.string()),  # human-readable detail (reason, decoded summary)
+        ("frames", pa.binary()),  # msgpack list of the raw frames, when recorded
+    ]
+)
+COLUMNS = tuple(SCHEMA.names)
+# Columns the emitter supplies per row (the rest are filled at flush).
+ROW_COLUMNS = (
+    "node", "kind", "time_ns", "socket", "msg_type", "peer", "topic", "seq", "term", "index",
+    "msg_id", "corr", "size", "fault", "verdict", "clause", "detail", "frames",
+)
+
+
+def pack_frames(frames: Iterable[bytes]) -> bytes:
+    return msgpack.packb(list(frames), use_bin_type=True)
+
+
+def unpack_frames(blob: bytes | None) -> list[bytes] | None:
+    if blob is None:
+        return None
+    return list(msgpack.unpackb(blob, raw=False))
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    run: str
+    seed: int
+    scenario: str
+    protocol: str
+
+
+class TraceWriter:
+    """Buffers rows and writes them as Parquet row groups to ``path``."""
+
+    def __init__(self, path: str, info: RunInfo, row_group_rows: int = 65536) -> None:
+        self.path = path
+        self.info = info
+        self.row_group_rows = row_group_rows
+        self._rows: list[tuple] = []
+        self._nodes: dict[str, tuple[str, str]] = {}
+        self._writer: pq.ParquetWriter | None = None
+        self.rows_written = 0
+        self.closed = False
+        parent = os.path.dirname(os.path.abspath(path))
+        os.makedirs(parent, exist_ok=True)
+
+    def register_node(self, node: str, role: str, implementation: str = "reference") -> None:
+        self._nodes[node] = (role, implementation)
+
+    def emit(
+        self,
+        node: str,
+        kind: str,
+        time_ns: int,
+        socket: str | None = None,
+        msg_type: str | None = None,
+        peer: str | None = None,
+        topic: str | None = None,
+        seq: int | None = None,
+        term: int | None = None,
+        index: int | None = None,
+        msg_id: int | None = None,
+        corr: str | None = None,
+        size: int | None = None,
+        fault: str | None = None,
+        verdict: str | None = None,
+        clause: str | None = None,
+        detail: str | None = None,
+        frames: bytes | None = None,
+    ) -> None:
+        self._rows.append(
+            (node, kind, time_ns, socket, msg_type, peer, topic, seq, term, index, msg_id, corr,
+             size, fault, verdict, clause, detail, frames)
+        )
+        if len(self._rows) >= self.row_group_rows:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self._rows:
+            if self._writer is None:
+                self._open()
+            return
+        columns = list(zip(*self._rows))
+        n = len(self._rows)
+        self._rows = []
+        by_name = dict(zip(ROW_COLUMNS, columns))
+        nodes = by_name["node"]
+        role_of = {k: v[0] for k, v in self._nodes.items()}
+        impl_of = {k: v[1] for k, v in self._nodes.items()}
+        arrays = []
+        for name in COLUMNS:
+            if name == "run":
+                arrays.append(pa.array([self.info.run] * n, pa.string()))
+            elif name == "seed":
+                arrays.append(pa.array([self.info.seed] * n, pa.int64()))
+            elif name == "scenario":
+                arrays.append(pa.array([self.info.scenario] * n, pa.string()))
+            elif name == "protocol":
+                arrays.append(pa.array([self.info.protocol] * n, pa.string()))
+            elif name == "role":
+                arrays.append(pa.array([role_of.get(x, "") for x in nodes], pa.string()))
+            elif name == "implementation":
+                arrays.append(pa.array([impl_of.get(x, "") for x in nodes], pa.string()))
+            else:
+                arrays.append(pa.array(by_name[name], SCHEMA.field(name).type))
+        table = pa.Table.from_arrays(arrays, schema=SCHEMA)
+        if self._writer is None:
+            self._open()
+        assert self._writer is not None
+        self._writer.write_table(table)
+        self.rows_written += n
+
+    def _open(self) -> None:
+        self._writer = pq.ParquetWriter(self.path, SCHEMA, compression="zstd")
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.flush()
+        if self._writer is not None:
+            self._writer.close()
+        self.closed = True
+
+    def __enter__(self) -> "TraceWriter":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def read_trace(path: str) -> pa.Table:
+    """Read one trace file (or a directory of them) with the trace schema."""
+    return pq.read_table(path, schema=SCHEMA)
