@@ -17,7 +17,11 @@ def _parse_frame(text: str) -> bytes:
     try:
         return bytes.fromhex(t)
     except ValueError:
-        raise SystemExit(f"zmq-harness decode: {text!r} is not hex (give each frame as hex digits; '' is an empty frame)")
+        raise UsageError(f"zmq-harness decode: {text!r} is not hex (give each frame as hex digits; '' is an empty frame)")
+
+
+class UsageError(Exception):
+    """Bad command-line input: message to stderr, exit status 2."""
 
 
 def cmd_decode(args: argparse.Namespace) -> int:
@@ -77,6 +81,68 @@ def cmd_clauses(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    import time
+
+    from harness.scenario import ScenarioError, load_scenario, parse_seeds
+
+    try:
+        scenario = load_scenario(args.file)
+        seeds = parse_seeds(args.seed if args.seed is not None else args.seeds) if (args.seed is not None or args.seeds) else scenario.seeds
+    except (ScenarioError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.live:
+        from harness.live_run import run_live
+
+        result = run_live(scenario, seeds[0], args.out)
+        _print_result(result, args.file)
+        return 0 if result.ok else 1
+    from harness.composition import run_sim
+
+    failed = []
+    t0 = time.monotonic()
+    show_progress = len(seeds) > 1 and not args.quiet
+    for i, seed in enumerate(seeds, 1):
+        result = run_sim(scenario, seed, args.out)
+        if not result.ok:
+            failed.append(result)
+            _print_result(result, args.file)
+        elif len(seeds) == 1:
+            _print_result(result, args.file)
+        if show_progress:
+            elapsed = time.monotonic() - t0
+            eta = elapsed / i * (len(seeds) - i)
+            print(f"\r[{i}/{len(seeds)}] seed {seed}: {'ok' if result.ok else 'FAIL'}"
+                  f"  {len(failed)} failed  {elapsed:.1f}s elapsed, ~{eta:.0f}s left   ",
+                  end="", file=sys.stderr, flush=True)
+    if show_progress:
+        print(file=sys.stderr)
+    print(f"{scenario.name}: {len(seeds) - len(failed)}/{len(seeds)} seed(s) passed; traces and verdicts in {args.out}")
+    if failed:
+        print("replay a failure with: " + _replay(args.file, failed[0].seed))
+    return 0 if not failed else 1
+
+
+def _replay(path: str, seed: int) -> str:
+    return f"zmq-harness run {path} --seed {seed}"
+
+
+def _print_result(result, path: str) -> None:
+    status = "PASS" if result.ok else "FAIL"
+    print(f"{status} {result.scenario} seed {result.seed} ({result.mode})")
+    for v in result.verdicts:
+        mark = "ok  " if v.ok else "FAIL"
+        print(f"  {mark} {v.check}" + (f" [{v.clause}]" if v.clause else "") + f": {v.detail}")
+        if not v.ok:
+            for ev in v.evidence[:6]:
+                print(f"         {json.dumps(ev, default=str)[:300]}")
+    if not result.ok:
+        print(f"  trace: {result.trace_path}")
+        if result.mode == "sim":
+            print(f"  replay: {_replay(path, result.seed)}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="zmq-harness", description=__doc__)
     sub = ap.add_subparsers(dest="command", required=True)
@@ -93,6 +159,17 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--json", action="store_true", help="print JSON")
     d.set_defaults(func=cmd_decode)
 
+    r = sub.add_parser("run", help="run a scenario in simulation (seeds) or over real sockets (--live)",
+                       description="Run a scenario file. In simulation every seed is one reproducible run; "
+                       "exit 0 only when every check held for every seed.")
+    r.add_argument("file")
+    r.add_argument("--seed", type=int, help="run this one seed")
+    r.add_argument("--seeds", help="seeds to run, e.g. 1-500 or 1,5,9 (default: the file's 'seeds')")
+    r.add_argument("--live", action="store_true", help="run once over real sockets on loopback")
+    r.add_argument("--out", default="runs", help="directory for traces and verdicts (default: runs/)")
+    r.add_argument("--quiet", action="store_true", help="no progress line")
+    r.set_defaults(func=cmd_run)
+
     c = sub.add_parser("clauses", help="print or regenerate the clause catalogues (docs/clauses/*.md)")
     c.add_argument("protocols", nargs="*", metavar="PROTOCOL", help=f"any of {', '.join(PROTOCOLS)} (default: all)")
     g = c.add_mutually_exclusive_group()
@@ -104,8 +181,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        # Options may stand between the frames of `decode`: frames after an option arrive here.
+        if args.command != "decode" or any(x.startswith("--") for x in extra):
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        args.frames = [*args.frames, *extra]
+    try:
+        return int(args.func(args) or 0)
+    except UsageError as e:
+        print(e, file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -56,11 +56,15 @@ class Message(tuple):
 _new_message = tuple.__new__
 
 
+class _StructureError(FieldError):
+    """A frame is missing or extra: the message's own clause applies, not the field's."""
+
+
 def _frames_error(n: int, need: int, names: Sequence[str], exact: bool) -> None:
     if n < need:
-        raise FieldError(f"missing (the message has {n} frame(s), needs {'exactly' if exact else 'at least'} {need})",
-                         field=names[n])
-    raise FieldError(f"{n - need} unexpected extra frame(s) (needs exactly {need})", field="")
+        raise _StructureError(f"missing (the message has {n} frame(s), needs {'exactly' if exact else 'at least'} {need})",
+                              field=names[n])
+    raise _StructureError(f"{n - need} unexpected extra frame(s) (needs exactly {need})", field="")
 
 
 def _lit_error(lit: Lit, b: bytes, off: int, frame: int | None = None) -> None:
@@ -573,7 +577,7 @@ class Codec:
             field = e.field or None
         if e.clause:
             clause = e.clause
-        elif field and field in self.table.fields and self.table.fields[field].clause:
+        elif field and field in self.table.fields and not isinstance(e, _StructureError) and self.table.fields[field].clause:
             clause = self.table.fields[field].clause
         else:
             spec = self.table.message(message)

@@ -50,8 +50,10 @@ def _messages(type_bytes) -> tuple[Message, ...]:
                 clause="dcp.heartbeat.header-only"),
         Message("REQUEST", header(REQUEST) + ("service", Until("client_address", max=1), Until("metadata"), Rep("data")),
                 channels=("to-broker", "to-worker"), clause="dcp.request.format"),
-        Message("REPLY", header(REPLY) + (Until("client_address", max=1), Until("metadata"), Rep("data")),
-                channels=("to-broker", "to-client"), clause="dcp.request.format"),
+        # E-DCP-04: a reply always carries the client address (the broker routes by it).
+        Message("REPLY", header(REPLY) + ("client_address", Const(b"", "address_delimiter", "dcp.reply.format"),
+                                          Until("metadata"), Rep("data")),
+                channels=("to-broker", "to-client"), clause="dcp.reply.format"),
         Message("RECONNECT", header(RECONNECT), channels=("to-worker",),
                 doc="broker -> unknown worker: register again", clause="dcp.heartbeat.header-only"),
     )

@@ -1,0 +1,143 @@
+"""Checkers: properties verified over the events of a run.
+
+A checker sees every `Event` of a run in time order (sends, receives, application commands
+and deliveries, discards, notes, crashes and restarts) through ``on_event`` and gives its
+verdicts at the end with ``finish``. The same checkers run on simulated and live runs: the
+runtime feeds them through an `Observer`. Every failed verdict carries evidence (decoded
+messages, times, nodes) and the clause it concerns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from harness.protocols import Codec, DecodeError
+from harness.protocols.codec import Message
+
+SEND, RECV, COMMAND, DELIVER, DISCARD, NOTE, CRASH, RESTART, ERROR = (
+    "send", "recv", "command", "deliver", "discard", "note", "crash", "restart", "error",
+)
+
+
+@dataclass
+class Event:
+    time_ns: int
+    node: str
+    role: str
+    kind: str
+    socket: str = ""
+    frames: list[bytes] | None = None
+    msg_type: str = ""
+    data: dict[str, Any] | None = None  # command request, Deliver/Note data, error detail
+    codec: Codec | None = None
+    _msg: Any = None
+
+    def message(self, skip: int = 0) -> Message | None:
+        """The frames decoded (after ``skip`` envelope frames), or None if they do not decode."""
+        if self._msg is None:
+            if self.frames is None or self.codec is None:
+                self._msg = False
+            else:
+                try:
+                    self._msg = self.codec.decode(self.frames[skip:])
+                except DecodeError:
+                    self._msg = False
+        return self._msg or None
+
+    def describe(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"time_ms": round(self.time_ns / 1e6, 3), "node": self.node, "kind": self.kind}
+        if self.socket:
+            out["socket"] = self.socket
+        if self.msg_type:
+            out["message"] = self.msg_type
+        if self.frames is not None and self.codec is not None:
+            m = self._msg if self._msg not in (None, False) else None
+            if m is not None:
+                out["fields"] = self.codec.show(m)
+            else:
+                out["frames"] = ["0x" + f.hex() if f else "" for f in self.frames[:12]]
+        if self.data:
+            out["data"] = {k: (v.hex() if isinstance(v, bytes) else v) for k, v in self.data.items()
+                           if not isinstance(v, (list, dict)) or len(str(v)) < 200}
+        return out
+
+
+@dataclass
+class Verdict:
+    check: str
+    clause: str
+    ok: bool
+    detail: str
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+    level: str = "MUST"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"check": self.check, "clause": self.clause, "ok": self.ok, "level": self.level,
+                "detail": self.detail, "evidence": self.evidence}
+
+
+class Checker:
+    name = ""
+    clause = ""
+
+    def __init__(self, **params: Any) -> None:
+        self.params = params
+
+    def on_event(self, ev: Event) -> None:
+        raise NotImplementedError
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        raise NotImplementedError
+
+    def ok(self, detail: str) -> Verdict:
+        return Verdict(self.name, self.clause, True, detail)
+
+    def fail(self, detail: str, evidence: Iterable[dict[str, Any]] = (), clause: str | None = None) -> Verdict:
+        return Verdict(self.name, clause or self.clause, False, detail, list(evidence)[:20])
+
+
+class NoNodeErrors(Checker):
+    """No node raised an exception (a reference node or an implementation must not crash on
+    any input, including malformed messages)."""
+
+    name = "no-node-errors"
+    clause = ""
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self.errors: list[Event] = []
+
+    def on_event(self, ev: Event) -> None:
+        if ev.kind == ERROR:
+            self.errors.append(ev)
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        if not self.errors:
+            return [self.ok("no node raised an exception")]
+        first = self.errors[0]
+        return [self.fail(f"{len(self.errors)} node error(s); first on {first.node}: "
+                          f"{(first.data or {}).get('error', '')}", [e.describe() for e in self.errors])]
+
+
+class Observer:
+    """Fans events out to checkers; runtimes call ``emit``."""
+
+    def __init__(self, checkers: list[Checker], codec: Codec | None, roles: dict[str, str]) -> None:
+        self.checkers = checkers
+        self.codec = codec
+        self.roles = roles
+        self.count = 0
+
+    def emit(self, time_ns: int, node: str, kind: str, *, socket: str = "", frames: list[bytes] | None = None,
+             msg_type: str = "", data: dict[str, Any] | None = None) -> None:
+        ev = Event(time_ns, node, self.roles.get(node, ""), kind, socket, frames, msg_type, data, self.codec)
+        self.count += 1
+        for c in self.checkers:
+            c.on_event(ev)
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        out = []
+        for c in self.checkers:
+            out.extend(c.finish(end_ns))
+        return out

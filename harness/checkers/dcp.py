@@ -1,0 +1,197 @@
+"""DCP properties, checked from what crosses the sockets and what the application sees."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.checkers.base import COMMAND, CRASH, DELIVER, NOTE, RECV, RESTART, SEND, Checker, Event, Verdict
+
+
+class ExactlyOnce(Checker):
+    """Every request a client application makes is answered to it exactly once (retries are
+    allowed; duplicate replies must be hidden), with the data the service computes."""
+
+    name = "exactly-once"
+    clause = "dcp.client.retry"
+
+    def __init__(self, behaviours: dict[str, str] | None = None, **params: Any) -> None:
+        super().__init__(**params)
+        self.behaviours = behaviours or {}  # service -> reference behaviour, to verify reply data
+        self.requests: dict[tuple[str, str], Event] = {}
+        self.replies: dict[tuple[str, str], list[Event]] = {}
+        self.failed: list[Event] = []
+
+    def on_event(self, ev: Event) -> None:
+        if ev.kind == COMMAND and ev.data and ev.data.get("op") == "request":
+            self.requests[(ev.node, str(ev.data["id"]))] = ev
+        elif ev.kind == DELIVER and ev.data is not None:
+            if ev.msg_type == "reply":
+                self.replies.setdefault((ev.node, str(ev.data.get("id"))), []).append(ev)
+            elif ev.msg_type == "request-failed":
+                self.failed.append(ev)
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        problems: list[tuple[str, list[Event]]] = []
+        for key, req in self.requests.items():
+            got = self.replies.get(key, [])
+            if not got:
+                problems.append((f"request {key[1]} of {key[0]} was never answered", [req]))
+            elif len(got) > 1:
+                problems.append((f"request {key[1]} of {key[0]} was answered {len(got)} times", [req, *got]))
+            else:
+                want = expected_reply(req.data or {}, self.behaviours)
+                have = (got[0].data or {}).get("data")
+                if want is not None and have is not None and list(have) != want:
+                    problems.append((f"request {key[1]} of {key[0]} got data {have!r}, expected {want!r}", [req, got[0]]))
+        for key, got in self.replies.items():
+            if key not in self.requests:
+                problems.append((f"{key[0]} delivered a reply to {key[1]}, which it never requested", got))
+        for ev in self.failed:
+            problems.append((f"{ev.node} gave up on request {(ev.data or {}).get('id')}", [ev]))
+        if not problems:
+            return [self.ok(f"{len(self.requests)} request(s), each answered exactly once")]
+        detail = f"{len(problems)} problem(s): " + "; ".join(p for p, _ in problems[:3])
+        evidence = [e.describe() for _, evs in problems[:5] for e in evs]
+        return [self.fail(detail, evidence)]
+
+
+def expected_reply(request: dict[str, Any], behaviours: dict[str, str]) -> list[bytes] | None:
+    """What the reference service of the request returns, when the scenario says which
+    behaviour serves it (forwarding chains are not predicted)."""
+    behaviour = behaviours.get(str(request.get("service")))
+    data = [bytes(d) for d in request.get("data", [])]
+    if behaviour == "echo":
+        return data
+    if behaviour == "upper":
+        return [d.upper() for d in data]
+    if behaviour == "reverse":
+        return [d[::-1] for d in data]
+    return None
+
+
+class MetadataUnchanged(Checker):
+    """Every reply a client receives carries exactly the metadata parts of a request it sent:
+    the broker must not modify them and the worker must copy them unchanged."""
+
+    name = "metadata-unchanged"
+    clause = "dcp.worker.metadata-copied"
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self.sent: dict[str, set[tuple[bytes, ...]]] = {}
+        self.bad: list[Event] = []
+        self.checked = 0
+
+    def on_event(self, ev: Event) -> None:
+        if ev.role != "client" or ev.kind not in (SEND, RECV):
+            return
+        msg = ev.message()
+        if msg is None:
+            return
+        if ev.kind == SEND and msg.name == "REQUEST":
+            self.sent.setdefault(ev.node, set()).add(tuple(msg["metadata"]))
+        elif ev.kind == RECV and msg.name == "REPLY":
+            self.checked += 1
+            if tuple(msg["metadata"]) not in self.sent.get(ev.node, set()):
+                self.bad.append(ev)
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        if not self.bad:
+            return [self.ok(f"{self.checked} repl(ies) carried their request's metadata unchanged")]
+        return [self.fail(f"{len(self.bad)} repl(ies) carried metadata that no request of the client had",
+                          [e.describe() for e in self.bad])]
+
+
+READY_SIGNALS = ("REGISTER", "REPLY", "REQUEST", "PING")
+
+
+class OneRequestPerWorker(Checker):
+    """The broker gives a worker a request only when the worker has asked for work (registered,
+    replied, passed work on, or pinged) since the last one (errata E-DCP-06)."""
+
+    name = "one-request-per-worker"
+    clause = "dcp.broker.one-request-per-worker"
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self.ready: dict[bytes, bool] = {}
+        self.workers: set[bytes] = set()
+        self.bad: list[tuple[Event, Event | None]] = []
+        self.last_given: dict[bytes, Event] = {}
+        self.given = 0
+
+    def on_event(self, ev: Event) -> None:
+        if ev.role != "broker" or ev.kind not in (SEND, RECV) or not ev.frames:
+            return
+        ident = ev.frames[0]
+        msg = ev.message(skip=1)
+        if msg is None:
+            return
+        if ev.kind == RECV:
+            if msg.name == "REGISTER":
+                self.workers.add(ident)
+            if msg.name in READY_SIGNALS and ident in self.workers:
+                self.ready[ident] = True
+        elif msg.name == "REQUEST" and ident in self.workers:
+            self.given += 1
+            if not self.ready.get(ident, False):
+                self.bad.append((ev, self.last_given.get(ident)))
+            self.ready[ident] = False
+            self.last_given[ident] = ev
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        if not self.bad:
+            return [self.ok(f"{self.given} request(s) given to workers, never to a busy one")]
+        first, prev = self.bad[0]
+        evidence = [e.describe() for pair in self.bad[:5] for e in pair if e is not None]
+        return [self.fail(f"{len(self.bad)} request(s) given to a worker still holding one "
+                          f"(first at {first.time_ns / 1e6:.3f} ms to {first.frames[0]!r})", evidence)]
+
+
+class WorkerExpiry(Checker):
+    """A worker that dies is detected (dropped by the broker) within ``liveness`` heartbeat
+    intervals of the last message the broker had from it (plus one interval of slack)."""
+
+    name = "worker-expiry"
+    clause = "dcp.heartbeat.worker-ping"
+
+    def __init__(self, heartbeat_ms: int = 1000, liveness: int = 3, **params: Any) -> None:
+        super().__init__(**params)
+        self.window_ns = (liveness + 1) * heartbeat_ms * 1_000_000
+        self.last_heard: dict[bytes, int] = {}
+        self.crashes: list[tuple[str, int, int | None]] = []  # node, crashed at, last heard before
+        self.restarts: dict[str, list[int]] = {}
+        self.expired: dict[bytes, list[int]] = {}
+
+    def on_event(self, ev: Event) -> None:
+        if ev.kind == RECV and ev.role == "broker" and ev.frames:
+            self.last_heard[ev.frames[0]] = ev.time_ns
+        elif ev.kind == CRASH and ev.role == "worker":
+            self.crashes.append((ev.node, ev.time_ns, self.last_heard.get(ev.node.encode())))
+        elif ev.kind == RESTART and ev.role == "worker":
+            self.restarts.setdefault(ev.node, []).append(ev.time_ns)
+        elif ev.kind == NOTE and ev.role == "broker" and ev.msg_type == "worker-expired" and ev.data:
+            ident = ev.data.get("worker", ev.data.get("identity"))
+            if isinstance(ident, str):
+                ident = ident.encode()
+            self.expired.setdefault(ident, []).append(ev.time_ns)
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        problems = []
+        checked = 0
+        for node, crashed_at, heard in self.crashes:
+            ident = node.encode()
+            if heard is None:
+                continue  # never registered: nothing to expire
+            deadline = max(heard, crashed_at) + self.window_ns
+            back = [t for t in self.restarts.get(node, []) if t >= crashed_at]
+            if (back and back[0] <= deadline) or deadline > end_ns:
+                continue  # it came back (or the run ended) before detection was due
+            checked += 1
+            hits = [t for t in self.expired.get(ident, []) if crashed_at <= t <= deadline]
+            if not hits:
+                problems.append(f"{node} crashed at {crashed_at / 1e6:.1f} ms, last heard {heard / 1e6:.1f} ms; "
+                                f"not expired by {deadline / 1e6:.1f} ms")
+        if problems:
+            return [self.fail("; ".join(problems))]
+        return [self.ok(f"{checked} dead worker(s) detected in time")]

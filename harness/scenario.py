@@ -1,0 +1,431 @@
+"""Scenario files: validated YAML describing a topology, a workload, faults and checks.
+
+`load_scenario(path)` returns a `Scenario` or raises `ScenarioError`, whose message names the
+file, the line and the field. The format is documented in docs/scenarios.md.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from fault_injection import nemesis
+from fault_injection.rules import Distribution, RuleSet, rule_from_dict
+from harness.profiles import get_profile
+from harness.profiles.base import Profile, as_duration, as_positive_int, as_rate, as_str
+from harness.protocols import PROTOCOLS
+from harness.yamlsrc import Locations, SourceError, load, loads
+
+ScenarioError = SourceError
+
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
+TOP_KEYS = {
+    "protocol", "name", "description", "duration", "seeds", "dialect", "nodes", "network",
+    "workload", "faults", "check", "settle", "record_frames",
+}
+
+
+@dataclass
+class NodeGroup:
+    name: str
+    role: str
+    count: int | None  # None: one node named like the group; else nodes name.0 .. name.(n-1)
+    config: dict[str, Any]
+    command: str | None = None  # an external implementation (live runs)
+    ready: dict[str, Any] | None = None
+    implementation: str = "reference"
+
+    @property
+    def nodes(self) -> list[str]:
+        return [self.name] if self.count is None else [f"{self.name}.{i}" for i in range(self.count)]
+
+
+@dataclass
+class WorkloadItem:
+    nodes: list[str]
+    op: str
+    params: dict[str, Any]
+    rate: float  # operations per second per node
+    start_ns: int
+    end_ns: int
+    limit: int | None = None  # at most this many operations per node
+
+
+@dataclass
+class Scenario:
+    path: str
+    protocol: str
+    name: str
+    description: str
+    duration_ns: int
+    seeds: list[int]
+    dialect: str
+    groups: dict[str, NodeGroup]
+    latency: dict[str, Any]
+    rules: RuleSet
+    faults: list[Any]
+    workload: list[WorkloadItem]
+    checks: list[tuple[str, dict[str, Any]]]
+    settle_ns: int
+    record_frames: bool = True
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def node_names(self) -> list[str]:
+        return [n for g in self.groups.values() for n in g.nodes]
+
+    def role_of(self, node: str) -> str:
+        for g in self.groups.values():
+            if node in g.nodes:
+                return g.role
+        raise KeyError(node)
+
+    def group_of(self, node: str) -> NodeGroup:
+        for g in self.groups.values():
+            if node in g.nodes:
+                return g
+        raise KeyError(node)
+
+    @property
+    def external(self) -> list[NodeGroup]:
+        return [g for g in self.groups.values() if g.command]
+
+
+def parse_seeds(value: Any) -> list[int]:
+    """``7``, ``"1-500"``, ``[1, 2, 9]`` or ``"1-3,10"``."""
+    if isinstance(value, bool):
+        raise ValueError("seeds must be numbers")
+    if isinstance(value, int):
+        return [value]
+    if isinstance(value, list):
+        out = []
+        for v in value:
+            out.extend(parse_seeds(v))
+        return out
+    if isinstance(value, str):
+        out = []
+        for part in value.split(","):
+            part = part.strip()
+            m = re.fullmatch(r"(\d+)\s*-\s*(\d+)", part)
+            if m:
+                lo, hi = int(m.group(1)), int(m.group(2))
+                if hi < lo:
+                    raise ValueError(f"seed range {part!r} runs backwards")
+                if hi - lo > 1_000_000:
+                    raise ValueError(f"seed range {part!r} is too long")
+                out.extend(range(lo, hi + 1))
+            elif part.isdigit():
+                out.append(int(part))
+            else:
+                raise ValueError(f"not a seed or seed range: {part!r} (use 7, 1-500 or 1-3,10)")
+        return out
+    raise ValueError(f"not seeds: {value!r}")
+
+
+class _Validator:
+    def __init__(self, data: Any, locs: Locations) -> None:
+        self.data = data
+        self.locs = locs
+
+    def fail(self, path: tuple[Any, ...], message: str) -> SourceError:
+        return self.locs.error(path, message)
+
+    def get(self, mapping: dict[str, Any], path: tuple[Any, ...], key: str, parse: Callable[[Any], Any],
+            default: Any = ..., ) -> Any:
+        if key not in mapping:
+            if default is ...:
+                raise self.fail(path, f"missing required field '{key}'")
+            return default
+        try:
+            return parse(mapping[key])
+        except (ValueError, TypeError) as e:
+            raise self.fail(path + (key,), str(e)) from None
+
+    def mapping(self, value: Any, path: tuple[Any, ...], what: str) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.fail(path, f"{what} must be a mapping, got {type(value).__name__}")
+        return value
+
+    def known(self, mapping: dict[str, Any], path: tuple[Any, ...], keys: set[str] | dict[str, Any]) -> None:
+        for k in mapping:
+            if k not in keys:
+                hint = _closest(str(k), list(keys))
+                raise self.fail(path + (k,), f"unknown field{hint} (known: {', '.join(sorted(map(str, keys)))})")
+
+
+def _closest(word: str, options: list[str]) -> str:
+    import difflib
+
+    m = difflib.get_close_matches(word, options, n=1)
+    return f"; did you mean '{m[0]}'?" if m else ""
+
+
+def _scenario_from(data: Any, locs: Locations, path: str) -> Scenario:
+    v = _Validator(data, locs)
+    top = v.mapping(data, (), "a scenario")
+    v.known(top, (), TOP_KEYS)
+    protocol = v.get(top, (), "protocol", as_str)
+    if protocol not in PROTOCOLS:
+        raise v.fail(("protocol",), f"unknown protocol {protocol!r} (known: {', '.join(PROTOCOLS)})")
+    try:
+        profile = get_profile(protocol)
+    except KeyError as e:
+        raise v.fail(("protocol",), str(e.args[0])) from None
+    name = v.get(top, (), "name", as_str)
+    duration = v.get(top, (), "duration", as_duration)
+    if duration <= 0:
+        raise v.fail(("duration",), "must be positive")
+    seeds = v.get(top, (), "seeds", parse_seeds, [1])
+    from harness.protocols import dialects
+
+    dialect = v.get(top, (), "dialect", as_str, "strict")
+    if dialect not in dialects(protocol):
+        raise v.fail(("dialect",), f"{protocol} has no dialect {dialect!r} (known: {', '.join(dialects(protocol))})")
+    groups = _groups(v, top, profile)
+    node_names = [n for g in groups.values() for n in g.nodes]
+
+    def resolve(pattern: Any, where: tuple[Any, ...]) -> list[str]:
+        if not isinstance(pattern, str):
+            raise v.fail(where, f"expected a node or group name, got {pattern!r}")
+        if pattern in groups:
+            return groups[pattern].nodes
+        hits = [n for n in node_names if fnmatch.fnmatchcase(n, pattern)]
+        if not hits:
+            raise v.fail(where, f"no node or group named {pattern!r}{_closest(pattern, node_names + list(groups))}")
+        return hits
+
+    network = v.mapping(top.get("network", {}), ("network",), "network")
+    v.known(network, ("network",), {"latency"})
+    latency = v.mapping(network.get("latency", {}), ("network", "latency"), "network.latency")
+    v.known(latency, ("network", "latency"), {"default", "links"})
+    if "default" in latency:
+        v.get(latency, ("network", "latency"), "default", Distribution.parse)
+    for i, link in enumerate(latency.get("links", []) or []):
+        lp = ("network", "latency", "links", i)
+        link = v.mapping(link, lp, "a link")
+        v.known(link, lp, {"from", "to", "latency"})
+        resolve(v.get(link, lp, "from", as_str), lp + ("from",))
+        resolve(v.get(link, lp, "to", as_str), lp + ("to",))
+        v.get(link, lp, "latency", Distribution.parse)
+
+    rules, faults = _faults(v, top, resolve, duration)
+    workload = _workload(v, top, profile, groups, resolve, duration)
+    checks = _checks(v, top, profile)
+    settle = v.get(top, (), "settle", as_duration, 0)
+    record = v.get(top, (), "record_frames", lambda x: bool(x), True)
+    return Scenario(path, protocol, name, str(top.get("description", "")), duration, seeds, dialect, groups,
+                    latency, rules, faults, workload, checks, settle, record, raw=top)
+
+
+def _groups(v: _Validator, top: dict[str, Any], profile: Profile) -> dict[str, NodeGroup]:
+    nodes = v.mapping(v.get(top, (), "nodes", lambda x: x), ("nodes",), "nodes")
+    if not nodes:
+        raise v.fail(("nodes",), "no nodes")
+    groups: dict[str, NodeGroup] = {}
+    for gname, spec in nodes.items():
+        p = ("nodes", gname)
+        if not isinstance(gname, str) or not _NAME.match(gname):
+            raise v.fail(p, "node names start with a letter and hold letters, digits, '-' and '_'")
+        spec = v.mapping(spec, p, f"node {gname!r}")
+        v.known(spec, p, {"role", "count", "config", "command", "ready", "implementation"})
+        role = v.get(spec, p, "role", as_str)
+        if role not in profile.roles:
+            raise v.fail(p + ("role",), f"{profile.protocol} has no role {role!r} (roles: {', '.join(profile.roles)})")
+        count = v.get(spec, p, "count", as_positive_int, None)
+        cfg_in = v.mapping(spec.get("config", {}) or {}, p + ("config",), "config")
+        settings = profile.roles[role].settings
+        v.known(cfg_in, p + ("config",), settings)
+        config = {}
+        for key, value in cfg_in.items():
+            s = settings[key]
+            try:
+                config[s.key] = s.parse(value)
+            except (ValueError, TypeError) as e:
+                raise v.fail(p + ("config", key), str(e)) from None
+        command = v.get(spec, p, "command", as_str, None)
+        ready = spec.get("ready")
+        if ready is not None:
+            ready = v.mapping(ready, p + ("ready",), "ready")
+            v.known(ready, p + ("ready",), {"line", "port", "delay", "timeout"})
+        impl = v.get(spec, p, "implementation", as_str, "external" if command else "reference")
+        groups[gname] = NodeGroup(gname, role, count, config, command, ready, impl)
+    return groups
+
+
+_FAULT_KINDS = ("rule", "crash", "partition", "pause", "clock_skew", "slow_link")
+
+
+def _faults(v: _Validator, top: dict[str, Any], resolve: Callable[..., list[str]], duration: int) -> tuple[RuleSet, list[Any]]:
+    items = top.get("faults", []) or []
+    if not isinstance(items, list):
+        raise v.fail(("faults",), "faults must be a list")
+    rules = []
+    faults: list[Any] = []
+    for i, item in enumerate(items):
+        p = ("faults", i)
+        item = v.mapping(item, p, "a fault")
+        kinds = [k for k in _FAULT_KINDS if k in item]
+        if len(kinds) != 1:
+            raise v.fail(p, f"each fault needs exactly one of {', '.join(_FAULT_KINDS)}")
+        kind = kinds[0]
+
+        def window(allowed_end: bool = True) -> tuple[int, int | None]:
+            start = v.get(item, p, "from", as_duration, 0)
+            end = v.get(item, p, "until", as_duration, None)
+            if end is not None and end <= start:
+                raise v.fail(p + ("until",), "must be after 'from'")
+            if start > duration:
+                raise v.fail(p + ("from",), "starts after the scenario ends")
+            return start, end
+
+        try:
+            if kind == "rule":
+                v.known(item, p, {"rule"})
+                rule = v.mapping(item["rule"], p + ("rule",), "rule")
+                for key in ("from", "to", "src", "dst"):
+                    if key in rule and isinstance(rule[key], str) and not any(c in rule[key] for c in "*?["):
+                        resolve(rule[key], p + ("rule", key))
+                try:
+                    rules.append(rule_from_dict(rule, i))
+                except ValueError as e:
+                    raise v.fail(p + ("rule",), str(e).split(": ", 1)[-1]) from None
+            elif kind == "crash":
+                v.known(item, p, {"crash", "at", "restart_after"})
+                at = v.get(item, p, "at", as_duration)
+                after = v.get(item, p, "restart_after", as_duration, None)
+                for n in resolve(item["crash"], p + ("crash",)):
+                    faults.append(nemesis.Crash(at, n, after))
+            elif kind == "partition":
+                v.known(item, p, {"partition", "from", "until", "one_way"})
+                start, end = window()
+                sides = item["partition"]
+                if not isinstance(sides, list) or len(sides) != 2:
+                    raise v.fail(p + ("partition",), "a partition is two lists of nodes: [[a, b], [c]]")
+                groups = []
+                for j, side in enumerate(sides):
+                    side = side if isinstance(side, list) else [side]
+                    names: list[str] = []
+                    for k, pat in enumerate(side):
+                        names.extend(resolve(pat, p + ("partition", j, k)))
+                    groups.append(tuple(dict.fromkeys(names)))
+                if set(groups[0]) & set(groups[1]):
+                    raise v.fail(p + ("partition",), f"node(s) on both sides: {sorted(set(groups[0]) & set(groups[1]))}")
+                one_way = v.get(item, p, "one_way", lambda x: bool(x), False)
+                faults.append(nemesis.Partition(start, end, tuple(groups), one_way))
+            elif kind == "pause":
+                v.known(item, p, {"pause", "from", "until"})
+                start, end = window()
+                for n in resolve(item["pause"], p + ("pause",)):
+                    faults.append(nemesis.Pause(start, end, n))
+            elif kind == "clock_skew":
+                v.known(item, p, {"clock_skew", "at", "offset", "drift"})
+                at = v.get(item, p, "at", as_duration, 0)
+                offset = v.get(item, p, "offset", _signed_duration, 0)
+                drift = v.get(item, p, "drift", float, 0.0)
+                for n in resolve(item["clock_skew"], p + ("clock_skew",)):
+                    faults.append(nemesis.ClockSkew(at, n, offset, drift))
+            elif kind == "slow_link":
+                v.known(item, p, {"slow_link", "from", "until", "latency", "both_ways"})
+                start, end = window()
+                ends = item["slow_link"]
+                if not isinstance(ends, list) or len(ends) != 2:
+                    raise v.fail(p + ("slow_link",), "a slow link is [source, destination]")
+                lat = v.get(item, p, "latency", Distribution.parse)
+                both = v.get(item, p, "both_ways", lambda x: bool(x), True)
+                for a in resolve(ends[0], p + ("slow_link", 0)):
+                    for b in resolve(ends[1], p + ("slow_link", 1)):
+                        faults.append(nemesis.SlowLink(start, end, a, b, lat, both))
+        except SourceError:
+            raise
+        except ValueError as e:
+            raise v.fail(p, str(e)) from None
+    return RuleSet(rules), faults
+
+
+def _signed_duration(x: Any) -> int:
+    if isinstance(x, str) and x.strip().startswith("-"):
+        return -as_duration(x.strip()[1:])
+    return as_duration(x)
+
+
+def _workload(v: _Validator, top: dict[str, Any], profile: Profile, groups: dict[str, NodeGroup],
+              resolve: Callable[..., list[str]], duration: int) -> list[WorkloadItem]:
+    items = top.get("workload", []) or []
+    if isinstance(items, dict):
+        items = [items]
+    if not isinstance(items, list):
+        raise v.fail(("workload",), "workload must be a list of operations")
+    out = []
+    for i, item in enumerate(items):
+        p = ("workload", i)
+        item = v.mapping(item, p, "a workload item")
+        op = v.get(item, p, "op", as_str)
+        if op not in profile.operations:
+            raise v.fail(p + ("op",), f"{profile.protocol} has no operation {op!r} (operations: {', '.join(profile.operations)})")
+        spec = profile.operations[op]
+        v.known(item, p, {"nodes", "op", "rate", "from", "until", "limit", *spec.params})
+        nodes = resolve(v.get(item, p, "nodes", as_str), p + ("nodes",))
+        for n in nodes:
+            role = next(g.role for g in groups.values() if n in g.nodes)
+            if role not in spec.roles:
+                raise v.fail(p + ("nodes",), f"node {n} is a {role}; {op} is done by {', '.join(spec.roles)}")
+        rate = v.get(item, p, "rate", as_rate)
+        start = v.get(item, p, "from", as_duration, 0)
+        end = v.get(item, p, "until", as_duration, duration)
+        if end <= start:
+            raise v.fail(p + ("until",), "must be after 'from'")
+        if end > duration:
+            raise v.fail(p + ("until",), "is after the scenario's duration")
+        limit = v.get(item, p, "limit", as_positive_int, None)
+        params = {}
+        for key, s in spec.params.items():
+            if key in item:
+                try:
+                    params[s.key] = s.parse(item[key])
+                except (ValueError, TypeError) as e:
+                    raise v.fail(p + (key,), str(e)) from None
+        out.append(WorkloadItem(nodes, op, params, rate, start, end, limit))
+    return out
+
+
+def _checks(v: _Validator, top: dict[str, Any], profile: Profile) -> list[tuple[str, dict[str, Any]]]:
+    items = top.get("check", list(profile.default_checks))
+    if not isinstance(items, list):
+        raise v.fail(("check",), "check must be a list of property names")
+    out = []
+    for i, item in enumerate(items):
+        p = ("check", i)
+        if isinstance(item, str):
+            name, given = item, {}
+        elif isinstance(item, dict) and len(item) == 1:
+            name, given = next(iter(item.items()))
+            p = p + (name,)
+            if not isinstance(given, dict):
+                given = {"value": given}
+        else:
+            raise v.fail(p, "each check is a name or {name: {parameters}}")
+        if name not in profile.checks:
+            raise v.fail(p, f"{profile.protocol} has no check {name!r}{_closest(str(name), list(profile.checks))}"
+                            f" (checks: {', '.join(profile.checks)})")
+        spec = profile.checks[name]
+        v.known(given, p, spec.params)
+        params = {}
+        for key, value in given.items():
+            try:
+                params[spec.params[key].key] = spec.params[key].parse(value)
+            except (ValueError, TypeError) as e:
+                raise v.fail(p + (key,), str(e)) from None
+        out.append((name, params))
+    return out
+
+
+def load_scenario(path: str) -> Scenario:
+    data, locs = load(path)
+    return _scenario_from(data, locs, path)
+
+
+def parse_scenario(text: str, path: str = "<string>") -> Scenario:
+    data, locs = loads(text, path)
+    return _scenario_from(data, locs, path)
