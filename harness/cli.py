@@ -143,6 +143,40 @@ def _print_result(result, path: str) -> None:
             print(f"  replay: {_replay(path, result.seed)}")
 
 
+def cmd_node(args: argparse.Namespace) -> int:
+    import yaml
+
+    from harness.live.standalone import run_standalone
+    from harness.profiles import get_profile
+
+    try:
+        profile = get_profile(args.protocol)
+    except KeyError as e:
+        raise UsageError(f"zmq-harness node: {e.args[0]}")
+    role = profile.roles.get(args.role)
+    if role is None:
+        raise UsageError(f"zmq-harness node: {args.protocol} has no role {args.role!r} (roles: {', '.join(profile.roles)})")
+    config: dict = {"dialect": args.dialect}
+    for item in args.set or []:
+        key, sep, value = item.partition("=")
+        if not sep or key not in role.settings:
+            raise UsageError(f"zmq-harness node: --set takes KEY=VALUE with KEY one of {', '.join(role.settings)}")
+        try:
+            config[role.settings[key].key] = role.settings[key].parse(yaml.safe_load(value))
+        except (ValueError, TypeError) as e:
+            raise UsageError(f"zmq-harness node: --set {key}: {e}")
+    if args.bind:
+        config["bind"] = list(args.bind)
+    if args.connect:
+        config["connect"] = args.connect[0] if len(args.connect) == 1 else list(args.connect)
+    if args.identity:
+        config["identity"] = args.identity.encode()
+    from harness.live.supervisor import reap_on_signals  # noqa: F401 - standalone installs its own handlers
+
+    return run_standalone(role.factory, name=args.name or f"{args.protocol}-{args.role}", role=args.role,
+                          config=config, trace_path=args.trace, seed=args.seed)
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="zmq-harness", description=__doc__)
     sub = ap.add_subparsers(dest="command", required=True)
@@ -169,6 +203,21 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", default="runs", help="directory for traces and verdicts (default: runs/)")
     r.add_argument("--quiet", action="store_true", help="no progress line")
     r.set_defaults(func=cmd_run)
+
+    n = sub.add_parser("node", help="run one reference node standalone over real sockets",
+                       description="Run one reference node until SIGTERM/SIGINT. It prints 'READY <name> <endpoints>' "
+                       "once its sockets are bound. Example: zmq-harness node dcp broker --bind tcp://127.0.0.1:5555")
+    n.add_argument("protocol", choices=PROTOCOLS)
+    n.add_argument("role")
+    n.add_argument("--bind", action="append", metavar="ENDPOINT", help="endpoint to bind (repeatable)")
+    n.add_argument("--connect", action="append", metavar="ENDPOINT", help="endpoint to connect to (repeatable)")
+    n.add_argument("--set", action="append", metavar="KEY=VALUE", help="a role setting, as in scenario files")
+    n.add_argument("--identity", help="routing identity of the node's DEALER socket")
+    n.add_argument("--dialect", default="strict")
+    n.add_argument("--name")
+    n.add_argument("--seed", type=int, default=0)
+    n.add_argument("--trace", help="write a Parquet trace here")
+    n.set_defaults(func=cmd_node)
 
     c = sub.add_parser("clauses", help="print or regenerate the clause catalogues (docs/clauses/*.md)")
     c.add_argument("protocols", nargs="*", metavar="PROTOCOL", help=f"any of {', '.join(PROTOCOLS)} (default: all)")

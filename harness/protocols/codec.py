@@ -582,7 +582,9 @@ class Codec:
         else:
             spec = self.table.message(message)
             clause = spec.clause or self.table.grammar_clause
-        return DecodeError(self.protocol, self.dialect, message, field, e.reason, clause, frame=frame)
+        err = DecodeError(self.protocol, self.dialect, message, field, e.reason, clause, frame=frame)
+        err.structural = isinstance(e, _StructureError)  # wrong frame count, not wrong content
+        return err
 
     def _compile(self, msg: MessageSpec) -> None:
         ns: dict[str, Any] = {
@@ -724,14 +726,15 @@ class Codec:
                     " name the message (as_=..., --as) or the channel",
                     self.table.grammar_clause,
                 )
-            first_error: DecodeError | None = None
+            errors: list[DecodeError] = []
             for name in names:
                 try:
                     return self._decoders[name](frames)
                 except DecodeError as e:
-                    first_error = first_error or e
-            assert first_error is not None
-            raise first_error
+                    errors.append(e)
+            # Report the candidate whose frame count fitted (its error is about content).
+            fitting = [e for e in errors if not getattr(e, "structural", False)]
+            raise (fitting or errors)[0]
         except DecodeError:
             raise
         except Exception as e:  # a codec bug: still only DecodeError leaves the codec
@@ -788,9 +791,15 @@ class Codec:
             raise EncodeError(self.protocol, self.dialect, name, None, f"{type(e).__name__}: {e}") from None
 
     def _diagnose_encode(self, name: str, fields: dict[str, Any]) -> None:
+        optional = optional_fields(self.table.message(name))
         for fname in fields_of(self.table.message(name)):
             if fname not in fields:
                 continue
+            if fields[fname] is None and fname not in optional:
+                try:
+                    self.table.fields[fname].type.encode(None)  # some types have a null (nuint, "null")
+                except Exception:
+                    raise EncodeError(self.protocol, self.dialect, name, fname, "is required (got None)") from None
             fd = self.table.fields[fname]
             value = fields[fname]
             repeated = fname in repeated_fields(self.table.message(name))

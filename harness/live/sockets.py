@@ -1,0 +1,106 @@
+"""Real pyzmq sockets from a node's `SocketSpec`.
+
+Only the loop thread of a `LiveRuntime` calls these: ZeroMQ sockets are not thread-safe.
+"""
+
+from __future__ import annotations
+
+import time
+
+import zmq
+
+from harness.node import SocketSpec, SocketType
+
+ZMQ_TYPE: dict[SocketType, int] = {
+    SocketType.PUB: zmq.PUB,
+    SocketType.SUB: zmq.SUB,
+    SocketType.XPUB: zmq.XPUB,
+    SocketType.XSUB: zmq.XSUB,
+    SocketType.ROUTER: zmq.ROUTER,
+    SocketType.DEALER: zmq.DEALER,
+}
+
+# A socket closed with linger 0 is torn down asynchronously by the I/O thread, so a restarted
+# node may find its old port still taken for a few milliseconds.
+BIND_RETRY_S = 2.0
+
+
+class SocketSetupError(RuntimeError):
+    """A socket could not be created, bound or connected as its spec asks."""
+
+
+def open_socket(
+    ctx: zmq.Context,
+    spec: SocketSpec,
+    node: str,
+    rebind: dict[str, str] | None = None,
+    bind_retry: float = 0.0,
+) -> tuple[zmq.Socket, list[str]]:
+    """Create, configure, bind and connect one socket. Returns it and the bound endpoints as
+    resolved by ZeroMQ (a wildcard port becomes the real one). ``rebind`` maps a spec endpoint
+    to the endpoint it resolved to last time, so a restarted node keeps its port; ``bind_retry``
+    is how long to retry a bind that finds the address in use (see BIND_RETRY_S)."""
+    sock = ctx.socket(ZMQ_TYPE[SocketType(spec.type)])
+    try:
+        configure(sock, spec)
+        bound = []
+        for endpoint in spec.bind:
+            target = (rebind or {}).get(endpoint, endpoint)
+            bound.append(bind(sock, target, node, spec.name, bind_retry))
+        for endpoint in spec.connect:
+            try:
+                sock.connect(endpoint)
+            except zmq.ZMQError as exc:
+                raise SocketSetupError(
+                    f"node {node!r} socket {spec.name!r}: cannot connect to {endpoint!r}: {exc}"
+                ) from exc
+        if spec.type == SocketType.XSUB:
+            for topic in spec.subscribe:  # XSUB subscribes by sending, after connecting
+                sock.send(b"\x01" + topic, zmq.NOBLOCK)
+    except BaseException:
+        sock.close(linger=0)
+        raise
+    return sock, bound
+
+
+def configure(sock: zmq.Socket, spec: SocketSpec) -> None:
+    if spec.identity is not None:
+        sock.setsockopt(zmq.ROUTING_ID, spec.identity)
+    sock.setsockopt(zmq.SNDHWM, spec.hwm)
+    sock.setsockopt(zmq.RCVHWM, spec.hwm)
+    if spec.type == SocketType.ROUTER:
+        # Unroutable sends raise instead of vanishing, so the trace can record the drop; the
+        # message is lost either way, as on a default ROUTER.
+        sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
+    if spec.type == SocketType.XPUB:
+        if spec.xpub_verbose:
+            sock.setsockopt(zmq.XPUB_VERBOSE, 1)
+        if spec.welcome is not None:
+            sock.setsockopt(zmq.XPUB_WELCOME_MSG, spec.welcome)
+    if spec.type == SocketType.SUB:
+        for topic in spec.subscribe:
+            sock.setsockopt(zmq.SUBSCRIBE, topic)
+
+
+def bind(sock: zmq.Socket, endpoint: str, node: str, socket_name: str, retry: float = 0.0) -> str:
+    deadline = time.monotonic() + retry
+    while True:
+        try:
+            sock.bind(endpoint)
+            return sock.getsockopt_string(zmq.LAST_ENDPOINT)
+        except zmq.ZMQError as exc:
+            if exc.errno == zmq.EADDRINUSE and time.monotonic() < deadline:
+                time.sleep(0.01)
+                continue
+            raise SocketSetupError(
+                f"node {node!r} socket {socket_name!r}: cannot bind {endpoint!r}: {exc}"
+            ) from exc
+
+
+def subscribe(sock: zmq.Socket, type_: SocketType, topic: bytes, on: bool) -> None:
+    if type_ == SocketType.SUB:
+        sock.setsockopt(zmq.SUBSCRIBE if on else zmq.UNSUBSCRIBE, topic)
+    elif type_ == SocketType.XSUB:
+        sock.send((b"\x01" if on else b"\x00") + topic, zmq.NOBLOCK)
+    else:
+        raise ValueError(f"cannot (un)subscribe on a {type_.value} socket")

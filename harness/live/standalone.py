@@ -1,0 +1,73 @@
+"""Run one node in the foreground as a process of its own (backs `zmq-harness node ...`).
+
+Once its sockets are bound the process prints ``READY <name> <endpoint>...`` on stdout, so a
+supervisor can wait for it and read the resolved endpoints. SIGTERM or SIGINT shut it down
+cleanly with exit code 0; a node that raises makes the process exit with code 1 after
+printing the error to stderr (a dead node in a live process would only hide the failure).
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+import time
+from types import FrameType
+from typing import Any
+
+from harness.live.runtime import LiveRuntime
+from harness.node import NodeFactory
+from harness.trace import RunInfo, TraceWriter
+
+EXIT_OK = 0
+EXIT_NODE_FAILED = 1
+
+
+def run_standalone(
+    factory: NodeFactory,
+    *,
+    name: str,
+    role: str,
+    config: dict[str, Any] | None = None,
+    ready_line: bool = True,
+    trace_path: str | None = None,
+    seed: int = 0,
+    implementation: str = "reference",
+) -> int:
+    """Run until SIGTERM/SIGINT; returns the process exit code."""
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    runtime = LiveRuntime(seed=seed)
+    trace: TraceWriter | None = None
+    code = EXIT_OK
+    try:
+        node = runtime.add_node(name, factory, role=role, config=config, implementation=implementation)
+        if trace_path is not None:
+            run_id = time.strftime("live-%Y%m%dT%H%M%S")
+            trace = TraceWriter(trace_path, RunInfo(run_id, seed, "", getattr(node, "protocol", "")))
+            runtime.set_trace(trace)
+        runtime.start()
+        if ready_line:
+            endpoints = [ep for eps in runtime.endpoints(name).values() for ep in eps]
+            print(" ".join(["READY", name, *endpoints]), flush=True)
+        # Short waits so the failure check runs; signals only set the event.
+        while not stop.wait(0.2):
+            if runtime.errors:
+                for err in runtime.errors:
+                    print(f"node {err.node!r} failed in {err.where}:\n{err.traceback}",
+                          file=sys.stderr, flush=True)
+                code = EXIT_NODE_FAILED
+                break
+    finally:
+        try:
+            runtime.stop()
+        finally:
+            if trace is not None:
+                trace.close()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+    return code

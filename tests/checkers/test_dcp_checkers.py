@@ -1,0 +1,102 @@
+"""Every DCP checker catches a deliberately broken node, and passes the reference nodes.
+
+Each test runs a real simulated scenario with one node replaced by a mutant from
+reference_nodes/dcp/mutants.py (or a garbage-sending node defined here) and asserts that the
+checker for the broken rule fails, with evidence, while it passes with the reference node."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.composition import RunResult, run_sim
+from harness.node import BaseNode, NodeContext, Send, SetTimer, SocketSpec, SocketType
+from harness.scenario import parse_scenario
+from reference_nodes.dcp import mutants
+
+CLEAN = Path("scenarios/dcp/clean.yaml").read_text().replace("duration: 6s", "duration: 3s").replace(
+    "until: 5s", "until: 2s")
+CRASH = Path("scenarios/dcp/worker-crash.yaml").read_text()
+
+
+def verdict(result: RunResult, check: str):
+    return next(v for v in result.verdicts if v.check == check)
+
+
+def run(text: str, seed: int = 1, **factories) -> RunResult:
+    return run_sim(parse_scenario(text, "test.yaml"), seed, factories={k.replace("__", "."): v for k, v in factories.items()})
+
+
+def test_reference_nodes_pass_every_check() -> None:
+    r = run(CLEAN)
+    assert r.ok, [v.to_dict() for v in r.failed]
+
+
+def test_one_request_per_worker_catches_a_broker_that_loads_busy_workers() -> None:
+    # Slow workers so that requests queue: the mutant hands them to busy workers instead.
+    text = CLEAN.replace("service_time: 2ms", "service_time: 80ms")
+    assert verdict(run(text), "one-request-per-worker").ok
+    bad = run(text, broker=mutants.BusyWorkerBroker)
+    v = verdict(bad, "one-request-per-worker")
+    assert not v.ok and "still holding one" in v.detail and v.evidence
+    assert v.clause == "dcp.broker.one-request-per-worker"
+
+
+@pytest.mark.parametrize("node,mutant", [("broker", mutants.AltersMetadataBroker),
+                                         ("workers__0", mutants.DropsMetadataWorker)])
+def test_metadata_unchanged_catches_altered_or_dropped_metadata(node: str, mutant) -> None:
+    bad = run(CLEAN, **{node: mutant})
+    v = verdict(bad, "metadata-unchanged")
+    assert not v.ok and "metadata that no request of the client had" in v.detail
+    assert v.evidence and v.evidence[0]["node"].startswith("clients.")
+
+
+def test_exactly_once_catches_duplicate_delivery_to_the_application() -> None:
+    text = CLEAN.replace("check:", "faults:\n  - rule: {message: REPLY, to: \"clients.*\", duplicate: 20%}\ncheck:")
+    assert verdict(run(text), "exactly-once").ok  # the reference client hides the duplicates
+    bad = run(text, clients__3=mutants.DuplicateDeliveryClient)
+    v = verdict(bad, "exactly-once")
+    assert not v.ok and "answered 2 times" in v.detail
+
+
+def test_exactly_once_catches_lost_replies() -> None:
+    bad = run(CLEAN, broker=mutants.StripsMetadataBroker)
+    v = verdict(bad, "exactly-once")
+    assert not v.ok and ("never answered" in v.detail or "gave up" in v.detail)
+
+
+def test_worker_expiry_catches_a_broker_that_keeps_dead_workers() -> None:
+    assert verdict(run(CRASH), "worker-expiry").detail.startswith("1 dead worker")
+    bad = run(CRASH, broker=mutants.NeverExpireBroker)
+    v = verdict(bad, "worker-expiry")
+    assert not v.ok and "not expired by" in v.detail and "workers.0" in v.detail
+
+
+class GarbageClient(BaseNode):
+    """Sends one malformed DCP message to the broker at start, then stays quiet."""
+
+    protocol, role = "dcp", "client"
+
+    def sockets(self) -> list[SocketSpec]:
+        return [SocketSpec("broker", SocketType.DEALER, connect=(self.config["connect"],),
+                           identity=self.config.get("identity"))]
+
+    def start(self, now: int) -> list:
+        return [SetTimer(now + 50_000_000)]
+
+    def handle_timer(self, now: int) -> list:
+        return [Send("broker", [b"", b"DGBX\x01", b"\x04"], "garbage")]  # a REQUEST without its parts
+
+    def command(self, request, now):
+        return []
+
+
+def test_no_node_errors_catches_a_broker_that_crashes_on_malformed_input() -> None:
+    text = CLEAN.replace("workload:\n  - {nodes: clients", "workload:\n  - {nodes: clients.1")
+    ok = run(text, clients__0=GarbageClient)
+    assert verdict(ok, "no-node-errors").ok  # the reference broker discards it and keeps serving
+    bad = run(text, clients__0=GarbageClient, broker=mutants.CrashOnMalformedBroker)
+    v = verdict(bad, "no-node-errors")
+    assert not v.ok and "broker" in v.detail
+    assert not verdict(bad, "exactly-once").ok  # and with the broker gone, requests go unanswered

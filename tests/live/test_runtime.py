@@ -1,0 +1,427 @@
+"""LiveRuntime over real pyzmq sockets on 127.0.0.1."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+import zmq
+
+from harness.live.runtime import Delivery, LiveRuntime
+from harness.live.sockets import SocketSetupError
+from harness.node import Action, BaseNode, Deliver, Discard, Send, SocketSpec, SocketType
+from harness.trace import RunInfo, TraceWriter, read_trace, unpack_frames
+from tests.live.live_test_nodes import EchoClient, EchoServer, Publisher, Subscriber, Ticker
+
+pytestmark = [pytest.mark.live, pytest.mark.timeout(30)]
+
+
+def kinds(ds: list[Delivery], kind: str) -> list[Delivery]:
+    return [d for d in ds if d.kind == kind]
+
+
+def echo_pair(rt: LiveRuntime, n: int, window: int = 1) -> str:
+    rt.add_node("srv", EchoServer, role="server")
+    rt.start()
+    endpoint = rt.endpoints("srv")["srv"][0]
+    rt.add_node("cli", EchoClient, role="client",
+                config={"connect": [endpoint], "n": n, "window": window})
+    return endpoint
+
+
+def test_echo_round_trips_and_trace(tmp_path: Any, no_thread_leak: None) -> None:
+    path = str(tmp_path / "trace.parquet")
+    with TraceWriter(path, RunInfo("live-test", 7, "echo", "test")) as trace:
+        with LiveRuntime(trace, seed=7) as rt:
+            endpoint = echo_pair(rt, n=200, window=8)
+            assert endpoint.startswith("tcp://127.0.0.1:") and not endpoint.endswith("*")
+            ds = rt.wait_for(lambda ds: len(kinds(ds, "reply")) >= 200, timeout=10)
+            assert sorted(int(d.data["body"]) for d in kinds(ds, "reply")) == list(range(1, 201))
+            assert rt.errors == []
+    rows = read_trace(path).to_pylist()
+    by_kind: dict[str, list[dict]] = {}
+    for r in rows:
+        by_kind.setdefault(r["kind"], []).append(r)
+    # Each request: client send, server recv, server send, client recv.
+    assert len(by_kind["send"]) == 400 and len(by_kind["recv"]) == 400
+    cli_send = [r for r in by_kind["send"] if r["node"] == "cli"]
+    assert cli_send[0]["msg_type"] == "REQ" and cli_send[0]["peer"] == endpoint
+    assert cli_send[0]["seq"] == 1 and cli_send[0]["corr"] == "1"
+    assert unpack_frames(cli_send[0]["frames"]) == [b"1"]
+    srv_recv = [r for r in by_kind["recv"] if r["node"] == "srv"]
+    identity = unpack_frames(srv_recv[0]["frames"])[0]
+    assert srv_recv[0]["peer"] == identity.hex() and srv_recv[0]["size"] == len(identity) + 1
+    assert {r["role"] for r in rows if r["node"] == "srv"} == {"server"}
+    assert len(by_kind["deliver"]) == 201  # 200 replies + the server's boot
+    times = [r["time_ns"] for r in rows]
+    assert all(0 <= t < 30 * 10**9 for t in times)
+
+
+def test_two_runtimes_talk_and_identity_is_used(no_thread_leak: None) -> None:
+    with LiveRuntime(seed=1) as server_rt, LiveRuntime(seed=2) as client_rt:
+        server_rt.add_node("srv", EchoServer, role="server")
+        server_rt.start()
+        endpoint = server_rt.endpoints("srv")["srv"][0]
+        seen: list[bytes] = []
+        server_rt.on_action(lambda node, a, t: seen.append(a.frames[0]) if isinstance(a, Send) else None)
+        client_rt.add_node("cli", EchoClient, role="client",
+                           config={"connect": [endpoint], "n": 5, "identity": b"client-A"})
+        client_rt.start()
+        client_rt.wait_for(lambda ds: len(kinds(ds, "reply")) == 5, timeout=10)
+        assert seen and set(seen) == {b"client-A"}
+
+
+def test_timers_fire_in_order_and_on_time(runtime: LiveRuntime) -> None:
+    runtime.add_node("t", Ticker, role="ticker", config={"period_ms": 30, "ticks": 4})
+    runtime.start()
+    ds = runtime.wait_for(lambda ds: len(ds) >= 4, timeout=5)
+    ticks = kinds(ds, "tick")
+    assert [d.data["left"] for d in ticks] == [3, 2, 1, 0]
+    gaps = [b.data["now"] - a.data["now"] for a, b in zip(ticks, ticks[1:])]
+    assert all(g >= 30_000_000 for g in gaps), gaps  # never early
+    assert all(g < 500_000_000 for g in gaps), gaps
+    time.sleep(0.1)
+    assert len(runtime.deliveries) == 4  # the last tick set no new timer
+
+
+def test_set_timer_none_cancels(runtime: LiveRuntime) -> None:
+    runtime.add_node("t", Ticker, role="ticker", config={"period_ms": 100, "ticks": 5})
+    runtime.start()
+    runtime.command("t", {"cancel": True})
+    time.sleep(0.3)
+    assert kinds(runtime.deliveries, "tick") == []
+
+
+def test_commands_from_many_threads(runtime: LiveRuntime) -> None:
+    runtime.add_node("t", Ticker, role="ticker", config={"period_ms": 10_000})
+    runtime.start()
+    loop_threads: set[str] = set()
+    runtime.on_action(lambda node, a, t: loop_threads.add(threading.current_thread().name))
+
+    def send(k: int) -> None:
+        for i in range(50):
+            runtime.command("t", {"from": k, "i": i})
+
+    workers = [threading.Thread(target=send, args=(k,)) for k in range(4)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(10)
+    ds = runtime.wait_for(lambda ds: len(ds) >= 200, timeout=10)
+    for k in range(4):  # per sending thread, order is kept
+        assert [d.data["i"] for d in ds if d.data["from"] == k] == list(range(50))
+    assert loop_threads == {"zmq-harness-live"}
+
+
+def test_command_before_start_waits_for_start(runtime: LiveRuntime) -> None:
+    runtime.add_node("t", Ticker, role="ticker", config={"period_ms": 10_000})
+    runtime.command("t", {"early": True})
+    runtime.start()
+    d = runtime.wait_delivery("command", timeout=5)
+    assert d.data == {"early": True} and d.node == "t"
+
+
+def test_pub_sub_and_xpub_sees_subscriptions(runtime: LiveRuntime) -> None:
+    runtime.add_node("pub", Publisher, role="publisher", config={"xpub": True, "verbose": True})
+    runtime.start()
+    endpoint = runtime.endpoints("pub")["pub"][0]
+    runtime.add_node("sub", Subscriber, role="subscriber",
+                     config={"connect": [endpoint], "topics": [b"news"]})
+    sub = runtime.wait_delivery("subscription", timeout=5)
+    assert sub.data == {"on": True, "topic": b"news"}
+
+    # Publish until the subscription has propagated (slow joiner), then check the filter.
+    deadline = time.monotonic() + 5
+    while not kinds(runtime.deliveries, "message") and time.monotonic() < deadline:
+        runtime.command("pub", {"topic": b"news", "body": b"hello"})
+        runtime.command("pub", {"topic": b"sport", "body": b"goal"})
+        time.sleep(0.02)
+    msgs = kinds(runtime.deliveries, "message")
+    assert msgs and all(m.data["topic"] == b"news" for m in msgs)
+
+    # Subscribe / Unsubscribe actions reach the XPUB too.
+    mark = len(runtime.deliveries)
+    runtime.command("sub", {"subscribe": b"sport"})
+    d = runtime.wait_delivery("subscription", start=mark, timeout=5)
+    assert d.data == {"on": True, "topic": b"sport"}
+    runtime.command("sub", {"unsubscribe": b"sport"})
+    d = runtime.wait_delivery("subscription", start=d.index + 1, timeout=5)
+    assert d.data == {"on": False, "topic": b"sport"}
+
+
+def test_xpub_welcome_message(runtime: LiveRuntime) -> None:
+    runtime.add_node("pub", Publisher, role="publisher", config={"xpub": True, "welcome": b"WELCOME"})
+    runtime.start()
+    endpoint = runtime.endpoints("pub")["pub"][0]
+    runtime.add_node("sub", Subscriber, role="subscriber",
+                     config={"connect": [endpoint], "topics": [b"WELCOME"]})
+    d = runtime.wait_delivery("message", timeout=5)
+    assert d.data["topic"] == b"WELCOME"
+
+
+def test_crash_and_restart_keeps_store_and_port(runtime: LiveRuntime) -> None:
+    endpoint = echo_pair(runtime, n=3)
+    runtime.wait_for(lambda ds: len(kinds(ds, "reply")) == 3, timeout=5)
+    first = runtime.node("srv")
+    runtime.crash("srv")
+    assert runtime.node("srv") is None and runtime.is_crashed("srv")
+    assert runtime.store("srv").get("boots") == 1
+    runtime.command("srv", {"ignored": True})  # to a crashed node: traced, not delivered
+    runtime.restart("srv")
+    assert not runtime.is_crashed("srv") and runtime.node("srv") is not first
+    assert runtime.endpoints("srv")["srv"] == [endpoint]  # wildcard port kept across restart
+    boot = runtime.wait_delivery("boot", where=lambda d: d.data["boots"] == 2, timeout=5)
+    assert boot.node == "srv"
+    # The client's DEALER reconnects by itself. A request sent before it noticed the old
+    # connection closing is lost (real ZeroMQ), so ask until one is answered.
+    mark = len(runtime.deliveries)
+    deadline = time.monotonic() + 10
+    while not kinds(runtime.deliveries[mark:], "reply") and time.monotonic() < deadline:
+        runtime.command("cli", {"send": b"again"})
+        time.sleep(0.05)
+    d = runtime.wait_delivery("reply", start=mark, timeout=1)
+    assert d.data["body"] == b"again"
+    assert runtime.node("srv").seen >= 1  # type: ignore[union-attr]
+    assert runtime.store("srv").get("boots") == 2  # memory restarted, the store did not
+
+
+def test_node_exception_is_traced_and_others_keep_running(tmp_path: Any, no_thread_leak: None) -> None:
+    path = str(tmp_path / "t.parquet")
+    with TraceWriter(path, RunInfo("r", 0, "boom", "test")) as trace, LiveRuntime(trace) as rt:
+        echo_pair(rt, n=1)
+        rt.add_node("t", Ticker, role="ticker", config={"period_ms": 20, "ticks": 1000})
+        rt.wait_for(lambda ds: len(kinds(ds, "reply")) == 1, timeout=5)
+        rt.command("cli", {"send": b"boom"})
+        deadline = time.monotonic() + 5
+        while not rt.errors and time.monotonic() < deadline:
+            time.sleep(0.01)
+        (err,) = rt.errors
+        assert err.node == "srv" and err.where == "receive" and "asked to explode" in err.error
+        assert "ValueError" in err.traceback and rt.is_crashed("srv")
+        ticks = len(kinds(rt.deliveries, "tick"))
+        rt.wait_for(lambda ds: len(kinds(ds, "tick")) >= ticks + 3, timeout=5)  # still ticking
+        rt.command("t", {"explode": True})
+        deadline = time.monotonic() + 5
+        while len(rt.errors) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert [e.where for e in rt.errors] == ["receive", "command"]
+        rt.restart("srv")
+        rt.wait_delivery("boot", where=lambda d: d.data["boots"] == 2, timeout=5)
+    rows = read_trace(path).to_pylist()
+    notes = [r for r in rows if r["kind"] == "note" and r["msg_type"] == "exception"]
+    assert {r["node"] for r in notes} == {"srv", "t"}
+    assert "asked to explode" in notes[0]["detail"] and "in receive" in notes[0]["detail"]
+    crashes = [r for r in rows if r["kind"] == "crash"]
+    assert [r["detail"] for r in crashes] == ["exception in receive", "exception in command"]
+    assert [r["node"] for r in rows if r["kind"] == "restart"] == ["srv"]
+
+
+class BadSocketNode(BaseNode):
+    def start(self, now: int) -> list[Action]:
+        return [Send("nope", [b"x"])]
+
+
+class RaisingFactoryOnRestart(EchoServer):
+    def __init__(self, ctx: Any) -> None:
+        if ctx.store.get("built"):
+            raise OSError("cannot come back")
+        ctx.store.put("built", True)
+        super().__init__(ctx)
+
+
+def test_bad_actions_and_failed_restart_become_errors(runtime: LiveRuntime) -> None:
+    runtime.add_node("bad", BadSocketNode, role="x")
+    runtime.add_node("srv", RaisingFactoryOnRestart, role="server")
+    runtime.start()
+    assert [e.where for e in runtime.errors] == ["start"]
+    assert "unknown socket 'nope'" in runtime.errors[0].error
+    runtime.restart("srv")
+    assert runtime.errors[-1].where == "restart" and "cannot come back" in runtime.errors[-1].error
+    assert runtime.is_crashed("srv")
+
+
+def test_send_drops_are_traced(tmp_path: Any, no_thread_leak: None) -> None:
+    class Dropper(BaseNode):
+        def sockets(self) -> list[SocketSpec]:
+            return [SocketSpec("r", SocketType.ROUTER, bind=("tcp://127.0.0.1:*",)),
+                    SocketSpec("d", SocketType.DEALER)]  # connected nowhere: mute
+
+        def start(self, now: int) -> list[Action]:
+            return [Send("r", [b"nobody", b"x"], "X"), Send("d", [b"y"], "Y"), Deliver("done", {})]
+
+    path = str(tmp_path / "d.parquet")
+    with TraceWriter(path, RunInfo("r", 0, "drop", "test")) as trace, LiveRuntime(trace) as rt:
+        rt.add_node("n", Dropper, role="x")
+        rt.start()
+        rt.wait_delivery("done", timeout=5)
+        assert rt.errors == []
+    drops = [r for r in read_trace(path).to_pylist() if r["kind"] == "drop"]
+    assert [(r["msg_type"], r["fault"]) for r in drops] == [("X", "unroutable"), ("Y", "hwm")]
+    assert drops[0]["peer"] == b"nobody".hex()
+
+
+def test_bind_conflict_fails_start_and_leaves_nothing_running(no_thread_leak: None) -> None:
+    with LiveRuntime() as first:
+        first.add_node("a", EchoServer, role="server")
+        first.start()
+        taken = first.endpoints("a")["srv"][0]
+        second = LiveRuntime()
+        second.add_node("b", EchoServer, role="server", config={"bind": taken})
+        with pytest.raises(SocketSetupError, match="cannot bind"):
+            second.start(timeout=10)
+        assert not second.running
+
+
+def test_wait_for_times_out_with_a_clear_error(runtime: LiveRuntime) -> None:
+    runtime.add_node("t", Ticker, role="ticker", config={"period_ms": 10_000})
+    runtime.start()
+    t0 = time.monotonic()
+    with pytest.raises(TimeoutError, match=r"0 deliveries so far\)"):
+        runtime.wait_for(lambda ds: len(ds) > 0, timeout=0.2)
+    assert time.monotonic() - t0 < 2
+
+
+def test_hook_exception_is_recorded_and_hook_removed(runtime: LiveRuntime) -> None:
+    calls: list[Any] = []
+
+    def bad_hook(node: str, action: Action, now: int) -> None:
+        calls.append(action)
+        raise RuntimeError("hook broke")
+
+    runtime.on_action(bad_hook)
+    runtime.add_node("t", Ticker, role="ticker", config={"period_ms": 10, "ticks": 3})
+    runtime.start()
+    runtime.wait_for(lambda ds: len(ds) == 3, timeout=5)
+    assert len(calls) == 1 and runtime.errors[0].where == "hook"
+    assert not runtime.is_crashed("t")
+
+
+def test_call_runs_on_loop_thread(runtime: LiveRuntime) -> None:
+    runtime.add_node("t", Ticker, role="ticker", config={"period_ms": 10_000})
+    runtime.start()
+    assert runtime.call(lambda: threading.current_thread().name) == "zmq-harness-live"
+    with pytest.raises(ZeroDivisionError):
+        runtime.call(lambda: 1 / 0)
+
+
+def test_stop_is_clean_and_idempotent(no_thread_leak: None) -> None:
+    ctx = zmq.Context()
+    try:
+        rt = LiveRuntime(context=ctx)
+        echo_pair(rt, n=50, window=4)
+        rt.wait_for(lambda ds: len(kinds(ds, "reply")) == 50, timeout=5)
+        rt.stop()
+        rt.stop()
+        assert not rt.running and not ctx.closed  # a context we passed in is ours to end
+    finally:
+        ctx.term()  # would hang if the runtime had left a socket open
+
+    owned = LiveRuntime()
+    echo_pair(owned, n=1)
+    owned.stop(timeout=5)
+    assert owned._ctx.closed
+    with pytest.raises(Exception, match="stopped"):
+        owned.start()
+
+
+def test_stop_from_a_hook_ends_the_loop(no_thread_leak: None) -> None:
+    rt = LiveRuntime()
+    rt.add_node("t", Ticker, role="ticker", config={"period_ms": 10, "ticks": 100})
+    rt.on_action(lambda node, a, t: rt.stop() if isinstance(a, Deliver) else None)
+    rt.start()
+    deadline = time.monotonic() + 5
+    while rt.running and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not rt.running
+    rt.stop()
+    assert len(rt.deliveries) == 1
+
+
+def test_discard_note_command_and_subscribe_rows(tmp_path: Any, no_thread_leak: None) -> None:
+    path = str(tmp_path / "rows.parquet")
+    with TraceWriter(path, RunInfo("r", 0, "rows", "test")) as trace, LiveRuntime(trace) as rt:
+        rt.add_node("srv", EchoServer, role="server")
+        rt.add_node("t", Ticker, role="ticker", config={"period_ms": 10_000})
+        rt.start()
+        endpoint = rt.endpoints("srv")["srv"][0]
+        rt.add_node("sub", Subscriber, role="subscriber", config={"connect": [endpoint]})
+        rt.command("t", {"cancel": True, "corr": "c-1"})
+        rt.command("sub", {"subscribe": b"topic-a"})
+        discards: list[Action] = []
+        rt.on_action(lambda node, a, t: discards.append(a) if isinstance(a, Discard) else None)
+        ctx = zmq.Context()
+        try:  # a raw peer sends a malformed (3-frame at the ROUTER) message
+            dealer = ctx.socket(zmq.DEALER)
+            dealer.connect(endpoint)
+            dealer.send_multipart([b"a", b"b"])
+            deadline = time.monotonic() + 5
+            while not discards and time.monotonic() < deadline:
+                time.sleep(0.02)
+            dealer.close(linger=0)
+        finally:
+            ctx.term()
+    rows = read_trace(path).to_pylist()
+    (discard,) = [r for r in rows if r["kind"] == "discard"]
+    assert discard["clause"] == "test.echo.shape" and discard["socket"] == "srv"
+    assert unpack_frames(discard["frames"])[1:] == [b"a", b"b"] and discard["size"] == 2 + len(
+        unpack_frames(discard["frames"])[0])
+    (note,) = [r for r in rows if r["kind"] == "note"]
+    assert note["msg_type"] == "cancelled" and note["node"] == "t"
+    commands = [r for r in rows if r["kind"] == "command"]
+    assert commands[0]["corr"] == "c-1" and "cancel" in commands[0]["detail"]
+    (sub,) = [r for r in rows if r["kind"] == "subscribe"]
+    assert sub["topic"] == "topic-a" and sub["node"] == "sub"
+
+
+class XSubNode(BaseNode):
+    def sockets(self) -> list[SocketSpec]:
+        return [SocketSpec("x", SocketType.XSUB, connect=tuple(self.config["connect"]),
+                           subscribe=(b"first",))]
+
+    def receive(self, socket: str, frames: list[bytes], now: int) -> list[Action]:
+        return [Deliver("message", {"topic": frames[0]})]
+
+
+def test_xsub_subscribes_by_message(runtime: LiveRuntime) -> None:
+    runtime.add_node("pub", Publisher, role="publisher", config={"xpub": True})
+    runtime.start()
+    endpoint = runtime.endpoints("pub")["pub"][0]
+    runtime.add_node("xsub", XSubNode, role="subscriber", config={"connect": [endpoint]})
+    d = runtime.wait_delivery("subscription", timeout=5)
+    assert d.data == {"on": True, "topic": b"first"}
+
+
+def test_add_node_while_running_reports_bind_conflict(runtime: LiveRuntime) -> None:
+    runtime.add_node("a", EchoServer, role="server")
+    runtime.start()
+    taken = runtime.endpoints("a")["srv"][0]
+    with pytest.raises(SocketSetupError, match="cannot bind"):
+        runtime.add_node("b", EchoServer, role="server", config={"bind": taken})
+    assert runtime.node_names() == ["a"]
+
+
+def test_waits_end_at_once_when_the_runtime_is_stopped(no_thread_leak: None) -> None:
+    rt = LiveRuntime()
+    rt.add_node("t", Ticker, role="ticker", config={"period_ms": 10_000})
+    rt.start()
+    threading.Timer(0.2, rt.stop).start()
+    t0 = time.monotonic()
+    with pytest.raises(Exception, match="not running"):
+        rt.wait_for(lambda ds: False, timeout=10)
+    assert time.monotonic() - t0 < 5
+
+
+def test_connect_and_disconnect_actions(runtime: LiveRuntime) -> None:
+    runtime.add_node("srv", EchoServer, role="server")
+    runtime.add_node("cli", EchoClient, role="client", config={"n": 0})
+    runtime.start()
+    endpoint = runtime.endpoints("srv")["srv"][0]
+    runtime.command("cli", {"connect": endpoint})
+    runtime.command("cli", {"send": b"hi"})
+    assert runtime.wait_delivery("reply", timeout=5).data["body"] == b"hi"
+    runtime.command("cli", {"disconnect": endpoint})
+    runtime.command("cli", {"disconnect": "tcp://127.0.0.1:1"})  # never connected: harmless
+    runtime.wait_for(lambda ds: len(kinds(ds, "disconnected")) == 2, timeout=5)
+    assert runtime.errors == []

@@ -1,0 +1,306 @@
+"""The supervisor with real subprocesses: readiness, early exit, timeouts, signals, reaping."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from typing import Any
+
+import pytest
+
+from harness.live import supervisor as sup
+from harness.live.supervisor import (
+    ManagedProcess, PlaceholderError, ProcessExitedEarly, ReadyDelay, ReadyLine, ReadyPort,
+    ReadyTimeout, Supervisor, fill_placeholders, free_port,
+)
+
+pytestmark = [pytest.mark.live, pytest.mark.timeout(30)]
+
+PY = sys.executable
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+STANDALONE = os.path.join(HERE, "standalone_echo.py")
+
+
+def py(code: str) -> list[str]:
+    return [PY, "-c", code]
+
+
+def proc_state(pid: int) -> str | None:
+    """The /proc state letter of ``pid`` (None once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
+def assert_reaped(pid: int) -> None:
+    """Our direct child: gone, and no zombie of ours left to wait for."""
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+    assert proc_state(pid) is None
+
+
+def assert_dead(pid: int, within: float = 3.0) -> None:
+    """Someone else's child (reparented): gone or a zombie for its new parent to reap."""
+    deadline = time.monotonic() + within
+    while proc_state(pid) not in (None, "Z") and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert proc_state(pid) in (None, "Z"), proc_state(pid)
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_running(no_thread_leak: None) -> Any:
+    yield
+    left = sup.running_processes()
+    sup.reap_all()
+    assert not left, f"test left processes running: {left}"
+
+
+# ---- placeholders and ports --------------------------------------------------------------------
+
+
+def test_fill_placeholders() -> None:
+    args = fill_placeholders(
+        "impl --bind tcp://127.0.0.1:{port} --peer {endpoint} --name '{name}' --json '{{\"a\": 1}}'",
+        {"port": 5555, "endpoint": "tcp://127.0.0.1:6000", "name": "two words"},
+    )
+    assert args == ["impl", "--bind", "tcp://127.0.0.1:5555", "--peer", "tcp://127.0.0.1:6000",
+                    "--name", "two words", "--json", '{"a": 1}']
+    assert fill_placeholders(["x", "{port2}"], {"port2": 7}) == ["x", "7"]
+
+
+def test_unknown_placeholders_are_all_named() -> None:
+    with pytest.raises(PlaceholderError) as info:
+        fill_placeholders("impl {port} {prot} {endpiont} {prot}", {"port": 1, "endpoint": "e"})
+    msg = str(info.value)
+    assert "{prot}, {endpiont}" in msg and "known: {port}, {endpoint}" in msg
+
+
+@pytest.mark.parametrize("cmd", ["impl {a b}", "impl {}", "impl {0}", "awk {print}x}", "impl }", ""])
+def test_malformed_placeholders_and_empty_command(cmd: str) -> None:
+    with pytest.raises(PlaceholderError):
+        fill_placeholders(cmd, {})
+
+
+def test_free_port_is_bindable_on_loopback() -> None:
+    port = free_port()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", port))
+
+
+# ---- readiness ---------------------------------------------------------------------------------
+
+
+def test_ready_line_from_a_standalone_node_and_graceful_stop(tmp_path: Any) -> None:
+    log = str(tmp_path / "echo.log")
+    proc = ManagedProcess([PY, STANDALONE], ready=ReadyLine(r"^READY echo (\S+)", "stdout"),
+                          log_path=log)
+    with proc:
+        assert proc.ready_match is not None
+        assert proc.ready_match.group(1).startswith("tcp://127.0.0.1:")
+        pid = proc.pid
+    assert proc.returncode == 0  # SIGTERM -> run_standalone shuts down cleanly
+    assert_reaped(pid)  # type: ignore[arg-type]
+    assert "READY echo" in proc.output("stdout")
+    with open(log) as f:
+        assert "[stdout] READY echo" in f.read()
+
+
+def test_ready_port() -> None:
+    port = free_port()
+    code = (
+        "import socket, time; time.sleep(0.3); s = socket.socket(); "
+        "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
+        f"s.bind(('127.0.0.1', {port})); s.listen(); time.sleep(60)"
+    )
+    t0 = time.monotonic()
+    with ManagedProcess(py(code), ready=ReadyPort(port, timeout=10)) as proc:
+        assert time.monotonic() - t0 >= 0.3 and proc.running
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+
+
+def test_ready_delay_and_placeholders_in_start() -> None:
+    with Supervisor() as s:
+        proc = s.start(py("import sys, time; print(sys.argv[1:], flush=True); time.sleep(60)") +
+                       ["{port}"], values={"port": 4242}, ready=ReadyDelay(0.2))
+        assert proc.running
+        deadline = time.monotonic() + 5
+        while "4242" not in proc.output() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert "['4242']" in proc.output("stdout")
+    assert proc.returncode == -signal.SIGTERM
+
+
+@pytest.mark.parametrize("ready", [
+    ReadyLine("READY", timeout=10), ReadyPort(1, timeout=10), ReadyDelay(5)],
+    ids=["line", "port", "delay"])
+def test_early_exit_is_a_clear_error(ready: Any) -> None:
+    code = "import sys; print('loading config', flush=True); sys.stderr.write('bad config\\n'); sys.exit(3)"
+    t0 = time.monotonic()
+    with pytest.raises(ProcessExitedEarly) as info:
+        ManagedProcess(py(code), ready=ready, name="impl").start()
+    assert time.monotonic() - t0 < 4  # noticed the exit, did not sit out the timeout
+    msg = str(info.value)
+    assert "impl: exited with code 3" in msg and "bad config" in msg and "loading config" in msg
+
+
+def test_not_ready_in_time_kills_and_reaps() -> None:
+    proc = ManagedProcess(py("print('starting up', flush=True); import time; time.sleep(60)"),
+                          ready=ReadyLine("READY", timeout=0.5))
+    t0 = time.monotonic()
+    with pytest.raises(ReadyTimeout, match="(?s)within 0.5s.*starting up"):
+        proc.start()
+    assert time.monotonic() - t0 < 3
+    assert not proc.running and proc.returncode == -signal.SIGKILL
+    assert_reaped(proc.pid)  # type: ignore[arg-type]
+
+
+def test_port_not_ready_in_time() -> None:
+    with pytest.raises(ReadyTimeout, match="not accepting connections"):
+        ManagedProcess(py("import time; time.sleep(60)"),
+                       ready=ReadyPort(free_port(), timeout=0.3)).start()
+
+
+def test_cannot_start_missing_binary() -> None:
+    with pytest.raises(sup.SupervisorError, match="cannot start"):
+        ManagedProcess(["/nonexistent/impl"]).start()
+
+
+# ---- signals and reaping -----------------------------------------------------------------------
+
+
+IGNORES_TERM = (
+    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+    "print('ready', flush=True); time.sleep(60)"
+)
+
+
+def test_stop_escalates_to_sigkill_after_grace() -> None:
+    proc = ManagedProcess(py(IGNORES_TERM), ready=ReadyLine("ready")).start()
+    t0 = time.monotonic()
+    code = proc.stop(grace=0.4)
+    elapsed = time.monotonic() - t0
+    assert code == -signal.SIGKILL and 0.4 <= elapsed < 3
+    assert_reaped(proc.pid)  # type: ignore[arg-type]
+
+
+def test_stop_kills_the_whole_process_group() -> None:
+    # The shell's child ignores SIGTERM and outlives the shell: only the group sweep gets it.
+    script = "trap '' TERM; sleep 60 & echo child $!; exec sleep 60"
+    proc = ManagedProcess(["sh", "-c", script], ready=ReadyLine(r"child (\d+)")).start()
+    assert proc.ready_match is not None
+    child = int(proc.ready_match.group(1))
+    assert proc_state(child) not in (None, "Z")
+    proc.stop(grace=0.3)
+    assert_dead(child)
+    assert_reaped(proc.pid)  # type: ignore[arg-type]
+
+
+def test_pause_resume_restart_kill() -> None:
+    ticker = "import time\nwhile True:\n    print('tick', flush=True)\n    time.sleep(0.02)"
+    proc = ManagedProcess(py(ticker), ready=ReadyLine("tick")).start()
+    try:
+        proc.pause()
+        time.sleep(0.1)
+        assert proc_state(proc.pid) == "T"  # type: ignore[arg-type]
+        before = proc.buffer.count
+        time.sleep(0.2)
+        assert proc.buffer.count == before
+        proc.resume()
+        deadline = time.monotonic() + 5
+        while proc.buffer.count == before and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert proc.buffer.count > before
+
+        proc.pause()  # stop() must work on a paused process too
+        old = proc.pid
+        proc.restart(grace=1.0)
+        assert proc.pid != old and proc.running
+        assert_reaped(old)  # type: ignore[arg-type]
+        assert proc.kill() == -signal.SIGKILL
+        assert proc.kill() == -signal.SIGKILL  # idempotent
+        with pytest.raises(sup.SupervisorError, match="not running"):
+            proc.pause()
+    finally:
+        proc.kill()
+
+
+def test_supervisor_stops_all_and_writes_logs(tmp_path: Any) -> None:
+    with Supervisor(log_dir=str(tmp_path)) as s:
+        a = s.start(py("import time; print('a up', flush=True); time.sleep(60)"), ready=ReadyLine("up"))
+        b = s.start(py(IGNORES_TERM), ready=ReadyLine("ready"), name="stubborn")
+        s_pids = [a.pid, b.pid]
+        s.stop_all(grace=0.2)
+    assert not a.running and not b.running
+    for pid in s_pids:
+        assert_reaped(pid)  # type: ignore[arg-type]
+    logs = sorted(os.listdir(tmp_path))
+    assert len(logs) == 2 and logs[0].startswith("0-python") and logs[1] == "1-stubborn.log"
+    with open(tmp_path / logs[0]) as f:
+        assert f.read() == "[stdout] a up\n"
+
+
+def test_output_is_bounded_and_split_by_stream() -> None:
+    # Pauses keep the two streams' lines in a known order for the check.
+    code = (
+        "import sys, time\nfor i in range(50): print('out', i)\n"
+        "sys.stdout.flush(); time.sleep(0.2); sys.stderr.write('err\\n'); sys.stderr.flush()\n"
+        "time.sleep(0.2); sys.stdout.write('x' * 200000 + '\\n' + 'last')"
+    )
+    proc = ManagedProcess(py(code), max_lines=10).start()
+    assert proc.wait(10) == 0
+    lines = proc.output().splitlines()
+    assert lines[:7] == [f"out {i}" for i in range(43, 50)]
+    assert lines[7] == "err" and lines[9] == "last" and len(lines) == 10
+    assert lines[8] == "x" * 65536 + " [line cut]"
+    assert proc.output("stderr") == "err"
+
+
+def test_wait_timeout_is_an_error() -> None:
+    proc = ManagedProcess(py("import time; time.sleep(60)")).start()
+    try:
+        with pytest.raises(sup.SupervisorError, match="still running after 0.2s"):
+            proc.wait(0.2)
+    finally:
+        proc.kill()
+
+
+def test_atexit_hook_reaps_forgotten_processes() -> None:
+    code = (
+        f"import sys; sys.path.insert(0, {ROOT!r})\n"
+        "from harness.live.supervisor import ManagedProcess, ReadyLine\n"
+        "p = ManagedProcess(['sh', '-c', 'echo up; exec sleep 60'], ready=ReadyLine('up')).start()\n"
+        "print(p.pid, flush=True)\n"  # and exit without stopping it
+    )
+    out = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=20)
+    assert out.returncode == 0, out.stderr
+    assert_dead(int(out.stdout.strip()))
+
+
+def test_reap_on_signals_cleans_up_when_the_harness_is_terminated() -> None:
+    code = (
+        f"import sys, time; sys.path.insert(0, {ROOT!r})\n"
+        "from harness.live.supervisor import ManagedProcess, ReadyLine, reap_on_signals\n"
+        "reap_on_signals()\n"
+        "p = ManagedProcess(['sh', '-c', 'echo up; exec sleep 60'], ready=ReadyLine('up')).start()\n"
+        "print(p.pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    harness = subprocess.Popen([PY, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert harness.stdout is not None
+        pid = int(harness.stdout.readline())
+        assert proc_state(pid) not in (None, "Z")
+        harness.terminate()
+        assert harness.wait(10) == -signal.SIGTERM  # still dies of the signal, as before
+    finally:
+        harness.kill()
+        harness.wait()
+        harness.stdout.close()  # type: ignore[union-attr]
+    assert_dead(pid)
