@@ -80,6 +80,10 @@ class Verdict:
 class Checker:
     name = ""
     clause = ""
+    # What the checker wants to see; None = everything. The observer skips building events no
+    # checker wants (most sends and receives), which keeps the simulator's hot path short.
+    kinds: frozenset[str] | None = None
+    roles: frozenset[str] | None = None
 
     def __init__(self, **params: Any) -> None:
         self.params = params
@@ -103,6 +107,7 @@ class NoNodeErrors(Checker):
 
     name = "no-node-errors"
     clause = ""
+    kinds = frozenset({ERROR})
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
@@ -128,12 +133,26 @@ class Observer:
         self.codec = codec
         self.roles = roles
         self.count = 0
+        # (kind, role) -> the checkers that want such events, computed on first sight.
+        self._routes: dict[tuple[str, str], list[Checker]] = {}
+
+    def _route(self, kind: str, role: str) -> list[Checker]:
+        out = [c for c in self.checkers
+               if (c.kinds is None or kind in c.kinds) and (c.roles is None or role in c.roles)]
+        self._routes[(kind, role)] = out
+        return out
 
     def emit(self, time_ns: int, node: str, kind: str, *, socket: str = "", frames: list[bytes] | None = None,
              msg_type: str = "", data: dict[str, Any] | None = None) -> None:
-        ev = Event(time_ns, node, self.roles.get(node, ""), kind, socket, frames, msg_type, data, self.codec)
         self.count += 1
-        for c in self.checkers:
+        role = self.roles.get(node, "")
+        targets = self._routes.get((kind, role))
+        if targets is None:
+            targets = self._route(kind, role)
+        if not targets:
+            return
+        ev = Event(time_ns, node, role, kind, socket, frames, msg_type, data, self.codec)
+        for c in targets:
             c.on_event(ev)
 
     def finish(self, end_ns: int) -> list[Verdict]:

@@ -6,6 +6,8 @@ from typing import Any
 
 from harness.checkers.base import COMMAND, CRASH, DELIVER, NOTE, RECV, RESTART, SEND, Checker, Event, Verdict
 
+CLIENT, BROKER, WORKER = frozenset({"client"}), frozenset({"broker"}), frozenset({"worker"})
+
 
 class ExactlyOnce(Checker):
     """Every request a client application makes is answered to it exactly once (retries are
@@ -13,6 +15,7 @@ class ExactlyOnce(Checker):
 
     name = "exactly-once"
     clause = "dcp.client.retry"
+    kinds = frozenset({COMMAND, DELIVER})
 
     def __init__(self, behaviours: dict[str, str] | None = None, **params: Any) -> None:
         super().__init__(**params)
@@ -75,6 +78,8 @@ class MetadataUnchanged(Checker):
 
     name = "metadata-unchanged"
     clause = "dcp.worker.metadata-copied"
+    kinds = frozenset({SEND, RECV})
+    roles = CLIENT
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
@@ -111,6 +116,8 @@ class OneRequestPerWorker(Checker):
 
     name = "one-request-per-worker"
     clause = "dcp.broker.one-request-per-worker"
+    kinds = frozenset({SEND, RECV})
+    roles = BROKER
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
@@ -154,6 +161,7 @@ class WorkerExpiry(Checker):
 
     name = "worker-expiry"
     clause = "dcp.heartbeat.worker-ping"
+    kinds = frozenset({RECV, CRASH, RESTART, NOTE})
 
     def __init__(self, heartbeat_ms: int = 1000, liveness: int = 3, **params: Any) -> None:
         super().__init__(**params)

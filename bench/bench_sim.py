@@ -1,0 +1,82 @@
+"""Simulator throughput: simulated message deliveries per wall second for a DCP scenario with
+1 broker, 4 workers and 8 clients — every node decoding and encoding for real, probes and
+checkers on, the Parquet trace on — next to a bare simpy callback loop measured in the same
+run (the floor any simpy-based simulator pays per event).
+
+    .venv/bin/python bench/bench_sim.py [--seconds 20] [--no-record]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+
+import simpy
+
+from bench.common import command_line, record
+from harness.composition import run_sim
+from harness.scenario import parse_scenario
+
+SCENARIO = """
+protocol: dcp
+name: bench-sim
+duration: {duration}s
+nodes:
+  broker: {{role: broker, config: {{heartbeat: 250ms}}}}
+  workers: {{role: worker, count: 4, config: {{service: echo, behaviour: echo, service_time: 1ms}}}}
+  clients: {{role: client, count: 8, config: {{timeout: 2s}}}}
+workload:
+  - {{nodes: clients, op: request, service: echo, rate: 150/s, from: 100ms, until: {until}s, size: 100}}
+check: [exactly-once, metadata-unchanged, one-request-per-worker]
+"""
+
+
+def bare_simpy(events: int) -> float:
+    """Events per second of a simpy loop whose callbacks do nothing but reschedule."""
+    env = simpy.Environment()
+    left = [events]
+
+    def tick(_event: object) -> None:
+        left[0] -= 1
+        if left[0] > 0:
+            ev = env.timeout(1)
+            ev.callbacks.append(tick)
+
+    first = env.timeout(1)
+    first.callbacks.append(tick)
+    t0 = time.perf_counter()
+    env.run()
+    return events / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=float, default=20, help="virtual seconds to simulate")
+    ap.add_argument("--no-record", action="store_true")
+    args = ap.parse_args()
+    scenario = parse_scenario(SCENARIO.format(duration=args.seconds, until=args.seconds - 0.5), "bench")
+    rows = []
+    for trace_on in (True, False):
+        with tempfile.TemporaryDirectory() as tmp:
+            t0 = time.perf_counter()
+            r = run_sim(scenario, 1, tmp if trace_on else None)
+            wall = time.perf_counter() - t0
+        assert r.ok, [v.to_dict() for v in r.failed]
+        rows.append((trace_on, r.stats["delivered"], wall, r.stats["delivered"] / wall, args.seconds / wall))
+    base = bare_simpy(1_000_000)
+    lines = ["| configuration | deliveries | wall s | deliveries/s | virtual s per wall s |", "|---|---|---|---|---|"]
+    for trace_on, n, wall, rate, speed in rows:
+        lines.append(f"| DCP 1 broker, 4 workers, 8 clients, trace {'on' if trace_on else 'off'} | {n} | {wall:.2f} "
+                     f"| {rate:,.0f} | {speed:.2f} |")
+    lines.append(f"| bare simpy callback loop (baseline, same run) | 1000000 events | | {base:,.0f} events/s | |")
+    ratio = base / rows[0][3]
+    body = "\n".join(lines) + (f"\n\nOverhead per delivery with the trace on: {ratio:.1f}x a bare simpy event "
+                               f"(goal: at least 50,000 deliveries/s, i.e. at most ~10x).")
+    print(body)
+    if not args.no_record:
+        record("Simulator: DCP deliveries per wall second", body, command_line())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,45 @@
+"""Shared helpers for the benchmarks: machine description and RESULTS.md updates."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+RESULTS = Path(__file__).with_name("RESULTS.md")
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = ""
+    try:
+        kb = int(Path("/proc/meminfo").read_text().split()[1])
+        mem = f", {kb / 1024 / 1024:.0f} GiB"
+    except (OSError, ValueError, IndexError):
+        pass
+    return f"{cpu}, {os.cpu_count()} cores{mem}, Python {platform.python_version()}, {platform.system()}"
+
+
+def record(section: str, body: str, command: str) -> None:
+    """Replace (or add) ``## section`` in bench/RESULTS.md with today's figures."""
+    today = datetime.date.today().isoformat()
+    block = f"## {section}\n\n- date: {today}\n- machine: {machine()}\n- command: `{command}`\n\n{body.strip()}\n"
+    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n\nFigures written by the scripts in bench/; rerun them to refresh a section.\n"
+    pattern = re.compile(rf"^## {re.escape(section)}\n.*?(?=^## |\Z)", re.S | re.M)
+    text = pattern.sub(block + "\n", text) if pattern.search(text) else text.rstrip() + "\n\n" + block
+    RESULTS.write_text(text)
+
+
+def command_line() -> str:
+    return " ".join([Path(sys.executable).name if "venv" not in sys.executable else ".venv/bin/python", *sys.argv])

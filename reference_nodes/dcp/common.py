@@ -1,0 +1,142 @@
+"""What the three DCP reference nodes share: the codec, config parsing, the timer discipline.
+
+Every DCP node speaks one dialect (``config["dialect"]``: ``"strict"``, the document plus
+``docs/errata.d/dcp.md``, or ``"dcp:dagbox"``, the deployed implementation's 4-byte message
+type) for everything it sends and receives. Frames are handled from the empty address
+delimiter on (E-DCP-01); on the broker's ROUTER socket the routing identity precedes them.
+
+Timers: a node keeps its own deadlines and reports the earliest with one ``SetTimer``. Every
+handler ends with ``self._arm(out, ...)``, which appends a ``SetTimer`` when the earliest
+deadline changed (always after ``handle_timer``, because the runtime forgets a timer that
+fired).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.node import NS_PER_MS, Action, BaseNode, Discard, NodeContext, SetTimer
+from harness.protocols import DecodeError, codec
+from harness.protocols.codec import Message
+from harness.protocols.dcp import TYPE_CODES
+
+PROTOCOL = "dcp"
+DIALECTS = ("strict", "dcp:dagbox")
+
+DEFAULT_ENDPOINT = "tcp://127.0.0.1:5555"
+DEFAULT_HEARTBEAT_MS = 1000
+DEFAULT_LIVENESS = 3  # E-DCP-09: intervals of silence before a peer is given up
+
+# Clause for a message that decodes but is unexpected for the receiver's role (E-DCP-15).
+UNEXPECTED_CLAUSE = "dcp.wire.grammar"
+
+
+def ms_to_ns(value: Any, key: str) -> int:
+    try:
+        ns = int(round(float(value) * NS_PER_MS))
+    except (TypeError, ValueError):
+        raise ValueError(f"dcp config {key!r} must be a number of milliseconds, not {value!r}") from None
+    if ns < 0:
+        raise ValueError(f"dcp config {key!r} must not be negative, got {value!r}")
+    return ns
+
+
+def positive_int(value: Any, key: str) -> int:
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"dcp config {key!r} must be an integer, not {value!r}") from None
+    if n < 1:
+        raise ValueError(f"dcp config {key!r} must be at least 1, got {value!r}")
+    return n
+
+
+def service_name(value: Any) -> str:
+    """A service name as the codec holds it: str, arbitrary bytes kept by surrogateescape."""
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", "surrogateescape")
+    if isinstance(value, str):
+        return value
+    raise ValueError(f"a dcp service name must be str or bytes, not {type(value).__name__}")
+
+
+def service_bytes(service: str) -> bytes:
+    return service.encode("utf-8", "surrogateescape")
+
+
+def as_bytes(value: Any, what: str) -> bytes:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    raise ValueError(f"{what} must be bytes or str, not {type(value).__name__}")
+
+
+def corr_of(metadata: list[bytes] | None) -> str | None:
+    """The correlation id for the trace: the first metadata part (the reference client puts
+    its request id there)."""
+    if not metadata:
+        return None
+    return metadata[0].decode("utf-8", "backslashreplace")
+
+
+def endpoint_of(value: Any, key: str = "connect") -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple)) and len(value) == 1 and isinstance(value[0], str):
+        return value[0]
+    raise ValueError(f"dcp config {key!r} must be one endpoint string, not {value!r}")
+
+
+def identity_of(value: Any) -> bytes | None:
+    if value is None:
+        return None
+    b = as_bytes(value, "dcp config 'identity'")
+    if not b or b[0] == 0:
+        # ZeroMQ reserves identities that start with a zero byte (and the empty one).
+        raise ValueError(f"dcp config 'identity' must be non-empty and not start with 0x00, got {b!r}")
+    return b
+
+
+class DcpNode(BaseNode):
+    """Base of the DCP reference nodes: dialect codec, encoders, malformed-input handling and
+    the single-timer discipline."""
+
+    protocol = PROTOCOL
+
+    def __init__(self, ctx: NodeContext) -> None:
+        super().__init__(ctx)
+        self.dialect = str(self.config.get("dialect", "strict"))
+        if self.dialect not in DIALECTS:
+            raise ValueError(f"dcp config 'dialect' must be one of {DIALECTS}, got {self.dialect!r}")
+        self.codec = codec(PROTOCOL, self.dialect)
+        self.enc = {name: self.codec.encoder(name) for name in TYPE_CODES}
+        self._armed: int | None = None  # the deadline of the last SetTimer handed out
+
+    # ---- decoding --------------------------------------------------------------------------
+
+    def decode(self, frames: list[bytes]) -> Message:
+        """Decode one message (from the delimiter on); raises DecodeError only."""
+        return self.codec.decode(frames)
+
+    def malformed(self, socket: str, frames: list[bytes], err: DecodeError) -> list[Action]:
+        """E-DCP-15: drop what does not decode, record it, send nothing, keep running."""
+        return [Discard(socket, list(frames), reason=str(err), clause=err.clause)]
+
+    def unexpected(self, socket: str, frames: list[bytes], msg: Message, why: str) -> list[Action]:
+        """E-DCP-15: a message that decodes but this role never expects is dropped the same way."""
+        return [Discard(socket, list(frames), reason=f"unexpected {msg.name} for a {self.role}: {why}",
+                        clause=UNEXPECTED_CLAUSE)]
+
+    # ---- timers ----------------------------------------------------------------------------
+
+    def earliest(self) -> int | None:
+        """The node's earliest deadline (ns, node clock), or None."""
+        return None
+
+    def _arm(self, out: list[Action], force: bool = False) -> list[Action]:
+        at = self.earliest()
+        if force or at != self._armed:
+            out.append(SetTimer(at))
+            self._armed = at
+        return out
