@@ -68,6 +68,9 @@ class DcpProfile(Profile):
         "client": Role("client", Client, {
             "timeout": Setting("timeout_ms", as_ms, "retry a request after this long without a reply"),
             "max_attempts": Setting("max_attempts", as_positive_int, "attempts before giving up"),
+            "requests": Setting("requests", as_int, "requests to send at start (standalone clients)"),
+            "service": Setting("service", as_str, "service of the requests sent at start"),
+            "data": Setting("data", as_str, "data of the requests sent at start"),
         }, "sends requests, retries, hides duplicate replies"),
     }
     operations = {

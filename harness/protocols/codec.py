@@ -200,7 +200,7 @@ class _Compiler:
             name = self._element_name(el)
             g.add("if i >= n:")
             g.add("    fi = i")
-            g.add(f"    raise FieldError('missing frame', field={name!r})")
+            g.add(f"    raise _StructureError('missing frame', field={name!r})")
             self.dec_element(g, el, "i")
             g.add("i += 1")
         elif isinstance(el, Opt):
@@ -590,7 +590,7 @@ class Codec:
         ns: dict[str, Any] = {
             "FieldError": FieldError, "_M": Message, "_new": _new_message, "_derr": self._derr,
             "_frames_error": _frames_error, "_const_error": _const_error, "_lit_error": _lit_error,
-            "_packed_diagnose": _packed_diagnose,
+            "_packed_diagnose": _packed_diagnose, "_StructureError": _StructureError,
         }
         comp = _Compiler(self.table, msg, ns)
         dsrc = comp.decoder_source()
@@ -626,8 +626,9 @@ class Codec:
         self._locations = sorted(keyed.items(), key=lambda kv: (-len(kv[1]), kv[0][0], kv[0][1]))
         # The fast path: the main location's keys that name exactly one message, when no
         # keyless message could also match (those need the full candidate search).
+        self._channels = {m.name: m.channels for m in self.table.messages}
         self._fast = None
-        if self._locations and not self._fallback:
+        if self._locations:
             (fi, off, ln), index = self._locations[0]
             direct = {k: self._decoders[v[0]] for k, v in index.items() if len(v) == 1}
             self._fast = (fi, off, ln, direct)
@@ -668,10 +669,18 @@ class Codec:
             names = index.get(key)
             if names:
                 found.extend(names)
-        found.extend(self._fallback)
         if channel is not None:
-            found = [m for m in found if not self.table.message(m).channels or channel in self.table.message(m).channels]
-        return found
+            found = [m for m in found if self._on_channel(m, channel)]
+        if found:
+            return found  # a command id matched: keyless layouts are not tried behind it
+        fallback = self._fallback
+        if channel is not None:
+            fallback = [m for m in fallback if self._on_channel(m, channel)]
+        return list(fallback)
+
+    def _on_channel(self, name: str, channel: str) -> bool:
+        channels = self._channels[name]
+        return not channels or channel in channels
 
     def decode(self, frames: Sequence[bytes], *, as_: str | None = None, channel: str | None = None) -> Message:
         """Decode one multipart message; raise DecodeError (ConformanceError in strict mode for
@@ -732,6 +741,14 @@ class Codec:
                     return self._decoders[name](frames)
                 except DecodeError as e:
                     errors.append(e)
+            # A command id matched but nothing decoded. Keyless layouts may not succeed behind it,
+            # but their errors count when choosing which failure to report.
+            for name in self._fallback:
+                if name not in names and (channel is None or self._on_channel(name, channel)):
+                    try:
+                        self._decoders[name](frames)
+                    except DecodeError as e:
+                        errors.append(e)
             # Report the candidate whose frame count fitted (its error is about content).
             fitting = [e for e in errors if not getattr(e, "structural", False)]
             raise (fitting or errors)[0]

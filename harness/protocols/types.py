@@ -425,10 +425,11 @@ class MsgPack(FrameType):
         if not b:
             raise FieldError("empty frame is not a MessagePack value")
         try:
+            # Limits bounded by the frame size: a hostile length prefix cannot make it allocate.
+            n = len(b)
             return msgpack.unpackb(
                 b, raw=False, strict_map_key=False, use_list=True,
-                max_buffer_size=len(b), max_str_len=len(b), max_bin_len=len(b),
-                max_array_len=len(b), max_map_len=len(b), max_ext_len=len(b),
+                max_str_len=n, max_bin_len=n, max_array_len=n, max_map_len=n, max_ext_len=n,
             )
         except msgpack.ExtraData:
             raise FieldError("trailing bytes after the MessagePack value") from None

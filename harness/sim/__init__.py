@@ -1,0 +1,17 @@
+"""Deterministic simulation of sans-IO nodes over virtual ZeroMQ sockets (see runtime.py)."""
+
+from harness.sim.errors import NodeError, SimulationError, SocketUsageError
+from harness.sim.network import DEFAULT_LATENCY, LatencyModel
+from harness.sim.runtime import NEMESIS, RECONNECT_IVL_NS, SimStats, Simulation
+
+__all__ = [
+    "DEFAULT_LATENCY",
+    "LatencyModel",
+    "NEMESIS",
+    "NodeError",
+    "RECONNECT_IVL_NS",
+    "SimStats",
+    "Simulation",
+    "SimulationError",
+    "SocketUsageError",
+]

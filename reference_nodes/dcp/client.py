@@ -121,7 +121,15 @@ class Client(DcpNode):
     # ---- inputs ----------------------------------------------------------------------------
 
     def start(self, now: int) -> list[Action]:
-        return self._arm([])
+        # A standalone client (``zmq-harness node dcp client --set requests=2 ...``) has no
+        # application to command it: config ``requests`` makes it send that many at start.
+        out: list[Action] = []
+        for k in range(int(self.config.get("requests", 0) or 0)):
+            data = self.config.get("data", b"")
+            out.extend(self.command({"op": "request", "service": self.config.get("service", "echo"),
+                                     "data": [data.encode() if isinstance(data, str) else data],
+                                     "id": f"{self.name}-start-{k}"}, now))
+        return self._arm(out)
 
     def receive(self, socket: str, frames: list[bytes], now: int) -> list[Action]:
         out: list[Action] = []

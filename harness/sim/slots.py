@@ -1,0 +1,64 @@
+"""Per-node bookkeeping of the simulator: what survives a crash (name, factory, store, clock)
+and what does not (the node object, its sockets, its timer, its backlog)."""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from harness.node import DurableStore, Node, NodeFactory
+
+if TYPE_CHECKING:
+    from harness.sim.sockets import SimSocket
+
+
+class NodeSlot:
+    __slots__ = (
+        "name", "factory", "role", "config", "implementation", "store", "start_at",
+        "incarnation", "node", "running", "paused", "backlog", "sockets", "timer_gen",
+        "timer_at", "offset", "drift", "skewed", "drain_pending",
+    )
+
+    def __init__(self, name: str, factory: NodeFactory, role: str, config: dict[str, Any],
+                 implementation: str, start_at: int) -> None:
+        self.name = name
+        self.factory = factory
+        self.role = role
+        self.config = config
+        self.implementation = implementation
+        self.store = DurableStore()  # kept across crashes
+        self.start_at = start_at
+        self.incarnation = -1  # 0 after the first start
+        self.node: Node | None = None
+        self.running = False
+        self.paused = False
+        # Work that waits while the node is paused (and, after resume, until it has caught up):
+        # tuples whose first item is one of the runtime's _MSG/_TIMER/_CMD/_LOCAL tags.
+        self.backlog: deque[tuple[Any, ...]] = deque()
+        self.sockets: dict[str, SimSocket] = {}
+        self.timer_gen = 0  # bumped by every SetTimer and by a crash: stale timer events are ignored
+        self.timer_at: int | None = None  # pending timer, on the node's clock
+        self.offset = 0  # clock skew: node time = virtual + offset + drift * virtual
+        self.drift = 0.0
+        self.skewed = False
+        self.drain_pending = False
+
+    # -- the node's clock -----------------------------------------------------------------
+    def node_time(self, virtual: int) -> int:
+        if not self.skewed:
+            return virtual
+        return virtual + self.offset + int(round(self.drift * virtual))
+
+    def to_virtual(self, node_time: int) -> int:
+        """The earliest virtual time at which the node's clock reads ``node_time`` or later."""
+        if not self.skewed:
+            return node_time
+        if self.drift == 0.0:
+            return node_time - self.offset
+        v = math.ceil((node_time - self.offset) / (1.0 + self.drift))
+        while self.node_time(v) < node_time:
+            v += 1
+        while self.node_time(v - 1) >= node_time:
+            v -= 1
+        return v
