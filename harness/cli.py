@@ -173,8 +173,73 @@ def cmd_node(args: argparse.Namespace) -> int:
         config["identity"] = args.identity.encode()
     from harness.live.supervisor import reap_on_signals  # noqa: F401 - standalone installs its own handlers
 
-    return run_standalone(role.factory, name=args.name or f"{args.protocol}-{args.role}", role=args.role,
+    factory = _factory(args.protocol, args.role, args.mutant) if args.mutant else role.factory
+    return run_standalone(factory, name=args.name or f"{args.protocol}-{args.role}", role=args.role,
                           config=config, trace_path=args.trace, seed=args.seed)
+
+
+def cmd_conform(args: argparse.Namespace) -> int:
+    import os
+    import shlex
+
+    from harness.conformance.case import CaseError
+    from harness.conformance.report import exit_status, print_results, results_json, write_junit
+    from harness.conformance.runner import load_suite, run_case_sim, run_suite, write_trace_verdicts
+    from harness.conformance.suites import suite
+
+    try:
+        rs = suite(args.protocol, args.role)
+        cases = load_suite(args.protocol, args.role, args.suites, args.case)
+    except (KeyError, CaseError) as e:
+        raise UsageError(f"zmq-harness conform: {e.args[0] if isinstance(e, KeyError) else e}")
+    if not cases:
+        raise UsageError(f"zmq-harness conform: no cases selected in {rs.cases_dir(args.suites)}")
+    modes = [bool(args.cmd), bool(args.endpoint), args.reference, args.sim]
+    if sum(modes) != 1:
+        raise UsageError("zmq-harness conform: give exactly one of --cmd, --endpoint, --reference, --sim")
+    label = args.implementation or ("reference" if args.reference or args.sim else "external")
+    if args.mutant:
+        label = f"mutant:{args.mutant}"
+    out_dir = os.path.join(args.out, f"{args.protocol}-{args.role}")
+    base = f"zmq-harness conform {args.protocol} {args.role} --dialect {args.dialect}"
+    if args.sim:
+        factory = _factory(args.protocol, args.role, args.mutant)
+        results = [run_case_sim(c, factory, dialect=args.dialect) for c in cases]
+        for r in results:
+            r.rerun = f"{base} --sim" + (f" --mutant {args.mutant}" if args.mutant else "") + f" --case {r.case.id}"
+    else:
+        cmd = args.cmd
+        if args.reference:
+            cmd = rs.reference_cmd + (f" --mutant {args.mutant}" if args.mutant else "")
+        rerun = base + (f" --cmd {shlex.quote(args.cmd)}" if args.cmd else f" --endpoint {args.endpoint}" if args.endpoint
+                        else " --reference" + (f" --mutant {args.mutant}" if args.mutant else ""))
+        results = run_suite(cases, cmd=cmd, endpoint=args.endpoint, dialect=args.dialect,
+                            trace_dir=os.path.join(out_dir, "traces"), rerun_base=rerun)
+    print_results(results, args.protocol, args.role, sys.stdout, verbose=args.verbose)
+    junit = args.junit or os.path.join(out_dir, "junit.xml")
+    write_junit(junit, results, args.protocol, args.role, label)
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "results.json"), "w") as f:
+        json.dump(results_json(results, args.protocol, args.role, label), f, indent=1, default=str)
+    write_trace_verdicts(os.path.join(out_dir, "verdicts.parquet"), results, label)
+    print(f"JUnit: {junit}; results and traces in {out_dir}")
+    return exit_status(results, args.fail_on)
+
+
+def _factory(protocol: str, role: str, mutant: str | None):
+    import importlib
+
+    from harness.profiles import get_profile
+
+    if mutant:
+        registry = importlib.import_module(f"reference_nodes.{protocol}.mutants").MUTANTS
+        if mutant not in registry:
+            raise UsageError(f"no {protocol} mutant {mutant!r} (mutants: {', '.join(registry)})")
+        mrole, factory, _ = registry[mutant]
+        if mrole != role:
+            raise UsageError(f"mutant {mutant!r} is a {mrole}, not a {role}")
+        return factory
+    return get_profile(protocol).roles[role].factory
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -217,7 +282,30 @@ def build_parser() -> argparse.ArgumentParser:
     n.add_argument("--name")
     n.add_argument("--seed", type=int, default=0)
     n.add_argument("--trace", help="write a Parquet trace here")
+    n.add_argument("--mutant", help="run a deliberately broken variant (see reference_nodes/<protocol>/mutants.py)")
     n.set_defaults(func=cmd_node)
+
+    k = sub.add_parser("conform", help="run a conformance suite against an implementation",
+                       description="Run the conformance suite of one role against an implementation: started "
+                       "fresh for every case from --cmd (placeholders such as {endpoint} are filled), reached at "
+                       "--endpoint, the reference node (--reference), or in the simulator (--sim). Exit status "
+                       "is non-zero on any MUST failure (and SHOULD with --fail-on should).")
+    k.add_argument("protocol", choices=PROTOCOLS)
+    k.add_argument("role")
+    k.add_argument("--cmd", help="command line of the implementation, e.g. \"mybroker --bind {endpoint}\"")
+    k.add_argument("--endpoint", help="endpoint of an implementation that is already running")
+    k.add_argument("--reference", action="store_true", help="test the reference node, run as a subprocess")
+    k.add_argument("--sim", action="store_true", help="run the cases in the simulator against the reference node")
+    k.add_argument("--mutant", help="with --reference or --sim: a deliberately broken variant instead")
+    k.add_argument("--dialect", default="strict")
+    k.add_argument("--case", action="append", help="run only this case (id or name; repeatable)")
+    k.add_argument("--fail-on", choices=("must", "should"), default="must")
+    k.add_argument("--junit", help="JUnit XML path (default OUT/<protocol>-<role>/junit.xml)")
+    k.add_argument("--out", default="runs/conformance")
+    k.add_argument("--implementation", help="label for reports")
+    k.add_argument("--suites", default="scenarios", help=argparse.SUPPRESS)
+    k.add_argument("-v", "--verbose", action="store_true")
+    k.set_defaults(func=cmd_conform)
 
     c = sub.add_parser("clauses", help="print or regenerate the clause catalogues (docs/clauses/*.md)")
     c.add_argument("protocols", nargs="*", metavar="PROTOCOL", help=f"any of {', '.join(PROTOCOLS)} (default: all)")

@@ -132,9 +132,10 @@ def _slug(name: str) -> str:
 
 
 def run_sim(scenario: Scenario, seed: int, out_dir: str | None = None, *,
-            factories: dict[str, Any] | None = None) -> RunResult:
+            factories: dict[str, Any] | None = None, checks: bool = True) -> RunResult:
     """Run one seed of a scenario in simulation. ``factories`` may replace the node factory of
-    some nodes (by node name) — how tests put a mutant in place of a reference node."""
+    some nodes (by node name) — how tests put a mutant in place of a reference node.
+    ``checks=False`` runs without probes and checkers (benchmarks of the bare simulation)."""
     profile = get_profile(scenario.protocol)
     trace = None
     tpath = None
@@ -159,7 +160,7 @@ def run_sim(scenario: Scenario, seed: int, out_dir: str | None = None, *,
             group = scenario.group_of(name)
             factory = (factories or {}).get(name) or profile.roles[role].factory
             impl = "reference" if (factories or {}).get(name) is None else getattr(factory, "implementation", "mutant")
-            sim.add_node(name, probed(factory, observer, clock), role=role, config=cfg,
+            sim.add_node(name, probed(factory, observer, clock) if checks else factory, role=role, config=cfg,
                          implementation=impl if group.implementation == "reference" else group.implementation)
         for at, node, request in workload_schedule(scenario, seed):
             sim.command(at, node, request)

@@ -1,0 +1,256 @@
+"""Conformance case files: the role under test, the clauses checked, and a script of steps in
+which the harness plays the other roles. Documented in docs/conformance.md.
+
+    protocol: dcp
+    role: broker
+    case: broker answers ping with pong
+    clauses: [dcp.heartbeat.pong]
+    steps:
+      - {as: worker.a, send: {type: REGISTER, service: echo}}
+      - {as: worker.a, expect: {type: REGISTER, service: echo}, within: 500ms}
+      - {as: worker.a, send: {type: PING}}
+      - {as: worker.a, expect: {type: PONG}, within: 500ms}
+
+Step kinds: ``send`` (a message: type + fields, the rest defaulted), ``send_raw`` (frames as
+hex, for malformed input), ``expect`` (a message whose fields match, within a time; matchers
+below), ``expect_nothing`` (no message, or none of a type, for a time), ``wait``,
+``restart_iut`` / ``kill_iut`` (process control), ``disconnect`` (a peer goes away).
+
+Field matchers in ``expect``: a plain value (equal; text is UTF-8 for byte fields),
+``{hex: "00ff"}``, ``{pattern: "regex"}``, ``{any: true}`` (present, any value),
+``{ref: "name.field"}`` (equal to a field of a message captured with ``capture: name``),
+``{not: value}``, ``{len: N}``, ``{one_of: [...]}``, ``{nonempty: true}``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.profiles.base import as_duration
+from harness.protocols import PROTOCOLS, catalogue, codec
+from harness.yamlsrc import Locations, SourceError, load, loads
+
+CaseError = SourceError
+
+STEP_KINDS = ("send", "send_raw", "expect", "expect_nothing", "wait", "restart_iut", "kill_iut", "disconnect")
+MATCHERS = ("hex", "pattern", "any", "ref", "not", "len", "one_of", "nonempty")
+DEFAULT_WITHIN_NS = 1_000_000_000
+
+
+@dataclass
+class Step:
+    kind: str
+    peer: str | None
+    message: str | None = None  # message type for send/expect/expect_nothing
+    fields: dict[str, Any] = field(default_factory=dict)  # send values or expect matchers
+    frames: list[bytes] | None = None  # send_raw
+    within_ns: int = DEFAULT_WITHIN_NS  # expect deadline; expect_nothing/wait duration
+    capture: str | None = None
+    clause: str | None = None  # the clause this step checks (default: the case's first)
+    field_clauses: dict[str, str] = field(default_factory=dict)  # expect: a mismatch here breaks that clause
+    line: int | None = None
+    text: str = ""  # the step as written, for evidence
+
+
+@dataclass
+class Case:
+    path: str
+    protocol: str
+    role: str
+    name: str
+    id: str  # file stem: stable, used to rerun one case
+    clauses: list[str]
+    steps: list[Step]
+    peers: dict[str, str]  # scripted peer name -> its role
+    dialects: list[str] | None = None  # None: any dialect
+    iut: dict[str, Any] = field(default_factory=dict)  # placeholders for the IUT's command line
+    description: str = ""
+
+
+def _bytes_value(v: Any) -> Any:
+    if isinstance(v, dict) and set(v) == {"hex"}:
+        return bytes.fromhex(str(v["hex"]).replace(" ", ""))
+    return v
+
+
+def case_from(data: Any, locs: Locations, path: str, peer_roles: dict[str, dict[str, str]]) -> Case:
+    """Validate one case; ``peer_roles`` maps a role under test to {peer role prefix: peer role}."""
+    if not isinstance(data, dict):
+        raise locs.error((), "a conformance case must be a mapping")
+    known = {"protocol", "role", "case", "clauses", "steps", "dialects", "iut", "description"}
+    for k in data:
+        if k not in known:
+            raise locs.error((k,), f"unknown field (known: {', '.join(sorted(known))})")
+    for k in ("protocol", "role", "case", "clauses", "steps"):
+        if k not in data:
+            raise locs.error((), f"missing required field '{k}'")
+    protocol = data["protocol"]
+    if protocol not in PROTOCOLS:
+        raise locs.error(("protocol",), f"unknown protocol {protocol!r}")
+    role = data["role"]
+    if role not in peer_roles:
+        raise locs.error(("role",), f"no conformance suite for {protocol} role {role!r} (roles: {', '.join(peer_roles)})")
+    cat = catalogue(protocol)
+    clauses = data["clauses"]
+    if not isinstance(clauses, list) or not clauses:
+        raise locs.error(("clauses",), "clauses must be a non-empty list of clause ids")
+    for i, c in enumerate(clauses):
+        if c not in cat:
+            raise locs.error(("clauses", i), f"{c!r} is not a clause of the {protocol} catalogue")
+    c = codec(protocol)
+    dialects = data.get("dialects")
+    steps_in = data["steps"]
+    if not isinstance(steps_in, list) or not steps_in:
+        raise locs.error(("steps",), "steps must be a non-empty list")
+    steps: list[Step] = []
+    peers: dict[str, str] = {}
+    captures: set[str] = set()
+    for i, raw in enumerate(steps_in):
+        p = ("steps", i)
+        if not isinstance(raw, dict):
+            raise locs.error(p, "a step must be a mapping")
+        kinds = [k for k in STEP_KINDS if k in raw]
+        if len(kinds) != 1:
+            raise locs.error(p, f"each step needs exactly one of {', '.join(STEP_KINDS)}")
+        kind = kinds[0]
+        allowed = {kind, "as", "within", "capture", "for", "clause", "field_clauses"}
+        for k in raw:
+            if k not in allowed:
+                raise locs.error(p + (k,), f"unknown step field (a {kind} step takes {', '.join(sorted(allowed))})")
+        where = locs.of(p)
+        step = Step(kind, None, line=where.line if where else None, text=_one_line(raw))
+        if kind in ("send", "send_raw", "expect", "expect_nothing", "disconnect"):
+            peer = raw.get("as") if kind != "disconnect" else raw.get("disconnect")
+            if not isinstance(peer, str):
+                raise locs.error(p, "name the scripted peer with 'as: <role>.<name>'")
+            prole = peer.split(".")[0]
+            if prole not in peer_roles[role]:
+                raise locs.error(p + ("as",), f"a {role} under test talks to {', '.join(peer_roles[role])}; "
+                                              f"{peer!r} is none of them")
+            peers.setdefault(peer, peer_roles[role][prole])
+            step.peer = peer
+        if kind in ("send", "expect", "expect_nothing"):
+            spec = raw[kind] if raw[kind] is not None else {}
+            if not isinstance(spec, dict):
+                raise locs.error(p + (kind,), "give the message as a mapping with 'type' and fields")
+            spec = dict(spec)
+            mtype = spec.pop("type", None)
+            if mtype is None and kind != "expect_nothing":
+                raise locs.error(p + (kind,), "missing 'type' (the message name)")
+            if mtype is not None and mtype not in c.messages:
+                raise locs.error(p + (kind, "type"), f"{protocol} has no message {mtype!r} (messages: {', '.join(c.messages)})")
+            step.message = mtype
+            if mtype is not None:
+                names = set(c.complete(mtype))
+                for f in spec:
+                    if f not in names:
+                        raise locs.error(p + (kind, f), f"{mtype} has no field {f!r} (fields: {', '.join(sorted(names))})")
+            if kind == "send":
+                step.fields = {k: _normalise(c, mtype, k, _bytes_value(v)) for k, v in spec.items()}
+                refs = [v["ref"] for v in step.fields.values() if isinstance(v, dict) and set(v) == {"ref"}]
+                for r in refs:
+                    if str(r).split(".")[0] not in captures:
+                        raise locs.error(p + (kind,), f"no earlier step captured a message named {str(r).split('.')[0]!r}")
+                if not refs:  # values taken from captured messages are checked when the step runs
+                    try:
+                        c.encode(mtype, step.fields)
+                    except ValueError as e:
+                        raise locs.error(p + (kind,), str(e)) from None
+            else:
+                for f, m in spec.items():
+                    _check_matcher(m, locs, p + (kind, f), captures)
+                step.fields = spec
+        if kind == "send_raw":
+            frames = raw["send_raw"]
+            if not isinstance(frames, list):
+                raise locs.error(p + ("send_raw",), "send_raw is a list of frames in hex ('' is an empty frame)")
+            try:
+                step.frames = [bytes.fromhex(str(f or "").replace(" ", "")) for f in frames]
+            except ValueError:
+                raise locs.error(p + ("send_raw",), "every frame must be hex") from None
+        if kind in ("expect", "expect_nothing", "wait"):
+            key = "within" if kind == "expect" else "for"
+            value = raw.get(key, raw.get("within", raw.get(kind) if kind == "wait" else None))
+            if value is None and kind != "expect":
+                raise locs.error(p, f"a {kind} step needs 'for: <duration>'")
+            if value is not None:
+                try:
+                    step.within_ns = as_duration(value)
+                except ValueError as e:
+                    raise locs.error(p + (key,), str(e)) from None
+        if "clause" in raw:
+            if raw["clause"] not in cat:
+                raise locs.error(p + ("clause",), f"{raw['clause']!r} is not a clause of the {protocol} catalogue")
+            step.clause = raw["clause"]
+        if "field_clauses" in raw:
+            fc = raw["field_clauses"]
+            if kind != "expect" or not isinstance(fc, dict):
+                raise locs.error(p + ("field_clauses",), "field_clauses maps fields of an expect step to clause ids")
+            for f, cl in fc.items():
+                if cl not in cat:
+                    raise locs.error(p + ("field_clauses", f), f"{cl!r} is not a clause of the {protocol} catalogue")
+                if f not in step.fields:
+                    raise locs.error(p + ("field_clauses", f), f"the step does not match field {f!r}")
+            step.field_clauses = dict(fc)
+        if "capture" in raw:
+            if kind != "expect":
+                raise locs.error(p + ("capture",), "only an expect step can capture a message")
+            step.capture = str(raw["capture"])
+            captures.add(step.capture)
+        steps.append(step)
+    iut = data.get("iut") or {}
+    if not isinstance(iut, dict):
+        raise locs.error(("iut",), "iut must be a mapping of placeholder values")
+    stem = re.sub(r"\.ya?ml$", "", path.replace("\\", "/").rsplit("/", 1)[-1])
+    return Case(path, protocol, role, str(data["case"]), stem, list(clauses), steps, peers,
+                list(dialects) if dialects else None, iut, str(data.get("description", "")))
+
+
+def _normalise(c: Any, mtype: str, field_name: str, value: Any) -> Any:
+    """YAML gives text; byte fields (and lists of them) take it as UTF-8."""
+    from harness.protocols.types import Raw
+
+    t = c.table.fields[field_name].type
+    if isinstance(t, Raw):
+        if isinstance(value, str):
+            return value.encode()
+        if isinstance(value, list):
+            return [v.encode() if isinstance(v, str) else _bytes_value(v) for v in value]
+    return value
+
+
+def _check_matcher(m: Any, locs: Locations, p: tuple[Any, ...], captures: set[str]) -> None:
+    if isinstance(m, dict) and len(m) == 1:
+        (k, v), = m.items()
+        if k not in MATCHERS:
+            raise locs.error(p, f"unknown matcher {k!r} (matchers: {', '.join(MATCHERS)})")
+        if k == "pattern":
+            try:
+                re.compile(str(v))
+            except re.error as e:
+                raise locs.error(p, f"bad pattern: {e}") from None
+        if k == "ref":
+            name = str(v).split(".")[0]
+            if name not in captures:
+                raise locs.error(p, f"no earlier step captured a message named {name!r}")
+        if k == "hex":
+            try:
+                bytes.fromhex(str(v).replace(" ", ""))
+            except ValueError:
+                raise locs.error(p, "hex matcher needs hex digits") from None
+
+
+def _one_line(raw: dict[str, Any]) -> str:
+    return ", ".join(f"{k}: {v}" for k, v in raw.items())[:200]
+
+
+def load_case(path: str, peer_roles: dict[str, dict[str, str]]) -> Case:
+    data, locs = load(path)
+    return case_from(data, locs, path, peer_roles)
+
+
+def parse_case(text: str, peer_roles: dict[str, dict[str, str]], path: str = "<case>") -> Case:
+    data, locs = loads(text, path)
+    return case_from(data, locs, path, peer_roles)

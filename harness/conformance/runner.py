@@ -1,0 +1,242 @@
+"""Run conformance cases: in the simulator against a node factory (reference or mutant), or
+over real sockets against any implementation — a command line started fresh for every case,
+or an endpoint that is already up.
+
+Every case yields a `CaseResult` (pass / fail / error / skipped, the clause a failure is
+attributed to, the reason, the decoded exchange as evidence and the command that reruns it).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.conformance.case import Case, load_case
+from harness.conformance.conductor import Conductor, PeerSocket
+from harness.conformance.suites import RoleSuite, peer_roles_for, suite
+from harness.node import NodeFactory
+from harness.protocols import catalogue, codec
+from harness.trace import VERDICT, RunInfo, TraceWriter
+
+CONDUCTOR = "harness"
+IUT = "iut"
+
+
+@dataclass
+class CaseResult:
+    case: Case
+    verdict: str  # pass | fail | error | skipped
+    reason: str = ""
+    clause: str = ""  # the clause a failure is attributed to
+    exchange: list[dict[str, Any]] = field(default_factory=list)
+    step: int | None = None
+    step_line: int | None = None
+    elapsed_ms: float = 0.0
+    rerun: str = ""
+    iut_output: str = ""
+
+    @property
+    def level(self) -> str:
+        if not self.clause:
+            return ""
+        return catalogue(self.case.protocol)[self.clause].level.value
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"case": self.case.id, "name": self.case.name, "clauses": self.case.clauses, "verdict": self.verdict,
+                "clause": self.clause, "level": self.level, "reason": self.reason, "step": self.step,
+                "step_line": self.step_line, "elapsed_ms": self.elapsed_ms, "rerun": self.rerun,
+                "exchange": self.exchange, "iut_output": self.iut_output[-2000:]}
+
+
+def load_suite(protocol: str, role: str, root: str = "scenarios", only: list[str] | None = None) -> list[Case]:
+    rs = suite(protocol, role)
+    cases = [load_case(p, peer_roles_for(protocol)) for p in rs.case_paths(root)]
+    if only:
+        cases = [c for c in cases if c.id in only or c.name in only]
+    return cases
+
+
+def _peers(case: Case, rs: RoleSuite, endpoint: str, tag: str) -> dict[str, PeerSocket]:
+    out = {}
+    for name in case.peers:
+        role, stype, binds = rs.peers[name.split(".")[0]]
+        ident = None if binds else f"{name}{tag}".encode()
+        out[name] = PeerSocket(name, stype, endpoint, binds, ident)
+    return out
+
+
+def _values(case: Case, rs: RoleSuite, dialect: str, endpoint: str) -> dict[str, Any]:
+    values = dict(rs.placeholders)
+    values.update(case.iut)
+    port = endpoint.rsplit(":", 1)[-1]
+    values.update(endpoint=endpoint, port=port, host="127.0.0.1", dialect=dialect, python=shlex.quote(sys.executable))
+    return values
+
+
+def _skip(case: Case, dialect: str) -> CaseResult | None:
+    if case.dialects is not None and dialect not in case.dialects:
+        return CaseResult(case, "skipped", f"only for dialect(s) {', '.join(case.dialects)}")
+    return None
+
+
+def _finish(case: Case, data: dict[str, Any] | None, rerun: str) -> CaseResult:
+    if data is None:
+        return CaseResult(case, "error", "the case did not finish (harness timeout)", case.clauses[0], rerun=rerun)
+    return CaseResult(case, data["verdict"], data.get("reason", ""), data.get("clause", ""), data.get("exchange", []),
+                      data.get("step"), data.get("step_line"), data.get("elapsed_ms", 0.0), rerun)
+
+
+def case_budget_ns(case: Case) -> int:
+    return sum(s.within_ns for s in case.steps if s.kind in ("expect", "expect_nothing", "wait")) + 2_000_000_000
+
+
+# ---- simulation ---------------------------------------------------------------------------
+
+
+def run_case_sim(case: Case, factory: NodeFactory, *, dialect: str = "strict", seed: int = 1,
+                 trace: TraceWriter | None = None) -> CaseResult:
+    """Run one case in the simulator with ``factory`` (a reference node or a mutant) as the IUT."""
+    from harness.sim.runtime import Simulation
+
+    skipped = _skip(case, dialect)
+    if skipped:
+        return skipped
+    rs = suite(case.protocol, case.role)
+    endpoint = "tcp://iut:5555"
+    values = _values(case, rs, dialect, endpoint)
+    sim = Simulation(seed, trace)
+    result: dict[str, Any] = {}
+    restarts: list[int] = []
+
+    def hook(node: str, action: Any, t: int) -> None:
+        kind = getattr(action, "kind", None)
+        if node == CONDUCTOR and kind == "case-result":
+            result.update(action.data)
+        elif node == CONDUCTOR and kind == "iut-control":
+            if action.data["action"] == "kill_iut":
+                sim.crash(IUT)
+            else:
+                if sim.is_running(IUT):
+                    sim.crash(IUT)
+                sim.restart(IUT)
+                restarts.append(t)
+
+    sim.on_action(hook)
+    sim.add_node(IUT, factory, role=case.role, config=rs.iut_config(endpoint, values))
+    sim.add_node(CONDUCTOR, Conductor, role="conductor", config={
+        "case": case, "codec": codec(case.protocol, dialect), "peers": _peers(case, rs, endpoint, "")},
+        start_at_ns=1_000_000)
+    try:
+        sim.run(case_budget_ns(case))
+    except Exception as e:  # the IUT raised: in a process that is a crash
+        return CaseResult(case, "fail", f"the implementation crashed: {type(e).__name__}: {e.__cause__ or e}",
+                          _attribute_crash(case), rerun=f"(simulation) case {case.id}")
+    return _finish(case, result or None, f"(simulation) case {case.id}")
+
+
+def _attribute_crash(case: Case) -> str:
+    # The step that fed it the input it died on names the clause; without one, the case's first.
+    return next((s.clause for s in case.steps if s.kind == "send_raw" and s.clause), case.clauses[0])
+
+
+# ---- real sockets ---------------------------------------------------------------------------
+
+
+def run_case_live(case: Case, *, cmd: str | None = None, endpoint: str | None = None, dialect: str = "strict",
+                  trace_dir: str | None = None, tag: str = "", rerun_base: str = "") -> CaseResult:
+    """Run one case against a real implementation: ``cmd`` is started fresh for this case (with
+    its placeholders filled) and always reaped; or ``endpoint`` is an implementation already up."""
+    from harness.live.runtime import LiveRuntime
+    from harness.live.supervisor import ManagedProcess, ReadyDelay, ReadyPort, SupervisorError, free_port
+
+    skipped = _skip(case, dialect)
+    if skipped:
+        return skipped
+    rs = suite(case.protocol, case.role)
+    ep = endpoint or f"tcp://127.0.0.1:{free_port()}"
+    values = _values(case, rs, dialect, ep)
+    rerun = f"{rerun_base} --case {case.id}" if rerun_base else ""
+    proc = None
+    trace = None
+    if trace_dir:
+        os.makedirs(trace_dir, exist_ok=True)
+        trace = TraceWriter(os.path.join(trace_dir, f"{case.id}.parquet"),
+                            RunInfo(f"conform/{case.protocol}/{case.role}/{case.id}", 0, case.id, case.protocol))
+        trace.register_node(IUT, case.role, "external" if cmd or endpoint else "reference")
+    runtime = LiveRuntime(trace)
+    try:
+        if cmd and not rs.iut_binds:
+            # The harness binds; the IUT connects: start the conductor first.
+            pass
+        elif cmd:
+            ready = ReadyPort(int(values["port"]), timeout=15)
+            proc = ManagedProcess(cmd, values=values, ready=ready, name=f"iut-{case.id}").start()
+        runtime.add_node(CONDUCTOR, Conductor, role="conductor", config={
+            "case": case, "codec": codec(case.protocol, dialect), "peers": _peers(case, rs, ep, tag)})
+        control: list[str] = []
+        runtime.on_action(lambda n, a, t: control.append(a.data["action"])
+                          if n == CONDUCTOR and getattr(a, "kind", None) == "iut-control" else None)
+        runtime.start()
+        if cmd and not rs.iut_binds:
+            proc = ManagedProcess(cmd, values=values, ready=ReadyDelay(0.0), name=f"iut-{case.id}").start()
+        deadline = time.monotonic() + case_budget_ns(case) / 1e9 + 5
+        data = None
+        while time.monotonic() < deadline:
+            while control:
+                action = control.pop(0)
+                if proc is not None:
+                    proc.kill() if action == "kill_iut" else proc.restart()
+            try:
+                d = runtime.wait_delivery("case-result", timeout=0.05)
+                data = d.data
+                break
+            except TimeoutError:
+                continue
+        result = _finish(case, data, rerun)
+        if proc is not None and not proc.running and result.verdict == "pass" and "kill_iut" not in \
+                [s.kind for s in case.steps]:
+            result = CaseResult(case, "fail", f"the implementation exited (status {proc.returncode}) during the case",
+                                case.clauses[0], result.exchange, rerun=rerun)
+        if proc is not None and result.verdict != "pass":
+            if not proc.running and "exited" not in result.reason:
+                result.reason += f" (the implementation exited with status {proc.returncode})"
+            result.iut_output = proc.tail(20)
+        return result
+    except SupervisorError as e:
+        return CaseResult(case, "error", f"the implementation did not start: {e}", case.clauses[0], rerun=rerun)
+    finally:
+        runtime.stop()
+        if proc is not None:
+            proc.stop()
+        if trace is not None:
+            trace.close()
+
+
+def run_suite(cases: list[Case], **kw: Any) -> list[CaseResult]:
+    """Live runs of every case, each against a fresh instance when a command is given."""
+    out = []
+    for i, case in enumerate(cases):
+        out.append(run_case_live(case, tag=f"-{i}" if kw.get("endpoint") else "", **kw))
+    return out
+
+
+def write_trace_verdicts(path: str, results: list[CaseResult], implementation: str) -> None:
+    """One Parquet file of verdict rows (node = the IUT) for the Spark report."""
+    if not results:
+        return
+    first = results[0].case
+    with TraceWriter(path, RunInfo(f"conform/{first.protocol}/{first.role}", 0, f"conform-{first.role}",
+                                   first.protocol)) as t:
+        t.register_node(IUT, first.role, implementation)
+        for r in results:
+            for clause in r.case.clauses:
+                v = r.verdict
+                if r.verdict == "fail" and r.clause and clause != r.clause:
+                    v = "skipped"  # the case failed on another clause: this one is not judged
+                t.emit(IUT, VERDICT, 0, msg_type=r.case.id, clause=clause, verdict=v, detail=r.reason[:500])
+            if r.verdict == "fail" and r.clause and r.clause not in r.case.clauses:
+                t.emit(IUT, VERDICT, 0, msg_type=r.case.id, clause=r.clause, verdict="fail", detail=r.reason[:500])
