@@ -25,6 +25,22 @@ from typing import Any, Callable, TypeVar
 
 import zmq
 
+_NOBLOCK = int(zmq.NOBLOCK)
+_MORE = int(zmq.NOBLOCK | zmq.SNDMORE)
+_RCVMORE = int(zmq.RCVMORE)
+# The Cython socket methods, without pyzmq's Python layer: it converts IntFlag/enum options on
+# every frame, which costs more than the send or receive itself for small multipart messages.
+_base_send = zmq.backend.Socket.send
+_base_recv = zmq.backend.Socket.recv
+_base_get = zmq.backend.Socket.get
+
+
+def _recv_multipart(sock: zmq.Socket) -> list[bytes]:
+    parts = [_base_recv(sock, _NOBLOCK)]
+    while _base_get(sock, _RCVMORE):
+        parts.append(_base_recv(sock, _NOBLOCK))
+    return parts
+
 from harness.live import rows
 from harness.live.deliveries import Delivery, DeliveryLog, NodeError
 from harness.live.sockets import BIND_RETRY_S, SocketSetupError, open_socket, subscribe
@@ -377,10 +393,9 @@ class LiveRuntime:
         trace = self._trace
         clock = time.monotonic_ns
         t0 = self._t0
-        recv = sock.recv_multipart
         for _ in range(BATCH):
             try:
-                frames = recv(zmq.NOBLOCK)
+                frames = _recv_multipart(sock)
             except zmq.Again:
                 return
             now = clock() - t0
@@ -486,7 +501,11 @@ class LiveRuntime:
         frames = action.frames
         fault = None
         try:
-            sock.send_multipart(frames, zmq.NOBLOCK)
+            # Frame by frame with plain int flags: pyzmq's send_multipart ORs IntFlag enums per
+            # frame, which costs more than the send itself for small messages.
+            last = len(frames) - 1
+            for k, f in enumerate(frames):
+                _base_send(sock, f, _MORE if k < last else _NOBLOCK)
         except zmq.Again:
             fault = "hwm"
         except zmq.ZMQError as exc:

@@ -627,11 +627,25 @@ class Codec:
         # The fast path: the main location's keys that name exactly one message, when no
         # keyless message could also match (those need the full candidate search).
         self._channels = {m.name: m.channels for m in self.table.messages}
-        self._fast = None
-        if self._locations:
-            (fi, off, ln), index = self._locations[0]
-            direct = {k: self._decoders[v[0]] for k, v in index.items() if len(v) == 1}
-            self._fast = (fi, off, ln, direct)
+        self._fast = self._fast_path(None)
+        all_channels = dict.fromkeys(c for m in self.table.messages for c in m.channels)
+        self._fast_ch = {c: self._fast_path(c) for c in all_channels}
+
+    def _fast_path(self, channel: str | None) -> tuple[Any, ...] | None:
+        """(frame, offset, length, key -> decoder, keys with several candidates, the one keyless
+        decoder or None) for messages on ``channel`` (None: all)."""
+        if not self._locations:
+            keyless = [m for m in self._fallback if channel is None or self._on_channel(m, channel)]
+            return (0, 0, 0, {}, self._decoders[keyless[0]]) if len(keyless) == 1 else None
+        (fi, off, ln), index = self._locations[0]
+        names = {k: [m for m in v if channel is None or self._on_channel(m, channel)] for k, v in index.items()}
+        # key -> decoder; None for keys that need the full search (several candidates, or a key
+        # that exists but not on this channel): `index.get(key, single)` is then the whole dispatch.
+        direct: dict[bytes, Any] = {k: (self._decoders[v[0]] if len(v) == 1 else None) for k, v in names.items()}
+        # Keys at other locations would need the full search: only then no keyless shortcut.
+        keyless = [m for m in self._fallback if channel is None or self._on_channel(m, channel)]
+        single = self._decoders[keyless[0]] if len(keyless) == 1 and len(self._locations) == 1 else None
+        return (fi, off, ln, direct, single)
 
     def _keys(self, msg: MessageSpec) -> Iterable[tuple[tuple[int, int, int | None], bytes]]:
         for idx, el in enumerate(msg.layout):
@@ -685,13 +699,23 @@ class Codec:
     def decode(self, frames: Sequence[bytes], *, as_: str | None = None, channel: str | None = None) -> Message:
         """Decode one multipart message; raise DecodeError (ConformanceError in strict mode for
         bytes only a dialect allows) and nothing else."""
-        if as_ is None and channel is None and self._fast is not None:
-            # Hot path: one dictionary look-up on the command id, then the generated decoder.
-            fi, off, ln, index = self._fast
-            dec = None
+        if as_ is not None:
+            dec = self._decoders.get(as_)
+            if dec is not None:
+                try:
+                    return dec(frames)
+                except Exception:
+                    pass  # the slow path below reports it (and consults dialects)
+        fast = self._fast if channel is None else self._fast_ch.get(channel)
+        if as_ is None and fast is not None:
+            # Hot path: one dictionary look-up on the command id, then the generated decoder;
+            # a message with no id at all goes straight to the one keyless layout, if any.
+            fi, off, ln, index, single = fast
             if len(frames) > fi:
                 f = frames[fi]
-                dec = index.get(f if ln is None else f[off : off + ln])
+                dec = index.get(f if ln is None else f[off : off + ln], single)
+            else:
+                dec = single
             if dec is not None:
                 try:
                     return dec(frames)
