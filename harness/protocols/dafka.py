@@ -1,6 +1,6 @@
 """Dafka — ZeroMQ RFC 46 (../shared/specs/dafka-46.md), wire table.
 
-Strict mode is the document as settled by docs/errata.d/dafka.md (E-DAFKA-01 to -04, -10,
+Strict mode is the document as settled by docs/errata.md (E-DAFKA-01 to -04, -10,
 -11, -22):
 
 =====  ============================================================================
@@ -244,7 +244,7 @@ STRICT = Table(
     PROTOCOL, "strict", FIELDS,
     tuple(_strict_command(n) for n in COMMAND_IDS) + TOWER_MESSAGES,
     grammar_clause=_GRAMMAR,
-    doc="dafka-46.md with docs/errata.d/dafka.md: topic frame, signed body, content frame",
+    doc="dafka-46.md with docs/errata.md: topic frame, signed body, content frame",
 )
 
 ZPROTO = STRICT.derive(

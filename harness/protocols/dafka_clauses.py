@@ -23,7 +23,7 @@ normative, see E-DAFKA-23). Besides those, the catalogue holds:
 wire-format clauses name the three node types of section Node types, because towers
 are a separate node type that forwards beacons, not Dafka commands (E-DAFKA-13).
 
-Errata ids refer to `docs/errata.md` (fragment `docs/errata.d/dafka.md`). Ids are
+Errata ids refer to `docs/errata.md` (fragment `docs/errata.md`). Ids are
 permanent: never rename or reuse one.
 """
 

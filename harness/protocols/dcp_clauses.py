@@ -12,7 +12,7 @@ the codec and the checkers must be able to name, all at level MUST:
 * `dcp.broker.register-confirm`, stated with "will" (E-DCP-07).
 
 The `errata` field names the entry of `docs/errata.md` (E-DCP-NN, fragment
-`docs/errata.d/dcp.md`) that changes or settles a clause. Where the document states one
+`docs/errata.md`) that changes or settles a clause. Where the document states one
 requirement twice, the catalogue holds it once (E-DCP-16).
 
 `observable`: WIRE when a violation shows in messages that are sent (bytes, fields, order,

@@ -19,7 +19,7 @@ BROADCAST and PUB have the same frames and no command frame (frame 0 is the even
 only the socket tells them apart: decode with ``channel="publisher"`` / ``"collector"`` or
 ``as_=``; without either the codec reports the ambiguity.
 
-Strict (the document with docs/errata.d/eventbus.md): SYNCSTART has three frames although the
+Strict (the document with docs/errata.md): SYNCSTART has three frames although the
 text says two (E-EVENTBUS-01). A sequence is 8 bytes big-endian; in SYNCSTART 0 means "no
 filter" (E-EVENTBUS-02). The subtree specification is an empty frame (all topics) or subtrees
 joined by ';', each a slash and one or more segments each followed by a slash ('/topic/',

@@ -14,7 +14,7 @@ that the codec and the checkers must be able to name, all at level MUST:
   `eventbus.server.forward-unchanged`).
 
 Each synthesized clause names the erratum (E-EVENTBUS-NN in `docs/errata.md`, fragment
-`docs/errata.d/eventbus.md`) that explains the reading. The quoted ØMQ Reference Manual text
+`docs/errata.md`) that explains the reading. The quoted ØMQ Reference Manual text
 ("shall prepend ...") describes ZeroMQ, not this protocol, and is not catalogued (E-EVENTBUS-07).
 
 Roles: "server" (the bus) and "client" (subscriber and/or publisher). Ids are permanent:

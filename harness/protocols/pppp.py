@@ -13,7 +13,7 @@ CUSTOM       0x04, payload ...                                            to-pub
 PUBLISH      channel, sequence, payload ...                               to-subscriber
 ===========  ===========================================================  =================
 
-Decisions (docs/errata.d/pppp.md): a sequence is 8 bytes big-endian (E-PPPP-01); a NACK frame
+Decisions (docs/errata.md): a sequence is 8 bytes big-endian (E-PPPP-01); a NACK frame
 is 16 bytes, the first and last missing sequence inclusive, first <= last (E-PPPP-03); the
 frame layouts above (E-PPPP-05); a channel is raw bytes, possibly empty, that do not start with
 a byte 0x00-0x04 (E-PPPP-06, E-PPPP-07); PUBLISH flows only publisher -> subscriber, SUBSCRIBE,

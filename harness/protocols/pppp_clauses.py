@@ -29,7 +29,7 @@ Quoted statements keep the document's spelling (typos are listed in E-PPPP-19).
 
 `roles` uses "publisher" and "subscriber"; empty means both.
 
-Errata ids refer to `docs/errata.md` (fragment `docs/errata.d/pppp.md`). Ids are permanent:
+Errata ids refer to `docs/errata.md` (fragment `docs/errata.md`). Ids are permanent:
 never rename or reuse one.
 """
 

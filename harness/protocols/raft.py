@@ -3,7 +3,7 @@
 Frames are given as a DEALER application hands them to its socket: the ROUTER identity that
 precedes them on the receiving peer's socket is the transport's envelope, not a field.
 
-Strict (the document with the errata decisions of docs/errata.d/raft.md):
+Strict (the document with the errata decisions of docs/errata.md):
 
 ==========================  ============================================================  =========
 message                     frames                                                        channel

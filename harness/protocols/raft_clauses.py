@@ -33,7 +33,7 @@ Quoted statements keep the document's spelling (typos are listed in E-RAFT-25).
 `roles` uses "peer", "client" and "subscriber" (the StateBroadcast subscriber); empty
 means all.
 
-Errata ids refer to `docs/errata.md` (fragment `docs/errata.d/raft.md`). Ids are
+Errata ids refer to `docs/errata.md` (fragment `docs/errata.md`). Ids are
 permanent: never rename or reuse one.
 """
 

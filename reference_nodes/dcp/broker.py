@@ -1,4 +1,4 @@
-"""DCP reference broker (specs/dcp-v1.md with docs/errata.d/dcp.md).
+"""DCP reference broker (specs/dcp-v1.md with docs/errata.md).
 
 One ROUTER socket (``"router"``) bound to every endpoint of ``config["bind"]``. The routing
 identity of each received message is the sender; every message starts at the empty delimiter

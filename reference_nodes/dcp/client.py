@@ -1,4 +1,4 @@
-"""DCP reference client (specs/dcp-v1.md with docs/errata.d/dcp.md).
+"""DCP reference client (specs/dcp-v1.md with docs/errata.md).
 
 One DEALER socket (``"dealer"``) connected to the broker; frames start at the empty delimiter
 (E-DCP-01). A pure client never registers and never sends a heartbeat

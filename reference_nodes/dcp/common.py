@@ -1,7 +1,7 @@
 """What the three DCP reference nodes share: the codec, config parsing, the timer discipline.
 
 Every DCP node speaks one dialect (``config["dialect"]``: ``"strict"``, the document plus
-``docs/errata.d/dcp.md``, or ``"dcp:dagbox"``, the deployed implementation's 4-byte message
+``docs/errata.md``, or ``"dcp:dagbox"``, the deployed implementation's 4-byte message
 type) for everything it sends and receives. Frames are handled from the empty address
 delimiter on (E-DCP-01); on the broker's ROUTER socket the routing identity precedes them.
 

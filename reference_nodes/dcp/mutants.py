@@ -4,14 +4,18 @@ The conformance suites and checkers are tested against these: a suite that passe
 has a hole. Each class overrides the least it can; its docstring names the clause it breaks.
 
 ``MUTANTS`` maps a mutant's name to ``(role, factory, clause id)``; every factory is a
-``NodeFactory`` (``factory(ctx)`` gives a node).
+``NodeFactory`` (``factory(ctx)`` gives a node). The clause is the one the mutant breaks, and
+a conformance suite must attribute every failure of the mutant to it. ``ALSO_BREAKS`` lists the
+few mutants whose change honestly breaks a second clause, or that the harness can only
+attribute to a second clause, with the reason.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
-from harness.node import Action, Deliver, NS_PER_MS, NodeContext, Send
+from harness.node import Action, Deliver, Discard, NS_PER_MS, NodeContext, Send
+from harness.protocols import DecodeError
 from harness.protocols.codec import Message
 from reference_nodes.dcp.broker import Broker
 from reference_nodes.dcp.client import SOCKET as CLIENT_SOCKET, Client
@@ -49,11 +53,13 @@ class NoReconnectBroker(Broker):
 
 
 class NeverExpireBroker(Broker):
-    """Never forgets a silent worker. No clause covers expiry itself (E-DCP-09); the wire shows
-    it as a PONG, where a RECONNECT is due, to a worker that comes back after more than
-    ``liveness`` silent intervals (E-DCP-08 names "a worker that the broker has forgotten ...
-    expiry" as a case of ``dcp.heartbeat.reconnect-unknown``), and as requests given to dead
-    workers. No ``worker-expired`` Note ever appears."""
+    """Breaks ``dcp.broker.service-queue``: never forgets a silent worker, so requests of its
+    service go on being given to a worker that has been dead for many heartbeat intervals
+    instead of waiting for a worker that is "available to accept work" — they are lost. No
+    clause covers expiry itself (E-DCP-09), and as long as the broker still counts the worker
+    as registered, the PONG it gives the worker's late ping is not a wrong answer; the clause
+    it breaks is the queue's: requests are served to a worker that cannot take them. No
+    ``worker-expired`` Note ever appears."""
 
     def __init__(self, ctx: NodeContext) -> None:
         super().__init__(ctx)
@@ -129,6 +135,130 @@ class CrashOnMalformedBroker(Broker):
         raise RuntimeError(f"broker crashed on malformed input: {err}")
 
 
+class NoRegisterEchoBroker(Broker):
+    """Breaks ``dcp.broker.register-confirm``: registers the worker but never echoes the
+    registration (E-DCP-07: silence is the failure)."""
+
+    def _on_register(self, identity: bytes, worker: Any, body: list[bytes], msg: Message, now: int,
+                     out: list[Action]) -> None:
+        mine: list[Action] = []
+        super()._on_register(identity, worker, body, msg, now, mine)
+        out.extend(a for a in mine if not (isinstance(a, Send) and a.msg_type == "REGISTER"))
+
+
+class AnyServiceBroker(Broker):
+    """Breaks ``dcp.broker.route-by-service``: gives a request to any ready worker, of whatever
+    service, when one of the request's service is not ready."""
+
+    def pick_worker(self, service: str) -> bytes | None:
+        mine = super().pick_worker(service)
+        if mine is not None:
+            return mine
+        for ready in self.ready.values():
+            if ready:
+                return next(iter(ready))
+        return None
+
+
+class NoQueueBroker(Broker):
+    """Breaks ``dcp.broker.service-queue``: a request that finds no ready worker of its service
+    is dropped instead of queued."""
+
+    def _on_request(self, identity: bytes, worker: Any, body: list[bytes], msg: Message, now: int,
+                    out: list[Action]) -> None:
+        if self.pick_worker(msg["service"]) is None and not self.queues.get(msg["service"]):
+            self.dropped += 1
+            out.append(Discard("router", [identity, *body], reason="no ready worker: dropped (no-queue mutant)",
+                               clause="dcp.broker.service-queue"))
+            if worker is not None:
+                self._make_ready(worker, out)
+            return
+        super()._on_request(identity, worker, body, msg, now, out)
+
+
+class ReplacesClientAddressBroker(Broker):
+    """Breaks ``dcp.broker.keep-client-address``: always puts the sender's address in the
+    client-address part, also when the request already carried one (a worker passing partial
+    work on), so the final reply goes to the worker instead of the client."""
+
+    def forward_request(self, identity: bytes, body: list[bytes], msg: Message) -> list[bytes]:
+        return self.enc["REQUEST"]({"service": msg["service"], "client_address": identity,
+                                    "metadata": list(msg["metadata"]), "data": list(msg["data"])})
+
+
+class DropsEmptyDataBroker(Broker):
+    """Breaks ``dcp.broker.data-unmodified``: forwards requests without their empty data parts
+    (a frame filter gone wrong)."""
+
+    def forward_request(self, identity: bytes, body: list[bytes], msg: Message) -> list[bytes]:
+        return self.enc["REQUEST"]({"service": msg["service"], "client_address": msg["client_address"] or identity,
+                                    "metadata": list(msg["metadata"]), "data": [d for d in msg["data"] if d]})
+
+
+class DropsTrailingEmptyBroker(Broker):
+    """Breaks ``dcp.request.format``: strips trailing empty frames from the requests it forwards,
+    so a request without data parts loses its metadata delimiter (and, with no metadata, the
+    client-address delimiter too). A request whose data ends with an empty part loses that part
+    (``dcp.broker.data-unmodified``, see ``ALSO_BREAKS``)."""
+
+    def forward_request(self, identity: bytes, body: list[bytes], msg: Message) -> list[bytes]:
+        frames = super().forward_request(identity, body, msg)
+        while len(frames) > 4 and not frames[-1]:
+            frames.pop()
+        return frames
+
+
+class ReaddressesReplyBroker(Broker):
+    """Breaks ``dcp.reply.format`` (E-DCP-04: the reply keeps its client address on the second
+    hop): routes the reply to the right client but rewrites its client-address part with the
+    address of the worker it came from."""
+
+    def _on_reply(self, identity: bytes, worker: Any, body: list[bytes], msg: Message, out: list[Action]) -> None:
+        mine: list[Action] = []
+        super()._on_reply(identity, worker, body, msg, mine)
+        for a in mine:
+            if isinstance(a, Send) and a.msg_type == "REPLY":
+                frames = self.enc["REPLY"]({"client_address": identity, "metadata": list(msg["metadata"]),
+                                            "data": list(msg["data"])})
+                a = Send(a.socket, [a.frames[0], *frames], a.msg_type, a.meta)
+            out.append(a)
+
+
+class MisroutesReplyBroker(Broker):
+    """Breaks ``dcp.broker.route-reply``: sends every reply to the peer whose request arrived
+    last, not to the one its client address names."""
+
+    def __init__(self, ctx: NodeContext) -> None:
+        super().__init__(ctx)
+        self.last_requester: bytes | None = None
+
+    def _on_request(self, identity: bytes, worker: Any, body: list[bytes], msg: Message, now: int,
+                    out: list[Action]) -> None:
+        self.last_requester = identity
+        super()._on_request(identity, worker, body, msg, now, out)
+
+    def _send(self, identity: bytes, body: list[bytes], msg_type: str, meta: dict[str, Any] | None) -> Send:
+        if msg_type == "REPLY" and self.last_requester is not None:
+            identity = self.last_requester
+        return super()._send(identity, body, msg_type, meta)
+
+
+class PongPayloadBroker(Broker):
+    """Breaks ``dcp.heartbeat.header-only``: its PONG carries an extra part (a timestamp)."""
+
+    def _answer_ping(self, identity: bytes) -> list[Action]:
+        return [self._send(identity, [*self._pong, b"t=0"], "PONG", None)]
+
+
+class MisaddressedPongBroker(Broker):
+    """Breaks ``dcp.broker.recipient-address``: sends the PONG for a ping to the worker that
+    registered last, not to the one that pinged (a stale "current peer" variable)."""
+
+    def _answer_ping(self, identity: bytes) -> list[Action]:
+        newest = max(self.workers.values(), key=lambda w: w.registered_at, default=None)
+        return [self._send(newest.identity if newest is not None else identity, self._pong, "PONG", None)]
+
+
 # ---- worker ------------------------------------------------------------------------------
 
 
@@ -153,6 +283,57 @@ class NoReregisterWorker(Worker):
         return []
 
 
+class NoRegisterWorker(Worker):
+    """Breaks ``dcp.worker.register``: never sends the registration on connect (it pings, and it
+    still registers when told to by a RECONNECT)."""
+
+    def start(self, now: int) -> list[Action]:
+        self.last_heard = now
+        self.confirmed = True  # nothing to re-send
+        return self._arm([])
+
+
+class SlowPingWorker(Worker):
+    """Breaks ``dcp.heartbeat.worker-interval``: pings, but only every third interval."""
+
+    def ping_deadline(self) -> int | None:
+        return self.last_sent + 3 * self.heartbeat_ns
+
+
+class PingPayloadWorker(Worker):
+    """Breaks ``dcp.heartbeat.header-only``: its PING carries an extra part (a sequence number)."""
+
+    def _to_broker(self, frames: list[bytes], msg_type: str, meta: dict[str, Any] | None, now: int) -> Send:
+        if msg_type == "PING":
+            frames = [*frames, b"1"]
+        return super()._to_broker(frames, msg_type, meta, now)
+
+
+class WrongReplyAddressWorker(Worker):
+    """Breaks ``dcp.reply.format``: its reply carries its own service name as the client
+    address instead of the address of the request."""
+
+    def complete(self, job: Any, now: int) -> Send:
+        job.client_address = self.service.encode("utf-8", "surrogateescape") or b"?"
+        return super().complete(job, now)
+
+
+class WrongHeaderWorker(Worker):
+    """Breaks ``dcp.wire.header``: its messages start with a non-empty frame (it sends its
+    routing identity, as if it were a ROUTER) instead of the empty address delimiter."""
+
+    def _to_broker(self, frames: list[bytes], msg_type: str, meta: dict[str, Any] | None, now: int) -> Send:
+        return super()._to_broker([b"w", *frames[1:]], msg_type, meta, now)
+
+
+class CrashOnMalformedWorker(Worker):
+    """Breaks ``dcp.wire.grammar`` (E-DCP-15: drop malformed input and keep running): raises on
+    the first message that does not decode."""
+
+    def malformed(self, socket: str, frames: list[bytes], err: DecodeError) -> list[Action]:
+        raise RuntimeError(f"worker crashed on malformed input: {err}")
+
+
 # ---- client ------------------------------------------------------------------------------
 
 
@@ -168,11 +349,11 @@ class DuplicateDeliveryClient(Client):
 
 class PingingClient(Client):
     """Breaks ``dcp.heartbeat.client-no-heartbeat``: a pure client that sends a PING every
-    ``ping_ms`` (config, default 1000) from its start."""
+    ``ping_ms`` (config, default 250) from its start."""
 
     def __init__(self, ctx: NodeContext) -> None:
         super().__init__(ctx)
-        self.ping_ns = int(float(self.config.get("ping_ms", 1000)) * NS_PER_MS)
+        self.ping_ns = int(float(self.config.get("ping_ms", 250)) * NS_PER_MS)
         self.next_ping: int | None = None
 
     def start(self, now: int) -> list[Action]:
@@ -191,13 +372,71 @@ class PingingClient(Client):
         return min(times) if times else None
 
 
+class NoRetryClient(Client):
+    """Breaks ``dcp.client.retry``: sends each request once and never again (it gives up at the
+    first timeout)."""
+
+    def __init__(self, ctx: NodeContext) -> None:
+        super().__init__(ctx)
+        self.max_attempts = 1
+
+
+class RetryNewMetadataClient(Client):
+    """Breaks ``dcp.client.retry`` (E-DCP-16: a retry resends the same request with the same
+    metadata): each retry carries a fresh id in its first metadata part."""
+
+    def _send(self, p: Any, now: int) -> Send:
+        send = super()._send(p, now)
+        if p.attempts > 1:
+            msg = self.codec.decode(send.frames)
+            metadata = [p.key + b"/retry-%d" % p.attempts, *msg["metadata"][1:]]
+            frames = self.enc["REQUEST"]({"service": msg["service"], "client_address": msg["client_address"],
+                                          "metadata": metadata, "data": msg["data"]})
+            send = Send(send.socket, frames, send.msg_type, send.meta)
+        return send
+
+
+class ForeignAddressClient(Client):
+    """Breaks ``dcp.request.format``: a pure client that fills the client-address part with an
+    address that is not its own (``somebody-else``), so the broker keeps it and the reply goes
+    there. Leaving the part out is allowed (``dcp.request.client-address-optional``), and so is
+    the client's own routing identity."""
+
+    def command(self, request: dict[str, Any], now: int) -> list[Action]:
+        out = super().command(request, now)
+        for k, a in enumerate(out):
+            if isinstance(a, Send) and a.msg_type == "REQUEST":
+                p = next(q for q in self.pending.values() if q.frames == a.frames)
+                msg = self.codec.decode(p.frames)
+                p.frames = self.enc["REQUEST"]({"service": msg["service"], "client_address": b"somebody-else",
+                                                "metadata": msg["metadata"], "data": msg["data"]})
+                out[k] = Send(a.socket, list(p.frames), a.msg_type, a.meta)
+        return out
+
+
+class WrongVersionClient(Client):
+    """Breaks ``dcp.wire.version``: sends ``DGBX`` followed by version 0 (E-DCP-10)."""
+
+    def _send(self, p: Any, now: int) -> Send:
+        send = super()._send(p, now)
+        return Send(send.socket, [send.frames[0], b"DGBX\x00", *send.frames[2:]], send.msg_type, send.meta)
+
+
+class CrashOnMalformedClient(Client):
+    """Breaks ``dcp.wire.grammar`` (E-DCP-15: drop malformed input and keep running): raises on
+    the first message that does not decode."""
+
+    def malformed(self, socket: str, frames: list[bytes], err: DecodeError) -> list[Action]:
+        raise RuntimeError(f"client crashed on malformed input: {err}")
+
+
 # ---- registry ----------------------------------------------------------------------------
 
 MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
     "busy-worker": ("broker", BusyWorkerBroker, "dcp.broker.one-request-per-worker"),
     "no-pong": ("broker", NoPongBroker, "dcp.heartbeat.pong"),
     "no-reconnect": ("broker", NoReconnectBroker, "dcp.heartbeat.reconnect-unknown"),
-    "never-expire": ("broker", NeverExpireBroker, "dcp.heartbeat.reconnect-unknown"),
+    "never-expire": ("broker", NeverExpireBroker, "dcp.broker.service-queue"),
     "alters-metadata": ("broker", AltersMetadataBroker, "dcp.broker.metadata-unmodified"),
     "strips-metadata": ("broker", StripsMetadataBroker, "dcp.broker.metadata-unmodified"),
     "no-client-address": ("broker", NoClientAddressBroker, "dcp.broker.insert-client-address"),
@@ -205,9 +444,42 @@ MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
     "wrong-version": ("broker", WrongVersionBroker, "dcp.wire.version"),
     "dagbox-type": ("broker", DagboxTypeBroker, "dcp.wire.message-type"),
     "crash-on-malformed": ("broker", CrashOnMalformedBroker, "dcp.wire.grammar"),
+    "no-register-echo": ("broker", NoRegisterEchoBroker, "dcp.broker.register-confirm"),
+    "any-service": ("broker", AnyServiceBroker, "dcp.broker.route-by-service"),
+    "no-queue": ("broker", NoQueueBroker, "dcp.broker.service-queue"),
+    "replaces-client-address": ("broker", ReplacesClientAddressBroker, "dcp.broker.keep-client-address"),
+    "drops-empty-data": ("broker", DropsEmptyDataBroker, "dcp.broker.data-unmodified"),
+    "drops-trailing-empty": ("broker", DropsTrailingEmptyBroker, "dcp.request.format"),
+    "readdresses-reply": ("broker", ReaddressesReplyBroker, "dcp.reply.format"),
+    "misroutes-reply": ("broker", MisroutesReplyBroker, "dcp.broker.route-reply"),
+    "pong-payload": ("broker", PongPayloadBroker, "dcp.heartbeat.header-only"),
+    "misaddressed-pong": ("broker", MisaddressedPongBroker, "dcp.broker.recipient-address"),
     "drops-metadata": ("worker", DropsMetadataWorker, "dcp.worker.metadata-copied"),
     "no-ping": ("worker", NoPingWorker, "dcp.heartbeat.worker-ping"),
     "no-reregister": ("worker", NoReregisterWorker, "dcp.worker.reregister-on-reconnect"),
+    "no-register": ("worker", NoRegisterWorker, "dcp.worker.register"),
+    "slow-ping": ("worker", SlowPingWorker, "dcp.heartbeat.worker-interval"),
+    "ping-payload": ("worker", PingPayloadWorker, "dcp.heartbeat.header-only"),
+    "wrong-reply-address": ("worker", WrongReplyAddressWorker, "dcp.reply.format"),
+    "worker-wrong-header": ("worker", WrongHeaderWorker, "dcp.wire.header"),
+    "worker-crash-on-malformed": ("worker", CrashOnMalformedWorker, "dcp.wire.grammar"),
     "duplicate-delivery": ("client", DuplicateDeliveryClient, "dcp.client.track-by-metadata"),
     "pings": ("client", PingingClient, "dcp.heartbeat.client-no-heartbeat"),
+    "no-retry": ("client", NoRetryClient, "dcp.client.retry"),
+    "retry-new-metadata": ("client", RetryNewMetadataClient, "dcp.client.retry"),
+    "foreign-client-address": ("client", ForeignAddressClient, "dcp.request.format"),
+    "client-wrong-version": ("client", WrongVersionClient, "dcp.wire.version"),
+    "client-crash-on-malformed": ("client", CrashOnMalformedClient, "dcp.wire.grammar"),
+}
+
+# Mutants that a suite may also fail on a second clause, and why. Everything else must fail
+# on its registry clause alone.
+ALSO_BREAKS: dict[str, dict[str, str]] = {
+    "dagbox-type": {
+        "dcp.wire.grammar": "the codec cannot tell a message-type part of the wrong width from an "
+                            "unknown message, and reports every such message under dcp.wire.grammar",
+    },
+    "drops-trailing-empty": {
+        "dcp.broker.data-unmodified": "a request whose data ends with an empty part loses that part",
+    },
 }

@@ -1,4 +1,4 @@
-"""DCP reference worker (specs/dcp-v1.md with docs/errata.d/dcp.md).
+"""DCP reference worker (specs/dcp-v1.md with docs/errata.md).
 
 One DEALER socket (``"dealer"``) connected to the broker. Frames start at the empty
 delimiter: a DEALER adds no envelope (E-DCP-01).

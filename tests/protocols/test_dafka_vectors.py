@@ -1,6 +1,6 @@
 """Dafka golden vectors: every message of both dialects as exact hex frames, both directions,
 every wire fact of INTEROP.md's Dafka section, and the errors the document's rules (as settled
-by docs/errata.d/dafka.md) produce, each with the message, field and clause it names."""
+by docs/errata.md) produce, each with the message, field and clause it names."""
 
 from __future__ import annotations
 

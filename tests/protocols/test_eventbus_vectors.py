@@ -1,6 +1,6 @@
 """Event BUS golden vectors: every message of both dialects as exact hex frames, tested in both
 directions (encode(fields) == frames, decode(frames) == message); the INTEROP.md facts of the
-micro-toolkit dialect; and the errors the document and docs/errata.d/eventbus.md produce, each
+micro-toolkit dialect; and the errors the document and docs/errata.md produce, each
 with the message, field and clause it names."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """PPPP golden vectors: every message as exact hex frames, tested in both directions
 (encode(fields) == frames, decode(frames) == message), and the errors the document and
-docs/errata.d/pppp.md produce, each with the message, field and clause it names.
+docs/errata.md produce, each with the message, field and clause it names.
 
 PPPP has no public implementation (INTEROP.md), so there is only the strict table."""
 
