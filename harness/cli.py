@@ -330,6 +330,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as e:
         print(e, file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `zmq-harness ... | head`: the reader left; not an error of ours
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

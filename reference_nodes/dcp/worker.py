@@ -98,6 +98,7 @@ class Worker(DcpNode):
         self.last_heard = 0
         self.current: Job | None = None
         self.busy_until: int | None = None
+        self.busy_since = 0
         self.backlog: deque[Job] = deque()
         self.handled = 0
 
@@ -191,6 +192,7 @@ class Worker(DcpNode):
                 return
             self.current = self.backlog.popleft()
             self.busy_until = now + self.service_time_ns
+            self.busy_since = now
 
     def complete(self, job: Job, now: int) -> Send:
         """The worker's response to one request: a reply, or the partial work passed on."""
@@ -221,8 +223,14 @@ class Worker(DcpNode):
         return [Note("reconnect", {"service": self.service, "at": now}), self._register(now)]
 
     def ping_deadline(self) -> int | None:
-        """When the next ping is due: one interval after the last message sent."""
-        return self.last_sent + self.heartbeat_ns
+        """When the next ping is due: one interval after the last message sent, and while a
+        request is in hand one interval after the work on it began. The broker reads a ping as
+        "ready for more work" (E-DCP-06), so an idle worker that has just been given a request
+        must not ping at once; only work that outlasts the interval gets a ping."""
+        base = self.last_sent
+        if self.current is not None and self.busy_since > base:
+            base = self.busy_since
+        return base + self.heartbeat_ns
 
     def _to_broker(self, frames: list[bytes], msg_type: str, meta: dict[str, Any] | None, now: int) -> Send:
         self.last_sent = now
