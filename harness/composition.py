@@ -161,11 +161,16 @@ def run_sim(scenario: Scenario, seed: int, out_dir: str | None = None, *,
             factory = (factories or {}).get(name) or profile.roles[role].factory
             impl = "reference" if (factories or {}).get(name) is None else getattr(factory, "implementation", "mutant")
             sim.add_node(name, probed(factory, observer, clock) if checks else factory, role=role, config=cfg,
-                         implementation=impl if group.implementation == "reference" else group.implementation)
+                         implementation=impl if group.implementation == "reference" else group.implementation,
+                         start_at_ns=group.start_ns)
         for at, node, request in workload_schedule(scenario, seed):
             sim.command(at, node, request)
         nemesis.install(scenario.faults, _ObservedTarget(sim, observer))
-        sim.run(scenario.duration_ns + scenario.settle_ns)
+        end = scenario.duration_ns + scenario.settle_ns
+        for name in scenario.node_names:  # checkers that judge final state ask for it last
+            if scenario.role_of(name) in profile.final_status:
+                sim.command(end - 1, name, {"op": "status"})
+        sim.run(end)
         verdicts = observer.finish(sim.now_ns)
         stats = {"sent": sim.stats.sent, "delivered": sim.stats.delivered, "dropped": dict(sim.stats.dropped),
                  "events": sim.stats.events, "observed": observer.count, "virtual_ns": sim.now_ns}

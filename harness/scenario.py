@@ -36,6 +36,7 @@ class NodeGroup:
     command: str | None = None  # an external implementation (live runs)
     ready: dict[str, Any] | None = None
     implementation: str = "reference"
+    start_ns: int = 0  # when the group's nodes start (late joiners)
 
     @property
     def nodes(self) -> list[str]:
@@ -229,7 +230,7 @@ def _groups(v: _Validator, top: dict[str, Any], profile: Profile) -> dict[str, N
         if not isinstance(gname, str) or not _NAME.match(gname):
             raise v.fail(p, "node names start with a letter and hold letters, digits, '-' and '_'")
         spec = v.mapping(spec, p, f"node {gname!r}")
-        v.known(spec, p, {"role", "count", "config", "command", "ready", "implementation"})
+        v.known(spec, p, {"role", "count", "config", "command", "ready", "implementation", "start"})
         role = v.get(spec, p, "role", as_str)
         if role not in profile.roles:
             raise v.fail(p + ("role",), f"{profile.protocol} has no role {role!r} (roles: {', '.join(profile.roles)})")
@@ -250,7 +251,8 @@ def _groups(v: _Validator, top: dict[str, Any], profile: Profile) -> dict[str, N
             ready = v.mapping(ready, p + ("ready",), "ready")
             v.known(ready, p + ("ready",), {"line", "port", "delay", "timeout"})
         impl = v.get(spec, p, "implementation", as_str, "external" if command else "reference")
-        groups[gname] = NodeGroup(gname, role, count, config, command, ready, impl)
+        start = v.get(spec, p, "start", as_duration, 0)
+        groups[gname] = NodeGroup(gname, role, count, config, command, ready, impl, start)
     return groups
 
 

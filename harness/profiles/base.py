@@ -134,6 +134,7 @@ class Profile:
     operations: dict[str, Operation] = {}
     checks: dict[str, Check] = {}
     default_checks: tuple[str, ...] = ()
+    final_status: tuple[str, ...] = ()  # roles asked {"op": "status"} just before the checks are judged
 
     def wire(self, nodes: dict[str, tuple[str, dict[str, Any]]], endpoint: Callable[[str, str], str]) -> None:
         """Fill in endpoints (and identities) in each node's config, in place.

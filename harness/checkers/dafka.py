@@ -1,0 +1,279 @@
+"""Dafka invariants, checked from what crosses the sockets and what the applications see."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.checkers.base import COMMAND, DELIVER, NOTE, RECV, RESTART, SEND, Checker, Event, Verdict
+
+PRODUCER, STORE, CONSUMER = frozenset({"producer"}), frozenset({"store"}), frozenset({"consumer"})
+
+
+class Offsets(Checker):
+    """Per partition, offsets start at 0 and each RECORD's offset is the previous one plus 1."""
+
+    name = "offsets"
+    clause = "dafka.record.offset-increments"
+    kinds = frozenset({SEND})
+    roles = PRODUCER
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self.next: dict[str, int] = {}
+        self.bad: list[tuple[Event, str, str]] = []
+        self.records = 0
+
+    def on_event(self, ev: Event) -> None:
+        if ev.msg_type != "RECORD":
+            return
+        msg = ev.message()
+        if msg is None:
+            return
+        self.records += 1
+        part, seq = msg["address"], msg["sequence"]
+        want = self.next.get(part, 0)
+        if seq != want:
+            clause = "dafka.record.offset-starts-at-zero" if part not in self.next else self.clause
+            self.bad.append((ev, clause, f"partition {part}: offset {seq} where {want} was due"))
+        self.next[part] = seq + 1
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        if not self.bad:
+            return [self.ok(f"{self.records} record(s) over {len(self.next)} partition(s), offsets 0, 1, 2, ...")]
+        ev, clause, what = self.bad[0]
+        return [self.fail(f"{len(self.bad)} offset error(s); first: {what}", [e.describe() for e, _, _ in self.bad[:5]],
+                          clause=clause)]
+
+
+class ConsumerOrder(Checker):
+    """Each consumer application sees each partition's records in offset order, without gaps
+    from its starting offset, and without duplicates."""
+
+    name = "consumer-order"
+    clause = "dafka.record.offset-increments"
+    kinds = frozenset({DELIVER, NOTE})
+    roles = CONSUMER
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self.start: dict[tuple[str, str], int] = {}
+        self.next: dict[tuple[str, str], int] = {}
+        self.bad: list[tuple[Event, str]] = []
+        self.delivered = 0
+
+    def on_event(self, ev: Event) -> None:
+        d = ev.data or {}
+        if ev.kind == NOTE and ev.msg_type == "partition-start":
+            self.start[(ev.node, str(d.get("partition")))] = int(d.get("offset", 0))
+            return
+        if ev.kind != DELIVER or ev.msg_type != "record":
+            return
+        self.delivered += 1
+        key = (ev.node, str(d.get("partition")))
+        offset = int(d.get("offset", -1))
+        want = self.next.get(key, self.start.get(key, 0))
+        if offset != want:
+            kind = "duplicate" if offset < want else "gap"
+            self.bad.append((ev, f"{ev.node} got offset {offset} of partition {key[1]} where {want} was due ({kind})"))
+        self.next[key] = max(want, offset + 1)
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        if not self.bad:
+            return [self.ok(f"{self.delivered} record(s) delivered in order, no gaps, no duplicates")]
+        return [self.fail(f"{len(self.bad)} problem(s); first: {self.bad[0][1]}", [e.describe() for e, _ in self.bad[:5]])]
+
+
+class CompleteDelivery(Checker):
+    """By the end of the run every consumer has received every record produced on its topics
+    (from its starting offset on)."""
+
+    name = "complete-delivery"
+    clause = "dafka.fetch.on-gap"
+    kinds = frozenset({SEND, DELIVER, NOTE, COMMAND})
+
+    def __init__(self, topics: dict[str, list[str]] | None = None, **params: Any) -> None:
+        super().__init__(**params)
+        self.topics = topics or {}  # consumer node -> topics it subscribes
+        self.produced: dict[tuple[str, str], int] = {}  # (topic, partition) -> next offset
+        self.got: dict[tuple[str, str, str], set[int]] = {}
+        self.start: dict[tuple[str, str], int] = {}
+
+    def on_event(self, ev: Event) -> None:
+        d = ev.data or {}
+        if ev.kind == SEND and ev.role == "producer" and ev.msg_type == "RECORD":
+            msg = ev.message()
+            if msg is not None:
+                key = (msg["subject"], msg["address"])
+                self.produced[key] = max(self.produced.get(key, 0), msg["sequence"] + 1)
+        elif ev.kind == COMMAND and ev.role == "consumer" and d.get("op") == "subscribe":
+            self.topics.setdefault(ev.node, []).append(str(d.get("topic")))
+        elif ev.kind == NOTE and ev.role == "consumer" and ev.msg_type == "partition-start":
+            self.start[(ev.node, str(d.get("partition")))] = int(d.get("offset", 0))
+        elif ev.kind == DELIVER and ev.role == "consumer" and ev.msg_type == "record":
+            self.got.setdefault((ev.node, str(d.get("topic")), str(d.get("partition"))), set()).add(int(d["offset"]))
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        missing = []
+        total = 0
+        for consumer, topics in self.topics.items():
+            for (topic, part), n in self.produced.items():
+                if topic not in topics:
+                    continue
+                first = self.start.get((consumer, part), 0)
+                want = set(range(first, n))
+                total += len(want)
+                lacking = want - self.got.get((consumer, topic, part), set())
+                if lacking:
+                    missing.append(f"{consumer} lacks {len(lacking)} of {topic}/{part[:8]}.. "
+                                   f"(offsets {min(lacking)}..{max(lacking)})")
+        if not missing:
+            return [self.ok(f"{total} (consumer, record) deliveries all made")]
+        return [self.fail(f"{len(missing)} consumer/partition pair(s) incomplete: " + "; ".join(missing[:4]))]
+
+
+class AckedRetrievable(Checker):
+    """Every record a store ACKed is still held by that store at the end of the run, also
+    after the store restarted (its storage is durable)."""
+
+    name = "acked-retrievable"
+    clause = "dafka.producer.keep-until-ack"
+    kinds = frozenset({SEND, DELIVER, RESTART})
+    roles = STORE
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self.acked: dict[tuple[str, str], int] = {}  # (store node, partition) -> highest acked offset
+        self.status: dict[str, dict[str, Any]] = {}
+        self.restarts: dict[str, int] = {}
+
+    def on_event(self, ev: Event) -> None:
+        if ev.kind == RESTART:
+            self.restarts[ev.node] = self.restarts.get(ev.node, 0) + 1
+        elif ev.kind == SEND and ev.msg_type == "ACK":
+            msg = ev.message()
+            if msg is not None:
+                key = (ev.node, msg["topic"])  # ACK's topic is the partition (producer address)
+                self.acked[key] = max(self.acked.get(key, -1), msg["sequence"])
+        elif ev.kind == DELIVER and ev.msg_type == "store-status":
+            self.status[ev.node] = ev.data or {}
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        problems = []
+        for (store, part), acked in self.acked.items():
+            st = self.status.get(store)
+            if st is None:
+                problems.append(f"{store} gave no status at the end (down?)")
+                continue
+            held = {k.rsplit("/", 1)[1]: v for k, v in (st.get("partitions") or {}).items()}
+            prefix = (held.get(part) or {}).get("prefix", -1)
+            # prefix_end is the first offset NOT held contiguously from 0 (or the last held).
+            if prefix is None or prefix < acked:
+                problems.append(f"{store} ACKed {part[:8]}.. up to {acked} but holds only up to {prefix}"
+                                + (f" after {self.restarts[store]} restart(s)" if store in self.restarts else ""))
+        if problems:
+            return [self.fail("; ".join(problems[:4]))]
+        restarted = sum(1 for s, _ in self.acked if s in self.restarts)
+        return [self.ok(f"{len(self.acked)} (store, partition) ACK range(s) still held"
+                        + (f", {restarted} across a restart" if restarted else ""))]
+
+
+class KeepUntilAck(Checker):
+    """A producer keeps every record until a store ACKed it: its release notes come after an
+    ACK, and a FETCH for records no store has ACKed yet is answered with all of them (what a
+    producer that dropped them early could not do)."""
+
+    name = "keep-until-ack"
+    clause = "dafka.producer.keep-until-ack"
+    kinds = frozenset({SEND, RECV, NOTE})
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self.acked: dict[str, int] = {}  # partition -> highest offset any store ACKed
+        self.last: dict[str, int] = {}  # partition -> highest offset its producer published
+        self.owed: dict[str, tuple[Event, str, set[int]]] = {}  # producer -> (FETCH, partition, offsets)
+        self.bad: list[tuple[Event, str]] = []
+        self.releases = 0
+        self.fetches = 0
+
+    def _settle(self, node: str) -> None:
+        owed = self.owed.pop(node, None)
+        if owed and owed[2]:
+            ev, part, missing = owed
+            self.bad.append((ev, f"{node} left offsets {sorted(missing)[:5]} of {part[:8]}.. unanswered, "
+                                 f"though no store had ACKed them (ACKed up to {self.acked.get(part, -1)})"))
+
+    def on_event(self, ev: Event) -> None:
+        if ev.role == "producer" and ev.kind in (SEND, RECV):
+            msg = ev.message()
+            if msg is None:
+                return
+            if ev.kind == SEND and msg.name == "RECORD":
+                self.last[msg["address"]] = max(self.last.get(msg["address"], -1), msg["sequence"])
+            elif ev.kind == SEND and msg.name == "DIRECT-RECORD" and ev.node in self.owed:
+                self.owed[ev.node][2].discard(msg["sequence"])
+            elif ev.kind == RECV and msg.name == "FETCH":
+                self._settle(ev.node)  # the previous FETCH's answers were all sent by now
+                part = msg["topic"]
+                first = max(msg["sequence"], self.acked.get(part, -1) + 1)
+                upto = min(msg["sequence"] + msg["count"] - 1, self.last.get(part, -1))
+                if first <= upto:
+                    self.fetches += 1
+                    self.owed[ev.node] = (ev, part, set(range(first, upto + 1)))
+        elif ev.kind == SEND and ev.role == "store" and ev.msg_type == "ACK":
+            msg = ev.message()
+            if msg is not None:
+                self.acked[msg["topic"]] = max(self.acked.get(msg["topic"], -1), msg["sequence"])
+        elif ev.kind == NOTE and ev.role == "producer" and ev.msg_type == "records-released":
+            d = ev.data or {}
+            self.releases += 1
+            part, upto = str(d.get("partition")), int(d.get("upto", -1))
+            if upto > self.acked.get(part, -1):
+                self.bad.append((ev, f"{ev.node} released up to {upto} of {part[:8]}.. with ACKs only up to "
+                                     f"{self.acked.get(part, -1)}"))
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        for node in list(self.owed):
+            self._settle(node)
+        if not self.bad:
+            return [self.ok(f"{self.releases} release(s) covered by ACKs; {self.fetches} FETCH(es) for un-ACKed "
+                            f"records answered in full")]
+        return [self.fail(f"{len(self.bad)} problem(s); first: {self.bad[0][1]}",
+                          [e.describe() for e, _ in self.bad[:5]])]
+
+
+class FetchAscending(Checker):
+    """The DIRECT-RECORDs a node sends in answer to FETCHes come in ascending offset order."""
+
+    name = "fetch-ascending"
+    clause = "dafka.fetch.ascending-order"
+    kinds = frozenset({SEND, RECV})
+    roles = frozenset({"producer", "store"})
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self.last: dict[tuple[str, str, str], int] = {}
+        self.bad: list[tuple[Event, str]] = []
+        self.answers = 0
+
+    def on_event(self, ev: Event) -> None:
+        if ev.msg_type not in ("", "FETCH", "DIRECT-RECORD"):
+            return
+        msg = ev.message()
+        if msg is None:
+            return
+        if ev.kind == RECV and msg.name == "FETCH":
+            # A new FETCH starts a new ascending run towards its requester.
+            self.last.pop((ev.node, msg["address"], msg["topic"]), None)
+        elif ev.kind == SEND and msg.name == "DIRECT-RECORD":
+            self.answers += 1
+            key = (ev.node, msg["topic"], msg["address"])
+            prev = self.last.get(key)
+            if prev is not None and msg["sequence"] <= prev:
+                self.bad.append((ev, f"{ev.node} sent offset {msg['sequence']} after {prev} to {msg['topic'][:8]}.."))
+            self.last[key] = msg["sequence"]
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        if not self.bad:
+            return [self.ok(f"{self.answers} DIRECT-RECORD(s), ascending within each FETCH")]
+        return [self.fail(f"{len(self.bad)} out-of-order answer(s); first: {self.bad[0][1]}",
+                          [e.describe() for e, _ in self.bad[:5]])]

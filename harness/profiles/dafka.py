@@ -1,0 +1,109 @@
+"""Dafka in scenarios: towers for discovery, producers (one partition each), stores and
+consumers, all meshed over PUB/SUB; the harness assigns every endpoint."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from harness.checkers import dafka as checks
+from harness.profiles.base import (
+    Check, Operation, Profile, Role, Setting, as_bool, as_int, as_ms, as_str, one_of,
+)
+from reference_nodes.dafka.consumer import Consumer
+from reference_nodes.dafka.producer import Producer
+from reference_nodes.dafka.store import Store
+from reference_nodes.dafka.tower import Tower
+
+
+def _topics(v: Any) -> list[str]:
+    if isinstance(v, str):
+        return [v]
+    if isinstance(v, list) and all(isinstance(x, str) for x in v):
+        return list(v)
+    raise ValueError(f"expected a topic or a list of topics, got {v!r}")
+
+
+BEACON = Setting("beacon_ms", as_ms, "interval of the node's beacon to the towers")
+EXPIRY = Setting("peer_expiry_ms", as_ms, "forget a peer after this long without a beacon (0: never)")
+
+
+def _simple(cls: type) -> Callable[..., Any]:
+    return lambda scenario, **params: cls(**params)
+
+
+def _complete(scenario: Any, **params: Any) -> checks.CompleteDelivery:
+    topics = {}
+    for g in scenario.groups.values():
+        if g.role == "consumer":
+            for n in g.nodes:
+                topics[n] = list(g.config.get("topics", []))
+    return checks.CompleteDelivery(topics=topics, **params)
+
+
+def _check(name: str, cls: type, factory: Callable[..., Any] | None = None) -> Check:
+    return Check(name, factory or _simple(cls), doc=cls.__doc__ or "", clause=cls.clause)
+
+
+class DafkaProfile(Profile):
+    protocol = "dafka"
+    roles = {
+        "tower": Role("tower", Tower, {}, "discovery rendezvous: XSUB in, XPUB out"),
+        "producer": Role("producer", Producer, {
+            "topic": Setting("topic", as_str, "the topic it publishes to"),
+            "head": Setting("head_ms", as_ms, "HEAD interval after the first record"),
+            "release_acked": Setting("release_acked", as_bool, "drop records once a store ACKed them"),
+            "beacon": BEACON, "peer_expiry": EXPIRY,
+        }, "publishes RECORDs on one partition named by its UUID"),
+        "store": Role("store", Store, {
+            "fetch_retry": Setting("fetch_retry_ms", as_ms, "re-FETCH a gap after this long"),
+            "beacon": BEACON, "peer_expiry": EXPIRY,
+        }, "stores every record durably, ACKs, answers FETCH and GET-HEADS"),
+        "consumer": Role("consumer", Consumer, {
+            "topics": Setting("topics", _topics, "topics it subscribes to"),
+            "offset_reset": Setting("offset_reset", one_of("earliest", "latest"), "where a new partition starts"),
+            "fetch_retry": Setting("fetch_retry_ms", as_ms, "re-FETCH a gap after this long"),
+            "get_heads": Setting("get_heads_ms", as_ms, "re-send GET-HEADS this often (0: never)"),
+            "beacon": BEACON, "peer_expiry": EXPIRY,
+        }, "delivers each record of each partition once, in order"),
+    }
+    operations = {
+        "produce": Operation("produce", ("producer",), {
+            "topic": Setting("topic", as_str, "topic (default: the producer's)"),
+            "size": Setting("size", as_int, "bytes of content (default 100)"),
+        }, "a producer application publishes a record"),
+    }
+    checks = {
+        "offsets": _check("offsets", checks.Offsets),
+        "consumer-order": _check("consumer-order", checks.ConsumerOrder),
+        "complete-delivery": _check("complete-delivery", checks.CompleteDelivery, _complete),
+        "acked-retrievable": _check("acked-retrievable", checks.AckedRetrievable),
+        "keep-until-ack": _check("keep-until-ack", checks.KeepUntilAck),
+        "fetch-ascending": _check("fetch-ascending", checks.FetchAscending),
+    }
+    default_checks = ("offsets", "consumer-order", "complete-delivery", "acked-retrievable", "keep-until-ack",
+                      "fetch-ascending")
+    final_status = ("store",)  # acked-retrievable reads the stores' holdings at the end
+
+    def wire(self, nodes: dict[str, tuple[str, dict[str, Any]]], endpoint: Callable[[str, str], str]) -> None:
+        towers = [n for n, (role, _) in nodes.items() if role == "tower"]
+        if not towers:
+            raise ValueError("Dafka needs at least one tower for discovery")
+        pairs = []
+        for t in towers:
+            cfg = nodes[t][1]
+            cfg["bind_sub"], cfg["bind_pub"] = endpoint(t, "xsub"), endpoint(t, "xpub")
+            pairs.append([cfg["bind_sub"], cfg["bind_pub"]])
+        for name, (role, cfg) in nodes.items():
+            if role != "tower":
+                cfg["towers"] = [list(p) for p in pairs]
+                cfg["bind"] = endpoint(name, "xpub")
+
+    def command(self, op: str, node: str, params: dict[str, Any], k: int, rng: Any) -> dict[str, Any]:
+        content = rng.randbytes(params.get("size", 100))
+        req: dict[str, Any] = {"op": "produce", "content": content}
+        if "topic" in params:
+            req["topic"] = params["topic"]
+        return req
+
+
+PROFILE = DafkaProfile()
