@@ -54,3 +54,11 @@ def test_cli_live_exit_status(tmp_path: Path) -> None:
                         str(tmp_path / "out")], capture_output=True, text=True, timeout=100)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "PASS dcp-clean seed 1 (live)" in r.stdout
+
+
+@pytest.mark.parametrize("name", ["clean", "store-restart"])
+def test_dafka_scenarios_pass_live(name: str, tmp_path: Path) -> None:
+    r = run_live(load_scenario(f"scenarios/dafka/chaos/{name}.yaml"), 1, str(tmp_path))
+    assert r.ok, [v.to_dict() for v in r.failed]
+    if name == "store-restart":
+        assert "across a restart" in next(v for v in r.verdicts if v.check == "acked-retrievable").detail
