@@ -383,7 +383,9 @@ class Simulation:
             if kind is Send:
                 self._send(slot, action)  # type: ignore[arg-type]
             elif kind is SetTimer:
-                self._set_timer(slot, action.at)  # type: ignore[union-attr]
+                at = action.at  # type: ignore[union-attr]
+                if at is None or at != slot.timer_at:  # nodes re-state unchanged deadlines after most
+                    self._set_timer(slot, at)  # actions; the pending event already covers those
             elif kind is Deliver or kind is Note:
                 self._deliver_row(slot, action)  # type: ignore[arg-type]
             elif kind is Discard:
