@@ -19,7 +19,13 @@ below), ``expect_nothing`` (no message, or none of a type, for a time), ``wait``
 Field matchers in ``expect``: a plain value (equal; text is UTF-8 for byte fields),
 ``{hex: "00ff"}``, ``{pattern: "regex"}``, ``{any: true}`` (present, any value),
 ``{ref: "name.field"}`` (equal to a field of a message captured with ``capture: name``),
-``{not: value}``, ``{len: N}``, ``{one_of: [...]}``, ``{nonempty: true}``.
+``{identity_of: "worker.a"}`` (equal to the routing identity of the connection between that
+scripted peer and the implementation, as the ROUTER side sees it: a DEALER peer's own
+identity, or the implementation's identity as a ROUTER peer received it),
+``{not: value}``, ``{len: N}``, ``{one_of: [...]}``, ``{nonempty: true}``. ``not`` and
+``one_of`` take values or matchers (``{one_of: [null, {identity_of: broker.b}]}``). In
+``send``, a field may be ``{ref: ...}`` or ``{identity_of: ...}`` (taken from the run), and
+``{hex: ...}`` gives any bytes, also for text fields that allow any bytes.
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ from harness.yamlsrc import Locations, SourceError, load, loads
 CaseError = SourceError
 
 STEP_KINDS = ("send", "send_raw", "expect", "expect_nothing", "wait", "restart_iut", "kill_iut", "disconnect")
-MATCHERS = ("hex", "pattern", "any", "ref", "not", "len", "one_of", "nonempty")
+MATCHERS = ("hex", "pattern", "any", "ref", "identity_of", "not", "len", "one_of", "nonempty")
 DEFAULT_WITHIN_NS = 1_000_000_000
 
 
@@ -107,6 +113,7 @@ def case_from(data: Any, locs: Locations, path: str, peer_roles: dict[str, dict[
     steps: list[Step] = []
     peers: dict[str, str] = {}
     captures: set[str] = set()
+    identity_refs: list[tuple[tuple[Any, ...], str]] = []  # (path, peer) of identity_of matchers
     for i, raw in enumerate(steps_in):
         p = ("steps", i)
         if not isinstance(raw, dict):
@@ -153,14 +160,17 @@ def case_from(data: Any, locs: Locations, path: str, peer_roles: dict[str, dict[
                 for r in refs:
                     if str(r).split(".")[0] not in captures:
                         raise locs.error(p + (kind,), f"no earlier step captured a message named {str(r).split('.')[0]!r}")
-                if not refs:  # values taken from captured messages are checked when the step runs
+                idents = [(f, v["identity_of"]) for f, v in step.fields.items()
+                          if isinstance(v, dict) and set(v) == {"identity_of"}]
+                identity_refs.extend((p + (kind, f), str(v)) for f, v in idents)
+                if not refs and not idents:  # values taken from the run are checked when the step runs
                     try:
                         c.encode(mtype, step.fields)
                     except ValueError as e:
                         raise locs.error(p + (kind,), str(e)) from None
             else:
                 for f, m in spec.items():
-                    _check_matcher(m, locs, p + (kind, f), captures)
+                    _check_matcher(m, locs, p + (kind, f), captures, identity_refs)
                 step.fields = spec
         if kind == "send_raw":
             frames = raw["send_raw"]
@@ -200,6 +210,10 @@ def case_from(data: Any, locs: Locations, path: str, peer_roles: dict[str, dict[
             step.capture = str(raw["capture"])
             captures.add(step.capture)
         steps.append(step)
+    for where_, peer_ in identity_refs:
+        if peer_ not in peers:
+            raise locs.error(where_, f"identity_of names {peer_!r}, which no step of this case plays "
+                                     f"(peers: {', '.join(peers)})")
     iut = data.get("iut") or {}
     if not isinstance(iut, dict):
         raise locs.error(("iut",), "iut must be a mapping of placeholder values")
@@ -212,7 +226,11 @@ def _normalise(c: Any, mtype: str, field_name: str, value: Any) -> Any:
     """YAML gives text; byte fields (and lists of them) take it as UTF-8."""
     from harness.protocols.types import Raw
 
+    from harness.protocols.types import Text
+
     t = c.table.fields[field_name].type
+    if isinstance(t, Text) and getattr(t, "any_bytes", False) and isinstance(value, bytes):
+        return value.decode("utf-8", "surrogateescape")  # {hex: ...} for a field of any bytes
     if isinstance(t, Raw):
         if isinstance(value, str):
             return value.encode()
@@ -221,11 +239,24 @@ def _normalise(c: Any, mtype: str, field_name: str, value: Any) -> Any:
     return value
 
 
-def _check_matcher(m: Any, locs: Locations, p: tuple[Any, ...], captures: set[str]) -> None:
+def _check_matcher(m: Any, locs: Locations, p: tuple[Any, ...], captures: set[str],
+                   identity_refs: list[tuple[tuple[Any, ...], str]] | None = None) -> None:
     if isinstance(m, dict) and len(m) == 1:
         (k, v), = m.items()
         if k not in MATCHERS:
             raise locs.error(p, f"unknown matcher {k!r} (matchers: {', '.join(MATCHERS)})")
+        if k == "not":
+            _check_matcher(v, locs, p + (k,), captures, identity_refs)
+        if k == "one_of":
+            if not isinstance(v, list):
+                raise locs.error(p, "one_of takes a list of values or matchers")
+            for i, x in enumerate(v):
+                _check_matcher(x, locs, p + (k, i), captures, identity_refs)
+        if k == "identity_of":
+            if not isinstance(v, str):
+                raise locs.error(p, "identity_of names a scripted peer, e.g. 'client.c'")
+            if identity_refs is not None:
+                identity_refs.append((p, v))
         if k == "pattern":
             try:
                 re.compile(str(v))

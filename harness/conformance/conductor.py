@@ -10,18 +10,53 @@ A failure is attributed to one clause: the clause a malformed message from the i
 breaks (from the codec's DecodeError), else the clause of the failing step (``clause:`` on the
 step, default the case's first clause). So a broken implementation fails on the clause it
 breaks, and unrelated clauses of the same case stay unjudged rather than failing.
+
+Peers that are nodes of a publish/subscribe mesh (Dafka; built by a suite's ``build_peers``,
+see `PeerPlan`) add, all optional and unused by the other suites:
+
+* a second socket for receiving (``PeerSocket.recv``): the main socket sends (an XPUB bound
+  at the peer's own endpoint), the second receives (a SUB connected to the implementation's
+  XPUB, with its subscriptions, decoded on its channel);
+* subscriptions as evidence: a notification (``01``/``00`` + prefix) on a peer's XPUB is
+  recorded, not decoded. A ``send`` on an XPUB waits (``send_wait_ns``) until the
+  implementation holds a subscription that lets the message through, since PUB/SUB drops it
+  otherwise; none in time fails the step (or skips the case, for ``optional_sends``);
+* announcements: a message sent every ``every_ns`` and at once when a subscription that lets
+  it through arrives (a tower's forwarded beacons, so the implementation discovers the
+  scripted peers); a ``disconnect`` step silences the announcements about that peer;
+* root causes (``PeerSocket.blame``): a failure on a peer that never heard from the
+  implementation at all (``silent``), whose XPUB never got a subscription (``unsubscribed``,
+  deferring to the peer it is discovered through, ``discovered_via``) or whose receiving
+  socket never got a message (``recv-silent``) is attributed to that clause;
+* placeholders: a value or matcher that is exactly ``"{name}"`` is the run's value of that
+  placeholder (``PeerPlan.values``: ``{topic}``, ``{port}``, ...).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Mapping
 
 from harness.conformance.case import Case, Step
 from harness.node import Action, BaseNode, Deliver, Disconnect, Note, Send, SetTimer, SocketSpec, SocketType
 from harness.protocols import Codec, DecodeError
 from harness.protocols.codec import Message
+
+
+RECV = "/recv"  # suffix of a peer's second (receiving) socket
+
+
+@dataclass(frozen=True)
+class PeerLink:
+    """A scripted peer's second socket, used to receive (e.g. a SUB connected to the
+    implementation's XPUB) when its main socket only sends."""
+
+    type: SocketType
+    endpoint: str
+    bind: bool
+    subscribe: tuple[bytes, ...] = ()
+    channel: str | None = None  # decode what arrives here as a message of this channel
 
 
 @dataclass(frozen=True)
@@ -31,10 +66,46 @@ class PeerSocket:
     endpoint: str
     bind: bool
     identity: bytes | None = None
+    # Optional, for peers that are nodes of a publish/subscribe mesh (see the module docstring).
+    recv: PeerLink | None = None
+    subscribe: tuple[bytes, ...] = ()  # SUB/XSUB main socket: its subscriptions
+    channel: str | None = None  # decode channel of the main socket
+    welcome: bytes | None = None  # XPUB main socket: ZMQ_XPUB_WELCOME_MSG
+    address: str | None = None  # the peer's protocol address: what identity_of gives
+    blame: Mapping[str, str] = field(default_factory=dict)  # silent / unsubscribed / recv-silent -> clause
+    discovered_via: str | None = None  # the peer through which the implementation learns of this one
 
     @property
     def routed(self) -> bool:
         return self.type is SocketType.ROUTER
+
+
+@dataclass(frozen=True)
+class Announcement:
+    """A message a peer sends on its main socket every ``every_ns`` (and at once when a
+    subscription that lets it through arrives): e.g. a tower forwarding the beacon of
+    scripted peer ``about``."""
+
+    peer: str
+    message: str
+    fields: Mapping[str, Any]
+    every_ns: int
+    about: str | None = None  # the scripted peer it announces; silenced by a disconnect step
+
+
+@dataclass
+class PeerPlan:
+    """What a suite's ``build_peers`` gives the conductor for one case."""
+
+    peers: dict[str, PeerSocket]
+    announce: list[Announcement] = field(default_factory=list)
+    values: dict[str, Any] = field(default_factory=dict)  # placeholders usable as "{name}" in steps
+    send_wait_ns: int = 0  # how long a send on an XPUB waits for a subscription (0: no wait)
+    optional_sends: dict[str, str] = field(default_factory=dict)  # message -> why the case is then n/a
+
+    def conductor_config(self) -> dict[str, Any]:
+        return {"peers": self.peers, "announce": list(self.announce), "values": dict(self.values),
+                "send_wait_ns": self.send_wait_ns, "optional_sends": dict(self.optional_sends)}
 
 
 class Conductor(BaseNode):
@@ -56,41 +127,82 @@ class Conductor(BaseNode):
         self.log: list[dict[str, Any]] = []
         self.t0 = 0
         self.done = False
+        # publish/subscribe peers (all empty for router/dealer suites)
+        self._sock_peer: dict[str, str] = {}
+        for p in self.peers.values():
+            self._sock_peer[p.name] = p.name
+            if p.recv is not None:
+                self._sock_peer[p.name + RECV] = p.name
+        self.announce: list[Announcement] = list(self.config.get("announce", ()))
+        self.values: dict[str, Any] = dict(self.config.get("values", {}))
+        self.send_wait_ns: int = int(self.config.get("send_wait_ns", 0))
+        self.optional_sends: dict[str, str] = dict(self.config.get("optional_sends", {}))
+        self.subs: dict[str, dict[bytes, int]] = {p: {} for p in self.peers}  # what the IUT holds, per XPUB
+        self.ever_subscribed: set[str] = set()
+        self.heard: set[str] = set()  # peers that received anything (message or subscription)
+        self.recv_heard: set[str] = set()  # peers whose receiving socket got a message
+        self.silenced: set[str] = set()  # scripted peers whose announcements stopped
+        self._ann_frames: list[list[bytes]] = [self.codec.encode(a.message, dict(a.fields)) for a in self.announce]
+        self._ann_due: list[int | None] = [None] * len(self.announce)
+        self._step_wake: int | None = None
 
     # ---- node contract --------------------------------------------------------------------
 
     def sockets(self) -> list[SocketSpec]:
-        return [SocketSpec(p.name, p.type, bind=(p.endpoint,) if p.bind else (),
-                           connect=() if p.bind else (p.endpoint,), identity=p.identity)
-                for p in self.peers.values()]
+        out = []
+        for p in self.peers.values():
+            out.append(SocketSpec(p.name, p.type, bind=(p.endpoint,) if p.bind else (),
+                                  connect=() if p.bind else (p.endpoint,), identity=p.identity,
+                                  subscribe=p.subscribe, welcome=p.welcome))
+            if p.recv is not None:
+                r = p.recv
+                out.append(SocketSpec(p.name + RECV, r.type, bind=(r.endpoint,) if r.bind else (),
+                                      connect=() if r.bind else (r.endpoint,), subscribe=r.subscribe))
+        return out
 
     def start(self, now: int) -> list[Action]:
         self.t0 = now
-        return self._advance(now)
+        if not self.announce:
+            return self._advance(now)
+        out = self._announce_due(now)
+        return self._timers(out + self._advance(now))
 
     def receive(self, socket: str, frames: list[bytes], now: int) -> list[Action]:
         if self.done:
             return []
-        peer = self.peers[socket]
+        name = self._sock_peer.get(socket, socket)
+        peer = self.peers[name]
+        on_recv = socket != name
         if peer.routed:
             if not frames:
                 return []
             self.iut_ident[socket] = frames[0]
             frames = frames[1:]
+        if not on_recv and peer.type is SocketType.XPUB and _is_subscription(frames):
+            return self._timers(self._on_subscription(peer, frames[0], now) + self._advance(now))
+        channel = (peer.recv.channel if on_recv and peer.recv is not None else peer.channel)
         try:
-            msg: Message | None = self.codec.decode(frames)
+            msg: Message | None = (self.codec.decode(frames) if channel is None
+                                   else self.codec.decode(frames, channel=channel))
             error = None
         except DecodeError as e:
             msg, error = None, e
-        self._log(now, "in", socket, frames, msg, error)
+        self.heard.add(name)
+        if on_recv:
+            self.recv_heard.add(name)
+        self._log(now, "in", name, frames, msg, error)
         if error is not None:
             return self._fail(now, f"the implementation sent a malformed message: {error}", error.clause)
-        self.buffers[socket].append((now, msg, frames))
-        self.seen.setdefault(socket, []).append((now, msg, frames))
-        return self._advance(now)
+        self.buffers[name].append((now, msg, frames))
+        self.seen.setdefault(name, []).append((now, msg, frames))
+        return self._timers(self._advance(now))
 
     def handle_timer(self, now: int) -> list[Action]:
-        return [] if self.done else self._advance(now)
+        if self.done:
+            return []
+        if not self.announce:
+            return self._advance(now)
+        return self._timers(self._announce_due(now) + self._advance(now))
 
     def command(self, request: dict[str, Any], now: int) -> list[Action]:
         return []
@@ -103,11 +215,21 @@ class Conductor(BaseNode):
             step = self.case.steps[self.i]
             kind = step.kind
             if kind == "send":
-                frames = self.codec.encode(step.message, self._resolve(step.fields))
+                try:
+                    frames = self.codec.encode(step.message, self._resolve(step.fields))
+                except ValueError as e:  # a value taken from the run does not fit: the case's error
+                    return out + self._fail(now, f"the case cannot build its {step.message}: {e}",
+                                            self._clause(step), error=True)
+                held = self._hold_send(step, frames, now)
+                if held is not None:
+                    return out + held
                 out.extend(self._send(step, frames, now))
                 if self.done:
                     return out
             elif kind == "send_raw":
+                held = self._hold_send(step, list(step.frames or []), now)
+                if held is not None:
+                    return out + held
                 out.extend(self._send(step, list(step.frames or []), now))
                 if self.done:
                     return out
@@ -115,6 +237,10 @@ class Conductor(BaseNode):
                 peer = self.peers[step.peer]
                 if not peer.bind:
                     out.append(Disconnect(peer.name, peer.endpoint))
+                else:  # a bound peer goes away: its announcements stop, its receiving side too
+                    self.silenced.add(peer.name)
+                    if peer.recv is not None and not peer.recv.bind:
+                        out.append(Disconnect(peer.name + RECV, peer.recv.endpoint))
             elif kind in ("restart_iut", "kill_iut"):
                 out.append(Note("iut-control", {"action": kind, "step": self.i}))
             elif kind == "wait":
@@ -131,6 +257,9 @@ class Conductor(BaseNode):
                 if found is None:
                     if now >= self.deadline:
                         reason, clause = self._diagnose(step)
+                        root = self._blame_expect(self.peers[step.peer])
+                        if root is not None and root != clause:
+                            reason, clause = f"{reason} [{root[1]}]", root[0]
                         return out + self._fail(now, reason, clause)
                     out.append(SetTimer(self.deadline))
                     return out
@@ -182,13 +311,48 @@ class Conductor(BaseNode):
         for k, v in fields.items():
             if isinstance(v, dict) and set(v) == {"ref"}:
                 v = self._ref(v["ref"])
+            elif isinstance(v, dict) and set(v) == {"identity_of"}:
+                v = self._identity(str(v["identity_of"]))
+            elif self.values:
+                v = self._placeholder(v)
             out[k] = v
         return out
 
+    def _placeholder(self, v: Any) -> Any:
+        """``"{name}"`` is the run's value of placeholder ``name`` (only with ``values``)."""
+        if isinstance(v, str) and len(v) > 2 and v[0] == "{" and v[-1] == "}" and v[1:-1] in self.values:
+            return self.values[v[1:-1]]
+        if isinstance(v, list):
+            return [self._placeholder(x) for x in v]
+        return v
+
     def _resolve_matcher(self, m: Any) -> Any:
-        if isinstance(m, dict) and set(m) == {"ref"}:
-            return self._ref(m["ref"])
+        """Values taken from the run (captured fields, routing identities), also inside
+        ``not`` and ``one_of``."""
+        if isinstance(m, dict) and len(m) == 1:
+            (k, v), = m.items()
+            if k == "ref":
+                return self._ref(v)
+            if k == "identity_of":
+                return self._identity(str(v))
+            if k == "not":
+                return {"not": self._resolve_matcher(v)}
+            if k == "one_of" and isinstance(v, list):
+                return {"one_of": [self._resolve_matcher(x) for x in v]}
+        if self.values:
+            return self._placeholder(m)
         return m
+
+    def _identity(self, peer: str) -> bytes | None:
+        """The routing identity of the peer's connection to the implementation, as the ROUTER
+        side sees it: the identity a DEALER peer set, or the one the implementation's DEALER
+        showed a ROUTER peer (None until it has sent something)."""
+        p = self.peers.get(peer)
+        if p is None:
+            return None
+        if p.address is not None:  # a mesh node: its protocol address
+            return p.address
+        return self.iut_ident.get(peer) if p.routed else p.identity
 
     def _ref(self, ref: str) -> Any:
         name, _, field = str(ref).partition(".")
@@ -220,6 +384,108 @@ class Conductor(BaseNode):
         self.done = True
         return [Deliver("case-result", self._result("error" if error else "fail", reason, clause, now))]
 
+    # ---- publish/subscribe peers ------------------------------------------------------------
+
+    def _on_subscription(self, peer: PeerSocket, note: bytes, now: int) -> list[Action]:
+        """The implementation (un)subscribed at a peer's XPUB: record it; announcements it lets
+        through go out at once."""
+        prefix = bytes(note[1:])
+        held = self.subs[peer.name]
+        self.heard.add(peer.name)
+        out: list[Action] = []
+        if note[0] == 1:
+            self.ever_subscribed.add(peer.name)
+            held[prefix] = held.get(prefix, 0) + 1
+            for i, a in enumerate(self.announce):
+                if a.peer == peer.name and a.about not in self.silenced and self._ann_frames[i][0].startswith(prefix):
+                    out.append(Send(peer.name, list(self._ann_frames[i]), a.message))
+        else:
+            held.pop(prefix, None)
+        if len(self.log) < 500:
+            self.log.append({"t_ms": round((now - self.t0) / 1e6, 3), "dir": "in", "peer": peer.name,
+                             "message": "(subscribe)" if note[0] == 1 else "(unsubscribe)",
+                             "fields": {"prefix": prefix.decode("utf-8", "backslashreplace")}})
+        return out
+
+    def _subscribed(self, peer: str, first: bytes) -> bool:
+        return any(first.startswith(p) for p in self.subs.get(peer, {}))
+
+    def _hold_send(self, step: Step, frames: list[bytes], now: int) -> list[Action] | None:
+        """None: send now. Else wait for a subscription that lets the message through (a PUB
+        drops it otherwise), and fail (or skip the case) when none comes in time."""
+        peer = self.peers[step.peer]
+        if not self.send_wait_ns or peer.type is not SocketType.XPUB or not frames:
+            return None
+        if self._subscribed(peer.name, bytes(frames[0])):
+            return None
+        if self.deadline is None:
+            self.deadline = now + self.send_wait_ns
+        if now < self.deadline:
+            return [SetTimer(self.deadline)]
+        what = step.message or "message"
+        have = ", ".join(repr(p.decode("utf-8", "backslashreplace")) for p in self.subs[peer.name]) or "none"
+        reason = (f"{peer.name} could not send {what} (topic frame {bytes(frames[0])[:40]!r}): in "
+                  f"{self.send_wait_ns / 1e6:g} ms the implementation held no subscription at {peer.name} that "
+                  f"lets it through (line {step.line}; its subscriptions there: {have})")
+        if step.message in self.optional_sends:
+            self.done = True
+            data = self._result("skipped", f"{reason}; not applicable: {self.optional_sends[step.message]}", "", now)
+            return [Deliver("case-result", data)]
+        clause = self._clause(step)
+        root = self._blame_unsubscribed(peer)
+        if root is not None and root[0] != clause:
+            reason, clause = f"{reason} [{root[1]}]", root[0]
+        return self._fail(now, reason, clause)
+
+    def _blame_unsubscribed(self, p: PeerSocket) -> tuple[str, str] | None:
+        if p.name not in self.heard and p.blame.get("silent"):
+            return p.blame["silent"], f"the implementation never reached {p.name} at all"
+        if p.name in self.ever_subscribed:
+            return None
+        via = self.peers.get(p.discovered_via or "")
+        if via is not None and via.name not in self.ever_subscribed:
+            if via.name not in self.heard and via.blame.get("silent"):
+                return via.blame["silent"], f"the implementation never reached {via.name} at all"
+            if via.blame.get("unsubscribed"):
+                return via.blame["unsubscribed"], (f"it never subscribed at {via.name}, so it could not "
+                                                   f"learn of {p.name}")
+        if p.blame.get("unsubscribed"):
+            return p.blame["unsubscribed"], f"no subscription at all ever arrived at {p.name}"
+        return None
+
+    def _blame_expect(self, p: PeerSocket) -> tuple[str, str] | None:
+        if p.name not in self.heard and p.blame.get("silent"):
+            return p.blame["silent"], f"the implementation never reached {p.name} at all"
+        if p.name not in self.recv_heard and p.blame.get("recv-silent"):
+            return p.blame["recv-silent"], f"nothing at all arrived at {p.name} from the implementation"
+        return None
+
+    def _announce_due(self, now: int) -> list[Action]:
+        out: list[Action] = []
+        for i, a in enumerate(self.announce):
+            due = self._ann_due[i]
+            if due is None or now >= due:
+                if due is not None and a.about not in self.silenced:
+                    out.append(Send(a.peer, list(self._ann_frames[i]), a.message))
+                self._ann_due[i] = now + a.every_ns
+        return out
+
+    def _timers(self, out: list[Action]) -> list[Action]:
+        """One node timer for both the step deadline and the announcements."""
+        if not self.announce:
+            return out
+        rest: list[Action] = []
+        for a in out:
+            if isinstance(a, SetTimer):
+                self._step_wake = a.at
+            else:
+                rest.append(a)
+        if self.done:
+            return rest + [SetTimer(None)]
+        times = [t for t in (self._step_wake, *self._ann_due) if t is not None]
+        rest.append(SetTimer(min(times) if times else None))
+        return rest
+
     def _result(self, verdict: str, reason: str, clause: str, now: int) -> dict[str, Any]:
         step = self.case.steps[min(self.i, len(self.case.steps) - 1)]
         return {"case": self.case.id, "verdict": verdict, "reason": reason, "clause": clause,
@@ -244,6 +510,10 @@ class Conductor(BaseNode):
                 entry["error"] = str(error)
         if len(self.log) < 500:
             self.log.append(entry)
+
+
+def _is_subscription(frames: list[bytes]) -> bool:
+    return len(frames) == 1 and len(frames[0]) >= 1 and frames[0][0] in (0, 1)
 
 
 def _brief(codec: Codec, msg: Message) -> str:
@@ -276,18 +546,18 @@ def _matches(m: Any, actual: Any) -> bool:
     if isinstance(m, dict) and len(m) == 1:
         (k, v), = m.items()
         if k == "hex":
-            return actual == bytes.fromhex(str(v).replace(" ", ""))
+            return _as_bytes(actual) == bytes.fromhex(str(v).replace(" ", ""))  # text fields too
         if k == "pattern":
             text = actual.decode("utf-8", "replace") if isinstance(actual, bytes) else str(actual)
             return re.fullmatch(str(v), text) is not None
         if k == "any":
             return actual is not None
         if k == "not":
-            return not _equal(v, actual)
+            return not _matches(v, actual)
         if k == "len":
             return actual is not None and len(actual) == int(v)
         if k == "one_of":
-            return any(_equal(x, actual) for x in v)
+            return any(_matches(x, actual) for x in v)
         if k == "nonempty":
             return bool(actual) == bool(v)
         if k == "ref":  # unresolved (nothing captured): never matches

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.conformance.case import Case, load_case
-from harness.conformance.conductor import Conductor, PeerSocket
+from harness.conformance.conductor import Conductor, PeerPlan, PeerSocket
 from harness.conformance.suites import RoleSuite, peer_roles_for, suite
 from harness.node import NodeFactory
 from harness.protocols import catalogue, codec
@@ -69,12 +69,39 @@ def _peers(case: Case, rs: RoleSuite, endpoint: str, tag: str) -> dict[str, Peer
     return out
 
 
-def _values(case: Case, rs: RoleSuite, dialect: str, endpoint: str) -> dict[str, Any]:
+def _values(case: Case, rs: RoleSuite, dialect: str, endpoint: str, alloc: Any = None) -> dict[str, Any]:
     values = dict(rs.placeholders)
     values.update(case.iut)
     port = endpoint.rsplit(":", 1)[-1]
     values.update(endpoint=endpoint, port=port, host="127.0.0.1", dialect=dialect, python=shlex.quote(sys.executable))
+    for name in rs.harness_endpoints:  # endpoints the harness binds and the IUT connects to
+        values[name] = alloc()
     return values
+
+
+def _sim_endpoints() -> Any:
+    ports = iter(range(6000, 7000))
+    return lambda: f"tcp://harness:{next(ports)}"
+
+
+def _live_endpoint() -> str:
+    from harness.live.supervisor import free_port
+
+    return f"tcp://127.0.0.1:{free_port()}"
+
+
+def _conductor_config(case: Case, rs: RoleSuite, dialect: str, endpoint: str, tag: str, values: dict[str, Any],
+                      alloc: Any) -> tuple[dict[str, Any], int]:
+    """The conductor's config and the case's time budget (ns)."""
+    config: dict[str, Any] = {"case": case, "codec": codec(case.protocol, dialect)}
+    budget = case_budget_ns(case)
+    if rs.build_peers is None:
+        config["peers"] = _peers(case, rs, endpoint, tag)
+        return config, budget
+    plan: PeerPlan = rs.build_peers(case, values, alloc)
+    config.update(plan.conductor_config())
+    sends = sum(1 for s in case.steps if s.kind in ("send", "send_raw"))
+    return config, budget + sends * plan.send_wait_ns
 
 
 def _skip(case: Case, dialect: str) -> CaseResult | None:
@@ -107,7 +134,9 @@ def run_case_sim(case: Case, factory: NodeFactory, *, dialect: str = "strict", s
         return skipped
     rs = suite(case.protocol, case.role)
     endpoint = "tcp://iut:5555"
-    values = _values(case, rs, dialect, endpoint)
+    alloc = _sim_endpoints()
+    values = _values(case, rs, dialect, endpoint, alloc)
+    conductor, budget = _conductor_config(case, rs, dialect, endpoint, "", values, alloc)
     sim = Simulation(seed, trace)
     result: dict[str, Any] = {}
     restarts: list[int] = []
@@ -127,11 +156,15 @@ def run_case_sim(case: Case, factory: NodeFactory, *, dialect: str = "strict", s
 
     sim.on_action(hook)
     sim.add_node(IUT, factory, role=case.role, config=rs.iut_config(endpoint, values))
-    sim.add_node(CONDUCTOR, Conductor, role="conductor", config={
-        "case": case, "codec": codec(case.protocol, dialect), "peers": _peers(case, rs, endpoint, "")},
-        start_at_ns=1_000_000)
+    sim.add_node(CONDUCTOR, Conductor, role="conductor", config=conductor, start_at_ns=1_000_000)
     try:
-        sim.run(case_budget_ns(case))
+        if rs.build_peers is None:
+            sim.run(budget)
+        else:  # mesh nodes keep talking after the verdict: stop at it
+            t = 0
+            while not result and t < budget:
+                t = min(budget, t + 50_000_000)
+                sim.run(t)
     except Exception as e:  # the IUT raised: in a process that is a crash
         return CaseResult(case, "fail", f"the implementation crashed: {type(e).__name__}: {e.__cause__ or e}",
                           _attribute_crash(case), rerun=f"(simulation) case {case.id}")
@@ -158,7 +191,7 @@ def run_case_live(case: Case, *, cmd: str | None = None, endpoint: str | None = 
         return skipped
     rs = suite(case.protocol, case.role)
     ep = endpoint or f"tcp://127.0.0.1:{free_port()}"
-    values = _values(case, rs, dialect, ep)
+    values = _values(case, rs, dialect, ep, _live_endpoint)
     rerun = f"{rerun_base} --case {case.id}" if rerun_base else ""
     proc = None
     trace = None
@@ -175,15 +208,15 @@ def run_case_live(case: Case, *, cmd: str | None = None, endpoint: str | None = 
         elif cmd:
             ready = ReadyPort(int(values["port"]), timeout=15)
             proc = ManagedProcess(cmd, values=values, ready=ready, name=f"iut-{case.id}").start()
-        runtime.add_node(CONDUCTOR, Conductor, role="conductor", config={
-            "case": case, "codec": codec(case.protocol, dialect), "peers": _peers(case, rs, ep, tag)})
+        conductor, budget = _conductor_config(case, rs, dialect, ep, tag, values, _live_endpoint)
+        runtime.add_node(CONDUCTOR, Conductor, role="conductor", config=conductor)
         control: list[str] = []
         runtime.on_action(lambda n, a, t: control.append(a.data["action"])
                           if n == CONDUCTOR and getattr(a, "kind", None) == "iut-control" else None)
         runtime.start()
         if cmd and not rs.iut_binds:
             proc = ManagedProcess(cmd, values=values, ready=ReadyDelay(0.0), name=f"iut-{case.id}").start()
-        deadline = time.monotonic() + case_budget_ns(case) / 1e9 + 5
+        deadline = time.monotonic() + budget / 1e9 + 5
         data = None
         while time.monotonic() < deadline:
             while control:

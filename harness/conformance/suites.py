@@ -22,6 +22,11 @@ class RoleSuite:
     reference_cmd: str  # the reference node as an IUT (used by tests and docs)
     placeholders: dict[str, Any] = field(default_factory=dict)  # defaults for the --cmd template
     iut_config: Callable[[str, dict[str, Any]], dict[str, Any]] | None = None  # in-process IUT config
+    # Placeholders naming endpoints the harness binds and the IUT connects to (e.g. a tower's),
+    # filled per run; and, for peers that are mesh nodes, the builder of the conductor's peers
+    # (case, placeholder values, endpoint allocator) -> conductor.PeerPlan.
+    harness_endpoints: tuple[str, ...] = ()
+    build_peers: Callable[..., Any] | None = None
 
     @property
     def peer_roles(self) -> dict[str, str]:
@@ -60,7 +65,9 @@ DCP = {
         iut_binds=True,
         reference_cmd=_NODE + " broker --bind {endpoint} --dialect {dialect} --set heartbeat={heartbeat_ms}ms "
                               "--set liveness={liveness}",
-        placeholders={"heartbeat_ms": 200, "liveness": 3},
+        # A long default interval: a scripted worker that stays silent for a short case is not
+        # expired; the cases about heartbeats and expiry set their own (iut: {heartbeat_ms: ...}).
+        placeholders={"heartbeat_ms": 1000, "liveness": 3},
         iut_config=_dcp_config("broker"),
     ),
     "worker": RoleSuite(
@@ -70,7 +77,10 @@ DCP = {
         reference_cmd=_NODE + " worker --connect {endpoint} --dialect {dialect} --identity iut --set service={service} "
                               "--set behaviour={behaviour} --set heartbeat={heartbeat_ms}ms --set liveness={liveness} "
                               "--set service_time={service_time_ms}ms",
-        placeholders={"service": "echo", "behaviour": "echo", "heartbeat_ms": 200, "liveness": 3,
+        # liveness: intervals without a word from the broker before the worker gives it up and
+        # registers afresh (E-DCP-09). Long by default, so that only the broker-silence case,
+        # which sets its own, sees a worker re-register by itself.
+        placeholders={"service": "echo", "behaviour": "echo", "heartbeat_ms": 200, "liveness": 10,
                       "service_time_ms": 0},
         iut_config=_dcp_config("worker"),
     ),
@@ -86,7 +96,130 @@ DCP = {
     ),
 }
 
-SUITES: dict[str, dict[str, RoleSuite]] = {"dcp": DCP}
+# ---- Dafka ---------------------------------------------------------------------------------
+#
+# The harness plays a tower and the other nodes of a Dafka cluster (docs/conformance-dafka.md).
+# The tower: an XPUB at {tower_pub} (welcome "W") whose TOWER-BEACONs announce every scripted
+# node, and an XSUB at {tower_sub} subscribed to "B" that receives the IUT's BEACONs. Each
+# scripted node: an XPUB bound at its own endpoint, announced by the tower, on which it sends
+# and sees the IUT's subscriptions; and a SUB connected to the IUT's XPUB ({endpoint}) that
+# receives everything (subscription "") plus its role's own subscriptions, which the IUT may
+# act on (a consumer's "L" + address makes a store send STORE-HELLO).
+
+DAFKA_SEND_WAIT_NS = 4_000_000_000  # a send waits this long for the IUT's subscription
+DAFKA_PEER_BEACON_NS = 300_000_000  # the tower announces every scripted node this often
+
+
+def dafka_address(peer: str) -> str:
+    """A scripted Dafka node's address: 32 uppercase hex digits, like a UUID in zeromq/dafka's
+    form (E-DAFKA-12), derived from the peer's name so that it is the same in every run."""
+    import hashlib
+
+    return hashlib.md5(peer.encode()).hexdigest().upper()
+
+
+def _dafka_peer_subscriptions(role: str, address: str) -> tuple[bytes, ...]:
+    from harness.protocols.dafka import subscription as sub
+
+    everything = b""
+    if role == "consumer":  # Consumer Subscriptions, without topics (everything covers them)
+        return (everything, sub("STORE-HELLO", address), sub("DIRECT-RECORD", address), sub("DIRECT-HEAD", address))
+    if role == "store":  # Store Subscriptions
+        return (everything, sub("RECORD"), sub("HEAD"), sub("DIRECT-RECORD", address), sub("FETCH"),
+                sub("GET-HEADS"), sub("CONSUMER-HELLO"))
+    # producer: Producer Subscriptions, and GET-HEADS (E-DAFKA-15)
+    return (everything, sub("ACK", address), sub("FETCH", address), sub("GET-HEADS"))
+
+
+def _dafka_plan(iut_role: str) -> Callable[..., Any]:
+    def build(case: Any, values: dict[str, Any], alloc: Callable[[], str]) -> Any:
+        from harness.conformance.conductor import Announcement, PeerLink, PeerPlan, PeerSocket
+        from harness.protocols.dafka import BEACON_ID, FROM_TOWER, PEER, TO_TOWER, WELCOME_ID
+
+        names = list(case.peers)
+        tower = next((n for n in names if n.split(".")[0] == "tower"), "tower.t")
+        peers: dict[str, PeerSocket] = {tower: PeerSocket(
+            tower, SocketType.XPUB, values["tower_pub"], True, welcome=WELCOME_ID, channel=FROM_TOWER,
+            recv=PeerLink(SocketType.XSUB, values["tower_sub"], True, subscribe=(BEACON_ID,), channel=TO_TOWER),
+            blame={"silent": "dafka.interconnect.tower-sockets",
+                   "unsubscribed": "dafka.interconnect.tower-sub-connect",
+                   "recv-silent": "dafka.interconnect.tower-pub-connect"})}
+        announce = []
+        # Nothing at all from the IUT's XPUB: unreachable, for a producer, which publishes by
+        # itself. Stores and consumers only answer: their silence is judged on what they owe.
+        blame = {"unsubscribed": "dafka.interconnect.connect-on-discovery"}
+        if iut_role == "producer":
+            blame["recv-silent"] = "dafka.interconnect.xpub-bind"
+        for name in names:
+            role = name.split(".")[0]
+            if role == "tower":
+                continue
+            address, endpoint = dafka_address(name), alloc()
+            peers[name] = PeerSocket(
+                name, SocketType.XPUB, endpoint, True, address=address, channel=PEER,
+                recv=PeerLink(SocketType.SUB, values["endpoint"], False,
+                              subscribe=_dafka_peer_subscriptions(role, address), channel=PEER),
+                blame=blame,
+                discovered_via=tower)
+            announce.append(Announcement(tower, "TOWER-BEACON", {"sender": address, "endpoint": endpoint},
+                                         DAFKA_PEER_BEACON_NS, about=name))
+        shown = {k: v for k, v in values.items() if k != "python"}
+        shown["port"] = int(values["port"])
+        optional = {"GET-HEADS": "a producer need not subscribe to GET-HEADS (E-DAFKA-15)"} \
+            if iut_role == "producer" else {}
+        return PeerPlan(peers, announce, shown, DAFKA_SEND_WAIT_NS, optional)
+
+    return build
+
+
+def _dafka_config(role: str) -> Callable[[str, dict[str, Any]], dict[str, Any]]:
+    def build(endpoint: str, values: dict[str, Any]) -> dict[str, Any]:
+        cfg: dict[str, Any] = {"dialect": values.get("dialect", "strict"), "bind": endpoint,
+                               "towers": [[values["tower_sub"], values["tower_pub"]]],
+                               "beacon_ms": int(values["beacon_ms"]),
+                               "peer_expiry_ms": int(values["peer_expiry_ms"])}
+        if role == "producer":
+            cfg.update(topic=str(values["topic"]), records=int(values["records"]),
+                       delay_ms=int(values["delay_ms"]), interval_ms=int(values["interval_ms"]),
+                       content=str(values["content"]), head_ms=int(values["head_ms"]))
+        elif role == "store":
+            cfg.update(fetch_retry_ms=int(values["fetch_retry_ms"]))
+        else:
+            cfg.update(topics=[str(values["topic"])], fetch_retry_ms=int(values["fetch_retry_ms"]))
+        return cfg
+
+    return build
+
+
+_DAFKA_NODE = ("{python} -m harness.cli node dafka %s --dialect {dialect} --set bind={endpoint} "
+               "--set towers={tower_sub},{tower_pub} --set beacon={beacon_ms}ms --set peer_expiry={peer_expiry_ms}ms")
+_DAFKA_COMMON = {"beacon_ms": 200, "peer_expiry_ms": 4000}
+
+
+def _dafka_suite(role: str, peer_roles: tuple[str, ...], cmd: str, placeholders: dict[str, Any]) -> RoleSuite:
+    peers = {r: (r, SocketType.XPUB, True) for r in ("tower", *peer_roles)}
+    return RoleSuite("dafka", role, peers=peers, iut_binds=False, reference_cmd=(_DAFKA_NODE % role) + cmd,
+                     placeholders={**_DAFKA_COMMON, **placeholders}, iut_config=_dafka_config(role),
+                     harness_endpoints=("tower_sub", "tower_pub"), build_peers=_dafka_plan(role))
+
+
+DAFKA = {
+    "producer": _dafka_suite(
+        "producer", ("consumer", "store", "producer"),
+        " --set topic={topic} --set records={records} --set delay={delay_ms}ms --set interval={interval_ms}ms "
+        "--set content={content} --set head={head_ms}ms",
+        # The producer produces by itself: {records} records, the first {delay_ms} after start
+        # (the harness's nodes have connected by then), one every {interval_ms}.
+        {"topic": "weather", "records": 20, "delay_ms": 500, "interval_ms": 100, "content": "record",
+         "head_ms": 200}),
+    "store": _dafka_suite("store", ("producer", "consumer", "store"), " --set fetch_retry={fetch_retry_ms}ms",
+                          {"fetch_retry_ms": 500}),
+    "consumer": _dafka_suite("consumer", ("producer", "store"),
+                             " --set topics={topic} --set fetch_retry={fetch_retry_ms}ms",
+                             {"topic": "weather", "fetch_retry_ms": 500}),
+}
+
+SUITES: dict[str, dict[str, RoleSuite]] = {"dcp": DCP, "dafka": DAFKA}
 
 
 def suite(protocol: str, role: str) -> RoleSuite:

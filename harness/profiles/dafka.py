@@ -23,8 +23,28 @@ def _topics(v: Any) -> list[str]:
     raise ValueError(f"expected a topic or a list of topics, got {v!r}")
 
 
+def _towers(v: Any) -> list[list[str]]:
+    """``[[xsub, xpub], ...]``, one ``[xsub, xpub]`` pair, or the text ``xsub,xpub`` (pairs
+    separated by ``;``), as ``zmq-harness node dafka ... --set towers=...`` gives it."""
+    if isinstance(v, str):
+        v = [[e.strip() for e in pair.split(",")] for pair in v.split(";") if pair.strip()]
+    if isinstance(v, list) and len(v) == 2 and all(isinstance(e, str) for e in v):
+        v = [v]
+    if not (isinstance(v, list) and v and all(isinstance(p, list) and len(p) == 2
+                                               and all(isinstance(e, str) and e for e in p) for p in v)):
+        raise ValueError(f"expected tower endpoint pairs [[xsub, xpub], ...] or 'xsub,xpub', got {v!r}")
+    return [list(p) for p in v]
+
+
 BEACON = Setting("beacon_ms", as_ms, "interval of the node's beacon to the towers")
 EXPIRY = Setting("peer_expiry_ms", as_ms, "forget a peer after this long without a beacon (0: never)")
+# How a standalone node (`zmq-harness node dafka ROLE --set ...`) is wired; scenarios assign
+# these themselves (DafkaProfile.wire).
+NODE_WIRING = {
+    "bind": Setting("bind", as_str, "the XPUB endpoint tcp://host:port it binds and announces"),
+    "towers": Setting("towers", _towers, "towers to connect to: 'xsub,xpub' or [[xsub, xpub], ...]"),
+    "address": Setting("address", as_str, "a fixed node address (default: a new UUID)"),
+}
 
 
 def _simple(cls: type) -> Callable[..., Any]:
@@ -52,18 +72,22 @@ class DafkaProfile(Profile):
             "topic": Setting("topic", as_str, "the topic it publishes to"),
             "head": Setting("head_ms", as_ms, "HEAD interval after the first record"),
             "release_acked": Setting("release_acked", as_bool, "drop records once a store ACKed them"),
-            "beacon": BEACON, "peer_expiry": EXPIRY,
+            "records": Setting("records", as_int, "standalone: produce this many records itself"),
+            "delay": Setting("delay_ms", as_ms, "standalone: the first record this long after start"),
+            "interval": Setting("interval_ms", as_ms, "standalone: one record every interval"),
+            "content": Setting("content", as_str, "standalone: record k has content <content>-<k>"),
+            "beacon": BEACON, "peer_expiry": EXPIRY, **NODE_WIRING,
         }, "publishes RECORDs on one partition named by its UUID"),
         "store": Role("store", Store, {
             "fetch_retry": Setting("fetch_retry_ms", as_ms, "re-FETCH a gap after this long"),
-            "beacon": BEACON, "peer_expiry": EXPIRY,
+            "beacon": BEACON, "peer_expiry": EXPIRY, **NODE_WIRING,
         }, "stores every record durably, ACKs, answers FETCH and GET-HEADS"),
         "consumer": Role("consumer", Consumer, {
             "topics": Setting("topics", _topics, "topics it subscribes to"),
             "offset_reset": Setting("offset_reset", one_of("earliest", "latest"), "where a new partition starts"),
             "fetch_retry": Setting("fetch_retry_ms", as_ms, "re-FETCH a gap after this long"),
             "get_heads": Setting("get_heads_ms", as_ms, "re-send GET-HEADS this often (0: never)"),
-            "beacon": BEACON, "peer_expiry": EXPIRY,
+            "beacon": BEACON, "peer_expiry": EXPIRY, **NODE_WIRING,
         }, "delivers each record of each partition once, in order"),
     }
     operations = {

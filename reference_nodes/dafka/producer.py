@@ -31,8 +31,14 @@ choice E-DAFKA-21 allows and zeromq/dafka makes. Records not yet ACKed are lost 
 Do not give a producer a fixed ``address`` and restart it: its offsets would restart at 0 under
 the same partition name, which breaks ``dafka.record.offset-increments``.
 
-Config: ``topic``, ``head_ms`` (1000), ``release_acked`` (true), plus the shared keys of
-`reference_nodes.dafka.common` (``towers``, ``bind``, ``beacon_ms``, ...).
+Standalone (no application, e.g. as the implementation under test of a conformance suite):
+``records`` (default 0) records are produced by the producer itself, the first ``delay_ms``
+(default 500) after start and one every ``interval_ms`` (default 100) after that, record k with
+the content ``<content>-<k>`` (``content`` default ``record``); needs ``topic``.
+
+Config: ``topic``, ``head_ms`` (1000), ``release_acked`` (true), ``records``, ``delay_ms``,
+``interval_ms``, ``content``, plus the shared keys of `reference_nodes.dafka.common`
+(``towers``, ``bind``, ``beacon_ms``, ...).
 """
 
 from __future__ import annotations
@@ -43,7 +49,7 @@ from harness.node import Action, NodeContext, Note, Subscribe
 from harness.protocols.codec import Message
 from harness.protocols.dafka import subscription
 from reference_nodes.dafka.common import (
-    DEFAULT_HEAD_MS, PEER_SUB, DafkaNode, as_content, positive_ms, topic_name,
+    DEFAULT_HEAD_MS, PEER_SUB, DafkaNode, as_content, ms_to_ns, positive_ms, topic_name,
 )
 
 
@@ -62,6 +68,20 @@ class Producer(DafkaNode):
         self.acked = -1  # highest ACKed offset
         self.published = 0
         self.deadlines["head"] = None
+        # standalone production (no application)
+        self.records_to_produce = int(self.config.get("records", 0))
+        self.produce_delay_ns = ms_to_ns(self.config.get("delay_ms", 500), "delay_ms")
+        self.produce_every_ns = positive_ms(self.config.get("interval_ms", 100), "interval_ms")
+        self.content_prefix = str(self.config.get("content", "record"))
+        if self.records_to_produce and self.topic is None:
+            raise ValueError("dafka producer: 'records' needs config 'topic'")
+        self.produced = 0
+        self.deadlines["produce"] = None
+
+    def on_start(self, now: int) -> list[Action]:
+        if self.records_to_produce > 0:
+            self.deadlines["produce"] = now + self.produce_delay_ns
+        return []
 
     # ---- offsets (the mutants change these) ----------------------------------------------------
 
@@ -124,11 +144,19 @@ class Producer(DafkaNode):
     # ---- timers ------------------------------------------------------------------------------
 
     def on_timer(self, now: int) -> list[Action]:
+        out: list[Action] = []
+        due = self.deadlines.get("produce")
+        if due is not None and now >= due:
+            k = self.produced
+            self.produced += 1
+            more = self.produced < self.records_to_produce
+            self.deadlines["produce"] = now + self.produce_every_ns if more else None
+            out.extend(self.on_command("produce", {"op": "produce", "content": f"{self.content_prefix}-{k}"}, now))
         due = self.deadlines.get("head")
         if due is None or now < due:
-            return []
+            return out
         self.deadlines["head"] = now + self.head_ns
-        return [self.head()]
+        return out + [self.head()]
 
     def head(self) -> Action:
         return self.send("HEAD", {"topic": self.topic, "address": self.address, "subject": self.topic,

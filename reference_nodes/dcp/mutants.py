@@ -284,13 +284,23 @@ class NoReregisterWorker(Worker):
 
 
 class NoRegisterWorker(Worker):
-    """Breaks ``dcp.worker.register``: never sends the registration on connect (it pings, and it
-    still registers when told to by a RECONNECT)."""
+    """Breaks ``dcp.worker.register``: never registers on its own, neither on connect nor after
+    losing the broker (it pings instead); only a RECONNECT makes it send a registration."""
 
-    def start(self, now: int) -> list[Action]:
-        self.last_heard = now
+    def __init__(self, ctx: NodeContext) -> None:
+        super().__init__(ctx)
+        self.told = False
+
+    def _register(self, now: int) -> Send:
+        if self.told:
+            self.told = False
+            return super()._register(now)
         self.confirmed = True  # nothing to re-send
-        return self._arm([])
+        return self._to_broker(self.enc["PING"]({}), "PING", None, now)
+
+    def on_reconnect(self, now: int) -> list[Action]:
+        self.told = True
+        return super().on_reconnect(now)
 
 
 class SlowPingWorker(Worker):
@@ -314,7 +324,8 @@ class WrongReplyAddressWorker(Worker):
     address instead of the address of the request."""
 
     def complete(self, job: Any, now: int) -> Send:
-        job.client_address = self.service.encode("utf-8", "surrogateescape") or b"?"
+        if self.forward_to is None:  # replies only; partial work passed on is left alone
+            job.client_address = self.service.encode("utf-8", "surrogateescape") or b"?"
         return super().complete(job, now)
 
 
