@@ -45,7 +45,7 @@ def test_json_output_and_hex_spellings() -> None:
     assert r.returncode == 0
     assert json.loads(r.stdout) == {"protocol": "dcp", "dialect": "strict", "message": "PONG", "fields": {"version": 1}}
     bad = run("decode", "dcp", "--json", "", "4447425801")
-    assert bad.returncode == 1 and json.loads(bad.stdout)["error"]["clause"] == "dcp.wire.grammar"
+    assert bad.returncode == 1 and json.loads(bad.stdout)["error"]["clause"] == "dcp.wire.message-type"
 
 
 def test_bad_hex_and_unknown_dialect_are_usage_errors() -> None:

@@ -751,7 +751,7 @@ class Codec:
             names = self.candidates(frames, channel)
             if not names:
                 raise DecodeError(self.protocol, self.dialect, None, None, self._unknown_reason(frames),
-                                  self.table.grammar_clause)
+                                  self.table.unknown_clause or self.table.grammar_clause)
             if len(names) > 1 and self._ambiguous(names):
                 raise DecodeError(
                     self.protocol, self.dialect, None, None,

@@ -129,6 +129,7 @@ class Table:
     messages: tuple[Message, ...]
     grammar_clause: str  # clause of last resort for malformed input
     doc: str = ""
+    unknown_clause: str = ""  # clause for bytes no message of the table matches (default: grammar)
     notes: tuple[str, ...] = field(default_factory=tuple)  # how this dialect differs
 
     def __post_init__(self) -> None:

@@ -486,10 +486,6 @@ MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
 # Mutants that a suite may also fail on a second clause, and why. Everything else must fail
 # on its registry clause alone.
 ALSO_BREAKS: dict[str, dict[str, str]] = {
-    "dagbox-type": {
-        "dcp.wire.grammar": "the codec cannot tell a message-type part of the wrong width from an "
-                            "unknown message, and reports every such message under dcp.wire.grammar",
-    },
     "drops-trailing-empty": {
         "dcp.broker.data-unmodified": "a request whose data ends with an empty part loses that part",
     },

@@ -54,7 +54,7 @@ def test_dagbox_vectors_use_a_four_byte_little_endian_type(name: str, fields: di
         codec("dcp").decode(dag)
     assert e.value.dialects == ["dcp:dagbox"]
     assert e.value.decoded.name == name
-    assert e.value.clause == "dcp.wire.grammar"
+    assert e.value.clause == "dcp.wire.message-type"
 
 
 def test_interop_header_is_dgbx_and_version_one() -> None:
@@ -82,16 +82,16 @@ ERRORS = [
     ([b"x", b"DGBX\x01", H("02")], "PING", "delimiter", "dcp.wire.header"),
     (hdr("02") + [b"extra"], "PING", None, "dcp.heartbeat.header-only"),
     (hdr("03") + [b""], "PONG", None, "dcp.heartbeat.header-only"),
-    (hdr("09"), None, None, "dcp.wire.grammar"),
-    (hdr("0400"), None, None, "dcp.wire.grammar"),
+    (hdr("09"), None, None, "dcp.wire.message-type"),
+    (hdr("0400"), None, None, "dcp.wire.message-type"),
     (hdr("01"), "REGISTER", "service", "dcp.worker.register"),
     (hdr("04") + [b"svc", b"cli"], "REQUEST", "client_address", "dcp.request.format"),
     (hdr("04") + [b"svc", b"cli", b"second"], "REQUEST", "client_address", "dcp.request.format"),
     (hdr("04") + [b"svc", b"", b"meta"], "REQUEST", "metadata", "dcp.request.format"),
-    (hdr("05") + [b"", b"", b""], "REPLY", "client_address", "dcp.request.format"),
+    (hdr("05") + [b"", b"", b""], "REPLY", "client_address", "dcp.reply.format"),
     (hdr("05") + [b"cli", b"x"], "REPLY", "address_delimiter", "dcp.reply.format"),
-    ([], None, None, "dcp.wire.grammar"),
-    ([b""], None, None, "dcp.wire.grammar"),
+    ([], None, None, "dcp.wire.message-type"),
+    ([b""], None, None, "dcp.wire.message-type"),
 ]
 
 

@@ -65,13 +65,13 @@ def rep(addr: bytes, md=(b"r1",), data=(b"HELLO",), c=S) -> list[bytes]:
 
 
 MALFORMED = [
-    ([b"garbage"], "dcp.wire.grammar"),
-    ([], "dcp.wire.grammar"),
+    ([b"garbage"], "dcp.wire.message-type"),  # not identifiable as any message type
+    ([], "dcp.wire.message-type"),
     ([b"", b"DGBX\x02", b"\x02"], "dcp.wire.version"),
     ([b"", b"DGBY\x01", b"\x02"], "dcp.wire.header"),
     ([b"x", b"DGBX\x01", b"\x02"], "dcp.wire.header"),
     ([b"", b"DGBX\x01", b"\x02", b"extra"], "dcp.heartbeat.header-only"),
-    ([b"", b"DGBX\x01", b"\x09"], "dcp.wire.grammar"),
+    ([b"", b"DGBX\x01", b"\x09"], "dcp.wire.message-type"),
     ([b"", b"DGBX\x01", b"\x04", b"svc", b"", b"md"], "dcp.request.format"),  # no metadata delimiter
 ]
 
