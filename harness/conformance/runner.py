@@ -112,7 +112,8 @@ def _skip(case: Case, dialect: str) -> CaseResult | None:
 
 def _finish(case: Case, data: dict[str, Any] | None, rerun: str) -> CaseResult:
     if data is None:
-        return CaseResult(case, "error", "the case did not finish (harness timeout)", case.clauses[0], rerun=rerun)
+        # A harness-side error judges no clause (and no severity): nothing was shown about the IUT.
+        return CaseResult(case, "error", "the case did not finish (harness timeout)", "", rerun=rerun)
     return CaseResult(case, data["verdict"], data.get("reason", ""), data.get("clause", ""), data.get("exchange", []),
                       data.get("step"), data.get("step_line"), data.get("elapsed_ms", 0.0), rerun)
 
@@ -240,7 +241,7 @@ def run_case_live(case: Case, *, cmd: str | None = None, endpoint: str | None = 
             result.iut_output = proc.tail(20)
         return result
     except SupervisorError as e:
-        return CaseResult(case, "error", f"the implementation did not start: {e}", case.clauses[0], rerun=rerun)
+        return CaseResult(case, "error", f"the implementation did not start: {e}", "", rerun=rerun)
     finally:
         runtime.stop()
         if proc is not None:
