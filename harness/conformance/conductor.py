@@ -29,7 +29,9 @@ see `PeerPlan`) add, all optional and unused by the other suites:
   deferring to the peer it is discovered through, ``discovered_via``) or whose receiving
   socket never got a message (``recv-silent``) is attributed to that clause;
 * placeholders: a value or matcher that is exactly ``"{name}"`` is the run's value of that
-  placeholder (``PeerPlan.values``: ``{topic}``, ``{port}``, ...).
+  placeholder (``PeerPlan.values``: ``{topic}``, ``{port}``, ...);
+* evidence: a received message equal to one already logged (periodic beacons and heads) is
+  counted on that entry (``repeats``) instead of logged again (``fold_repeats``).
 """
 
 from __future__ import annotations
@@ -102,10 +104,12 @@ class PeerPlan:
     values: dict[str, Any] = field(default_factory=dict)  # placeholders usable as "{name}" in steps
     send_wait_ns: int = 0  # how long a send on an XPUB waits for a subscription (0: no wait)
     optional_sends: dict[str, str] = field(default_factory=dict)  # message -> why the case is then n/a
+    fold_repeats: bool = True  # evidence: a message equal to one already logged counts as a repeat
 
     def conductor_config(self) -> dict[str, Any]:
         return {"peers": self.peers, "announce": list(self.announce), "values": dict(self.values),
-                "send_wait_ns": self.send_wait_ns, "optional_sends": dict(self.optional_sends)}
+                "send_wait_ns": self.send_wait_ns, "optional_sends": dict(self.optional_sends),
+                "fold_repeats": self.fold_repeats}
 
 
 class Conductor(BaseNode):
@@ -145,6 +149,8 @@ class Conductor(BaseNode):
         self._ann_frames: list[list[bytes]] = [self.codec.encode(a.message, dict(a.fields)) for a in self.announce]
         self._ann_due: list[int | None] = [None] * len(self.announce)
         self._step_wake: int | None = None
+        self._folded: dict[tuple[str, str, str], dict[str, Any]] | None = \
+            {} if self.config.get("fold_repeats") else None
 
     # ---- node contract --------------------------------------------------------------------
 
@@ -503,6 +509,14 @@ class Conductor(BaseNode):
         if msg is not None:
             entry["message"] = msg.name
             entry["fields"] = self.codec.show(msg)
+            if self._folded is not None and direction == "in":  # periodic messages (beacons, heads)
+                key = (peer, msg.name, repr(entry["fields"]))
+                seen = self._folded.get(key)
+                if seen is not None:
+                    seen["repeats"] = seen.get("repeats", 0) + 1
+                    seen["last_t_ms"] = entry["t_ms"]
+                    return
+                self._folded[key] = entry
         else:
             entry["message"] = "(malformed)"
             entry["frames"] = ["0x" + f.hex() if f else "" for f in frames[:16]]

@@ -194,6 +194,10 @@ def run_case_live(case: Case, *, cmd: str | None = None, endpoint: str | None = 
     ep = endpoint or f"tcp://127.0.0.1:{free_port()}"
     values = _values(case, rs, dialect, ep, _live_endpoint)
     rerun = f"{rerun_base} --case {case.id}" if rerun_base else ""
+    if endpoint and not cmd and rs.harness_endpoints:
+        need = ", ".join("{" + n + "}" for n in rs.harness_endpoints)
+        return CaseResult(case, "error", f"a {case.protocol} {case.role} connects to endpoints the harness binds afresh "
+                          f"for every case ({need}): start it with --cmd, not --endpoint", "", rerun=rerun)
     proc = None
     trace = None
     if trace_dir:

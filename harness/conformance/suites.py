@@ -165,8 +165,9 @@ def _dafka_plan(iut_role: str) -> Callable[..., Any]:
                                          DAFKA_PEER_BEACON_NS, about=name))
         shown = {k: v for k, v in values.items() if k != "python"}
         shown["port"] = int(values["port"])
-        optional = {"GET-HEADS": "a producer need not subscribe to GET-HEADS (E-DAFKA-15)"} \
-            if iut_role == "producer" else {}
+        optional = {"producer": {"GET-HEADS": "a producer need not subscribe to GET-HEADS (E-DAFKA-15)"},
+                    "consumer": {"ACK": "a consumer MAY subscribe to ACKs (dafka.subscription.consumer-ack)"},
+                    }.get(iut_role, {})
         return PeerPlan(peers, announce, shown, DAFKA_SEND_WAIT_NS, optional)
 
     return build
@@ -185,7 +186,13 @@ def _dafka_config(role: str) -> Callable[[str, dict[str, Any]], dict[str, Any]]:
         elif role == "store":
             cfg.update(fetch_retry_ms=int(values["fetch_retry_ms"]))
         else:
-            cfg.update(topics=[str(values["topic"])], fetch_retry_ms=int(values["fetch_retry_ms"]))
+            import yaml
+
+            from harness.profiles.dafka import _topics
+
+            topics = values["topics"]
+            cfg.update(topics=_topics(yaml.safe_load(topics) if isinstance(topics, str) else topics),
+                       fetch_retry_ms=int(values["fetch_retry_ms"]))
         return cfg
 
     return build
@@ -198,7 +205,9 @@ _DAFKA_COMMON = {"beacon_ms": 200, "peer_expiry_ms": 4000}
 
 def _dafka_suite(role: str, peer_roles: tuple[str, ...], cmd: str, placeholders: dict[str, Any]) -> RoleSuite:
     peers = {r: (r, SocketType.XPUB, True) for r in ("tower", *peer_roles)}
-    return RoleSuite("dafka", role, peers=peers, iut_binds=False, reference_cmd=(_DAFKA_NODE % role) + cmd,
+    # iut_binds: the IUT starts first and binds {endpoint}, so that the harness's SUB sockets are
+    # connected to it before it learns of them (PUB/SUB drops what goes out before that).
+    return RoleSuite("dafka", role, peers=peers, iut_binds=True, reference_cmd=(_DAFKA_NODE % role) + cmd,
                      placeholders={**_DAFKA_COMMON, **placeholders}, iut_config=_dafka_config(role),
                      harness_endpoints=("tower_sub", "tower_pub"), build_peers=_dafka_plan(role))
 
@@ -214,9 +223,11 @@ DAFKA = {
          "head_ms": 200}),
     "store": _dafka_suite("store", ("producer", "consumer", "store"), " --set fetch_retry={fetch_retry_ms}ms",
                           {"fetch_retry_ms": 500}),
+    # {topics}: what the consumer subscribes to, as a YAML list ("[]": none, for the case
+    # no-hello-without-topics); {topic}: the one the cases publish to.
     "consumer": _dafka_suite("consumer", ("producer", "store"),
-                             " --set topics={topic} --set fetch_retry={fetch_retry_ms}ms",
-                             {"topic": "weather", "fetch_retry_ms": 500}),
+                             " --set topics={topics} --set fetch_retry={fetch_retry_ms}ms",
+                             {"topic": "weather", "topics": "[weather]", "fetch_retry_ms": 500}),
 }
 
 SUITES: dict[str, dict[str, RoleSuite]] = {"dcp": DCP, "dafka": DAFKA}

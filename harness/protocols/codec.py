@@ -172,9 +172,10 @@ class _Compiler:
             g.add(f"i = {static}")
             for el in layout[static:]:
                 self.dec_dynamic(g, el)
-            g.add("if i != n:")
-            g.add("    fi = i")
-            g.add("    raise FieldError(f'{n - i} unexpected extra frame(s)', field='')")
+            if not isinstance(layout[-1], Rep):  # a trailing Rep has taken every frame
+                g.add("if i != n:")
+                g.add("    fi = i")
+                g.add("    raise FieldError(f'{n - i} unexpected extra frame(s)', field='')")
         fields = fields_of(self.msg)
         g.add(f"return _new(_M, ({self.msg.name!r}, {{" + ", ".join(f"{f!r}: v_{f}" for f in fields) + "}))")
         g.level -= 1
@@ -231,27 +232,42 @@ class _Compiler:
             t = self.ftype(el.field)
             tc = self.const(t, "T")
             v = f"v_{el.field}"
+            raw = isinstance(t, Raw) and t.fixed is None
+            missing = f"raise FieldError('missing the empty delimiter frame after {el.field}')"
             g.add(f"cur = {el.field!r}")
-            g.add(f"{v} = None" if el.max == 1 else f"{v} = []")
-            g.add("while True:")
-            g.level += 1
-            g.add("if i >= n:")
-            g.add("    fi = i")
-            g.add(f"    raise FieldError('missing the empty delimiter frame after {el.field}')")
-            g.add("fi = i")
-            g.add("x = fr[i]")
-            g.add("i += 1")
-            g.add("if not x: break")
             if el.max == 1:
-                g.add(f"if {v} is not None: raise FieldError('expected an empty delimiter frame after one {el.field} frame')")
-                g.add(f"{v} = x" if isinstance(t, Raw) and t.fixed is None else f"{v} = {tc}.decode(x)")
-            elif isinstance(t, Raw) and t.fixed is None:
-                g.add(f"{v}.append(x)")  # non-empty by construction
+                # At most one frame, then the delimiter (DCP's client address): no loop.
+                g.add("if i >= n:")
+                g.add(f"    fi = i; {missing}")
+                g.add("x = fr[i]")
+                g.add("if x:")
+                g.add("    fi = i")
+                g.add(f"    {v} = x" if raw else f"    {v} = {tc}.decode(x)")
+                g.add("    i += 1")
+                g.add("    if i >= n:")
+                g.add(f"        fi = i; {missing}")
+                g.add("    if fr[i]:")
+                g.add(f"        fi = i; raise FieldError('expected an empty delimiter frame after one {el.field} frame')")
+                g.add("else:")
+                g.add(f"    {v} = None")
+                g.add("i += 1")
             else:
-                g.add(f"{v}.append({tc}.decode(x))")
-                if el.max:
-                    g.add(f"if len({v}) > {el.max}: raise FieldError('more than {el.max} frame(s)')")
-            g.level -= 1
+                g.add(f"{v} = []")
+                g.add("while True:")
+                g.level += 1
+                g.add("if i >= n:")
+                g.add(f"    fi = i; {missing}")
+                g.add("x = fr[i]")
+                g.add("i += 1")
+                g.add("if not x: break")
+                if raw:
+                    g.add(f"{v}.append(x)")  # non-empty by construction
+                else:
+                    g.add("fi = i - 1")
+                    g.add(f"{v}.append({tc}.decode(x))")
+                    if el.max:
+                        g.add(f"if len({v}) > {el.max}: raise FieldError('more than {el.max} frame(s)')")
+                g.level -= 1
             self.constraints(g, el.field)
         elif isinstance(el, When):
             vals = self.const(el.values, "W")
@@ -289,7 +305,8 @@ class _Compiler:
             bc = self.const(el.value, "B")
             g.add(f"if {fx} != {bc}: _const_error({c}, {fx}, {idx})")
         elif isinstance(el, Packed):
-            g.add(f"fi = {idx}")
+            if self._fold_prefix(self._packed_parts(el)) is None or not self._all_fixed(el):
+                g.add(f"fi = {idx}")
             self.dec_packed(g, el, fx, idx)
         else:
             raise TypeError(f"{el!r} cannot be decoded at a fixed position")
@@ -302,6 +319,12 @@ class _Compiler:
         if fd.choices is not None:
             c = self.const(tuple(fd.choices))
             g.add(f"if v_{name} not in {c}: raise FieldError(f'must be one of {{{c}!r}}, got {{v_{name}!r}}', field={name!r})")
+
+    def _packed_parts(self, el: Packed) -> list[tuple[str, Any, Field | None]]:
+        return [(p.name, p, None) if isinstance(p, Lit) else (p, self.ftype(p), self.table.fields[p]) for p in el.parts]
+
+    def _all_fixed(self, el: Packed) -> bool:
+        return all(isinstance(p, Lit) or getattr(self.ftype(p), "fmt", None) is not None for p in el.parts)
 
     @staticmethod
     def _fold_prefix(parts: list[tuple[str, Any, Field | None]]) -> bytes | None:
@@ -327,6 +350,26 @@ class _Compiler:
                     raise TypeError(f"{self.table.protocol} {self.msg.name}: field {p!r} ({t.name}) cannot be packed")
                 parts.append((p, t, self.table.fields[p]))
         pc = self.const(parts, "P")
+        whole = self._fold_prefix(parts) if all(isinstance(p, Lit) or p.fmt is not None for _, p, _ in parts) else None
+        if whole is not None:
+            # The whole frame is a signature/id/version: one comparison (it implies the length).
+            g.add(f"if {fx} != {self.const(whole, 'B')}: _packed_diagnose({pc}, {fx}, {idx})")
+            for name, p, fd in parts:
+                if fd is not None:
+                    g.add(f"v_{name} = {self.const(fd.const)}")
+            return
+        if all(not isinstance(p, Lit) and p.fmt is not None for _, p, _ in parts) and not any(
+                fd is not None and (fd.const is not None or fd.choices is not None) for _, _, fd in parts) \
+                and len({p.fmt[0] for _, p, _ in parts}) == 1:
+            # Only fixed-width numbers in one byte order: struct.unpack checks the length itself;
+            # the slow diagnosis runs only when it fails.
+            st = self.const(struct.Struct(parts[0][1].fmt[0] + "".join(p.fmt[1:] for _, p, _ in parts)), "S")
+            names = ", ".join(f"v_{n}" for n, _, _ in parts)
+            g.add("try:")
+            g.add(f"    {names}, = {st}.unpack({fx})")
+            g.add("except _struct_error:")
+            g.add(f"    _packed_diagnose({pc}, {fx}, {idx})")
+            return
         g.add(f"b = {fx}")
         g.add("L = len(b)")
         # Fixed prefix: literals and fixed-width numbers, checked and unpacked with one struct.
@@ -567,6 +610,7 @@ class Codec:
         for msg in table.messages:
             self._compile(msg)
         self._build_dispatch()
+        self._compile_entry()
 
     # ---- compilation ---------------------------------------------------------------------
 
@@ -591,6 +635,7 @@ class Codec:
             "FieldError": FieldError, "_M": Message, "_new": _new_message, "_derr": self._derr,
             "_frames_error": _frames_error, "_const_error": _const_error, "_lit_error": _lit_error,
             "_packed_diagnose": _packed_diagnose, "_StructureError": _StructureError,
+            "_struct_error": struct.error,
         }
         comp = _Compiler(self.table, msg, ns)
         dsrc = comp.decoder_source()
@@ -696,9 +741,48 @@ class Codec:
         channels = self._channels[name]
         return not channels or channel in channels
 
+    def _compile_entry(self) -> None:
+        """Replace ``decode`` on this instance with a function generated for this table: the
+        command-id dispatch of the common case (no message name, no channel given) with its
+        constants inlined; everything else goes to the general method."""
+        general = self._decode_general
+        if self._fast is None:
+            self.decode = general  # type: ignore[method-assign]
+            return
+        fi, off, ln, index, single = self._fast
+        key = f"f[{fi}]" if ln is None else f"f[{fi}][{off}:{off + ln}]"
+        # Per channel: the same key location, that channel's messages only.
+        by_channel = {c: (t[3], t[4]) for c, t in self._fast_ch.items() if t is not None}
+        src = (
+            "def decode(f, *, as_=None, channel=None):\n"
+            "    if as_ is None:\n"
+            "        if channel is None:\n"
+            "            index, single = INDEX, SINGLE\n"
+            "        else:\n"
+            "            t = CHANNELS.get(channel)\n"
+            "            if t is None:\n"
+            "                return GENERAL(f, as_=as_, channel=channel)\n"
+            "            index, single = t\n"
+            f"        dec = index.get({key}, single) if len(f) > {fi} else single\n"
+            "        if dec is not None:\n"
+            "            try:\n"
+            "                return dec(f)\n"
+            "            except Exception:\n"
+            "                pass  # the general path reports it (and consults dialects)\n"
+            "    return GENERAL(f, as_=as_, channel=channel)\n"
+        )
+        ns: dict[str, Any] = {"INDEX": index, "SINGLE": single, "GENERAL": general, "CHANNELS": by_channel}
+        exec(compile(src, f"<{self.protocol}:{self.dialect}:decode>", "exec"), ns)  # noqa: S102
+        self.decode = ns["decode"]  # type: ignore[method-assign]
+
     def decode(self, frames: Sequence[bytes], *, as_: str | None = None, channel: str | None = None) -> Message:
         """Decode one multipart message; raise DecodeError (ConformanceError in strict mode for
-        bytes only a dialect allows) and nothing else."""
+        bytes only a dialect allows) and nothing else. (Each instance replaces this with a
+        generated equivalent; see _compile_entry.)"""
+        return self._decode_general(frames, as_=as_, channel=channel)
+
+    def _decode_general(self, frames: Sequence[bytes], *, as_: str | None = None,
+                        channel: str | None = None) -> Message:
         if as_ is not None:
             dec = self._decoders.get(as_)
             if dec is not None:

@@ -1,0 +1,391 @@
+"""Proof that the Dafka conformance suites (scenarios/dafka/conformance/<role>/*.yaml) are
+complete and can fail.
+
+* Every case passes against the reference node of its role: in simulation in both dialects
+  (and over several seeds), and over real sockets with the reference node started as a
+  subprocess (`zmq-harness node dafka ROLE --set bind=... --set towers=...`), in both dialects.
+* Every wire- or timing-observable clause that binds a role has a case, or a reason here (and
+  in docs/conformance-dafka.md and the case files) why no harness playing the other roles can
+  exercise it on its own.
+* Every MUST / MUST NOT clause the suites cover has a mutant (reference_nodes/dafka/mutants.py)
+  that breaks it. Every mutant fails at least one case of its role's suite in every dialect
+  it differs in, and every failure is attributed to the mutant's clause (or one that
+  ``ALSO_BREAKS`` lists with its reason) — in simulation for all mutants, live for a
+  representative subset. The mutants no suite can see (``OUT_OF_REACH``) pass every case.
+* Conformant variants that the document allows but the reference does not do pass (a producer
+  that does not subscribe to GET-HEADS, a consumer that subscribes to ACKs, a store that
+  subscribes to CONSUMER-HELLO for its own address only).
+* `zmq-harness conform dafka ...` reports coverage, exits by the levels and runs a `--cmd`.
+
+`python tests/conformance/test_dafka_suites.py --write` regenerates the coverage tables in
+docs/conformance-dafka.md from the case files.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.conformance.case import Case
+from harness.conformance.report import coverage
+from harness.conformance.runner import CaseResult, load_suite, run_case_live, run_case_sim
+from harness.conformance.suites import suite
+from harness.profiles import get_profile
+from harness.protocols import catalogue
+from harness.protocols.clauses import Level, Observable
+from harness.protocols.dafka import subscription
+from reference_nodes.dafka import mutants as M
+from reference_nodes.dafka.consumer import Consumer
+from reference_nodes.dafka.producer import Producer
+from reference_nodes.dafka.store import Store
+
+ROOT = Path(__file__).resolve().parents[2]
+SCENARIOS = str(ROOT / "scenarios")
+DOC = ROOT / "docs" / "conformance-dafka.md"
+BIN = Path(sys.executable).parent / "zmq-harness"
+ROLES = ("producer", "store", "consumer")
+DIALECTS = ("strict", "dafka:zproto")
+CAT = catalogue("dafka")
+MANDATORY = (Level.MUST, Level.MUST_NOT)
+LIVE_WORKERS = 8  # live cases run side by side: each has its own ports, processes and sockets
+
+CASES: dict[str, list[Case]] = {role: load_suite("dafka", role, SCENARIOS) for role in ROLES}
+
+# Clauses that bind a role and show on the wire or in timing, but that no case can single out,
+# and why. docs/conformance-dafka.md repeats them (generated from here) and the case files too.
+_SECOND_SUB = ("A node's SUB socket for its peers shows on the wire only as the subscriptions that arrive "
+               "at the nodes it discovered, which is what dafka.interconnect.connect-on-discovery is judged "
+               "on (case discovery); whether they come from a second SUB socket or another one cannot be "
+               "seen over ZMTP.")
+_REGISTER = ("The umbrella of the role's own subscription clauses, each of which has a case (a message that "
+             "waits for the subscription that lets it through); no subscription at all at a node is judged "
+             "as dafka.interconnect.connect-on-discovery, since a SUB that connects and subscribes nothing "
+             "looks the same over ZMTP.")
+_XPUB = ("Only answers travel on the node's XPUB ({role}s send nothing by themselves), so an unreachable XPUB "
+         "cannot be told apart from a node that does not answer: every case that expects an answer fails, on "
+         "the clause of that answer. The producer suite covers it, since a producer publishes on its own.")
+UNCOVERED: dict[str, dict[str, str]] = {
+    "producer": {"dafka.interconnect.second-sub": _SECOND_SUB, "dafka.subscription.register": _REGISTER},
+    "store": {"dafka.interconnect.second-sub": _SECOND_SUB, "dafka.subscription.register": _REGISTER,
+              "dafka.interconnect.xpub-bind": _XPUB.format(role="store")},
+    "consumer": {"dafka.interconnect.second-sub": _SECOND_SUB, "dafka.subscription.register": _REGISTER,
+                 "dafka.interconnect.xpub-bind": _XPUB.format(role="consumer")},
+}
+
+# Cases the reference node leaves not applicable (skipped), and why.
+REFERENCE_SKIPS = {("consumer", "ack-optional"): "the reference consumer does not subscribe to ACKs (a MAY)"}
+
+
+def ref_factory(role: str) -> Any:
+    return get_profile("dafka").roles[role].factory
+
+
+def acceptable(name: str) -> set[str]:
+    _, _, clause = M.MUTANTS[name]
+    return {clause, *M.ALSO_BREAKS.get(name, {})}
+
+
+def differs_in(name: str, dialect: str) -> bool:
+    return dialect in M.DIALECTS.get(name, DIALECTS)
+
+
+def observable(clause: str) -> bool:
+    return CAT[clause].observable in (Observable.WIRE, Observable.TIMING)
+
+
+def failures(results: list[CaseResult]) -> list[tuple[str, str, str]]:
+    return [(r.case.id, r.verdict, r.clause) for r in results if r.verdict not in ("pass", "skipped")]
+
+
+def expected_verdict(case: Case, dialect: str) -> str:
+    if case.dialects is not None and dialect not in case.dialects:
+        return "skipped"
+    return "skipped" if (case.role, case.id) in REFERENCE_SKIPS else "pass"
+
+
+def case_id(c: Case) -> str:
+    return f"{c.role}/{c.id}"
+
+
+def run_live(jobs: list[tuple[Case, str, str]]) -> list[CaseResult]:
+    """(case, command line, dialect) jobs over real sockets, side by side."""
+    with ThreadPoolExecutor(LIVE_WORKERS) as ex:
+        return list(ex.map(lambda j: run_case_live(j[0], cmd=j[1], dialect=j[2]), jobs))
+
+
+# ---- the reference passes ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+@pytest.mark.parametrize("case", [c for r in ROLES for c in CASES[r]], ids=case_id)
+def test_reference_passes_every_case_in_simulation(case: Case, dialect: str) -> None:
+    r = run_case_sim(case, ref_factory(case.role), dialect=dialect)
+    assert r.verdict == expected_verdict(case, dialect), (r.clause, r.reason, r.exchange[-6:])
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_reference_passes_over_other_seeds(role: str) -> None:
+    """Network latencies and node addresses come from the seed: the cases must not depend on them."""
+    bad = [(c.id, d, seed, r.clause, r.reason) for c in CASES[role] for d in DIALECTS for seed in (2, 3, 4)
+           for r in [run_case_sim(c, ref_factory(role), dialect=d, seed=seed)] if r.verdict != expected_verdict(c, d)]
+    assert not bad, bad
+
+
+@pytest.mark.live
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_reference_passes_every_case_live(dialect: str) -> None:
+    jobs = [(c, suite("dafka", role).reference_cmd, dialect) for role in ROLES for c in CASES[role]]
+    results = run_live(jobs)
+    bad = [(r.case.role, r.case.id, r.verdict, r.clause, r.reason, r.iut_output) for r in results
+           if r.verdict != expected_verdict(r.case, dialect)]
+    assert not bad, bad
+
+
+# ---- coverage ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_every_observable_clause_of_the_role_has_a_case_or_a_reason(role: str) -> None:
+    results = [CaseResult(c, "pass") for c in CASES[role]]
+    covered, missing = coverage("dafka", role, results)
+    assert set(missing) == set(UNCOVERED[role]), "update the cases or UNCOVERED"
+    assert not set(covered) & set(UNCOVERED[role])
+    doc = DOC.read_text()
+    for clause in missing:
+        assert clause in doc
+    comments = "\n".join(Path(c.path).read_text() for c in CASES[role])
+    for clause in missing:  # the case files say it too
+        assert f"# not covered: {clause}" in comments, clause
+
+
+def test_the_coverage_tables_in_the_docs_are_current() -> None:
+    text = DOC.read_text()
+    assert _replace_tables(text) == text, "run: python tests/conformance/test_dafka_suites.py --write"
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_every_case_names_clauses_that_bind_its_role(role: str) -> None:
+    for c in CASES[role]:
+        for clause in c.clauses:
+            roles = CAT[clause].roles
+            assert not roles or role in roles, (c.id, clause)
+            assert observable(clause), (c.id, clause)
+
+
+# ---- mutants -------------------------------------------------------------------------------------
+
+
+def test_every_mandatory_clause_the_suites_cover_has_a_mutant_that_breaks_it() -> None:
+    broken = {clause for name, (_, _, clause) in M.MUTANTS.items() if name not in M.OUT_OF_REACH}
+    for role in ROLES:
+        for c in CASES[role]:
+            for clause in c.clauses:
+                if CAT[clause].level in MANDATORY:
+                    assert clause in broken, f"{role}: no mutant breaks {clause}"
+
+
+def test_every_mutant_clause_is_covered_by_its_roles_suite_or_out_of_reach() -> None:
+    assert set(M.OUT_OF_REACH) <= set(M.MUTANTS) and set(M.ALSO_BREAKS) <= set(M.MUTANTS)
+    assert set(M.DIALECTS) <= set(M.MUTANTS)
+    for name, (role, _, clause) in M.MUTANTS.items():
+        if name in M.OUT_OF_REACH:
+            continue
+        named = {cl for c in CASES[role] for cl in c.clauses}
+        assert clause in named, (name, clause)
+        for extra in M.ALSO_BREAKS.get(name, {}):
+            assert extra in CAT, (name, extra)
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+@pytest.mark.parametrize("name", sorted(M.MUTANTS))
+def test_mutant_fails_its_suite_on_its_clause_in_simulation(name: str, dialect: str) -> None:
+    role, factory, clause = M.MUTANTS[name]
+    results = [run_case_sim(c, factory, dialect=dialect) for c in CASES[role]]
+    failed = failures(results)
+    if name in M.OUT_OF_REACH or not differs_in(name, dialect):
+        # Out of reach of any conformance suite (the chaos checkers catch it, tests/checkers), or
+        # the reference itself in this dialect: the suite must not blame it for anything.
+        assert not failed, failed
+        return
+    assert failed, f"{name} passes every {role} case: the suite has a hole for {clause}"
+    wrong = [f for f in failed if f[1] != "fail" or f[2] not in acceptable(name)]
+    assert not wrong, f"{name} breaks {clause}, but cases failed on: {wrong}"
+
+
+# A representative subset, live: each role; wire format, timing, discovery, subscriptions,
+# discards, root-cause attribution (tower). Not xpub-elsewhere: live, a node that does not bind
+# {endpoint} never becomes ready, and the case is an error of the run (the harness waits for
+# that port before it starts its side), not a verdict.
+LIVE_MUTANTS = ("wrong-signature", "early-release", "head-next-offset", "fetch-from-zero", "impostor",
+                "no-store-hello", "descending-fetch-store", "deaf-to-tower", "accepts-any-version", "heads-by-prefix",
+                "skip-gaps", "no-get-heads", "mute-to-tower", "beacon-once", "hello-without-subscription",
+                "no-store-hello-subscription")
+
+
+@pytest.mark.live
+@pytest.mark.timeout(180)
+def test_mutants_fail_live_as_in_simulation() -> None:
+    """Each mutant as a real subprocess (`zmq-harness node dafka ROLE ... --mutant NAME`): two
+    cases it fails in simulation fail live on the same clause, and one case it passes in
+    simulation passes live too."""
+    jobs, expected = [], []
+    for name in LIVE_MUTANTS:
+        role, factory, _ = M.MUTANTS[name]
+        sim = {c.id: run_case_sim(c, factory) for c in CASES[role]}
+        chosen = [c for c in CASES[role] if sim[c.id].verdict == "fail"][:2]
+        chosen += [c for c in CASES[role] if sim[c.id].verdict == "pass"][:1]
+        for c in chosen:
+            jobs.append((c, suite("dafka", role).reference_cmd + f" --mutant {name}", "strict"))
+            expected.append((name, c.id, sim[c.id].verdict, sim[c.id].clause))
+    results = run_live(jobs)
+    got = [(e[0], r.case.id, r.verdict, r.clause) for e, r in zip(expected, results)]
+    mismatch = [(e, g, r.reason) for e, g, r in zip(expected, got, results) if e != g]
+    assert not mismatch, mismatch
+    assert all(r.clause in acceptable(e[0]) for e, r in zip(expected, results) if r.verdict != "pass")
+
+
+# ---- the suites do not ask for more than the document ------------------------------------------
+
+
+class NoGetHeadsProducer(Producer):
+    """Conformant (E-DAFKA-15): does not subscribe to GET-HEADS, like zeromq/dafka's producers."""
+
+    def peer_subscriptions(self) -> list[bytes]:
+        return [s for s in super().peer_subscriptions() if not s.startswith(b"G")]
+
+    def on_command(self, op: Any, request: dict[str, Any], now: int) -> list[Any]:
+        return [a for a in super().on_command(op, request, now) if type(a).__name__ != "Subscribe"]
+
+
+class AckSubscribingConsumer(Consumer):
+    """Conformant (a MAY): subscribes to every ACK."""
+
+    def peer_subscriptions(self) -> list[bytes]:
+        return super().peer_subscriptions() + [subscription("ACK")]
+
+
+class OwnHelloStore(Store):
+    """Conformant (E-DAFKA-18): subscribes to CONSUMER-HELLO for its own address only, like
+    zeromq/dafka's stores."""
+
+    def peer_subscriptions(self) -> list[bytes]:
+        return [subscription("CONSUMER-HELLO", self.address) if s == subscription("CONSUMER-HELLO") else s
+                for s in super().peer_subscriptions()]
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+@pytest.mark.parametrize("role,factory,skips", [
+    ("producer", NoGetHeadsProducer, {"direct-head", "signature-discard", "survives-malformed"}),
+    ("consumer", AckSubscribingConsumer, set()),
+    ("store", OwnHelloStore, set()),
+])
+def test_conformant_variants_pass(role: str, factory: Any, skips: set[str], dialect: str) -> None:
+    results = {c.id: run_case_sim(c, factory, dialect=dialect) for c in CASES[role]}
+    assert not failures(list(results.values())), [(r.case.id, r.clause, r.reason) for r in results.values()
+                                                  if r.verdict not in ("pass", "skipped")]
+    skipped = {k for k, r in results.items() if r.verdict == "skipped"}
+    by_dialect = {c.id for c in CASES[role] if c.dialects is not None and dialect not in c.dialects}
+    assert skipped == skips | by_dialect
+    for k in skips - by_dialect:  # not applicable, and the report says why
+        assert "E-DAFKA-15" in results[k].reason
+
+
+# ---- the command line ------------------------------------------------------------------------------
+
+
+def conform(tmp_path: Path, *args: str) -> tuple[int, str, ET.Element]:
+    junit = tmp_path / "junit.xml"
+    r = subprocess.run([str(BIN), "conform", "dafka", *args, "--junit", str(junit), "--out", str(tmp_path / "out")],
+                       capture_output=True, text=True, timeout=120, cwd=ROOT)
+    return r.returncode, r.stdout + r.stderr, ET.parse(junit).getroot()
+
+
+def test_exit_status_and_coverage_in_simulation(tmp_path: Path) -> None:
+    code, out, junit = conform(tmp_path, "store", "--sim", "-v")
+    assert code == 0 and junit.get("failures") == "0", out
+    assert "coverage: 30/33 wire/timing clauses for the store role have a case" in out
+    code, out, junit = conform(tmp_path, "store", "--sim", "--mutant", "no-store-hello")
+    assert code == 1, out
+    fails = [tc.find("failure") for tc in junit.iter("testcase") if tc.find("failure") is not None]
+    assert fails and {f.get("type") for f in fails} == {"dafka.store.hello-on-subscription"}
+    # a SHOULD broken (and nothing else): zero by default, non-zero with --fail-on should
+    args = ("consumer", "--sim", "--mutant", "no-hello-reply", "--case", "store-hello", "--case", "get-heads")
+    code, out, junit = conform(tmp_path, *args)
+    assert code == 0 and "[dafka.consumer.hello-reply SHOULD]" in out and junit.get("failures") == "1", out
+    code, out, _ = conform(tmp_path, *args, "--fail-on", "should")
+    assert code == 1, out
+    code, out, _ = conform(tmp_path, "consumer", "--sim", "--dialect", "dafka:zproto")
+    assert code == 0 and "2 skipped" in out, out
+
+
+def test_an_implementation_that_is_already_up_cannot_be_tested() -> None:
+    """The tower is the harness's and new for every case: --endpoint is refused, with the reason."""
+    r = run_case_live(CASES["store"][0], endpoint="tcp://127.0.0.1:1")
+    assert (r.verdict, r.clause) == ("error", "") and "--cmd" in r.reason
+
+
+@pytest.mark.live
+@pytest.mark.timeout(120)
+def test_a_command_line_with_the_placeholders_runs_live(tmp_path: Path) -> None:
+    cmd = (f"{sys.executable} -m harness.cli node dafka consumer --dialect {{dialect}} --set bind={{endpoint}} "
+           "--set towers={tower_sub},{tower_pub} --set topics={topics}")
+    code, out, junit = conform(tmp_path, "consumer", "--cmd", cmd, "--case", "get-heads", "--case", "store-hello",
+                               "--case", "no-hello-without-topics", "--dialect", "dafka:zproto")
+    assert code == 0 and junit.get("tests") == "3" and junit.get("failures") == "0", out
+
+
+# ---- the coverage tables in docs/conformance-dafka.md ---------------------------------------------
+
+
+def coverage_tables() -> str:
+    out = []
+    for role in ROLES:
+        results = [CaseResult(c, "pass") for c in CASES[role]]
+        covered, missing = coverage("dafka", role, results)
+        out.append(f"#### {role} ({len(covered)}/{len(covered) + len(missing)} clauses, "
+                   f"{len(CASES[role])} cases)\n")
+        out.append("| clause | level | cases |")
+        out.append("|---|---|---|")
+        for clause in covered + missing:
+            cases = [c.id for c in CASES[role] if clause in c.clauses]
+            shown = ", ".join(f"`{c}`" for c in cases) if cases else "**none**: " + UNCOVERED[role][clause]
+            out.append(f"| `{clause}` | {CAT[clause].level.value} | {shown} |")
+        out.append("")
+    out.append(f"#### Mutants ({len(M.MUTANTS)})\n")
+    out.append("| mutant | role | clause it breaks | its suite fails it on |")
+    out.append("|---|---|---|---|")
+    for name, (role, _, clause) in sorted(M.MUTANTS.items(), key=lambda kv: (ROLES.index(kv[1][0]), kv[0])):
+        if name in M.OUT_OF_REACH:
+            on = "nothing (out of reach: " + M.OUT_OF_REACH[name].split(";")[0] + ")"
+        else:
+            on = ", ".join(f"`{c}`" for c in sorted(acceptable(name)))
+            if name in M.DIALECTS:
+                on += " (" + ", ".join(M.DIALECTS[name]) + " only)"
+        out.append(f"| `{name}` | {role} | `{clause}` | {on} |")
+    out.append("")
+    return "\n".join(out)
+
+
+_BEGIN, _END = "<!-- coverage tables: generated by tests/conformance/test_dafka_suites.py -->", \
+    "<!-- end of coverage tables -->"
+
+
+def _replace_tables(text: str) -> str:
+    pattern = re.compile(re.escape(_BEGIN) + r".*?" + re.escape(_END), re.S)
+    assert pattern.search(text), f"docs/conformance-dafka.md needs the markers {_BEGIN} ... {_END}"
+    return pattern.sub(lambda _: f"{_BEGIN}\n\n{coverage_tables()}\n{_END}", text)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--write"]:
+        DOC.write_text(_replace_tables(DOC.read_text()))
+    else:
+        print(coverage_tables())
