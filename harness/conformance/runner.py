@@ -194,6 +194,12 @@ def run_case_live(case: Case, *, cmd: str | None = None, endpoint: str | None = 
     ep = endpoint or f"tcp://127.0.0.1:{free_port()}"
     values = _values(case, rs, dialect, ep, _live_endpoint)
     rerun = f"{rerun_base} --case {case.id}" if rerun_base else ""
+    if endpoint and not cmd and case.iut:
+        settings = ", ".join(f"{k}={v}" for k, v in case.iut.items())
+        return CaseResult(case, "skipped", f"needs the implementation started with {settings}; "
+                          "run the suite with --cmd to include it", rerun=rerun)
+    if endpoint and not cmd and tag and rs.isolate_fields:
+        case = isolated(case, rs.isolate_fields, tag)
     if endpoint and not cmd and rs.harness_endpoints:
         need = ", ".join("{" + n + "}" for n in rs.harness_endpoints)
         return CaseResult(case, "error", f"a {case.protocol} {case.role} connects to endpoints the harness binds afresh "
@@ -252,6 +258,28 @@ def run_case_live(case: Case, *, cmd: str | None = None, endpoint: str | None = 
             proc.stop()
         if trace is not None:
             trace.close()
+
+
+def isolated(case: Case, fields: tuple[str, ...], tag: str) -> Case:
+    """A copy of the case whose text values of ``fields`` end with ``tag`` (in sends and in
+    plain-value expectations), so cases sharing one implementation do not see each other."""
+    import copy
+
+    def suffix(v: Any) -> Any:
+        if isinstance(v, str):
+            return v + tag
+        if isinstance(v, bytes):
+            return v + tag.encode()
+        if isinstance(v, dict) and set(v) == {"hex"}:
+            return {"hex": str(v["hex"]).replace(" ", "") + tag.encode().hex()}
+        return v  # other matchers (patterns, refs) are left alone
+
+    out = copy.deepcopy(case)
+    for step in out.steps:
+        for f in fields:
+            if f in step.fields:
+                step.fields[f] = suffix(step.fields[f])
+    return out
 
 
 def run_suite(cases: list[Case], **kw: Any) -> list[CaseResult]:

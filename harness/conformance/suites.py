@@ -27,6 +27,9 @@ class RoleSuite:
     # (case, placeholder values, endpoint allocator) -> conductor.PeerPlan.
     harness_endpoints: tuple[str, ...] = ()
     build_peers: Callable[..., Any] | None = None
+    # Fields whose text values get a per-case suffix when one running implementation serves
+    # every case (--endpoint), so that what one case registers cannot answer the next.
+    isolate_fields: tuple[str, ...] = ()
 
     @property
     def peer_roles(self) -> dict[str, str]:
@@ -63,6 +66,7 @@ DCP = {
         "dcp", "broker",
         peers={"worker": ("worker", SocketType.DEALER, False), "client": ("client", SocketType.DEALER, False)},
         iut_binds=True,
+        isolate_fields=("service",),
         reference_cmd=_NODE + " broker --bind {endpoint} --dialect {dialect} --set heartbeat={heartbeat_ms}ms "
                               "--set liveness={liveness}",
         # A long default interval: a scripted worker that stays silent for a short case is not
