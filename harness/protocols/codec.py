@@ -885,6 +885,12 @@ class Codec:
             known.append(f"{where} = {got}, expected one of {sorted(index)!r}")
         return "unknown message: " + "; ".join(known) if known else "unknown message"
 
+    def decoder(self, name: str) -> Callable[[Sequence[bytes]], Message]:
+        """The compiled decode function of one message, for callers that know what they hold (a
+        response to their own request, a socket that carries one message type). It raises only
+        DecodeError for malformed input; it does not consult dialects."""
+        return self._decoders[name]
+
     def encoder(self, name: str) -> Callable[[dict[str, Any]], list[bytes]]:
         """The raw encode function of one message (hot paths); it does not check constraints."""
         return self._encoders[name]
