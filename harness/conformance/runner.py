@@ -180,7 +180,26 @@ def _attribute_crash(case: Case) -> str:
 # ---- real sockets ---------------------------------------------------------------------------
 
 
-def run_case_live(case: Case, *, cmd: str | None = None, endpoint: str | None = None, dialect: str = "strict",
+def run_case_live(case: Case, **kw: Any) -> CaseResult:
+    """Run one case against a real implementation (see _run_case_live). Ports come from the OS
+    and are released before use, so another process can take one in between: a case whose
+    sockets hit "address already in use" is run again on fresh ports (a few times at most)."""
+    from harness.live.sockets import SocketSetupError
+
+    for attempt in range(4):
+        try:
+            result = _run_case_live(case, **kw)
+        except SocketSetupError as e:
+            if "in use" not in str(e) or attempt == 3:
+                raise
+            continue
+        if result.verdict == "error" and "in use" in result.reason and attempt < 3 and not kw.get("endpoint"):
+            continue
+        return result
+    raise AssertionError("unreachable")
+
+
+def _run_case_live(case: Case, *, cmd: str | None = None, endpoint: str | None = None, dialect: str = "strict",
                   trace_dir: str | None = None, tag: str = "", rerun_base: str = "") -> CaseResult:
     """Run one case against a real implementation: ``cmd`` is started fresh for this case (with
     its placeholders filled) and always reaped; or ``endpoint`` is an implementation already up."""

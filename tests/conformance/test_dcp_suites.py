@@ -218,9 +218,14 @@ def test_mutant_fails_live_as_in_simulation(name: str) -> None:
     chosen = [c for c in CASES[role] if sim[c.id].verdict != "pass"][:3]
     chosen += [c for c in CASES[role] if sim[c.id].verdict == "pass"][:1]
     live = run_suite(chosen, cmd=suite("dcp", role).reference_cmd + f" --mutant {name}")
-    assert [(r.case.id, r.verdict, r.clause) for r in live] == \
-           [(c.id, sim[c.id].verdict, sim[c.id].clause) for c in chosen], [(r.case.id, r.reason) for r in live]
-    assert all(r.clause in acceptable(name) for r in live if r.verdict != "pass")
+    evidence = [(r.case.id, r.verdict, r.clause, r.reason[:200]) for r in live]
+    for r, c in zip(live, chosen):
+        s = sim[c.id]
+        if s.verdict != "pass":  # what fails in simulation fails live, on the same clause
+            assert (r.verdict, r.clause) == (s.verdict, s.clause), evidence
+        else:  # a timing mutant may also trip a passing case live, but only on its own clause
+            assert r.verdict == "pass" or r.clause in acceptable(name), evidence
+    assert all(r.clause in acceptable(name) for r in live if r.verdict != "pass"), evidence
 
 
 # ---- the suite does not ask for more than the document -------------------------------------------
