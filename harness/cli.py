@@ -242,6 +242,12 @@ def _factory(protocol: str, role: str, mutant: str | None):
     return get_profile(protocol).roles[role].factory
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from reports.cli import run
+
+    return run(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="zmq-harness", description=__doc__)
     sub = ap.add_subparsers(dest="command", required=True)
@@ -306,6 +312,15 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--suites", default="scenarios", help=argparse.SUPPRESS)
     k.add_argument("-v", "--verbose", action="store_true")
     k.set_defaults(func=cmd_conform)
+
+    rp = sub.add_parser("report", help="aggregate traces with Spark into report.json and report.html",
+                        description="Run the PySpark report job over a directory (or any Spark-readable path) of "
+                        "trace Parquet files: pass/fail per implementation x protocol x role x clause and per "
+                        "scenario x seed, latency percentiles per message type and fault window, plots.")
+    from reports.cli import add_arguments as _report_arguments
+
+    _report_arguments(rp)
+    rp.set_defaults(func=cmd_report)
 
     c = sub.add_parser("clauses", help="print or regenerate the clause catalogues (docs/clauses/*.md)")
     c.add_argument("protocols", nargs="*", metavar="PROTOCOL", help=f"any of {', '.join(PROTOCOLS)} (default: all)")

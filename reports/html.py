@@ -1,0 +1,249 @@
+"""report.html: one self-contained page (inline CSS, JS and SVG; no external assets).
+
+Every table cell carries its exact value in ``data-value`` next to the text shown, so a reader
+(or a test) can check the page against report.json. The script only adds sorting and a filter;
+everything is readable with scripts off.
+"""
+
+from __future__ import annotations
+
+import json
+from html import escape
+from typing import Any, Sequence
+
+from reports.histogram import ALPHA
+from reports.svg import fmt_ns, histogram, verdict_grid
+
+Column = tuple[str, str, str]  # (key, header, kind: text | int | ns | list | verdict)
+
+LAT = [("count", "count", "int"), ("p50", "p50", "ns"), ("p90", "p90", "ns"), ("p99", "p99", "ns"),
+       ("max", "max", "ns"), ("min", "min", "ns"), ("mean", "mean", "ns")]
+COUNTS = [("total", "total", "int"), ("pass", "pass", "int"), ("fail", "fail", "int"), ("error", "error", "int"),
+          ("skipped", "skipped", "int")]
+TABLES: dict[str, tuple[str, list[Column], str]] = {
+    # path: (title, columns, what it means)
+    "chaos.summary": ("Chaos checks over seeds",
+                      [("protocol", "protocol", "text"), ("scenario", "scenario", "text"), ("check", "check", "text"),
+                       ("clause", "clause", "text"), *COUNTS, ("status", "status", "verdict"),
+                       ("failing_seeds", "failing seeds", "list")],
+                      "One row per check of a chaos scenario: how many seeds (runs) it passed and failed."),
+    "conformance": ("Conformance per implementation × protocol × role × clause",
+                    [("implementation", "implementation", "text"), ("protocol", "protocol", "text"),
+                     ("role", "role", "text"), ("clause", "clause", "text"), *COUNTS,
+                     ("status", "status", "verdict"), ("failing_cases", "failing cases", "list")],
+                    "Verdict rows of conformance runs, by the implementation under test and the clause checked."),
+    "latency.by_msg_type": ("Latency per message type",
+                            [("protocol", "protocol", "text"), ("msg_type", "message", "text"), *LAT],
+                            "Send to receipt (same msg_id), every receipt counted, all runs and windows."),
+    "latency.by_fault_window": ("Latency per fault window",
+                                [("protocol", "protocol", "text"), ("scenario", "scenario", "text"),
+                                 ("window", "window", "text"), *LAT],
+                                "Messages grouped by the fault in force when they were sent ('none': no fault)."),
+    "latency.by_fault_window_and_msg_type": ("Latency per fault window and message type",
+                                             [("protocol", "protocol", "text"), ("scenario", "scenario", "text"),
+                                              ("window", "window", "text"), ("msg_type", "message", "text"), *LAT],
+                                             "The table above, split by message type."),
+    "latency.by_message_fault": ("Latency per per-message fault",
+                                 [("protocol", "protocol", "text"), ("msg_type", "message", "text"),
+                                  ("fault", "fault", "text"), *LAT],
+                                 "Messages a rule delayed, duplicated or reordered, against untouched ones."),
+    "latency.end_to_end": ("End-to-end request latency",
+                           [("protocol", "protocol", "text"), ("scenario", "scenario", "text"),
+                            ("command", "command", "text"), *LAT],
+                           "Application command to its delivery (same corr), retries included."),
+    "latency.end_to_end_by_fault_window": ("End-to-end latency per fault window",
+                                           [("protocol", "protocol", "text"), ("scenario", "scenario", "text"),
+                                            ("window", "window", "text"), *LAT],
+                                           "Requests grouped by the fault in force when the command was given."),
+    "delivery": ("Message delivery",
+                 [("protocol", "protocol", "text"), ("msg_type", "message", "text"), ("sent", "sent", "int"),
+                  ("delivered", "delivered", "int"), ("receptions", "receptions", "int"),
+                  ("dropped", "dropped", "int"), ("lost", "lost", "int"), ("drop_rows", "drop rows", "int"),
+                  ("orphans", "orphan receipts", "int"), ("unpaired", "rows without msg_id", "int")],
+                 "sent: send rows; delivered: messages received at least once; receptions: recv rows; dropped: "
+                 "never received, with a drop row; lost: neither received nor dropped (in flight at the end, or "
+                 "lost without a trace); orphan receipts: recv rows whose send is not in the trace."),
+    "requests": ("Application requests",
+                 [("protocol", "protocol", "text"), ("scenario", "scenario", "text"), ("command", "command", "text"),
+                  ("commands", "commands", "int"), ("answered", "answered", "int"),
+                  ("deliveries", "deliveries", "int"), ("unanswered", "unanswered", "int"),
+                  ("orphans", "orphan deliveries", "int"), ("unpaired", "rows without corr", "int")],
+                 "command rows and their deliver rows by corr."),
+    "fault_windows": ("Fault windows",
+                      [("protocol", "protocol", "text"), ("scenario", "scenario", "text"),
+                       ("window", "window", "text"), ("runs", "runs", "int"), ("segments", "segments", "int"),
+                       ("closed_total_ns", "total time (closed)", "ns"), ("open_at_end", "open at end", "int")],
+                      "Stretches of time with a fault in force, derived from crash/restart, pause/resume and "
+                      "nemesis fault rows."),
+    "fault_events": ("Point fault events",
+                     [("protocol", "protocol", "text"), ("scenario", "scenario", "text"), ("fault", "fault", "text"),
+                      ("count", "count", "int")],
+                     "fault rows without a msg_id that open no window."),
+    "discards": ("Discarded malformed messages",
+                 [("protocol", "protocol", "text"), ("implementation", "implementation", "text"),
+                  ("role", "role", "text"), ("clause", "clause", "text"), ("count", "count", "int")],
+                 "discard rows: input a node dropped as its specification requires."),
+    "failures": ("Failed verdicts",
+                 [("protocol", "protocol", "text"), ("scenario", "scenario", "text"), ("seed", "seed", "int"),
+                  ("run", "run", "text"), ("node", "node", "text"), ("msg_type", "check / case", "text"),
+                  ("clause", "clause", "text"), ("verdict", "verdict", "verdict"), ("detail", "detail", "text")],
+                 "Every fail or error verdict (up to 200), with its explanation."),
+    "runs": ("Runs", [("protocol", "protocol", "text"), ("scenario", "scenario", "text"), ("runs", "runs", "int"),
+                      ("runs_with_verdicts", "with verdicts", "int")],
+             "Runs per scenario (runs that wrote at least one verdict or fault row)."),
+}
+
+CSS = """
+body{font:14px/1.4 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1.5em;color:#222}
+h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #ddd}h3{font-size:1em}
+table{border-collapse:collapse;margin:.5em 0 1em}th,td{border:1px solid #ddd;padding:2px 6px;text-align:left}
+th{background:#f5f5f5;cursor:pointer;user-select:none}td.num{text-align:right;font-variant-numeric:tabular-nums}
+td.v-pass{color:#2e7d32}td.v-fail,td.v-error{color:#c62828;font-weight:bold}td.v-skipped{color:#777}
+p.note{color:#555;max-width:70em}#filter{margin:.5em 0;padding:3px;width:20em}
+svg text{font:10px sans-serif}svg .t{font-weight:bold}svg .axis{stroke:#999}svg .bar{fill:#1565c0}
+svg .bar.neg{fill:#ef6c00}svg .xl{text-anchor:middle}svg .yl,svg .cl{text-anchor:end}
+.plots{display:flex;flex-wrap:wrap;gap:12px}.empty{color:#777;font-style:italic}
+"""
+
+JS = """
+(function(){
+  var summary = JSON.parse(document.getElementById('report-summary').textContent);
+  function val(td){var v=td.getAttribute('data-value');var n=parseFloat(v);return (v!==''&&!isNaN(n)&&isFinite(v))?n:v;}
+  document.querySelectorAll('table.sortable').forEach(function(table){
+    table.querySelectorAll('th').forEach(function(th, i){
+      th.addEventListener('click', function(){
+        var body=table.tBodies[0], rows=Array.prototype.slice.call(body.rows);
+        var dir = th.getAttribute('data-dir')==='asc' ? -1 : 1; th.setAttribute('data-dir', dir>0?'asc':'desc');
+        rows.sort(function(a,b){var x=val(a.cells[i]),y=val(b.cells[i]);return (x>y?1:x<y?-1:0)*dir;});
+        rows.forEach(function(r){body.appendChild(r);});
+      });
+    });
+  });
+  var box=document.getElementById('filter');
+  box.addEventListener('input', function(){
+    var q=box.value.toLowerCase();
+    document.querySelectorAll('table.sortable tbody tr').forEach(function(tr){
+      tr.style.display = (!q || tr.textContent.toLowerCase().indexOf(q)>=0) ? '' : 'none';
+    });
+  });
+  var s=document.getElementById('status');
+  s.textContent = summary.failing_checks + ' failing chaos check(s), ' + summary.failing_clauses +
+    ' failing conformance clause(s), ' + summary.messages + ' message receipt(s) timed.';
+  s.className = (summary.failing_checks || summary.failing_clauses) ? 'v-fail' : 'v-pass';
+  document.documentElement.setAttribute('data-rendered', 'yes');
+})();
+"""
+
+
+def _value(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, (list, tuple)):
+        return ",".join(str(x) for x in v)
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v)
+
+
+def _cell(v: Any, kind: str) -> str:
+    raw = _value(v)
+    if kind == "ns":
+        return f'<td class="num" data-value="{escape(raw)}">{escape(fmt_ns(v))}</td>'
+    if kind == "int":
+        return f'<td class="num" data-value="{escape(raw)}">{escape(raw)}</td>'
+    if kind == "verdict":
+        return f'<td class="v-{escape(raw)}" data-value="{escape(raw)}">{escape(raw)}</td>'
+    if kind == "list":
+        return f'<td data-value="{escape(raw)}">{escape(", ".join(str(x) for x in v or []))}</td>'
+    return f'<td data-value="{escape(raw)}">{escape(raw)}</td>'
+
+
+def table(path: str, rows: Sequence[dict], columns: Sequence[Column] | None = None, attrs: str = "") -> str:
+    cols = columns or TABLES[path][1]
+    if not rows:
+        return f'<p class="empty" data-table-empty="{escape(path)}">No rows.</p>'
+    head = "".join(f'<th data-col="{escape(k)}">{escape(h)}</th>' for k, h, _ in cols)
+    body = "".join("<tr>" + "".join(_cell(r.get(k), kind).replace("<td", f'<td data-col="{escape(k)}"', 1)
+                                    for k, _, kind in cols) + "</tr>" for r in rows)
+    return (f'<table class="sortable" data-table="{escape(path)}"{attrs}><thead><tr>{head}</tr></thead>'
+            f"<tbody>{body}</tbody></table>")
+
+
+def _section(path: str, rows: Sequence[dict], level: str = "h3") -> str:
+    title, _, note = TABLES[path]
+    return f'<{level} id="{escape(path)}">{escape(title)}</{level}><p class="note">{escape(note)}</p>{table(path, rows)}'
+
+
+def _chaos_runs(report: dict[str, Any]) -> str:
+    """Per scenario: the verdict grid (checks x seeds) and the table of runs."""
+    runs = report["chaos"]["runs"]
+    if not runs:
+        return '<p class="empty">No chaos runs.</p>'
+    by_scenario: dict[tuple, list[dict]] = {}
+    for r in runs:
+        by_scenario.setdefault((r["protocol"], r["scenario"]), []).append(r)
+    out = []
+    for (protocol, scenario), rs in sorted(by_scenario.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))):
+        checks = sorted({c for r in rs for c in r["checks"]})
+        grid = verdict_grid(checks, [(r["seed"], r["checks"]) for r in rs], f"{scenario}: verdicts over seeds")
+        cols: list[Column] = [("seed", "seed", "int"), ("run", "run", "text"),
+                              *[(c, c, "verdict") for c in checks]]
+        flat = [{"seed": r["seed"], "run": r["run"], **r["checks"]} for r in rs]
+        attrs = f' data-scenario="{escape(str(scenario))}"'
+        out.append(f'<h3 id="runs-{escape(str(scenario))}">{escape(str(protocol))} / {escape(str(scenario))}: '
+                   f'{len(rs)} run(s), {sum(not r["ok"] for r in rs)} failing</h3>'
+                   f'<div class="plots">{grid}</div>'
+                   f'<details><summary>table of runs × checks</summary>'
+                   f'{table("chaos.runs", flat, cols, attrs)}'
+                   f"</details>")
+    return "".join(out)
+
+
+def _plots(report: dict[str, Any]) -> str:
+    plots = [histogram(kc, name) for name, kc in report["histograms"].items()]
+    plots = [p for p in plots if p]
+    return f'<div class="plots">{"".join(plots)}</div>' if plots else '<p class="empty">No latencies.</p>'
+
+
+def render(report: dict[str, Any]) -> str:
+    summary = {
+        "failing_checks": sum(1 for s in report["chaos"]["summary"] if s["status"] != "pass"),
+        "failing_clauses": sum(1 for c in report["conformance"] if c["status"] in ("fail", "error")),
+        "messages": sum(r["count"] for r in report["latency"]["by_msg_type"]),
+    }
+    lat = report["latency"]
+    sp = report["spark"]
+    parts = [
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
+        f"<title>zmq-harness report: {escape(report['source'])}</title><style>{CSS}</style></head><body>",
+        f"<h1>zmq-harness report</h1><p>Traces: <code>{escape(report['source'])}</code>; generated "
+        f"{escape(report['generated_at'])} by Spark {escape(sp['version'])} on <code>{escape(sp['master'])}</code> "
+        f"in {sp['seconds']} s.</p><p id=\"status\"></p>",
+        '<input id="filter" type="search" placeholder="filter rows (any text)">',
+        _section("runs", report["runs"]),
+        "<h2>Chaos runs</h2>", _section("chaos.summary", report["chaos"]["summary"]),
+        "<h3>Verdicts over seeds</h3>", _chaos_runs(report),
+        "<h2>Conformance</h2>", _section("conformance", report["conformance"]),
+        "<h2>Failures</h2>", _section("failures", report["failures"]),
+        "<h2>Latency</h2>",
+        f'<p class="note">Percentiles are nearest-rank (the value of rank ⌈q·n⌉) computed from log-spaced '
+        f"histograms: each is within {ALPHA:.0%} of the exact value; count, min, max and mean are exact. "
+        f"Each cell's exact value in ns is in its data-value attribute.</p>",
+        "<h3>Latency distribution per message type</h3>", _plots(report),
+        _section("latency.by_msg_type", lat["by_msg_type"]),
+        _section("latency.by_fault_window", lat["by_fault_window"]),
+        _section("latency.by_fault_window_and_msg_type", lat["by_fault_window_and_msg_type"]),
+        _section("latency.by_message_fault", lat["by_message_fault"]),
+        _section("latency.end_to_end", lat["end_to_end"]),
+        _section("latency.end_to_end_by_fault_window", lat["end_to_end_by_fault_window"]),
+        "<h2>Delivery</h2>", _section("delivery", report["delivery"]), _section("requests", report["requests"]),
+        "<h2>Faults</h2>", _section("fault_windows", report["fault_windows"]),
+        _section("fault_events", report["fault_events"]), _section("discards", report["discards"]),
+        "<h2>Data quality</h2><ul>",
+        "".join(f"<li data-quality=\"{escape(k)}\">{escape(k.replace('_', ' '))}: {escape(_value(v) or '0')}</li>"
+                for k, v in report["data_quality"].items()),
+        "</ul>",
+        f'<script type="application/json" id="report-summary">{json.dumps(summary)}</script>',
+        f"<script>{JS}</script></body></html>",
+    ]
+    return "".join(parts)

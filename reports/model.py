@@ -1,0 +1,200 @@
+"""Turn the job's small results into report.json: tables of plain rows, histograms merged per
+table key, percentiles computed from them (reports.histogram)."""
+
+from __future__ import annotations
+
+import datetime
+from collections import defaultdict
+from typing import Any, Callable, Iterable
+
+from reports.histogram import ALPHA, GAMMA, Histogram
+from reports.job import JobResult
+from reports.messages import DELIVERED, DROPPED, FAULT_BITS, LOST, NO_ID, ORPHAN, OTHER_FAULT_BIT, RECEIVED
+from reports.windows import END, is_point_event
+
+REPORT_VERSION = 1
+UNKNOWN = "?"
+
+
+def fault_label(bits: int) -> str:
+    """Per-message faults as a label: 'none', 'delay', 'delay+duplicate', ..."""
+    names = [name for name, bit in FAULT_BITS if bits & bit]
+    if bits & OTHER_FAULT_BIT:
+        names.append("other")
+    return "+".join(names) or "none"
+
+
+class _Rows:
+    """Histogram rows with names resolved, filtered and grouped for one table at a time."""
+
+    def __init__(self, job: JobResult) -> None:
+        self.rows = []
+        groups, types = job.control.groups, job.control.msg_types
+        for h in job.histogram:
+            protocol, scenario = groups.get(h["p"], (None, None))
+            self.rows.append({**h, "protocol": protocol or UNKNOWN, "scenario": scenario or UNKNOWN,
+                              "mt": types.get(h["mt"]) or UNKNOWN,
+                              "window": job.window_labels[h["wl"]], "fault": fault_label(h["fb"])})
+
+    def latency(self, e2e: bool, key: Callable[[dict], tuple]) -> dict[tuple, Histogram]:
+        out: dict[tuple, Histogram] = defaultdict(Histogram)
+        for r in self.rows:
+            if r["e"] == e2e and r["status"] == RECEIVED:
+                out[key(r)].add(r["b"], r["n"], r["lo"], r["hi"], r["total"] or 0.0)
+        return out
+
+    def counts(self, e2e: bool, key: Callable[[dict], tuple]) -> dict[tuple, dict[str, int]]:
+        out: dict[tuple, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        for r in self.rows:
+            if r["e"] == e2e:
+                c = out[key(r)]
+                c[r["status"]] += r["n"]
+                c["drop_rows"] += r["drops"] or 0
+        return out
+
+
+def _table(hists: dict[tuple, Histogram], names: tuple[str, ...]) -> list[dict]:
+    return [{**dict(zip(names, k)), **h.summary()} for k, h in sorted(hists.items())]
+
+
+def _delivery(counts: dict[tuple, dict[str, int]], names: tuple[str, ...], e2e: bool) -> list[dict]:
+    out = []
+    for k, c in sorted(counts.items()):
+        sent = c[DELIVERED] + c[DROPPED] + c[LOST]
+        row = {**dict(zip(names, k)), ("commands" if e2e else "sent"): sent,
+               ("answered" if e2e else "delivered"): c[DELIVERED],
+               ("deliveries" if e2e else "receptions"): c[RECEIVED]}
+        if not e2e:
+            row.update(dropped=c[DROPPED], lost=c[LOST], drop_rows=c["drop_rows"])
+        else:
+            row.update(unanswered=c[DROPPED] + c[LOST])
+        row.update(orphans=c[ORPHAN], unpaired=c[NO_ID])
+        out.append(row)
+    return out
+
+
+def _chaos(job: JobResult) -> dict[str, Any]:
+    runs: dict[str, dict] = {}
+    for r in job.control.chaos_runs:
+        run = runs.setdefault(r["run"], {"protocol": r["protocol"], "scenario": r["scenario"], "seed": r["seed"],
+                                         "run": r["run"], "checks": {}})
+        run["checks"][r["check"]] = r["verdict"]
+    for run in runs.values():
+        run["ok"] = all(v == "pass" for v in run["checks"].values())
+    ordered = sorted(runs.values(), key=lambda r: (r["protocol"] or "", r["scenario"] or "", r["seed"] or 0, r["run"]))
+    summary = [{**s, "status": "fail" if (s["fail"] or s["error"]) else "pass"} for s in job.control.chaos_summary]
+    return {"summary": summary, "runs": ordered}
+
+
+def _conformance(job: JobResult) -> list[dict]:
+    out = []
+    for c in job.control.conformance:
+        status = "fail" if c["fail"] else "error" if c["error"] else "pass" if c["pass"] else "skipped"
+        out.append({**c, "status": status})
+    return out
+
+
+def _windows(job: JobResult) -> list[dict]:
+    """How often and how long each window label was in force, per scenario."""
+    acc: dict[tuple, dict] = {}
+    for s in job.segments:
+        protocol, scenario = job.control.event_meta.get(s.run, (UNKNOWN, UNKNOWN))
+        a = acc.setdefault((protocol, scenario, s.label), {"runs": set(), "segments": 0, "total_ns": 0, "open": 0})
+        a["runs"].add(s.run)
+        a["segments"] += 1
+        if s.end == END:
+            a["open"] += 1
+        else:
+            a["total_ns"] += s.end - s.start
+    return [{"protocol": p, "scenario": sc, "window": w, "runs": len(a["runs"]), "segments": a["segments"],
+             "closed_total_ns": a["total_ns"], "open_at_end": a["open"]} for (p, sc, w), a in sorted(acc.items())]
+
+
+def _point_faults(job: JobResult) -> list[dict]:
+    acc: dict[tuple, int] = defaultdict(int)
+    for e in job.control.events:
+        if is_point_event(e):
+            protocol, scenario = job.control.event_meta.get(e.run, (UNKNOWN, UNKNOWN))
+            acc[(protocol, scenario, e.fault or UNKNOWN)] += 1
+    return [{"protocol": p, "scenario": s, "fault": f, "count": n} for (p, s, f), n in sorted(acc.items())]
+
+
+def _plots(rows: _Rows) -> dict[str, list]:
+    """(bucket key, count) per (protocol, msg_type) for the latency plots."""
+    hists = rows.latency(False, lambda r: (r["protocol"], r["mt"]))
+    return {f"{p}/{m}": h.keys_counts() for (p, m), h in sorted(hists.items())}
+
+
+def build(job: JobResult, source: str, master: str, seconds: float, spark_version: str,
+          extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    rows = _Rows(job)
+    by_type = ("protocol", "msg_type")
+    lat = {
+        "by_msg_type": _table(rows.latency(False, lambda r: (r["protocol"], r["mt"])), by_type),
+        "by_fault_window": _table(rows.latency(False, lambda r: (r["protocol"], r["scenario"], r["window"])),
+                                  ("protocol", "scenario", "window")),
+        "by_fault_window_and_msg_type": _table(
+            rows.latency(False, lambda r: (r["protocol"], r["scenario"], r["window"], r["mt"])),
+            ("protocol", "scenario", "window", "msg_type")),
+        "by_message_fault": _table(rows.latency(False, lambda r: (r["protocol"], r["mt"], r["fault"])),
+                                   ("protocol", "msg_type", "fault")),
+        "end_to_end": _table(rows.latency(True, lambda r: (r["protocol"], r["scenario"], r["mt"])),
+                             ("protocol", "scenario", "command")),
+        "end_to_end_by_fault_window": _table(
+            rows.latency(True, lambda r: (r["protocol"], r["scenario"], r["window"])),
+            ("protocol", "scenario", "window")),
+    }
+    delivery = _delivery(rows.counts(False, lambda r: (r["protocol"], r["mt"])), by_type, False)
+    requests = _delivery(rows.counts(True, lambda r: (r["protocol"], r["scenario"], r["mt"])),
+                         ("protocol", "scenario", "command"), True)
+    quality = {
+        "orphan_receptions": sum(d["orphans"] for d in delivery),
+        "unpaired_message_rows": sum(d["unpaired"] for d in delivery),
+        "orphan_deliveries": sum(d["orphans"] for d in requests),
+        "unpaired_request_rows": sum(d["unpaired"] for d in requests),
+        "runs_without_verdicts": sum(r["runs"] - r["runs_with_verdicts"] for r in job.control.runs),
+        "receipts_of_unnamed_scenarios": sum(r["n"] for r in rows.rows if r["protocol"] == UNKNOWN),
+    }
+    return {
+        "version": REPORT_VERSION,
+        "generated_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "source": source,
+        "spark": {"master": master, "version": spark_version, "seconds": round(seconds, 3)},
+        "runs": sorted(({"protocol": r["protocol"], "scenario": r["scenario"], "runs": r["runs"],
+                         "runs_with_verdicts": r["runs_with_verdicts"]} for r in job.control.runs),
+                       key=lambda r: (r["protocol"] or "", r["scenario"] or "")),
+        "chaos": _chaos(job),
+        "conformance": _conformance(job),
+        "failures": job.control.failures,
+        "latency": lat,
+        "latency_method": {
+            "unit": "ns",
+            "percentile": "nearest rank: the value of rank ceil(q*n) in sorted order",
+            "relative_error": ALPHA,
+            "gamma": GAMMA,
+            "exact": ["count", "min", "max", "mean"],
+        },
+        "histograms": _plots(rows),
+        "delivery": delivery,
+        "requests": requests,
+        "fault_windows": _windows(job),
+        "fault_events": _point_faults(job),
+        "discards": job.control.discards,
+        "data_quality": quality,
+        **(extra or {}),
+    }
+
+
+def iter_tables(report: dict[str, Any]) -> Iterable[tuple[str, list[dict]]]:
+    """(path, rows) of every table in the report, in the order the HTML shows them."""
+    yield "chaos.summary", report["chaos"]["summary"]
+    yield "conformance", report["conformance"]
+    for name, rows in report["latency"].items():
+        yield f"latency.{name}", rows
+    yield "delivery", report["delivery"]
+    yield "requests", report["requests"]
+    yield "fault_windows", report["fault_windows"]
+    yield "fault_events", report["fault_events"]
+    yield "discards", report["discards"]
+    yield "failures", report["failures"]
+    yield "runs", report["runs"]

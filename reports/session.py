@@ -1,0 +1,41 @@
+"""One SparkSession for the report job (and for every test that runs it).
+
+Settings chosen for a small local machine but valid on any master: shuffle partitions sized for
+the cores at hand, adaptive execution on, no UI, quiet logs. A session that already exists (a
+test fixture, a notebook) is reused as it is.
+"""
+
+from __future__ import annotations
+
+import os
+
+DEFAULT_MASTER = "local[*]"
+
+
+def get_session(master: str = DEFAULT_MASTER, driver_memory: str | None = None):  # -> SparkSession
+    # Loopback unless told otherwise: a laptop on a flaky network must not stall the driver.
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    cores = os.cpu_count() or 2
+    builder = (
+        SparkSession.builder.master(master)
+        .appName("zmq-harness report")
+        .config("spark.ui.enabled", os.environ.get("UI", "false"))
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.log.level", "ERROR")
+        # 2 x cores: enough tasks to keep every core busy, few enough that each task's hash map
+        # is worth its setup. On a cluster, AQE coalesces or splits from here.
+        .config("spark.sql.shuffle.partitions", str(2 * cores) if master.startswith("local") else "200")
+        .config("spark.sql.adaptive.enabled", "true")
+        .config("spark.sql.adaptive.coalescePartitions.enabled", "true")
+        .config("spark.driver.memory", driver_memory or os.environ.get("ZMQ_HARNESS_DRIVER_MEMORY", "2g"))
+    )
+    if os.environ.get("ZMQ_HARNESS_JAVA_OPTS"):  # profiling hook (JFR etc.)
+        builder = builder.config("spark.driver.extraJavaOptions", os.environ["ZMQ_HARNESS_JAVA_OPTS"])
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
