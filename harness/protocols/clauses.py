@@ -41,6 +41,10 @@ class Observable(str, Enum):
     INTERNAL = "internal"  # only inside the node (storage, application delivery, memory)
 
 
+# Short names for catalogue modules, which list many clauses.
+MUST, MUST_NOT, SHOULD, SHOULD_NOT, MAY = Level.MUST, Level.MUST_NOT, Level.SHOULD, Level.SHOULD_NOT, Level.MAY
+WIRE, TIMING, INTERNAL = Observable.WIRE, Observable.TIMING, Observable.INTERNAL
+
 _ID = re.compile(r"^[a-z0-9]+(\.[a-z0-9][a-z0-9-]*)+$")
 
 

@@ -23,21 +23,14 @@ normative, see E-DAFKA-23). Besides those, the catalogue holds:
 wire-format clauses name the three node types of section Node types, because towers
 are a separate node type that forwards beacons, not Dafka commands (E-DAFKA-13).
 
-Errata ids refer to `docs/errata.md` (fragment `docs/errata.md`). Ids are
+Errata ids refer to `docs/errata.md`. Ids are
 permanent: never rename or reuse one.
 """
 
 from __future__ import annotations
 
-from harness.protocols.clauses import Catalogue, Clause, Level, Observable
+from harness.protocols.clauses import Catalogue, Clause, MUST, MUST_NOT, SHOULD, MAY, WIRE, TIMING, INTERNAL
 
-MUST = Level.MUST
-MUST_NOT = Level.MUST_NOT
-SHOULD = Level.SHOULD
-MAY = Level.MAY
-WIRE = Observable.WIRE
-TIMING = Observable.TIMING
-INTERNAL = Observable.INTERNAL
 
 NODES = ("producer", "consumer", "store")
 PRODUCER = ("producer",)

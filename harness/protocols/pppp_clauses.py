@@ -29,21 +29,14 @@ Quoted statements keep the document's spelling (typos are listed in E-PPPP-19).
 
 `roles` uses "publisher" and "subscriber"; empty means both.
 
-Errata ids refer to `docs/errata.md` (fragment `docs/errata.md`). Ids are permanent:
+Errata ids refer to `docs/errata.md`. Ids are permanent:
 never rename or reuse one.
 """
 
 from __future__ import annotations
 
-from harness.protocols.clauses import Catalogue, Clause, Level, Observable
+from harness.protocols.clauses import Catalogue, Clause, MUST, MUST_NOT, SHOULD, MAY, WIRE, TIMING, INTERNAL
 
-MUST = Level.MUST
-MUST_NOT = Level.MUST_NOT
-SHOULD = Level.SHOULD
-MAY = Level.MAY
-WIRE = Observable.WIRE
-TIMING = Observable.TIMING
-INTERNAL = Observable.INTERNAL
 
 ALL = ()
 PUBLISHER = ("publisher",)
