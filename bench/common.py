@@ -6,7 +6,6 @@ import datetime
 import os
 import platform
 import re
-import subprocess
 import sys
 from pathlib import Path
 

@@ -527,7 +527,6 @@ class UUIDText(FrameType):
                 raise FieldError(f"{s!r} does not have the RFC 4122 variant")
 
     def strategy(self) -> Any:
-        import uuid
 
         from hypothesis import strategies as st
 
