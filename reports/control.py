@@ -6,6 +6,7 @@ hashes. One Spark action; the verdict and fault tables are built on the driver f
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,22 +38,24 @@ class Control:
 
 
 def control_query(df):  # DataFrame -> DataFrame
-    """Control rows, and one row per distinct (protocol, scenario, message type) of send/command
-    rows — found by the same scan: message rows keep only those three columns (the others are
-    nulled), so `distinct` folds them to a handful while every control row stays unique."""
+    """Control rows, and one row per distinct (protocol, scenario, message type) of send, command
+    and deliver rows — found by the same scan. A control row's own columns travel packed in one
+    JSON string (built for those few rows only) that is null on message rows, so `distinct` on
+    four columns folds the message rows to a handful while every control row stays unique."""
     from pyspark.sql import functions as F
 
     kind = F.col("kind")
     ctl = kind.isin(VERDICT, CRASH, RESTART, PAUSE, RESUME, DISCARD) | ((kind == FAULT) & F.col("msg_id").isNull())
     named = kind.isin(SEND, COMMAND, DELIVER)  # not recv: the bulk of the rows; receipts use their send's type
     keep_detail = (kind != VERDICT) | (F.col("verdict") != "pass")  # evidence of failures only
-    cols = [F.when(ctl, F.col(c)).alias(c) for c in CONTROL_COLUMNS if c != "detail"]
+    packed = F.to_json(F.struct(
+        *[F.col(c) for c in CONTROL_COLUMNS if c != "detail"],
+        F.when(keep_detail, F.col("detail")).alias("detail"),
+        # scan order breaks ties between events at the same time (crash then restart at t)
+        F.monotonically_increasing_id().alias("order")), {"ignoreNullFields": "false"})
     return (
         df.filter(ctl | named)
-        .select(*cols, F.when(ctl & keep_detail, F.col("detail")).alias("detail"), "protocol", "scenario",
-                F.when(ctl | named, F.col("msg_type")).alias("msg_type"), ctl.alias("is_control"),
-                # scan order breaks ties between events at the same time (crash then restart at t)
-                F.when(ctl, F.monotonically_increasing_id()).alias("order"))
+        .select("protocol", "scenario", "msg_type", F.when(ctl, packed).alias("control"))
         .distinct()
         .withColumn("p", F.xxhash64("protocol", "scenario"))
         .withColumn("mt", F.xxhash64("msg_type"))
@@ -62,7 +65,10 @@ def control_query(df):  # DataFrame -> DataFrame
 def read_control(df) -> Control:
     tables = ControlTables()
     for r in control_query(df).collect():
-        tables.add(r.asDict())
+        row = r.asDict()
+        if row["control"] is not None:
+            row.update(json.loads(row["control"]))
+        tables.add(row)
     out = Control()
     tables.finish(out)
     return out
@@ -100,7 +106,7 @@ class ControlTables:
 
     def add(self, r: dict) -> None:
         self.groups[r["p"]] = (r["protocol"], r["scenario"])
-        if not r["is_control"]:
+        if r["control"] is None:
             self.msg_types[r["mt"]] = r["msg_type"]
             return
         kind, run = r["kind"], r["run"]

@@ -23,7 +23,8 @@ from reports.windows import Segment
 FAULT_BITS = (("delay", 1), ("duplicate", 2), ("reorder", 4))
 OTHER_FAULT_BIT = 8
 RECEIVED, ORPHAN, DELIVERED, DROPPED, LOST, NO_ID = "received", "orphan", "delivered", "dropped", "lost", "no-id"
-STATUSES = (RECEIVED, ORPHAN, DELIVERED, DROPPED, LOST, NO_ID)
+FANOUT = "fan-out"  # receipts beyond the first and last of one message: only the exact path times them
+STATUSES = (RECEIVED, ORPHAN, DELIVERED, DROPPED, LOST, NO_ID, FANOUT)
 STATUS = {name: i for i, name in enumerate(STATUSES)}  # small ints in Spark, names on the driver
 SEND_SIDE, RECEIVE_SIDE, DROP_ROW, FAULT_ROW = 0, 1, 2, 3
 
@@ -45,78 +46,151 @@ def fault_bits(fault):  # Column -> Column: "delay:rule-1" -> 1, ...
     return expr.otherwise(F.lit(OTHER_FAULT_BIT))
 
 
-def paired_rows(df):  # DataFrame -> DataFrame
-    """One narrow row per message event: m (the message), side, time, hashes, fault bits."""
+def paired_rows(df, spark: Any, segments: list[Segment], labels: dict[str, int]):  # -> DataFrame
+    """One narrow row per message event, ready for the shuffle: m (names the message), t, flags
+    (side, pairing, no-id, fault bits packed in one int), mt and p (type and scenario hashes) and
+    wl, the fault window of a send row. UnsafeRow spends 8 bytes per field whatever its type, so
+    fewer fields is a smaller shuffle."""
     from pyspark.sql import functions as F
+    from pyspark.sql import types as T
 
     kind = F.col("kind")
     e2e = kind.isin(COMMAND, DELIVER)
     pair_id = F.when(e2e, F.when(F.col("corr").isNotNull(), F.xxhash64("corr"))).otherwise(F.col("msg_id"))
-    return (
+    side = (F.when(kind.isin(SEND, COMMAND), SEND_SIDE).when(kind.isin(RECV, DELIVER), RECEIVE_SIDE)
+            .when(kind == DROP, DROP_ROW).otherwise(FAULT_ROW))
+    x = (
         df.filter(kind.isin(SEND, RECV, DROP, COMMAND, DELIVER) | ((kind == FAULT) & F.col("msg_id").isNotNull()))
         .select(
             F.xxhash64("run").alias("r"),
-            e2e.alias("e"),
-            pair_id.isNull().alias("u"),  # no id: cannot be paired, alone in its window
+            e2e.cast("int").alias("e"),
+            pair_id.isNull().cast("int").alias("u"),  # no id: cannot be paired, alone in its window
             F.coalesce(pair_id, F.monotonically_increasing_id()).alias("id"),
-            F.when(kind.isin(SEND, COMMAND), SEND_SIDE).when(kind.isin(RECV, DELIVER), RECEIVE_SIDE)
-            .when(kind == DROP, DROP_ROW).otherwise(FAULT_ROW).alias("k"),
+            side.alias("k"),
             F.col("time_ns").alias("t"),
             F.xxhash64("msg_type").alias("mt"),
             F.xxhash64("protocol", "scenario").alias("p"),
             F.when(kind == FAULT, fault_bits(F.col("fault"))).otherwise(0).alias("f"),
         )
-        # One long names the message: the sort behind the window orders on a single 8-byte
-        # prefix (radix sort) instead of comparing four columns.
-        .withColumn("m", F.xxhash64("r", "e", "u", "id"))
-    )
-
-
-def histogram_query(spark: Any, df, segments: list[Segment], labels: dict[str, int]):  # -> DataFrame
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
-
-    k, t = F.col("k"), F.col("t")
-    w = Window.partitionBy("m")
-    x = paired_rows(df).select(
-        "r", "u", "e", "k", "t", "p", "mt",
-        F.min(F.when(k == SEND_SIDE, t)).over(w).alias("t0"),
-        F.max(F.when(k == SEND_SIDE, F.col("mt"))).over(w).alias("mt0"),
-        F.bit_or("f").over(w).alias("fb"),
-        F.count(F.when(k == RECEIVE_SIDE, 1)).over(w).alias("nr"),
-        F.count(F.when(k == DROP_ROW, 1)).over(w).alias("nd"),
-    ).filter(k <= RECEIVE_SIDE)
-    u, t0 = F.col("u"), F.col("t0")
-    status = (F.when(u, STATUS[NO_ID])
-              .when(k == RECEIVE_SIDE, F.when(t0.isNull(), STATUS[ORPHAN]).otherwise(STATUS[RECEIVED]))
-              .when(F.col("nr") > 0, STATUS[DELIVERED]).when(F.col("nd") > 0, STATUS[DROPPED])
-              .otherwise(STATUS[LOST]))
-    x = x.select(
-        "r", "e", "p", "fb",
-        F.coalesce(F.col("mt0"), F.col("mt")).alias("mt"),  # the type its send row names
-        F.coalesce(t0, t).alias("ts"),  # the message's send time decides its fault window
-        F.when((k == RECEIVE_SIDE) & ~u & t0.isNotNull(), t - t0).alias("lat"),
-        status.alias("status"),
-        F.when(k == SEND_SIDE, F.col("nd")).otherwise(0).alias("nd"),
     )
     if segments:
+        # Label send rows with the segment they were sent in (a broadcast of a few rows per
+        # faulty run); receipts get their send's label through the window.
         schema = T.StructType([T.StructField("run", T.StringType()), T.StructField("s0", T.LongType()),
                                T.StructField("s1", T.LongType()), T.StructField("wl", T.IntegerType())])
         segs = spark.createDataFrame([(s.run, s.start, s.end, labels[s.label]) for s in segments], schema)
         segs = segs.select(F.xxhash64("run").alias("sr"), "s0", "s1", "wl")
-        # a few segments per faulty run: broadcast, and let each row find the one it was sent in
-        x = x.join(F.broadcast(segs), (x.r == segs.sr) & (x.ts >= segs.s0) & (x.ts < segs.s1), "left")
+        x = x.join(F.broadcast(segs), (x.r == segs.sr) & (x.k == SEND_SIDE) & (x.t >= segs.s0) & (x.t < segs.s1),
+                   "left")
         wl = F.coalesce(F.col("wl"), F.lit(0))
     else:
         wl = F.lit(0)
+    # One long names the message: the sort behind the window orders on a single 8-byte prefix
+    # (radix sort) instead of comparing four columns.
+    return x.select(F.xxhash64("r", "e", "u", "id").alias("m"), "t", "mt", "p",
+                    (F.col("k") + F.col("e") * 4 + F.col("u") * 8 + F.col("f") * 16).alias("flags"),
+                    wl.alias("wl"))
+
+
+def _histogram(x):  # DataFrame of (p, e, mt, wl, fb, status, lat, w, nd) -> the histogram DataFrame
+    from pyspark.sql import functions as F
+
     lat = F.col("lat")
-    return (x.groupBy("p", "e", "mt", wl.alias("wl"), "fb", "status", bucket(lat).alias("b"))
-            .agg(F.count(F.lit(1)).alias("n"), F.min(lat).alias("lo"), F.max(lat).alias("hi"),
+    return (x.groupBy("p", "e", "mt", "wl", "fb", "status", bucket(lat).alias("b"))
+            .agg(F.sum("w").alias("n"), F.min(lat).alias("lo"), F.max(lat).alias("hi"),
                  F.sum(lat.cast("double")).alias("total"), F.sum("nd").alias("drops")))
 
 
-def message_histogram(spark: Any, df, segments: list[Segment], labels: dict[str, int]) -> list[dict]:
-    """Counts per (p, e2e, mt, window id, fault bits, status, bucket) with min/max/sum of latency."""
-    return [{**r.asDict(), "status": STATUSES[r["status"]]}
-            for r in histogram_query(spark, df, segments, labels).collect()]
+def fast_query(spark: Any, df, segments: list[Segment], labels: dict[str, int]):  # -> DataFrame
+    """Pairing by hash aggregation: a message's rows fold into one row (send time, first and last
+    receipt, counts) — most of them already on the map side, since a message's rows sit together
+    in its run's file — so the shuffle carries about one row per message. Exact for messages
+    received at most twice; the receipts in between of a fan-out (3+ receipts) are only counted
+    (status FANOUT), and message_histogram then takes the exact path."""
+    from pyspark.sql import functions as F
+
+    flags, t = F.col("flags"), F.col("t")
+    k = flags.bitwiseAND(3)
+    send, recv = k == SEND_SIDE, k == RECEIVE_SIDE
+    m = paired_rows(df, spark, segments, labels).groupBy("m").agg(
+        F.min(F.when(send, t)).alias("t0"),
+        F.min(F.when(recv, t)).alias("t1"),
+        F.max(F.when(recv, t)).alias("t2"),
+        F.count(F.when(send, 1)).alias("ns"),
+        F.count(F.when(recv, 1)).alias("nr"),
+        F.count(F.when(k == DROP_ROW, 1)).alias("nd"),
+        F.bit_or(F.shiftright(flags, 4)).alias("fb"),
+        F.max(flags.bitwiseAND(12)).alias("eu"),
+        F.coalesce(F.max(F.when(send, F.col("mt"))), F.max("mt")).alias("mt"),
+        F.max("p").alias("p"),
+        F.max(F.when(send, F.col("wl"))).alias("wl"),
+    )
+    t0, ns, nr, nd = F.col("t0"), F.col("ns"), F.col("nr"), F.col("nd")
+    unpaired = F.col("eu").bitwiseAND(8) != 0
+
+    def item(status: str, w, lat=None, drops=None):  # one histogram contribution, or null
+        return F.struct(F.lit(STATUS[status]).alias("status"), w.cast("long").alias("w"),
+                        (lat if lat is not None else F.lit(None).cast("long")).alias("lat"),
+                        (drops if drops is not None else F.lit(0).cast("long")).alias("nd"))
+
+    fate = (F.when(unpaired, F.when(ns + nr > 0, item(NO_ID, ns + nr)))  # not a lone drop/fault row
+            .when(ns == 0, F.when(nr > 0, item(ORPHAN, nr)))
+            .when(nr > 0, item(DELIVERED, ns, drops=nd * ns))
+            .when(nd > 0, item(DROPPED, ns, drops=nd * ns))
+            .otherwise(item(LOST, ns, drops=nd * ns)))
+    paired = ~unpaired & (ns > 0)
+    items = F.array(
+        fate,
+        F.when(paired & (nr > 0), item(RECEIVED, F.lit(1), F.col("t1") - t0)),
+        F.when(paired & (nr > 1), item(RECEIVED, F.lit(1), F.col("t2") - t0)),
+        F.when(paired & (nr > 2), item(FANOUT, nr - 2)),
+    )
+    x = m.select("p", (F.col("eu").bitwiseAND(4) != 0).alias("e"), "mt", F.coalesce(F.col("wl"), F.lit(0)).alias("wl"),
+                 "fb", F.explode(F.filter(items, lambda i: i.isNotNull())).alias("i"))
+    return _histogram(x.select("p", "e", "mt", "wl", "fb", "i.status", "i.lat", "i.w", "i.nd"))
+
+
+def histogram_query(spark: Any, df, segments: list[Segment], labels: dict[str, int]):  # -> DataFrame
+    """The exact path: a window over each message gives every receipt its send time, however many
+    receipts a message has (PUB/SUB fan-out). Costlier than fast_query: the window pays per
+    message."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    flags, t = F.col("flags"), F.col("t")
+    k = flags.bitwiseAND(3)
+    send = k == SEND_SIDE
+    w = Window.partitionBy("m")
+    x = paired_rows(df, spark, segments, labels).select(
+        "t", "mt", "p", "flags",
+        F.min(F.when(send, t)).over(w).alias("t0"),
+        F.max(F.when(send, F.col("mt"))).over(w).alias("mt0"),
+        F.max(F.when(send, F.col("wl"))).over(w).alias("wl"),
+        F.bit_or(F.shiftright(flags, 4)).over(w).alias("fb"),
+        F.count(F.when(k == RECEIVE_SIDE, 1)).over(w).alias("nr"),
+        F.count(F.when(k == DROP_ROW, 1)).over(w).alias("nd"),
+    ).filter(k <= RECEIVE_SIDE)
+    u, t0 = flags.bitwiseAND(8) != 0, F.col("t0")
+    status = (F.when(u, STATUS[NO_ID])
+              .when(k == RECEIVE_SIDE, F.when(t0.isNull(), STATUS[ORPHAN]).otherwise(STATUS[RECEIVED]))
+              .when(F.col("nr") > 0, STATUS[DELIVERED]).when(F.col("nd") > 0, STATUS[DROPPED])
+              .otherwise(STATUS[LOST]))
+    lat = F.when((k == RECEIVE_SIDE) & ~u & t0.isNotNull(), t - t0)
+    x = x.select(
+        "p", "fb", status.alias("status"), lat.alias("lat"), F.lit(1).cast("long").alias("w"),
+        (flags.bitwiseAND(4) != 0).alias("e"),
+        F.coalesce(F.col("mt0"), F.col("mt")).alias("mt"),  # the type its send row names
+        F.coalesce(F.col("wl"), F.lit(0)).alias("wl"),  # the window it was sent in
+        F.when(k == SEND_SIDE, F.col("nd")).otherwise(0).alias("nd"),
+    )
+    return _histogram(x)
+
+
+def message_histogram(spark: Any, df, segments: list[Segment], labels: dict[str, int],
+                      exact: bool = False) -> list[dict]:
+    """Counts per (p, e2e, mt, window id, fault bits, status, bucket) with min/max/sum of latency:
+    the fast path, or the exact path when a message had three receipts or more (or ``exact``)."""
+    rows = None if exact else fast_query(spark, df, segments, labels).collect()
+    if rows is None or any(r["status"] == STATUS[FANOUT] for r in rows):
+        rows = histogram_query(spark, df, segments, labels).collect()
+    return [{**r.asDict(), "status": STATUSES[r["status"]]} for r in rows]

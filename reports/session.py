@@ -24,14 +24,16 @@ def get_session(master: str = DEFAULT_MASTER, driver_memory: str | None = None):
     builder = (
         SparkSession.builder.master(master)
         .appName("zmq-harness report")
-        .config("spark.ui.enabled", os.environ.get("UI", "false"))
+        .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.log.level", "ERROR")
-        # 2 x cores: enough tasks to keep every core busy, few enough that each task's hash map
-        # is worth its setup. On a cluster, AQE coalesces or splits from here.
-        .config("spark.sql.shuffle.partitions", str(2 * cores) if master.startswith("local") else "200")
+        # Shuffle partitions: start from many small ones and let adaptive execution coalesce them
+        # to ~32 MB each. A fixed 2 x cores would make every reduce task's sort grow with the
+        # input (and spill); this keeps a task's memory flat from 1M to 50M rows and beyond.
+        .config("spark.sql.shuffle.partitions", str(max(32 * cores, 64)))
         .config("spark.sql.adaptive.enabled", "true")
         .config("spark.sql.adaptive.coalescePartitions.enabled", "true")
+        .config("spark.sql.adaptive.advisoryPartitionSizeInBytes", "32m")
         .config("spark.driver.memory", driver_memory or os.environ.get("ZMQ_HARNESS_DRIVER_MEMORY", "2g"))
     )
     if os.environ.get("ZMQ_HARNESS_JAVA_OPTS"):  # profiling hook (JFR etc.)

@@ -63,7 +63,8 @@ def histogram(keys_counts: Sequence[tuple[int, int]], title: str, width: int = 4
             a, z = 10 ** (b / PER_DECADE), 10 ** ((b + 1) / PER_DECADE)
             parts.append(f'<rect x="{x:.1f}" y="{pad_t + plot_h - h:.1f}" width="{max(bar_w * 0.9, 1):.1f}" '
                          f'height="{h:.1f}" class="bar"><title>{fmt_ns(a)}–{fmt_ns(z)}: {c}</title></rect>')
-        if b % PER_DECADE == 0:
+        # label decades; a narrow range (under a decade) gets its two ends labelled instead
+        if b % PER_DECADE == 0 or (hi - lo < PER_DECADE and b in (lo, hi)):
             parts.append(f'<text x="{x:.1f}" y="{height - 10}" class="xl">{fmt_ns(10 ** (b / PER_DECADE))}</text>')
     parts.append("</svg>")
     return "".join(parts)

@@ -1,0 +1,179 @@
+"""report.html in a real headless browser (Debian's chromium; scripts/setup-browser installs it):
+its scripts run, its tables hold exactly the numbers of report.json, and it paints a picture."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import subprocess
+import tempfile
+import zlib
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from reports.html import TABLES, _value
+from reports.model import iter_tables
+from reports.svg import fmt_ns
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+pytestmark = [pytest.mark.timeout(300),
+              pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="no chromium: run scripts/setup-browser")]
+
+
+def chromium(*args: str) -> subprocess.CompletedProcess:
+    profile = tempfile.mkdtemp()
+    try:
+        return subprocess.run(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
+             f"--user-data-dir={profile}", "--virtual-time-budget=5000", *args],
+            capture_output=True, text=True, timeout=120)
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+class Dom(HTMLParser):
+    """Tables (by data-table, with data-scenario) as lists of {data-col: (data-value, text)}."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables: list[tuple[dict, list[dict]]] = []
+        self.root: dict = {}
+        self.ids: dict[str, list[str]] = {}
+        self._cell: tuple[str, str, list[str]] | None = None
+        self._row: dict | None = None
+        self._id: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        a = dict(attrs)
+        if tag == "html":
+            self.root = a
+        elif tag == "table":
+            self.tables.append((a, []))
+        elif tag == "tr" and self.tables:
+            self._row = {}
+        elif tag == "td" and self._row is not None:
+            self._cell = (a["data-col"], a.get("data-value", ""), [])
+        if "id" in a and tag == "p":
+            self._id = a["id"]
+            self.ids[a["id"]] = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "p":
+            self._id = None
+        if tag == "td" and self._cell is not None and self._row is not None:
+            col, value, text = self._cell
+            self._row[col] = (value, "".join(text))
+            self._cell = None
+        elif tag == "tr" and self._row is not None:
+            if self._row:
+                self.tables[-1][1].append(self._row)
+            self._row = None
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell[2].append(data)
+        if self._id is not None:
+            self.ids[self._id].append(data)
+
+
+def png_pixels(path: Path) -> tuple[int, int, list[bytes]]:
+    """Decode an 8-bit RGB/RGBA PNG (what chromium writes): width, height, rows of raw pixels."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat, width = 8, b"", 0
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + length]
+        if kind == b"IHDR":
+            width, height, depth, color, _, _, interlace = struct.unpack(">IIBBBBB", body)
+            assert depth == 8 and color in (2, 6) and interlace == 0, (depth, color, interlace)
+            bpp = 3 if color == 2 else 4
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    raw, stride, rows, prev = zlib.decompress(idat), width * bpp, [], bytearray(width * bpp)
+    for y in range(height):
+        f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - bpp] if i >= bpp else 0
+            b, c = prev[i], prev[i - bpp] if i >= bpp else 0
+            if f == 1:
+                line[i] = (line[i] + a) & 255
+            elif f == 2:
+                line[i] = (line[i] + b) & 255
+            elif f == 3:
+                line[i] = (line[i] + (a + b) // 2) & 255
+            elif f == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        rows.append(bytes(line))
+        prev = line
+    return width, height, [bytes(r[i:i + 3]) for r in rows[::8] for i in range(0, stride, bpp * 8)]
+
+
+@pytest.fixture(scope="module")
+def dom(report: tuple[dict, Path]) -> Dom:
+    _, out = report
+    r = chromium("--dump-dom", (out / "report.html").resolve().as_uri())
+    assert r.returncode == 0 and "<table" in r.stdout, r.stderr[-1000:]
+    d = Dom()
+    d.feed(r.stdout)
+    return d
+
+
+def test_scripts_ran(dom: Dom) -> None:
+    assert dom.root.get("data-rendered") == "yes"
+    status = "".join(dom.ids["status"])
+    assert "1 failing chaos check(s)" in status and "failing conformance clause(s)" in status
+
+
+def test_every_table_holds_the_numbers_of_the_json(report: tuple[dict, Path], dom: Dom) -> None:
+    data, _ = report
+    by_name = {}
+    for attrs, rows in dom.tables:
+        by_name.setdefault(attrs["data-table"], []).append((attrs, rows))
+    shown = 0
+    for path, rows in iter_tables(data):
+        if not rows:
+            assert path not in by_name
+            continue
+        (_, cells), = by_name[path]
+        cols = TABLES[path][1]
+        assert [{k: c[k][0] for k, _, _ in cols} for c in cells] == [{k: _value(r.get(k)) for k, _, _ in cols}
+                                                                    for r in rows], path
+        for c, r in zip(cells, rows):  # what people read matches too
+            for k, _, kind in cols:
+                if kind == "ns":
+                    assert c[k][1] == fmt_ns(r[k]), (path, k)
+        shown += len(rows)
+    assert shown > 50
+
+
+def test_the_seed_grid_tables_match_the_runs(report: tuple[dict, Path], dom: Dom) -> None:
+    data, _ = report
+    grids = {a["data-scenario"]: rows for a, rows in dom.tables if a["data-table"] == "chaos.runs"}
+    runs = data["chaos"]["runs"]
+    assert set(grids) == {r["scenario"] for r in runs}
+    for scenario, rows in grids.items():
+        mine = [r for r in runs if r["scenario"] == scenario]
+        assert [(c["seed"][0], c["run"][0]) for c in rows] == [(str(r["seed"]), r["run"]) for r in mine]
+        for c, r in zip(rows, mine):
+            assert {k: v[0] for k, v in c.items() if k not in ("seed", "run") and v[0]} == r["checks"]
+
+
+def test_it_paints_a_real_picture(report: tuple[dict, Path], tmp_path: Path) -> None:
+    _, out = report
+    png = tmp_path / "report.png"
+    r = chromium(f"--screenshot={png}", "--window-size=1200,1600", (out / "report.html").resolve().as_uri())
+    assert r.returncode == 0 and png.exists(), r.stderr[-1000:]
+    width, height, pixels = png_pixels(png)
+    assert (width, height) == (1200, 1600)
+    colours = set(pixels)
+    ink = sum(p != b"\xff\xff\xff" for p in pixels) / len(pixels)
+    assert len(colours) > 20 and ink > 0.02, (len(colours), ink)
+    assert any(p[2] > 150 and p[0] < 100 for p in pixels) or any(p[1] > 100 and p[0] < 80 for p in pixels)
