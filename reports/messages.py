@@ -27,6 +27,9 @@ FANOUT = "fan-out"  # receipts beyond the first and last of one message: only th
 STATUSES = (RECEIVED, ORPHAN, DELIVERED, DROPPED, LOST, NO_ID, FANOUT)
 STATUS = {name: i for i, name in enumerate(STATUSES)}  # small ints in Spark, names on the driver
 SEND_SIDE, RECEIVE_SIDE, DROP_ROW, FAULT_ROW = 0, 1, 2, 3
+# kind -> side (low 2 bits) + 4 for the end-to-end pairing (command/deliver by corr)
+KIND_CODES = {SEND: SEND_SIDE, RECV: RECEIVE_SIDE, DROP: DROP_ROW, FAULT: FAULT_ROW,
+              COMMAND: 4 + SEND_SIDE, DELIVER: 4 + RECEIVE_SIDE}
 
 
 def bucket(lat):  # Column -> Column: reports.histogram.bucket_key, in Spark
@@ -54,24 +57,26 @@ def paired_rows(df, spark: Any, segments: list[Segment], labels: dict[str, int])
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
+    # One map lookup turns the kind into a code (side + 4 x pairing) instead of a string
+    # comparison at every use.
     kind = F.col("kind")
-    e2e = kind.isin(COMMAND, DELIVER)
+    codes = F.create_map(*[F.lit(x) for kv in KIND_CODES.items() for x in kv])
+    x = (df.filter(kind.isin(*KIND_CODES) & ((kind != FAULT) | F.col("msg_id").isNotNull()))
+         .select("run", "time_ns", "msg_type", "msg_id", "corr", "fault", "protocol", "scenario",
+                 F.element_at(codes, kind).alias("kc")))
+    kc = F.col("kc")
+    e2e = kc >= 4
     pair_id = F.when(e2e, F.when(F.col("corr").isNotNull(), F.xxhash64("corr"))).otherwise(F.col("msg_id"))
-    side = (F.when(kind.isin(SEND, COMMAND), SEND_SIDE).when(kind.isin(RECV, DELIVER), RECEIVE_SIDE)
-            .when(kind == DROP, DROP_ROW).otherwise(FAULT_ROW))
-    x = (
-        df.filter(kind.isin(SEND, RECV, DROP, COMMAND, DELIVER) | ((kind == FAULT) & F.col("msg_id").isNotNull()))
-        .select(
-            F.xxhash64("run").alias("r"),
-            e2e.cast("int").alias("e"),
-            pair_id.isNull().cast("int").alias("u"),  # no id: cannot be paired, alone in its window
-            F.coalesce(pair_id, F.monotonically_increasing_id()).alias("id"),
-            side.alias("k"),
-            F.col("time_ns").alias("t"),
-            F.xxhash64("msg_type").alias("mt"),
-            F.xxhash64("protocol", "scenario").alias("p"),
-            F.when(kind == FAULT, fault_bits(F.col("fault"))).otherwise(0).alias("f"),
-        )
+    x = x.select(
+        F.xxhash64("run").alias("r"),
+        e2e.cast("int").alias("e"),
+        pair_id.isNull().cast("int").alias("u"),  # no id: cannot be paired, alone in its window
+        F.coalesce(pair_id, F.monotonically_increasing_id()).alias("id"),
+        kc.bitwiseAND(3).alias("k"),
+        F.col("time_ns").alias("t"),
+        F.xxhash64("msg_type").alias("mt"),
+        F.xxhash64("protocol", "scenario").alias("p"),
+        F.when(kc == FAULT_ROW, fault_bits(F.col("fault"))).otherwise(0).alias("f"),
     )
     if segments:
         # Label send rows with the segment they were sent in (a broadcast of a few rows per
@@ -146,8 +151,9 @@ def fast_query(spark: Any, df, segments: list[Segment], labels: dict[str, int]):
         F.when(paired & (nr > 2), item(FANOUT, nr - 2)),
     )
     x = m.select("p", (F.col("eu").bitwiseAND(4) != 0).alias("e"), "mt", F.coalesce(F.col("wl"), F.lit(0)).alias("wl"),
-                 "fb", F.explode(F.filter(items, lambda i: i.isNotNull())).alias("i"))
-    return _histogram(x.select("p", "e", "mt", "wl", "fb", "i.status", "i.lat", "i.w", "i.nd"))
+                 "fb", F.explode(items).alias("i"))
+    return _histogram(x.filter(F.col("i").isNotNull()).select("p", "e", "mt", "wl", "fb", "i.status", "i.lat", "i.w",
+                                                              "i.nd"))
 
 
 def histogram_query(spark: Any, df, segments: list[Segment], labels: dict[str, int]):  # -> DataFrame
