@@ -11,14 +11,14 @@ import json
 import os
 import random
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from fault_injection import nemesis
 from harness.checkers.base import CRASH, RESTART, Checker, NoNodeErrors, Observer, Verdict
 from harness.probe import probed
 from harness.profiles import get_profile
 from harness.protocols import codec
-from harness.scenario import Scenario
+from harness.scenario import Scenario, WorkloadItem
 from harness.sim.network import LatencyModel
 from harness.sim.runtime import Simulation
 from harness.trace import VERDICT, RunInfo, TraceWriter
@@ -70,26 +70,33 @@ def node_configs(scenario: Scenario, endpoint: Callable[[str, str], str]) -> dic
     return nodes
 
 
-def workload_schedule(scenario: Scenario, seed: int) -> list[tuple[int, str, dict[str, Any]]]:
-    """(time, node, command) for every operation of the workload, in time order.
+def workload_streams(scenario: Scenario, seed: int) -> list[Iterator[tuple[int, str, dict[str, Any]]]]:
+    """One time-ordered stream of (time, node, command) per workload item and node.
 
     Arrivals are a Poisson process per node and workload item, drawn from generators derived
-    from the seed, so the same seed gives the same workload."""
+    from the seed, so the same seed gives the same workload. Streams are lazy: the simulator
+    draws each operation when the previous one of its stream is due, so a long workload never
+    sits in memory all at once."""
     profile = get_profile(scenario.protocol)
-    out: list[tuple[int, int, str, dict[str, Any]]] = []
-    seq = 0
-    for i, item in enumerate(scenario.workload):
-        for node in item.nodes:
-            rng = random.Random(f"{seed}/workload/{i}/{node}")
-            t = item.start_ns
-            k = 0
-            while True:
-                t += int(rng.expovariate(item.rate) * 1e9)
-                if t >= item.end_ns or (item.limit is not None and k >= item.limit):
-                    break
-                out.append((t, seq, node, profile.command(item.op, node, item.params, k, rng)))
-                seq += 1
-                k += 1
+
+    def stream(i: int, item: WorkloadItem, node: str) -> Iterator[tuple[int, str, dict[str, Any]]]:
+        rng = random.Random(f"{seed}/workload/{i}/{node}")
+        t = item.start_ns
+        k = 0
+        while True:
+            t += int(rng.expovariate(item.rate) * 1e9)
+            if t >= item.end_ns or (item.limit is not None and k >= item.limit):
+                return
+            yield t, node, profile.command(item.op, node, item.params, k, rng)
+            k += 1
+
+    return [stream(i, item, node) for i, item in enumerate(scenario.workload) for node in item.nodes]
+
+
+def workload_schedule(scenario: Scenario, seed: int) -> list[tuple[int, str, dict[str, Any]]]:
+    """(time, node, command) for every operation of the workload, in time order (ties in
+    stream order)."""
+    out = [(t, s, node, cmd) for s, stream in enumerate(workload_streams(scenario, seed)) for t, node, cmd in stream]
     out.sort(key=lambda x: (x[0], x[1]))
     return [(t, n, c) for t, _, n, c in out]
 
@@ -163,8 +170,8 @@ def run_sim(scenario: Scenario, seed: int, out_dir: str | None = None, *,
             sim.add_node(name, probed(factory, observer, clock) if checks else factory, role=role, config=cfg,
                          implementation=impl if group.implementation == "reference" else group.implementation,
                          start_at_ns=group.start_ns)
-        for at, node, request in workload_schedule(scenario, seed):
-            sim.command(at, node, request)
+        for stream in workload_streams(scenario, seed):
+            sim.command_stream(stream)
         nemesis.install(scenario.faults, _ObservedTarget(sim, observer))
         end = scenario.duration_ns + scenario.settle_ns
         for name in scenario.node_names:  # checkers that judge final state ask for it last

@@ -18,7 +18,7 @@ paused, else the socket decides what the node sees and the node handles it.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -199,6 +199,23 @@ class Simulation:
         and is lost if the node is down then)."""
         slot = self._slot(node)
         self._after(self._delay_to(at_ns), self._command_ev, (slot, request))
+
+    def command_stream(self, stream: Iterator[tuple[int, str, dict[str, Any]]]) -> None:
+        """Hand each ``(at_ns, node, request)`` of a time-ordered stream to its node like
+        ``command``, drawing the next item only when the previous one is due: a long workload
+        is never all in memory (or in the event queue) at once."""
+        self._next_from(stream)
+
+    def _next_from(self, stream: Iterator[tuple[int, str, dict[str, Any]]]) -> None:
+        item = next(stream, None)
+        if item is not None:
+            at, node, request = item
+            self._after(self._delay_to(at), self._stream_ev, (self._slot(node), request, stream))
+
+    def _stream_ev(self, ev: _Call) -> None:
+        slot, request, stream = ev.payload
+        self._next_from(stream)  # first, so it is ordered like a command scheduled up front
+        self._command(slot, request)
 
     def schedule(self, at_ns: int, fn: Callable[[], object]) -> None:
         """Call ``fn()`` at virtual time ``at_ns``."""
@@ -862,8 +879,11 @@ class Simulation:
             self._apply(slot, node, actions)
 
     def _command_ev(self, ev: _Call) -> None:
-        self.stats.events += 1
         slot, request = ev.payload
+        self._command(slot, request)
+
+    def _command(self, slot: NodeSlot, request: dict[str, Any]) -> None:
+        self.stats.events += 1
         if not slot.running:
             self._command_row(slot, request, "node-down")
             return
