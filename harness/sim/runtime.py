@@ -241,6 +241,8 @@ class Simulation:
         slot.node = None
         slot.timer_gen += 1
         slot.timer_at = None
+        slot.wake_gen += 1
+        slot.wake_at = None
         while slot.backlog:
             item = slot.backlog.popleft()
             if item[0] == _MSG:
@@ -518,11 +520,21 @@ class Simulation:
     def _set_timer(self, slot: NodeSlot, at: int | None) -> None:
         slot.timer_gen += 1
         slot.timer_at = at
-        if at is None:
+        if at is not None:
+            self._wake(slot, slot.to_virtual(at) if slot.skewed else at)
+
+    def _wake(self, slot: NodeSlot, virtual: int) -> None:
+        """Make sure a timer event comes at or before ``virtual``. Nodes move their deadline
+        later after most messages (a heartbeat expiry, a request timeout); an event already
+        due earlier is kept and re-arms itself when it finds the deadline not yet reached, so
+        the queue is not filled with events that would only find themselves stale."""
+        wake_at = slot.wake_at
+        if wake_at is not None and wake_at <= virtual:
             return
-        now = self.now_ns
-        virtual = slot.to_virtual(at) if slot.skewed else at
-        self._after(virtual - now if virtual > now else 0, self._timer_ev, (slot, slot.timer_gen))
+        slot.wake_gen += 1  # an event due later is stale now
+        slot.wake_at = virtual
+        now: int = self._env._now  # type: ignore[assignment]
+        self._after(virtual - now if virtual > now else 0, self._timer_ev, (slot, slot.wake_gen))
 
     def _deliver_row(self, slot: NodeSlot, action: Deliver | Note) -> None:
         if self._emit is None:
@@ -863,10 +875,21 @@ class Simulation:
     def _timer_ev(self, ev: _Call) -> None:
         self.stats.events += 1
         slot, gen = ev.payload
-        if gen != slot.timer_gen or not slot.running:
+        if gen != slot.wake_gen or not slot.running:
+            return
+        slot.wake_at = None
+        at = slot.timer_at
+        if at is None:
+            return  # cancelled since
+        if slot.skewed:
+            if slot.node_time(self.now_ns) < at:
+                self._wake(slot, slot.to_virtual(at))  # moved later since
+                return
+        elif self._env._now < at:  # type: ignore[operator]
+            self._wake(slot, at)
             return
         if slot.paused or slot.backlog:
-            slot.backlog.append((_TIMER, gen))
+            slot.backlog.append((_TIMER, slot.timer_gen))
             return
         self._fire_timer(slot)
 

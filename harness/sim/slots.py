@@ -17,7 +17,7 @@ class NodeSlot:
     __slots__ = (
         "name", "factory", "role", "config", "implementation", "store", "start_at",
         "incarnation", "node", "running", "paused", "backlog", "sockets", "timer_gen",
-        "timer_at", "offset", "drift", "skewed", "drain_pending",
+        "timer_at", "wake_at", "wake_gen", "offset", "drift", "skewed", "drain_pending",
     )
 
     def __init__(self, name: str, factory: NodeFactory, role: str, config: dict[str, Any],
@@ -37,8 +37,12 @@ class NodeSlot:
         # tuples whose first item is one of the runtime's _MSG/_TIMER/_CMD/_LOCAL tags.
         self.backlog: deque[tuple[Any, ...]] = deque()
         self.sockets: dict[str, SimSocket] = {}
-        self.timer_gen = 0  # bumped by every SetTimer and by a crash: stale timer events are ignored
+        self.timer_gen = 0  # bumped by every SetTimer and by a crash: a waiting timer is stale
         self.timer_at: int | None = None  # pending timer, on the node's clock
+        # The timer event in the queue (virtual time, generation); it may be due before
+        # timer_at and then re-arms itself. Events of an older generation are ignored.
+        self.wake_at: int | None = None
+        self.wake_gen = 0
         self.offset = 0  # clock skew: node time = virtual + offset + drift * virtual
         self.drift = 0.0
         self.skewed = False
