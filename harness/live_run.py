@@ -24,6 +24,7 @@ from harness.live.supervisor import ManagedProcess, ReadyDelay, ReadyLine, Ready
 from harness.probe import probed
 from harness.profiles import get_profile
 from harness.protocols import codec
+from harness.run_ids import unique_run_id
 from harness.scenario import Scenario
 from harness.trace import VERDICT, RunInfo, TraceWriter
 
@@ -59,7 +60,7 @@ def _ready(spec: dict[str, Any] | None, port: int | None) -> Any:
 def run_live(scenario: Scenario, seed: int, out_dir: str, *, wall_timeout_s: float | None = None) -> RunResult:
     _check_supported(scenario)
     profile = get_profile(scenario.protocol)
-    run_id = f"{scenario.name}/live-{seed}"
+    run_id = unique_run_id(f"{scenario.name}/live-{seed}")
     tpath = os.path.join(out_dir, _slug(scenario.name), f"live-seed-{seed}.parquet")
     trace = TraceWriter(tpath, RunInfo(run_id, seed, scenario.name, scenario.protocol))
     trace.register_node(HARNESS, HARNESS, "")

@@ -23,7 +23,7 @@ def default_out(source: str) -> str:
 
 
 def build_report(source: str, out: str | None = None, master: str = DEFAULT_MASTER, spark: Any = None,
-                 extra: dict[str, Any] | None = None) -> dict[str, Any]:
+                 extra: dict[str, Any] | None = None, engine: str = "auto") -> dict[str, Any]:
     """Run the job over ``source`` and write ``out``/report.json and report.html; returns the report."""
     from reports import html, model
     from reports.job import run_job
@@ -31,7 +31,7 @@ def build_report(source: str, out: str | None = None, master: str = DEFAULT_MAST
 
     spark = spark or get_session(master)
     t0 = time.perf_counter()
-    job = run_job(spark, source)
+    job = run_job(spark, source, engine)
     seconds = time.perf_counter() - t0
     report = model.build(job, source, spark.sparkContext.master, seconds, spark.version, extra)
     out = out or default_out(source)
@@ -49,6 +49,10 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     "or any Spark-readable URL (file://, hdfs://, s3a://...)")
     ap.add_argument("--out", help="directory for report.json and report.html (default: DIR/report)")
     ap.add_argument("--master", default=DEFAULT_MASTER, help=f"Spark master URL (default: {DEFAULT_MASTER})")
+    ap.add_argument("--engine", choices=("auto", "arrow", "sql"), default="auto",
+                    help="arrow: tasks read whole runs with pyarrow (fast, no shuffle; needs a file system "
+                    "pyarrow opens); sql: Spark SQL over any Spark-readable path; auto (default): arrow "
+                    "where it can read the files")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"zmq-harness report: {args.dir}: no such file or directory", file=sys.stderr)
         return 2
     try:
-        report = build_report(args.dir, args.out, args.master)
+        report = build_report(args.dir, args.out, args.master, engine=args.engine)
     except Exception as e:  # Spark errors arrive as Py4J/Analysis exceptions: show the first line
         from pyspark.errors import PySparkException
 

@@ -62,13 +62,16 @@ def control_query(df):  # DataFrame -> DataFrame
     )
 
 
-def read_control(df) -> Control:
-    tables = ControlTables()
+def read_control(df, tables: "ControlTables | None" = None) -> Control:
+    """Run the control query and add its rows to ``tables`` (a new one if None)."""
+    tables = tables or ControlTables()
     for r in control_query(df).collect():
         row = r.asDict()
-        if row["control"] is not None:
+        if row["control"] is None:
+            tables.add_name(row["p"], row["mt"], row["protocol"], row["scenario"], row["msg_type"])
+        else:
             row.update(json.loads(row["control"]))
-        tables.add(row)
+            tables.add(row)
     out = Control()
     tables.finish(out)
     return out
@@ -104,11 +107,13 @@ class ControlTables:
         key = verdict if verdict in ("pass", "fail", "error", "skipped") else "error"
         acc[key] += 1
 
+    def add_name(self, p: int, mt: int, protocol: str | None, scenario: str | None, msg_type: str | None) -> None:
+        """The SQL engine's dictionary: hashes of (protocol, scenario) and message types -> names."""
+        self.groups[p] = (protocol, scenario)
+        self.msg_types[mt] = msg_type
+
     def add(self, r: dict) -> None:
-        self.groups[r["p"]] = (r["protocol"], r["scenario"])
-        if r["control"] is None:
-            self.msg_types[r["mt"]] = r["msg_type"]
-            return
+        """One control row: CONTROL_COLUMNS + protocol, scenario, msg_type and order."""
         kind, run = r["kind"], r["run"]
         runs, with_verdicts = self.runs.setdefault((r["protocol"], r["scenario"]), (set(), set()))
         runs.add(run)

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import datetime
 from collections import defaultdict
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from reports.histogram import ALPHA, GAMMA, Histogram
-from reports.job import JobResult
+from reports.job import HISTOGRAM_SCHEMA, JobResult
 from reports.messages import DELIVERED, DROPPED, FAULT_BITS, LOST, NO_ID, ORPHAN, OTHER_FAULT_BIT, RECEIVED
 from reports.windows import END, is_point_event
 
@@ -25,32 +28,49 @@ def fault_label(bits: int) -> str:
 
 
 class _Rows:
-    """Histogram rows with names resolved, filtered and grouped for one table at a time."""
+    """The job's histogram rows (an Arrow table) with names filled in, summed per table key."""
 
     def __init__(self, job: JobResult) -> None:
-        self.rows = []
-        groups, types = job.control.groups, job.control.msg_types
-        for h in job.histogram:
-            protocol, scenario = groups.get(h["p"], (None, None))
-            self.rows.append({**h, "protocol": protocol or UNKNOWN, "scenario": scenario or UNKNOWN,
-                              "mt": types.get(h["mt"]) or UNKNOWN,
-                              "window": job.window_labels[h["wl"]], "fault": fault_label(h["fb"])})
+        t = job.histogram
+        if t is None or t.num_rows == 0:
+            t = pa.Table.from_pylist([], schema=HISTOGRAM_SCHEMA)
+        fb = pc.fill_null(t["fb"], 0)
+        labels = {b: fault_label(b) for b in pc.unique(fb).to_pylist()}
+        self.table = t.drop_columns(["fb"]).append_column(
+            "fault", pa.array([labels[b] for b in fb.to_pylist()], pa.string()) if len(labels) > 1
+            else pa.nulls(t.num_rows, pa.string()).fill_null(next(iter(labels.values()), "none")))
+        for name in ("protocol", "scenario", "mt"):
+            self.table = self.table.set_column(self.table.schema.get_field_index(name), name,
+                                               pc.fill_null(self.table[name], UNKNOWN))
 
-    def latency(self, e2e: bool, key: Callable[[dict], tuple]) -> dict[tuple, Histogram]:
+    def _select(self, e2e: bool, received: bool | None = None) -> pa.Table:
+        mask = pc.equal(self.table["e"], e2e)
+        if received:
+            mask = pc.and_(mask, pc.equal(self.table["status"], RECEIVED))
+        return self.table.filter(mask)
+
+    def latency(self, e2e: bool, keys: tuple[str, ...]) -> dict[tuple, Histogram]:
+        g = self._select(e2e, True).group_by(list(keys) + ["b"], use_threads=False).aggregate(
+            [("n", "sum"), ("lo", "min"), ("hi", "max"), ("total", "sum")])
         out: dict[tuple, Histogram] = defaultdict(Histogram)
-        for r in self.rows:
-            if r["e"] == e2e and r["status"] == RECEIVED:
-                out[key(r)].add(r["b"], r["n"], r["lo"], r["hi"], r["total"] or 0.0)
+        cols = [g[k].to_pylist() for k in keys]
+        for i, (b, n, lo, hi, total) in enumerate(zip(*(g[c].to_pylist() for c in ("b", "n_sum", "lo_min", "hi_max",
+                                                                                      "total_sum")))):
+            out[tuple(c[i] for c in cols)].add(b, n, lo, hi, total or 0.0)
         return out
 
-    def counts(self, e2e: bool, key: Callable[[dict], tuple]) -> dict[tuple, dict[str, int]]:
+    def counts(self, e2e: bool, keys: tuple[str, ...]) -> dict[tuple, dict[str, int]]:
+        g = self._select(e2e).group_by(list(keys) + ["status"], use_threads=False).aggregate(
+            [("n", "sum"), ("drops", "sum")])
         out: dict[tuple, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-        for r in self.rows:
-            if r["e"] == e2e:
-                c = out[key(r)]
-                c[r["status"]] += r["n"]
-                c["drop_rows"] += r["drops"] or 0
+        for r in g.to_pylist():
+            c = out[tuple(r[k] for k in keys)]
+            c[r["status"]] += r["n_sum"]
+            c["drop_rows"] += r["drops_sum"] or 0
         return out
+
+    def unnamed_receipts(self) -> int:
+        return pc.sum(self.table.filter(pc.equal(self.table["protocol"], UNKNOWN))["n"]).as_py() or 0
 
 
 def _table(hists: dict[tuple, Histogram], names: tuple[str, ...]) -> list[dict]:
@@ -121,7 +141,7 @@ def _point_faults(job: JobResult) -> list[dict]:
 
 def _plots(rows: _Rows) -> dict[str, list]:
     """(bucket key, count) per (protocol, msg_type) for the latency plots."""
-    hists = rows.latency(False, lambda r: (r["protocol"], r["mt"]))
+    hists = rows.latency(False, ("protocol", "mt"))
     return {f"{p}/{m}": h.keys_counts() for (p, m), h in sorted(hists.items())}
 
 
@@ -130,22 +150,22 @@ def build(job: JobResult, source: str, master: str, seconds: float, spark_versio
     rows = _Rows(job)
     by_type = ("protocol", "msg_type")
     lat = {
-        "by_msg_type": _table(rows.latency(False, lambda r: (r["protocol"], r["mt"])), by_type),
-        "by_fault_window": _table(rows.latency(False, lambda r: (r["protocol"], r["scenario"], r["window"])),
+        "by_msg_type": _table(rows.latency(False, ("protocol", "mt")), by_type),
+        "by_fault_window": _table(rows.latency(False, ("protocol", "scenario", "window")),
                                   ("protocol", "scenario", "window")),
         "by_fault_window_and_msg_type": _table(
-            rows.latency(False, lambda r: (r["protocol"], r["scenario"], r["window"], r["mt"])),
+            rows.latency(False, ("protocol", "scenario", "window", "mt")),
             ("protocol", "scenario", "window", "msg_type")),
-        "by_message_fault": _table(rows.latency(False, lambda r: (r["protocol"], r["mt"], r["fault"])),
+        "by_message_fault": _table(rows.latency(False, ("protocol", "mt", "fault")),
                                    ("protocol", "msg_type", "fault")),
-        "end_to_end": _table(rows.latency(True, lambda r: (r["protocol"], r["scenario"], r["mt"])),
+        "end_to_end": _table(rows.latency(True, ("protocol", "scenario", "mt")),
                              ("protocol", "scenario", "command")),
         "end_to_end_by_fault_window": _table(
-            rows.latency(True, lambda r: (r["protocol"], r["scenario"], r["window"])),
+            rows.latency(True, ("protocol", "scenario", "window")),
             ("protocol", "scenario", "window")),
     }
-    delivery = _delivery(rows.counts(False, lambda r: (r["protocol"], r["mt"])), by_type, False)
-    requests = _delivery(rows.counts(True, lambda r: (r["protocol"], r["scenario"], r["mt"])),
+    delivery = _delivery(rows.counts(False, ("protocol", "mt")), by_type, False)
+    requests = _delivery(rows.counts(True, ("protocol", "scenario", "mt")),
                          ("protocol", "scenario", "command"), True)
     quality = {
         "orphan_receptions": sum(d["orphans"] for d in delivery),
@@ -153,13 +173,14 @@ def build(job: JobResult, source: str, master: str, seconds: float, spark_versio
         "orphan_deliveries": sum(d["orphans"] for d in requests),
         "unpaired_request_rows": sum(d["unpaired"] for d in requests),
         "runs_without_verdicts": sum(r["runs"] - r["runs_with_verdicts"] for r in job.control.runs),
-        "receipts_of_unnamed_scenarios": sum(r["n"] for r in rows.rows if r["protocol"] == UNKNOWN),
+        "receipts_of_unnamed_scenarios": rows.unnamed_receipts(),
     }
     return {
         "version": REPORT_VERSION,
         "generated_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "source": source,
-        "spark": {"master": master, "version": spark_version, "seconds": round(seconds, 3)},
+        "spark": {"master": master, "version": spark_version, "seconds": round(seconds, 3), "engine": job.engine,
+                  "files": job.files, "rows": job.rows, "files_by_sql": job.files_by_sql},
         "runs": sorted(({"protocol": r["protocol"], "scenario": r["scenario"], "runs": r["runs"],
                          "runs_with_verdicts": r["runs_with_verdicts"]} for r in job.control.runs),
                        key=lambda r: (r["protocol"] or "", r["scenario"] or "")),

@@ -9,6 +9,7 @@ bench/bench_report.py). A session that already exists (a test fixture, a noteboo
 from __future__ import annotations
 
 import os
+import sys
 
 DEFAULT_MASTER = "local[*]"
 
@@ -16,6 +17,9 @@ DEFAULT_MASTER = "local[*]"
 def get_session(master: str = DEFAULT_MASTER, driver_memory: str | None = None):  # -> SparkSession
     # Loopback unless told otherwise: a laptop on a flaky network must not stall the driver.
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # Python tasks (the arrow engine) run with this interpreter, which has pyarrow, unless the
+    # environment names another (as a cluster's would).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()

@@ -20,6 +20,7 @@ from harness.conformance.conductor import Conductor, PeerPlan, PeerSocket
 from harness.conformance.suites import RoleSuite, peer_roles_for, suite
 from harness.node import NodeFactory
 from harness.protocols import catalogue, codec
+from harness.run_ids import unique_run_id
 from harness.trace import VERDICT, RunInfo, TraceWriter
 
 CONDUCTOR = "harness"
@@ -228,7 +229,8 @@ def _run_case_live(case: Case, *, cmd: str | None = None, endpoint: str | None =
     if trace_dir:
         os.makedirs(trace_dir, exist_ok=True)
         trace = TraceWriter(os.path.join(trace_dir, f"{case.id}.parquet"),
-                            RunInfo(f"conform/{case.protocol}/{case.role}/{case.id}", 0, case.id, case.protocol))
+                            RunInfo(unique_run_id(f"conform/{case.protocol}/{case.role}/{case.id}"), 0, case.id,
+                                    case.protocol))
         trace.register_node(IUT, case.role, "external" if cmd or endpoint else "reference")
     runtime = LiveRuntime(trace)
     try:
@@ -314,7 +316,7 @@ def write_trace_verdicts(path: str, results: list[CaseResult], implementation: s
     if not results:
         return
     first = results[0].case
-    with TraceWriter(path, RunInfo(f"conform/{first.protocol}/{first.role}", 0, f"conform-{first.role}",
+    with TraceWriter(path, RunInfo(unique_run_id(f"conform/{first.protocol}/{first.role}"), 0, f"conform-{first.role}",
                                    first.protocol)) as t:
         t.register_node(IUT, first.role, implementation)
         for r in results:

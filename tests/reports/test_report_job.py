@@ -152,3 +152,49 @@ def test_the_report_command(traces: Path, spark, tmp_path: Path) -> None:
     assert main(["report", str(tmp_path / "nowhere")]) == 2
     r = subprocess.run([sys.executable, "-m", "reports", "--help"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "--master" in r.stdout
+
+
+def _comparable(report: dict) -> dict:
+    return {k: v for k, v in report.items() if k not in ("generated_at", "spark", "source")}
+
+
+def test_the_sql_engine_gives_the_same_report(report: tuple[dict, Path], traces: Path, spark, tmp_path: Path) -> None:
+    """Two independent engines — pyarrow tasks pairing whole runs, and Spark SQL with a shuffle —
+    agree on every table of the report."""
+    from reports.cli import build_report
+
+    data, _ = report
+    sql = build_report(str(traces), str(tmp_path), spark=spark, engine="sql")
+    assert (data["spark"]["engine"], sql["spark"]["engine"]) == ("arrow", "sql")
+    assert data["spark"]["files_by_sql"] == 0 and data["spark"]["rows"] > 10_000
+    assert _comparable(sql) == _comparable(data)
+
+
+def _report_of(spark, path: Path, **options) -> dict:
+    from reports import model
+    from reports.job import run_job
+
+    job = run_job(spark, str(path), "arrow", **options)
+    return {**model.build(job, str(path), "local", 0.0, "test"), "job": (job.files, job.files_by_sql)}
+
+
+def test_runs_split_over_files_and_big_files_go_to_the_sql_engine(spark, tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    whole = tmp_path / "whole"
+    whole.mkdir()
+    write_hand_trace = __import__("tests.reports.conftest", fromlist=["write_hand_trace"]).write_hand_trace
+    write_hand_trace(str(whole / "hand.parquet"))
+    t = pq.read_table(whole / "hand.parquet")
+    split = tmp_path / "split"
+    split.mkdir()
+    pq.write_table(t.slice(0, 12), split / "a.parquet")  # a run in two files: pairing needs both
+    pq.write_table(t.slice(12), split / "b.parquet")
+    want = _report_of(spark, whole)
+    assert want["job"] == (1, 0)
+    got = _report_of(spark, split)
+    assert got["job"] == (2, 2)
+    assert _comparable({**got, "job": None}) == _comparable({**want, "job": None})
+    big = _report_of(spark, whole, max_file_rows=10)  # the file is "too big" for a unit
+    assert big["job"] == (1, 1)
+    assert _comparable({**big, "job": None}) == _comparable({**want, "job": None})
