@@ -274,8 +274,34 @@ def _cpu_s(pid: int) -> float:
     return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _spark_python() -> list[int]:
+    """Pids of the Spark Python daemon and its workers (where the arrow engine's tasks run)."""
+    pids = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if b"pyspark.daemon" in (d / "cmdline").read_bytes():
+                    pids.append(int(d.name))
+            except OSError:
+                continue
+    return pids
+
+
+def _python_cpu_s() -> float:
+    """CPU of the Spark Python processes, with their exited children (workers that ended)."""
+    total = 0.0
+    for pid in _spark_python():
+        try:
+            f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(x) for x in f[11:15]) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
 def child_spark(path: str, naive: bool) -> dict:
-    """The report job twice (cold JVM, then warm), then optionally the naive query."""
+    """The report job twice (cold JVM, then warm), then optionally the SQL engine (warm) and the
+    naive query."""
     from pyspark.sql import functions as F
 
     from reports.cli import build_report
@@ -288,10 +314,18 @@ def child_spark(path: str, naive: bool) -> dict:
     out: dict = {"session_s": time.perf_counter() - t0}
     with tempfile.TemporaryDirectory() as tmp:
         for name in ("cold", "warm"):
-            c0, t0 = _cpu_s(jvm), time.perf_counter()
+            c0, p0, t0 = _cpu_s(jvm), _python_cpu_s(), time.perf_counter()
             report = build_report(path, os.path.join(tmp, name), spark=spark)
             out[f"{name}_s"], out[f"{name}_cpu_s"] = time.perf_counter() - t0, _cpu_s(jvm) - c0
-    out["jvm_rss_mb"], out["py_rss_mb"] = _peak_rss_mb(jvm), _peak_rss_mb()
+            out[f"{name}_py_cpu_s"] = _python_cpu_s() - p0
+        out["engine"] = report["spark"]["engine"]
+        out["jvm_rss_mb"], out["py_rss_mb"] = _peak_rss_mb(jvm), _peak_rss_mb()
+        out["worker_rss_mb"] = max((_peak_rss_mb(p) for p in _spark_python()), default=float("nan"))
+        if naive:  # the SQL engine on the same data, warm
+            t0 = time.perf_counter()
+            sql = build_report(path, os.path.join(tmp, "sql"), spark=spark, engine="sql")
+            out["sql_s"] = time.perf_counter() - t0
+            assert sql["latency"]["by_msg_type"] == report["latency"]["by_msg_type"], "the engines disagree"
     out["by_msg_type"] = {f"{r['protocol']}/{r['msg_type']}": [r["count"], r["p50"], r["p90"], r["p99"], r["max"]]
                           for r in report["latency"]["by_msg_type"]}
     if naive:
@@ -382,9 +416,10 @@ def main() -> None:
             generate(full, int(max(sizes) * 1e6), args.rows_per_run)
         gen_s = time.perf_counter() - t0
         print(f"generated {runs_needed} runs in {gen_s:.0f} s", file=sys.stderr)
-        lines = ["| rows | files | report, cold JVM | rows/s | report, warm | rows/s | JVM CPU s (warm) "
-                 "| peak RSS JVM / Python | pyarrow exact, 1 process | naive Spark join + percentile_approx |",
-                 "|---|---|---|---|---|---|---|---|---|---|"]
+        lines = ["| rows | files | report, cold JVM | rows/s | report, warm | rows/s | CPU s, warm: JVM + Python "
+                 "workers | peak RSS: JVM / driver / Python worker | SQL engine, warm | pyarrow exact, 1 process "
+                 "| naive Spark join + percentile_approx |",
+                 "|---|---|---|---|---|---|---|---|---|---|---|"]
         notes = []
         for size in sizes:
             files = math.ceil(size * 1e6 / args.rows_per_run)
@@ -395,24 +430,30 @@ def main() -> None:
             base = size <= args.baseline_max
             print(f"{size:g}M: spark ...", file=sys.stderr)
             s = _child("spark", path, "naive" if base else "")
-            arrow = naive = "–"
+            arrow = naive = sql = "–"
             if base:
                 print(f"{size:g}M: pyarrow ...", file=sys.stderr)
                 a = _child("arrow", path)
                 arrow = f"{a['s']:.1f} s, {rows / a['s'] / 1e6:.2f} M/s, {a['rss_mb']:,.0f} MB"
                 naive = f"{s['naive_s']:.1f} s, {rows / s['naive_s'] / 1e6:.2f} M/s"
+                sql = f"{s['sql_s']:.1f} s, {rows / s['sql_s'] / 1e6:.2f} M/s"
                 notes.append(f"{size:g}M: report percentiles vs exact (pyarrow): largest relative difference "
                              f"{_agree(s['by_msg_type'], a['by_msg_type'])}")
             lines.append(f"| {rows:,} | {files} | {s['cold_s']:.1f} s | {rows / s['cold_s'] / 1e6:.2f} M | "
-                         f"{s['warm_s']:.1f} s | {rows / s['warm_s'] / 1e6:.2f} M | {s['warm_cpu_s']:.1f} | "
-                         f"{s['jvm_rss_mb']:,.0f} / {s['py_rss_mb']:,.0f} MB | {arrow} | {naive} |")
+                         f"{s['warm_s']:.1f} s | {rows / s['warm_s'] / 1e6:.2f} M | "
+                         f"{s['warm_cpu_s']:.1f} + {s['warm_py_cpu_s']:.1f} | "
+                         f"{s['jvm_rss_mb']:,.0f} / {s['py_rss_mb']:,.0f} / {s['worker_rss_mb']:,.0f} MB | {sql} | "
+                         f"{arrow} | {naive} |")
             print(lines[-1], file=sys.stderr)
         body = "\n".join(lines) + "\n\n" + "\n".join(f"- {n}" for n in notes) + (
             f"\n- synthetic traces: {args.rows_per_run:,} rows per run and file (send/recv pairs with drops, "
             f"duplicates and delays; commands and deliveries; crash, partition and pause windows; 5 verdicts), "
-            f"generated in {gen_s:.0f} s; Spark {_spark_version()} on local[*], driver memory 2g; the Spark "
-            f"session start (~5-10 s) is not included. 'cold' is a fresh JVM as `zmq-harness report` runs; "
-            f"'warm' repeats the job in the same JVM.")
+            f"generated in {gen_s:.0f} s; Spark {_spark_version()} on local[*], the report's default session "
+            f"(reports/session.py); the Spark session start (~5-10 s) is not included. 'report' is "
+            f"`zmq-harness report` end to end (job, report.json, report.html) with its default engine "
+            f"({s['engine']}); 'cold' is its first run in a fresh JVM, as `zmq-harness report` runs; 'warm' "
+            f"repeats it in the same JVM. 'SQL engine' is the same report with `--engine sql` (warm), whose "
+            f"latency tables the run checks are equal.")
         print(body)
         if not args.no_record:
             record("Spark report: rows per second", body, command_line())

@@ -16,6 +16,7 @@ Either way only the columns needed are read (never `frames`), with the trace sch
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,38 +71,69 @@ def arrow_can_read(uri: str) -> bool:
         return False
 
 
+def _hidden(name: str) -> bool:
+    """Names Spark's file listing skips: hidden files and directories, _SUCCESS and the like."""
+    return name.startswith((".", "_"))
+
+
+def list_traces(path: str) -> list[str] | None:
+    """The trace files under a local ``path`` (or file: URL) as Spark lists them for read_traces:
+    recursively, *.parquet, hidden names skipped. Listed here because the JVM, which has not
+    touched its file systems yet when the job starts, takes a second or two. None for other file
+    systems (Spark lists them) and for a path that does not exist (Spark says so in its words)."""
+    from urllib.parse import urlparse
+
+    url = urlparse(path)
+    if url.scheme not in ("", "file"):
+        return None
+    root = os.path.abspath(url.path if url.scheme else path)
+    if os.path.isfile(root):
+        return [root] if root.endswith(".parquet") else []
+    if not os.path.isdir(root):
+        return None
+    found = []
+    for here, dirs, names in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not _hidden(d))
+        found += [os.path.join(here, n) for n in names if n.endswith(".parquet") and not _hidden(n)]
+    return sorted(found)
+
+
 def run_job(spark: Any, path: str, engine: str = "auto", unit_rows: int = run_scan.UNIT_ROWS,
             max_file_rows: int = run_scan.MAX_FILE_ROWS) -> JobResult:
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r} (one of {', '.join(ENGINES)})")
-    df = read_traces(spark, path)
-    files = sorted(df.inputFiles())
+    files = list_traces(path) if engine != "sql" else None
+    if files is None:  # a file system pyarrow does not open, or the sql engine: Spark lists
+        df = read_traces(spark, path)
+        files = sorted(df.inputFiles())
     if engine == "auto":
         engine = "arrow" if files and arrow_can_read(files[0]) else "sql"
     tables = ControlTables()
     if engine == "sql":
+        df = read_traces(spark, path)
         result = JobResult(Control(), engine="sql", files=len(files), histogram=_sql(spark, df, tables))
     else:
-        units = _arrow(spark, files, unit_rows, max_file_rows)
-        left = left_to_sql(units)
-        kept = [u for i, u in enumerate(units) if i not in left]
-        for u in kept:
-            for row in u.control:
-                tables.add(row)
-        sql_files = sorted(files[f] for i in left for f in units[i].files)
+        tasks, units, left = _arrow(spark, files, unit_rows, max_file_rows)
+        for i, (_, u) in enumerate(units):
+            if i not in left:
+                for row in u.control:
+                    tables.add(row)
+        sql_files = sorted(files[f] for i in left for f in units[i][1].files)
         by_sql = _sql(spark, read_traces(spark, sql_files), tables) if sql_files else None
-        histogram = run_scan.merge_histograms([u.histogram for u in kept] + [by_sql])
+        histogram = run_scan.merge_histograms([t.histogram for t in tasks] + [by_sql])
         result = JobResult(Control(), engine="arrow", files=len(files), histogram=histogram,
-                           rows=sum(u.rows for u in units), files_by_sql=len(sql_files))
+                           rows=sum(u.rows for _, u in units), files_by_sql=len(sql_files))
     tables.finish(result.control)
     result.segments = cut(result.control.events)
     return result
 
 
-def _arrow(spark: Any, files: list[str], unit_rows: int, max_file_rows: int) -> list[run_scan.UnitResult]:
-    """One Spark task per share of the files; each returns one result per unit of files."""
+def _arrow(spark: Any, files: list[str], unit_rows: int, max_file_rows: int):
+    """The arrow engine's Spark job: a few tasks per core, each over a contiguous share of the
+    files. Returns the task results, every unit as (task, unit), and the indexes of the units the
+    SQL engine must redo; tasks that summed such a unit's histogram are run again without it."""
     if not files:
-        return []
+        return [], [], set()
     from pyspark import cloudpickle
     from reports import windows
 
@@ -109,9 +141,22 @@ def _arrow(spark: Any, files: list[str], unit_rows: int, max_file_rows: int) -> 
     for module in (run_scan, windows):
         cloudpickle.register_pickle_by_value(module)
     sc = spark.sparkContext
-    slices = max(1, min(len(files), sc.defaultParallelism * 4))  # a few tasks per core: balance
-    task = functools.partial(run_scan.scan_files, unit_rows=unit_rows, max_file_rows=max_file_rows)
-    return sc.parallelize(list(enumerate(files)), slices).mapPartitions(task).collect()
+    n = max(1, min(len(files), sc.defaultParallelism * 4))  # a few tasks per core: balance
+    indexed = list(enumerate(files))
+    shares = [(t, indexed[t * len(files) // n:(t + 1) * len(files) // n]) for t in range(n)]
+    options = {"unit_rows": unit_rows, "max_file_rows": max_file_rows}
+    tasks = sc.parallelize(shares, n).map(functools.partial(run_scan.scan_task, **options)).collect()
+    units = [(t.task, u) for t in tasks for u in t.units]
+    left = left_to_sql([u for _, u in units])
+    # a split run: its units' rows are in their tasks' sums — sum those tasks again without them
+    redo = {units[i][0] for i in left if not units[i][1].deferred}
+    if redo:
+        skip = frozenset(f for i in left for f in units[i][1].files)
+        again = sc.parallelize([shares[t] for t in sorted(redo)], len(redo)).map(
+            functools.partial(run_scan.scan_task, skip=skip, **options)).collect()
+        by_task = {t.task: t for t in again}
+        tasks = [by_task.get(t.task, t) for t in tasks]
+    return tasks, units, left
 
 
 def left_to_sql(units: list[run_scan.UnitResult]) -> set[int]:

@@ -448,6 +448,27 @@ def scan_files(files: list[tuple[int, str]], unit_rows: int = UNIT_ROWS,
         yield unit.finish()
 
 
+@dataclass
+class TaskResult:
+    """One Spark task's share: its units (control rows, runs; no histogram) and their histogram
+    summed — one table per task for the driver to merge, not one per unit."""
+
+    task: int
+    units: list[UnitResult]
+    histogram: pa.Table | None
+
+
+def scan_task(task: tuple[int, list[tuple[int, str]]], skip: frozenset[int] = frozenset(),
+              unit_rows: int = UNIT_ROWS, max_file_rows: int = MAX_FILE_ROWS) -> TaskResult:
+    """scan_files over a task's files but those in ``skip`` (file indexes), histograms summed."""
+    number, files = task
+    units = list(scan_files([f for f in files if f[0] not in skip], unit_rows, max_file_rows))
+    histogram = merge_histograms(u.histogram for u in units)
+    for u in units:
+        u.histogram = None
+    return TaskResult(number, units, histogram)
+
+
 _TYPES = {"seed": I64, "time_ns": I64, "msg_id": I64}
 
 

@@ -198,3 +198,51 @@ def test_runs_split_over_files_and_big_files_go_to_the_sql_engine(spark, tmp_pat
     big = _report_of(spark, whole, max_file_rows=10)  # the file is "too big" for a unit
     assert big["job"] == (1, 1)
     assert _comparable({**big, "job": None}) == _comparable({**want, "job": None})
+
+
+def test_a_task_holding_a_split_run_is_summed_again_without_it(spark, tmp_path: Path) -> None:
+    """More files than tasks: the tasks holding the halves of a split run also hold whole runs,
+    whose histograms must survive when the split run goes to the SQL engine."""
+    import pyarrow.parquet as pq
+
+    from harness.trace import RunInfo, TraceWriter
+    from tests.reports.conftest import write_hand_trace
+
+    d = tmp_path / "mixed"
+    d.mkdir()
+    write_hand_trace(str(tmp_path / "hand.parquet"))
+    t = pq.read_table(tmp_path / "hand.parquet")
+    pq.write_table(t.slice(0, 12), d / "r05a.parquet")
+    pq.write_table(t.slice(12), d / "r05b.parquet")
+    for i in range(12):
+        with TraceWriter(str(d / f"r{i:02d}.parquet"), RunInfo(f"x/{i}", i, "x", "dcp")) as w:
+            w.register_node("a", "client")
+            for m in range(1, 4):
+                w.emit("a", "send", 100 * m, msg_type="REQUEST", msg_id=m)
+                w.emit("a", "recv", 100 * m + 10 * i + 1, msg_type="REQUEST", msg_id=m)
+    got = _report_of(spark, d, unit_rows=1)  # one unit per file: only the split run's two files are redone
+    assert got["job"] == (14, 2)
+    want = _report_of(spark, d, max_file_rows=0)  # every file by the SQL engine
+    assert want["job"] == (14, 14)
+    assert _comparable({**got, "job": None}) == _comparable({**want, "job": None})
+    assert {r["msg_type"]: r["count"] for r in got["latency"]["by_msg_type"] if r["protocol"] == "dcp"} == {
+        "REQUEST": 36}
+
+
+def test_local_listing_matches_spark_s(spark, tmp_path: Path) -> None:
+    """The arrow engine lists local trace directories itself; it finds what Spark finds."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from reports.job import list_traces, read_traces
+
+    for rel in ("a.parquet", "d/b.parquet", "d/e/c.parquet", "_tmp/x.parquet", ".hidden/y.parquet", "d/.z.parquet",
+                "d/_SUCCESS", "notes.json", "d/_w.parquet"):
+        p = tmp_path / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.table({"run": ["r"]}), p)
+    spark_files = sorted("/" + f.removeprefix("file:").lstrip("/") for f in read_traces(spark, str(tmp_path)).inputFiles())
+    assert list_traces(str(tmp_path)) == spark_files == [str(tmp_path / r) for r in
+                                                         ("a.parquet", "d/b.parquet", "d/e/c.parquet")]
+    assert list_traces("file://" + str(tmp_path / "a.parquet")) == [str(tmp_path / "a.parquet")]
+    assert list_traces(str(tmp_path / "missing")) is None and list_traces("hdfs://nn/x") is None
