@@ -242,7 +242,7 @@ class Simulation:
         slot.timer_gen += 1
         slot.timer_at = None
         slot.wake_gen += 1
-        slot.wake_at = None
+        slot.wakes = []
         while slot.backlog:
             item = slot.backlog.popleft()
             if item[0] == _MSG:
@@ -439,12 +439,8 @@ class Simulation:
 
     def _new_message(self, slot: NodeSlot, wire: list[bytes], msg_type: str,
                      meta: dict[str, Any] | None) -> Message:
-        size = 0
-        for f in wire:
-            if f.__class__ is not bytes:
-                raise SimulationError(f"node {slot.name}: message frames must be bytes, got "
-                                      f"{type(f).__name__} ({f!r:.40})")
-            size += len(f)
+        _check_frames(slot, wire)
+        size = sum(map(len, wire))
         msg_id = self._next_msg_id
         self._next_msg_id = msg_id + 1
         if meta:
@@ -461,12 +457,9 @@ class Simulation:
         if not frames:
             raise SimulationError(f"node {slot.name}: empty message on socket {sock.name!r}")
         wire, targets, cause = sock.outgoing(frames)
-        size = 0
-        for f in wire:
-            if f.__class__ is not bytes:
-                raise SimulationError(f"node {slot.name}: message frames must be bytes, got "
-                                      f"{type(f).__name__} ({f!r:.40})")
-            size += len(f)
+        if not _BYTES.issuperset(map(type, wire)):  # one C-speed pass; the error names the frame
+            _check_frames(slot, wire)
+        size = sum(map(len, wire))
         if not wire:
             raise SimulationError(f"node {slot.name}: ROUTER message on {sock.name!r} has no frames "
                                   "after the routing id")
@@ -525,23 +518,25 @@ class Simulation:
 
     def _wake(self, slot: NodeSlot, virtual: int) -> None:
         """Make sure a timer event comes at or before ``virtual``. Nodes move their deadline
-        later after most messages (a heartbeat expiry, a request timeout); an event already
-        due earlier is kept and re-arms itself when it finds the deadline not yet reached, so
-        the queue is not filled with events that would only find themselves stale."""
-        wake_at = slot.wake_at
-        if wake_at is not None and wake_at <= virtual:
+        later after most messages (a heartbeat expiry, a request timeout) and earlier now and
+        then (a worker's service time); an event already due earlier is kept and re-arms itself
+        when it finds the deadline not yet reached, so the queue does not fill with events that
+        would only find themselves stale."""
+        wakes = slot.wakes
+        if wakes and wakes[0] <= virtual:
             return
-        slot.wake_gen += 1  # an event due later is stale now
-        slot.wake_at = virtual
         now: int = self._env._now  # type: ignore[assignment]
-        self._after(virtual - now if virtual > now else 0, self._timer_ev, (slot, slot.wake_gen))
+        if virtual < now:
+            virtual = now
+        wakes.insert(0, virtual)  # earlier than every pending one: the list stays sorted
+        self._after(virtual - now, self._timer_ev, (slot, slot.wake_gen))
 
     def _deliver_row(self, slot: NodeSlot, action: Deliver | Note) -> None:
         if self._emit is None:
             return
         data = action.data
         topic, seq, term, index, corr = _meta(data) if data else (None, None, None, None, None)
-        self._emit(slot.name, DELIVER if action.__class__ is Deliver else NOTE, self.now_ns, None,
+        self._emit(slot.name, DELIVER if action.__class__ is Deliver else NOTE, self._env._now, None,  # type: ignore[arg-type]
                    action.kind, None, topic, seq, term, index, None, corr, None, None, None, None,
                    stable_repr(data), None)
 
@@ -877,7 +872,7 @@ class Simulation:
         slot, gen = ev.payload
         if gen != slot.wake_gen or not slot.running:
             return
-        slot.wake_at = None
+        del slot.wakes[0]  # this event: the slot's earliest (events run in time order)
         at = slot.timer_at
         if at is None:
             return  # cancelled since
@@ -897,7 +892,7 @@ class Simulation:
         slot.timer_at = None
         node = slot.node
         assert node is not None
-        actions = self._call(slot, node, "handle_timer", node.handle_timer, slot.node_time(self.now_ns))
+        actions = self._call(slot, node, "handle_timer", node.handle_timer, slot.node_time(self._env._now))  # type: ignore[arg-type]
         if actions:
             self._apply(slot, node, actions)
 
@@ -919,7 +914,7 @@ class Simulation:
         self._command_row(slot, request, None)
         node = slot.node
         assert node is not None
-        actions = self._call(slot, node, "command", node.command, request, slot.node_time(self.now_ns))
+        actions = self._call(slot, node, "command", node.command, request, slot.node_time(self._env._now))  # type: ignore[arg-type]
         if actions:
             self._apply(slot, node, actions)
 
@@ -928,7 +923,7 @@ class Simulation:
             return
         topic, seq, term, index, corr = _meta(request)
         op = request.get("op", request.get("type", ""))
-        self._emit(slot.name, COMMAND, self.now_ns, None, str(op), None, topic, seq, term, index,
+        self._emit(slot.name, COMMAND, self._env._now, None, str(op), None, topic, seq, term, index,  # type: ignore[arg-type]
                    None, corr, None, fault, None, None, stable_repr(request), None)
 
     def _local(self, sock: SimSocket, frames: list[bytes], peer: str, msg_type: str, detail: str) -> None:
@@ -995,6 +990,15 @@ class Simulation:
 
 
 # ==== plain-data helpers ========================================================================
+
+_BYTES = frozenset({bytes})
+
+
+def _check_frames(slot: NodeSlot, frames: list[Any]) -> None:
+    for f in frames:
+        if f.__class__ is not bytes:
+            raise SimulationError(f"node {slot.name}: message frames must be bytes, got "
+                                  f"{type(f).__name__} ({f!r:.40})")
 
 
 def _text(value: Any) -> str | None:

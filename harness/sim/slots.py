@@ -17,7 +17,7 @@ class NodeSlot:
     __slots__ = (
         "name", "factory", "role", "config", "implementation", "store", "start_at",
         "incarnation", "node", "running", "paused", "backlog", "sockets", "timer_gen",
-        "timer_at", "wake_at", "wake_gen", "offset", "drift", "skewed", "drain_pending",
+        "timer_at", "wakes", "wake_gen", "offset", "drift", "skewed", "drain_pending",
     )
 
     def __init__(self, name: str, factory: NodeFactory, role: str, config: dict[str, Any],
@@ -39,9 +39,10 @@ class NodeSlot:
         self.sockets: dict[str, SimSocket] = {}
         self.timer_gen = 0  # bumped by every SetTimer and by a crash: a waiting timer is stale
         self.timer_at: int | None = None  # pending timer, on the node's clock
-        # The timer event in the queue (virtual time, generation); it may be due before
-        # timer_at and then re-arms itself. Events of an older generation are ignored.
-        self.wake_at: int | None = None
+        # Virtual times of this incarnation's timer events in the queue, earliest first; the
+        # earliest may be due before timer_at and then re-arms itself. A crash bumps wake_gen:
+        # events of an older generation are ignored.
+        self.wakes: list[int] = []
         self.wake_gen = 0
         self.offset = 0  # clock skew: node time = virtual + offset + drift * virtual
         self.drift = 0.0
