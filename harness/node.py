@@ -21,9 +21,11 @@ received is the peer's routing identity and the first frame sent is the destinat
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from enum import Enum
-from typing import Any, Callable, Iterator, Protocol, Union
+from typing import Any, Callable, Iterator, Protocol, TypeVar, Union
+
+_T = TypeVar("_T")
 
 NS_PER_MS = 1_000_000
 NS_PER_S = 1_000_000_000
@@ -56,6 +58,29 @@ class SocketSpec:
 # ---- actions: what a node asks its runtime to do ------------------------------------------
 
 
+def _quick_init(cls: type[_T]) -> type[_T]:
+    """Give a frozen, slotted dataclass an ``__init__`` that fills each slot through the slot's
+    own descriptor. The generated one calls ``object.__setattr__`` per field (the price of
+    ``frozen``), which is most of the cost of building an action, and nodes build several per
+    message. Fields, defaults, keywords and immutability are unchanged."""
+    ns: dict[str, Any] = {}
+    params, body = [], []
+    for f in fields(cls):  # type: ignore[arg-type]
+        if f.default is MISSING:
+            params.append(f.name)
+        else:
+            ns[f"_default_{f.name}"] = f.default
+            params.append(f"{f.name}=_default_{f.name}")
+        ns[f"_set_{f.name}"] = cls.__dict__[f.name].__set__  # the slot's member descriptor
+        body.append(f"    _set_{f.name}(self, {f.name})")
+    exec(f"def __init__(self, {', '.join(params)}):\n" + "\n".join(body), ns)  # noqa: S102
+    init = ns["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    cls.__init__ = init  # type: ignore[misc]
+    return cls
+
+
+@_quick_init
 @dataclass(frozen=True, slots=True)
 class Send:
     """Send a multipart message. ``msg_type`` and ``meta`` describe it for the trace."""
@@ -66,30 +91,35 @@ class Send:
     meta: dict[str, Any] | None = None  # topic / seq / term / index for the trace
 
 
+@_quick_init
 @dataclass(frozen=True, slots=True)
 class Connect:
     socket: str
     endpoint: str
 
 
+@_quick_init
 @dataclass(frozen=True, slots=True)
 class Disconnect:
     socket: str
     endpoint: str
 
 
+@_quick_init
 @dataclass(frozen=True, slots=True)
 class Subscribe:
     socket: str
     topic: bytes
 
 
+@_quick_init
 @dataclass(frozen=True, slots=True)
 class Unsubscribe:
     socket: str
     topic: bytes
 
 
+@_quick_init
 @dataclass(frozen=True, slots=True)
 class SetTimer:
     """Wake the node with ``handle_timer`` at ``at`` (node clock, ns). Replaces any earlier
@@ -98,6 +128,7 @@ class SetTimer:
     at: int | None
 
 
+@_quick_init
 @dataclass(frozen=True, slots=True)
 class Deliver:
     """Hand something to the application: a reply, a record, an event. Checkers read these."""
@@ -106,6 +137,7 @@ class Deliver:
     data: dict[str, Any]
 
 
+@_quick_init
 @dataclass(frozen=True, slots=True)
 class Discard:
     """The node dropped an incoming message as its specification requires (malformed, stale,
@@ -117,6 +149,7 @@ class Discard:
     clause: str = ""
 
 
+@_quick_init
 @dataclass(frozen=True, slots=True)
 class Note:
     """A state change worth a trace row (elected leader, worker expired, ...)."""
