@@ -64,6 +64,9 @@ ROW_COLUMNS = (
 )
 ROW_WIDTH = len(ROW_COLUMNS)
 RUN_COLUMNS = ("run", "seed", "scenario", "protocol")  # one value for the whole run (RunInfo)
+# Columns with few distinct values get Parquet dictionary encoding; on the others (times, ids,
+# details, frames) the writer would build a dictionary only to give it up.
+DICTIONARY_COLUMNS = [c for c in COLUMNS if c not in ("time_ns", "msg_id", "corr", "detail", "frames")]
 
 
 def pack_frames(frames: Iterable[bytes]) -> bytes:
@@ -170,7 +173,7 @@ class TraceWriter:
         self.rows_written += n
 
     def _open(self) -> None:
-        self._writer = pq.ParquetWriter(self.path, SCHEMA, compression="snappy")
+        self._writer = pq.ParquetWriter(self.path, SCHEMA, compression="snappy", use_dictionary=DICTIONARY_COLUMNS)
 
     def close(self) -> None:
         if self.closed:
