@@ -49,12 +49,13 @@ DEFAULT_DEDUP_WINDOW = 100_000
 class Pending:
     """An outstanding request: the exact frames, so a retry is the same message."""
 
-    __slots__ = ("id", "key", "service", "frames", "metadata", "attempts", "sent_at", "deadline")
+    __slots__ = ("id", "key", "corr", "service", "frames", "metadata", "attempts", "sent_at", "deadline")
 
     def __init__(self, id: Any, key: bytes, service: str, frames: list[bytes], metadata: list[bytes],
                  now: int, deadline: int) -> None:
         self.id = id
         self.key = key
+        self.corr = key.decode("utf-8", "backslashreplace")  # the trace's correlation id
         self.service = service
         self.frames = frames
         self.metadata = metadata
@@ -106,10 +107,12 @@ class Client(DcpNode):
         if isinstance(data, (bytes, bytearray, str)):
             data = [data]
         data = [as_bytes(p, "a dcp data part") for p in data]
-        extra = [as_bytes(p, "a dcp metadata part") for p in request.get("metadata", ())]
-        if any(not p for p in extra):
-            raise ValueError("dcp client: metadata parts must not be empty")
-        metadata = [key, *extra]
+        metadata = [key]
+        extra = request.get("metadata")
+        if extra:
+            metadata.extend(as_bytes(p, "a dcp metadata part") for p in extra)
+            if not all(metadata):
+                raise ValueError("dcp client: metadata parts must not be empty")
         frames = self.enc["REQUEST"]({"service": service, "client_address": None,
                                       "metadata": metadata, "data": data})
         self.done.pop(key, None)  # an id used again starts afresh
@@ -149,7 +152,7 @@ class Client(DcpNode):
             out.append(Deliver("reply", {
                 "id": p.id, "service": p.service, "data": msg["data"], "metadata": metadata,
                 "attempts": p.attempts, "sent_at": p.sent_at, "latency_ns": now - p.sent_at,
-                "topic": p.service, "corr": key.decode("utf-8", "backslashreplace"),
+                "topic": p.service, "corr": p.corr,
             }))
         elif self.done.get(key) == "answered":
             out.extend(self.on_duplicate(key, msg["data"], metadata, now))
@@ -179,7 +182,7 @@ class Client(DcpNode):
                 out.append(Deliver("request-failed", {
                     "id": p.id, "service": p.service, "metadata": p.metadata, "attempts": p.attempts,
                     "sent_at": p.sent_at, "failed_at": now, "reason": "timeout",
-                    "topic": p.service, "corr": key.decode("utf-8", "backslashreplace"),
+                    "topic": p.service, "corr": p.corr,
                 }))
                 continue
             p.attempts += 1
@@ -191,8 +194,7 @@ class Client(DcpNode):
     # ---- helpers ---------------------------------------------------------------------------
 
     def _send(self, p: Pending, now: int) -> Send:
-        return Send(SOCKET, list(p.frames), "REQUEST", {"topic": p.service, "corr": p.key.decode("utf-8", "backslashreplace"),
-                                                  "attempt": p.attempts})
+        return Send(SOCKET, list(p.frames), "REQUEST", {"topic": p.service, "corr": p.corr, "attempt": p.attempts})
 
     def _push(self, p: Pending) -> None:
         self._seq += 1

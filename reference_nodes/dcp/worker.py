@@ -237,12 +237,12 @@ class Worker(DcpNode):
         return Send(SOCKET, frames, msg_type, meta)
 
     def earliest(self) -> int | None:
-        times = [self.last_heard + self.lost_ns]
-        if self.current is not None and self.busy_until is not None:
-            times.append(self.busy_until)
-        if not self.confirmed:
-            times.append(self.reg_sent_at + self.heartbeat_ns)
+        at = self.last_heard + self.lost_ns
+        if self.current is not None and self.busy_until is not None and self.busy_until < at:
+            at = self.busy_until
+        if not self.confirmed and self.reg_sent_at + self.heartbeat_ns < at:
+            at = self.reg_sent_at + self.heartbeat_ns
         due = self.ping_deadline()
-        if due is not None:
-            times.append(due)
-        return min(times)
+        if due is not None and due < at:
+            at = due
+        return at
