@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from typing import Any, Sequence
@@ -63,11 +64,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         report = build_report(args.dir, args.out, args.master, engine=args.engine)
-    except Exception as e:  # Spark errors arrive as Py4J/Analysis exceptions: show the first line
+    except Exception as e:  # Spark errors arrive as Py4J/Analysis/Python-worker exceptions
         from pyspark.errors import PySparkException
 
         if isinstance(e, PySparkException):
-            print(f"zmq-harness report: {str(e).splitlines()[0]}", file=sys.stderr)
+            print(f"zmq-harness report: {spark_error(str(e))}", file=sys.stderr)
             return 2
         raise
     out = args.out or default_out(args.dir)
@@ -79,7 +80,16 @@ def run(args: argparse.Namespace) -> int:
           f"timed, {failing} failing check(s)/clause(s); Spark {report['spark']['seconds']:.1f} s")
     if not runs and not timed:
         print(f"zmq-harness report: no trace rows found under {args.dir}", file=sys.stderr)
-    return 0
+    for u in report["unreadable_files"]:
+        print(f"zmq-harness report: skipped {u['file']}: {u['reason']}", file=sys.stderr)
+    return 1 if report["unreadable_files"] else 0
+
+
+def spark_error(text: str) -> str:
+    """The line of a Spark error that says what went wrong: the Python exception a task raised
+    (its last 'SomethingError: ...' line), else the first line."""
+    found = re.findall(r"^\s*(\w+(?:Error|Exception): .*)$", text, re.M)
+    return found[-1] if found else text.splitlines()[0]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -243,6 +243,8 @@ def render(report: dict[str, Any]) -> str:
         "".join(f"<li data-quality=\"{escape(k)}\">{escape(k.replace('_', ' '))}: {escape(_value(v) or '0')}</li>"
                 for k, v in report["data_quality"].items()),
         "</ul>",
+        "".join(f"<p class=\"unreadable\">skipped {escape(u['file'])}: {escape(u['reason'])}</p>"
+                for u in report.get("unreadable_files", [])),
         f'<script type="application/json" id="report-summary">{json.dumps(summary)}</script>',
         f"<script>{JS}</script></body></html>",
     ]

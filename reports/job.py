@@ -57,6 +57,7 @@ class JobResult:
     files: int = 0
     rows: int | None = None  # trace rows read (the arrow engine counts them)
     files_by_sql: int = 0  # files the arrow engine left to the SQL engine
+    unreadable: list[dict] = field(default_factory=list)  # {"file", "reason"}: skipped, the rest reported
 
 
 def arrow_can_read(uri: str) -> bool:
@@ -122,7 +123,8 @@ def run_job(spark: Any, path: str, engine: str = "auto", unit_rows: int = run_sc
         by_sql = _sql(spark, read_traces(spark, sql_files), tables) if sql_files else None
         histogram = run_scan.merge_histograms([t.histogram for t in tasks] + [by_sql])
         result = JobResult(Control(), engine="arrow", files=len(files), histogram=histogram,
-                           rows=sum(u.rows for _, u in units), files_by_sql=len(sql_files))
+                           rows=sum(u.rows for _, u in units), files_by_sql=len(sql_files),
+                           unreadable=[{"file": files[u.files[0]], "reason": u.error} for _, u in units if u.error])
     tables.finish(result.control)
     result.segments = cut(result.control.events)
     return result

@@ -174,6 +174,7 @@ def build(job: JobResult, source: str, master: str, seconds: float, spark_versio
         "unpaired_request_rows": sum(d["unpaired"] for d in requests),
         "runs_without_verdicts": sum(r["runs"] - r["runs_with_verdicts"] for r in job.control.runs),
         "receipts_of_unnamed_scenarios": rows.unnamed_receipts(),
+        "unreadable_files": len(job.unreadable),
     }
     return {
         "version": REPORT_VERSION,
@@ -202,6 +203,7 @@ def build(job: JobResult, source: str, master: str, seconds: float, spark_versio
         "fault_events": _point_faults(job),
         "discards": job.control.discards,
         "data_quality": quality,
+        "unreadable_files": job.unreadable,
         **(extra or {}),
     }
 

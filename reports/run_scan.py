@@ -75,6 +75,7 @@ class UnitResult:
     histogram: pa.Table | None = None
     control: list[dict] = field(default_factory=list)
     deferred: bool = False  # the SQL engine takes these files
+    error: str | None = None  # the file could not be read as a trace: why
 
 
 class _Names:
@@ -427,10 +428,12 @@ def scan_files(files: list[tuple[int, str]], unit_rows: int = UNIT_ROWS,
         try:
             source = _open(uri)
             present = set(pq.read_schema(source).names)
-        except Exception as e:  # name the file: a Spark stack trace would not
-            raise ValueError(f"{uri}: not a readable Parquet trace ({e})") from e
+        except Exception as e:  # one bad file must not sink the report of thousands: say which, go on
+            yield UnitResult([index], {index: set()}, error=f"not a readable Parquet file ({e})")
+            continue
         if "run" not in present or "kind" not in present:
-            raise ValueError(f"{uri}: not a trace file (no run/kind column)")
+            yield UnitResult([index], {index: set()}, error="not a trace file (no run/kind column)")
+            continue
         pf = pq.ParquetFile(source, read_dictionary=[c for c in DICTIONARY_COLUMNS if c in present])
         rows = pf.metadata.num_rows
         if rows > max_file_rows:  # the SQL engine pairs this file; say which runs it holds

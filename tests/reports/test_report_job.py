@@ -6,6 +6,7 @@ the runs decided."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -150,6 +151,14 @@ def test_the_report_command(traces: Path, spark, tmp_path: Path) -> None:
     assert main(["report", str(traces / "hand"), "--out", str(tmp_path / "r")]) == 0
     assert json.loads((tmp_path / "r" / "report.json").read_text())["runs"][0]["scenario"] == "hand"
     assert main(["report", str(tmp_path / "nowhere")]) == 2
+    mixed = tmp_path / "mixed"
+    shutil.copytree(traces / "hand", mixed)
+    (mixed / "torn.parquet").write_bytes(b"PAR1 cut short")  # one bad file: named, the rest reported
+    assert main(["report", str(mixed), "--out", str(tmp_path / "m")]) == 1
+    data = json.loads((tmp_path / "m" / "report.json").read_text())
+    assert [u["file"] for u in data["unreadable_files"]] == [str(mixed / "torn.parquet")]
+    assert data["data_quality"]["unreadable_files"] == 1 and data["runs"][0]["scenario"] == "hand"
+    assert "torn.parquet" in (tmp_path / "m" / "report.html").read_text()
     r = subprocess.run([sys.executable, "-m", "reports", "--help"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "--master" in r.stdout
 

@@ -107,3 +107,12 @@ def test_labels_and_formatting() -> None:
         ("850 ns", "12.3 µs", "4.56 ms", "1.2 s", "–")
     svg = histogram([(bucket_key(v), 1) for v in (1_000, 50_000, 2_000_000)] + [(-1, 2)], "t")
     assert svg.startswith("<svg") and svg.count("<rect") == 4
+
+
+def test_spark_errors_are_shown_by_the_python_exception_a_task_raised() -> None:
+    from reports.cli import spark_error
+
+    text = ("An exception was thrown from the Python worker:\nTraceback (most recent call last):\n"
+            "  File \"x.py\", line 1\nValueError: /t/a.parquet: bad\n\tat org.apache.spark.Foo\n")
+    assert spark_error(text) == "ValueError: /t/a.parquet: bad"
+    assert spark_error("[PATH_NOT_FOUND] Path does not exist: /x.\nmore") == "[PATH_NOT_FOUND] Path does not exist: /x."

@@ -110,15 +110,18 @@ def test_units_gather_whole_files(tmp_path: Path) -> None:
     assert [u.files for u in units] == [[0, 1], [2]]  # a unit closes once it holds unit_rows rows
 
 
-def test_a_file_that_is_not_a_trace_is_named(tmp_path: Path) -> None:
+def test_files_that_are_not_traces_are_named_and_skipped(tmp_path: Path) -> None:
     bad = tmp_path / "bad.parquet"
     bad.write_bytes(b"PAR1 not really")
-    with pytest.raises(ValueError, match="bad.parquet: not a readable Parquet trace"):
-        list(run_scan.scan_files([(0, str(bad))]))
     other = tmp_path / "other.parquet"
     pq.write_table(pa.table({"x": [1]}), other)
-    with pytest.raises(ValueError, match="other.parquet: not a trace file"):
-        list(run_scan.scan_files([(0, str(other))]))
+    good = tmp_path / "hand.parquet"
+    write_hand_trace(str(good))
+    units = list(run_scan.scan_files([(0, str(bad)), (1, str(other)), (2, str(good))]))
+    assert [(u.files, u.error is not None) for u in units] == [([0], True), ([1], True), ([2], False)]
+    assert units[0].error.startswith("not a readable Parquet file")
+    assert units[1].error == "not a trace file (no run/kind column)"
+    assert units[2].runs == {2: {"hand/1"}} and units[2].histogram.num_rows
 
 
 def test_a_trace_with_missing_columns_is_read_with_nulls(tmp_path: Path) -> None:
