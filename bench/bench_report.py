@@ -421,6 +421,7 @@ def main() -> None:
                  "| naive Spark join + percentile_approx |",
                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         notes = []
+        warm: list[tuple[int, float]] = []  # (rows, warm seconds): how time grows with rows
         for size in sizes:
             files = math.ceil(size * 1e6 / args.rows_per_run)
             path = os.path.join(root, f"{size:g}M")
@@ -445,6 +446,9 @@ def main() -> None:
                          f"{s['jvm_rss_mb']:,.0f} / {s['py_rss_mb']:,.0f} / {s['worker_rss_mb']:,.0f} MB | {sql} | "
                          f"{arrow} | {naive} |")
             print(lines[-1], file=sys.stderr)
+            warm.append((rows, s["warm_s"]))
+        for (r0, t0_), (r1, t1_) in zip(warm, warm[1:]):
+            notes.append(f"rows x{r1 / r0:.1f} ({r0 / 1e6:.0f}M -> {r1 / 1e6:.0f}M): warm time x{t1_ / t0_:.2f}")
         body = "\n".join(lines) + "\n\n" + "\n".join(f"- {n}" for n in notes) + (
             f"\n- synthetic traces: {args.rows_per_run:,} rows per run and file (send/recv pairs with drops, "
             f"duplicates and delays; commands and deliveries; crash, partition and pause windows; 5 verdicts), "

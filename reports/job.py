@@ -136,12 +136,7 @@ def _arrow(spark: Any, files: list[str], unit_rows: int, max_file_rows: int):
     SQL engine must redo; tasks that summed such a unit's histogram are run again without it."""
     if not files:
         return [], [], set()
-    from pyspark import cloudpickle
-    from reports import windows
-
-    # shipped by value: executors of a cluster need pyarrow, not an installed zmq-harness
-    for module in (run_scan, windows):
-        cloudpickle.register_pickle_by_value(module)
+    ship_by_value()
     sc = spark.sparkContext
     n = max(1, min(len(files), sc.defaultParallelism * 4))  # a few tasks per core: balance
     indexed = list(enumerate(files))
@@ -159,6 +154,18 @@ def _arrow(spark: Any, files: list[str], unit_rows: int, max_file_rows: int):
         by_task = {t.task: t for t in again}
         tasks = [by_task.get(t.task, t) for t in tasks]
     return tasks, units, left
+
+
+def ship_by_value() -> None:
+    """Pickle the arrow engine's code with its tasks: executors of a cluster need pyarrow, not an
+    installed zmq-harness (tests/reports/test_run_scan.py runs a task where the project cannot be
+    imported)."""
+    from pyspark import cloudpickle
+
+    from reports import windows
+
+    for module in (run_scan, windows):
+        cloudpickle.register_pickle_by_value(module)
 
 
 def left_to_sql(units: list[run_scan.UnitResult]) -> set[int]:

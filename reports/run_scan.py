@@ -17,8 +17,8 @@ What a unit cannot do alone is left to the SQL engine by reports.job: runs found
 unit (a run split over files) and files of more than ``max_file_rows`` rows (a unit's memory grows
 with its files; the SQL engine's does not). For those a task only reports which runs they hold.
 
-This module imports nothing of the harness at run time but reports.windows: reports.job ships it
-to executors by value, so a Spark cluster needs pyarrow and no zmq-harness installation.
+reports.job ships this module and reports.windows to executors by value, so a Spark cluster needs
+pyarrow and no zmq-harness installation.
 """
 
 from __future__ import annotations
@@ -31,21 +31,21 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from harness.trace import COMMAND, CRASH, DELIVER, DISCARD, DROP, FAULT, PAUSE, RECV, RESTART, RESUME, SEND, VERDICT
+from reports.histogram import LOG_GAMMA, NEG_BASE, ZERO_KEY
+from reports.messages import DELIVERED, DROPPED, FAULT_BITS, LOST, NO_ID, ORPHAN, OTHER_FAULT_BIT, RECEIVED, STATUS, \
+    STATUSES
 from reports.windows import NONE, Event, Segment, segments
 
-# Kinds (harness.trace) as small codes: the message kinds 0-5 as in reports.messages
-# (send side 0, receive side 1, drop 2, fault 3; +4 for the command/deliver pairing), control 8.
+# Only values are taken from the modules above (pickled with the task), no function or class: an
+# executor imports reports.windows (shipped too) and pyarrow, nothing else of the project.
+
+# Kinds as small codes: the message kinds 0-5 as in reports.messages (send side 0, receive side 1,
+# drop 2, fault 3; +4 for the command/deliver pairing), control rows 8.
 SEND_SIDE, RECEIVE_SIDE, DROP_ROW, FAULT_ROW, CONTROL = 0, 1, 2, 3, 8
-KIND_CODES = {"send": 0, "recv": 1, "drop": 2, "fault": 3, "command": 4, "deliver": 5,
-              "verdict": CONTROL, "crash": CONTROL, "restart": CONTROL, "pause": CONTROL, "resume": CONTROL,
-              "discard": CONTROL}
-EVENT_KINDS = ("crash", "restart", "pause", "resume", "fault")  # control rows that open/close windows
-FAULT_BITS = (("delay", 1), ("duplicate", 2), ("reorder", 4))  # = reports.messages.FAULT_BITS
-OTHER_FAULT_BIT = 8
-STATUSES = ("received", "orphan", "delivered", "dropped", "lost", "no-id", "fan-out")  # = reports.messages
-RECEIVED, ORPHAN, DELIVERED, DROPPED, LOST, NO_ID = range(6)
-GAMMA = (1 + 0.01) / (1 - 0.01)  # = reports.histogram
-LOG_GAMMA, ZERO_KEY, NEG_BASE = math.log(GAMMA), -1, -1_000_000
+KIND_CODES = {SEND: 0, RECV: 1, DROP: 2, FAULT: 3, COMMAND: 4, DELIVER: 5,
+              **{k: CONTROL for k in (VERDICT, CRASH, RESTART, PAUSE, RESUME, DISCARD)}}
+EVENT_KINDS = (CRASH, RESTART, PAUSE, RESUME, FAULT)  # control rows that open/close windows
 
 MESSAGE_COLUMNS = ("run", "protocol", "scenario", "kind", "time_ns", "msg_type", "msg_id", "corr", "fault")
 CONTROL_COLUMNS = ("seed", "implementation", "node", "role", "verdict", "clause", "detail")  # + the above
@@ -259,7 +259,7 @@ def _histogram(m: pa.Table, segs: list[Segment], unit: _Unit) -> pa.Table:
         if lone.num_rows:
             wl = _labels(lone["run"], lone["t"], segs, unit, labels) if segs else _zeros(lone.num_rows, I32)
             wl = pc.if_else(pc.equal(lone["k"], SEND_SIDE), wl, 0)
-            parts.append(_contrib(lone["ps"], lone["e"], lone["mt"], wl, lone["fb"], NO_ID, None,
+            parts.append(_contrib(lone["ps"], lone["e"], lone["mt"], wl, lone["fb"], STATUS[NO_ID], None,
                                   _ones(lone.num_rows), _zeros(lone.num_rows)))
         m = m.filter(paired)
         k = m["k"]
@@ -310,8 +310,9 @@ def _histogram(m: pa.Table, segs: list[Segment], unit: _Unit) -> pa.Table:
     wl = _labels(g["run"], t0, segs, unit, labels) if segs else _zeros(len(g), I32)
     e = g["e"]
     # the message's fate: orphan receipts, or delivered / dropped / lost sends
-    status = pc.if_else(pc.invert(has_send), ORPHAN,
-                        pc.if_else(pc.greater(nr, 0), DELIVERED, pc.if_else(pc.greater(nd, 0), DROPPED, LOST)))
+    status = pc.if_else(pc.invert(has_send), STATUS[ORPHAN],
+                        pc.if_else(pc.greater(nr, 0), STATUS[DELIVERED],
+                                   pc.if_else(pc.greater(nd, 0), STATUS[DROPPED], STATUS[LOST])))
     w = pc.if_else(has_send, ns, nr)
     parts.append(_contrib(ps, e, mt, wl, bits, status, None, w, pc.multiply(nd, ns), where=pc.greater(w, 0)))
     # receipts: the first and (when exactly two) the last from the aggregate; a fan-out (3+) by a join
@@ -319,13 +320,14 @@ def _histogram(m: pa.Table, segs: list[Segment], unit: _Unit) -> pa.Table:
     simple = pc.and_(has_send, pc.invert(fan))
     for lat, cond in ((pc.subtract(g["tr_min"], t0), pc.greater(nr, 0)),
                       (pc.subtract(g["tr_max"], t0), pc.equal(nr, 2))):
-        parts.append(_contrib(ps, e, mt, wl, bits, RECEIVED, lat, None, None, where=pc.and_(simple, cond)))
+        parts.append(_contrib(ps, e, mt, wl, bits, STATUS[RECEIVED], lat, None, None,
+                              where=pc.and_(simple, cond)))
     if pc.any(fan).as_py():
         keys = pa.table({"run": g["run"], "e": e, "id": g["id"], "ps": ps, "mt0": mt, "wl": wl, "fbits": bits,
                          "t0": t0}).filter(fan)
         rx = pa.table({"run": m["run"], "e": e8, "id": m["id"], "t": t}).filter(xr).join(
             keys, ["run", "e", "id"], join_type="inner", use_threads=False)
-        parts.append(_contrib(rx["ps"], rx["e"], rx["mt0"], rx["wl"], rx["fbits"], RECEIVED,
+        parts.append(_contrib(rx["ps"], rx["e"], rx["mt0"], rx["wl"], rx["fbits"], STATUS[RECEIVED],
                               pc.subtract(rx["t"], rx["t0"]), None, None))
     h = _group(pa.concat_tables(parts), ["ps", "e", "mt", "wl", "fb", "status", "b"],
                [("w", "sum"), ("lat", "min"), ("lat", "max"), ("latf", "sum"), ("nd", "sum")])

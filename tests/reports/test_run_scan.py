@@ -132,3 +132,38 @@ def test_a_trace_with_missing_columns_is_read_with_nulls(tmp_path: Path) -> None
     [row] = [r for r in unit.histogram.to_pylist() if r["status"] == "received"]
     assert (row["protocol"], row["mt"], row["lo"], row["n"]) == (None, "X", 3, 1)
     assert pc.sum(unit.histogram["n"]).as_py() == 2  # the receipt and the delivered send
+
+
+def test_a_task_runs_where_the_project_cannot_be_imported(tmp_path: Path) -> None:
+    """What the arrow engine ships to an executor needs pyarrow (and pyspark's pickler), not
+    zmq-harness: the task is unpickled and run in a process where importing harness, reports or
+    tests fails."""
+    import functools
+    import subprocess
+    import sys
+
+    from pyspark import cloudpickle
+
+    from reports.job import ship_by_value
+
+    path = tmp_path / "hand.parquet"
+    write_hand_trace(str(path))
+    ship_by_value()
+    blob = cloudpickle.dumps(functools.partial(run_scan.scan_task, unit_rows=10))
+    (tmp_path / "task.pickle").write_bytes(blob)
+    code = f"""
+import sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("harness", "reports", "tests"):
+            raise ImportError("blocked: " + name)
+sys.meta_path.insert(0, Block())
+from pyspark import cloudpickle
+task = cloudpickle.loads(open({str(tmp_path / "task.pickle")!r}, "rb").read())
+result = task((0, [(0, {str(path)!r})]))
+print(result.histogram.num_rows, len(result.units[0].control))
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    [unit] = list(run_scan.scan_files([(0, str(path))]))
+    assert r.stdout.split() == [str(unit.histogram.num_rows), str(len(unit.control))]
