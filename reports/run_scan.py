@@ -136,7 +136,7 @@ class _Unit:
         ordinal = len(self.files)
         self.files.append(file_index)
         self.rows += t.num_rows
-        col = {name: t.column(name).combine_chunks() for name in t.column_names}
+        col = {name: t.column(name).combine_chunks() for name in MESSAGE_COLUMNS}
         run = _dictionary(col["run"])
         self.runs_by_file[file_index] = {r for r in run.dictionary.to_pylist() if r is not None}
         kc = _lookup(col["kind"], lambda k: KIND_CODES.get(k, -1), I8)
@@ -171,6 +171,8 @@ class _Unit:
         """One id per (protocol, scenario) pair: the two dictionary indices (+1, null as 0) make
         one code per row, and only the distinct codes are named in Python."""
         p, s = _dictionary(protocol), _dictionary(scenario)
+        if len(p.dictionary) == len(s.dictionary) == 1 and not p.null_count and not s.null_count:
+            return _filled(len(p), self.ps.id((p.dictionary[0].as_py(), s.dictionary[0].as_py())), I32)  # one run
         pn, sn = [None] + p.dictionary.to_pylist(), [None] + s.dictionary.to_pylist()
         code = pc.add(pc.multiply(pc.cast(pc.fill_null(p.indices, -1), I64), len(sn)),
                       pc.cast(pc.fill_null(s.indices, -1), I64))
@@ -251,7 +253,7 @@ def _histogram(m: pa.Table, segs: list[Segment], unit: _Unit) -> pa.Table:
     labels = [NONE] + sorted({s.label for s in segs})
     k = m["k"]
     paired = pc.is_valid(m["id"])
-    parts: list[pa.Table] = []
+    fates: list[pa.Table] = []  # rows counted by status
 
     if not pc.all(paired).as_py():
         # rows without an id (no msg_id / corr) cannot be paired: each send or receipt counts alone
@@ -259,8 +261,9 @@ def _histogram(m: pa.Table, segs: list[Segment], unit: _Unit) -> pa.Table:
         if lone.num_rows:
             wl = _labels(lone["run"], lone["t"], segs, unit, labels) if segs else _zeros(lone.num_rows, I32)
             wl = pc.if_else(pc.equal(lone["k"], SEND_SIDE), wl, 0)
-            parts.append(_contrib(lone["ps"], lone["e"], lone["mt"], wl, lone["fb"], STATUS[NO_ID], None,
-                                  _ones(lone.num_rows), _zeros(lone.num_rows)))
+            fates.append(_keyed(lone["ps"], lone["e"], lone["mt"], wl, lone["fb"],
+                                status=_filled(lone.num_rows, STATUS[NO_ID], I8), w=_ones(lone.num_rows),
+                                nd=_zeros(lone.num_rows)))
         m = m.filter(paired)
         k = m["k"]
     t = m["t"]
@@ -314,24 +317,38 @@ def _histogram(m: pa.Table, segs: list[Segment], unit: _Unit) -> pa.Table:
                         pc.if_else(pc.greater(nr, 0), STATUS[DELIVERED],
                                    pc.if_else(pc.greater(nd, 0), STATUS[DROPPED], STATUS[LOST])))
     w = pc.if_else(has_send, ns, nr)
-    parts.append(_contrib(ps, e, mt, wl, bits, status, None, w, pc.multiply(nd, ns), where=pc.greater(w, 0)))
+    fates.append(_keyed(ps, e, mt, wl, bits, where=pc.greater(w, 0), status=status, w=w, nd=pc.multiply(nd, ns)))
     # receipts: the first and (when exactly two) the last from the aggregate; a fan-out (3+) by a join
     fan = pc.and_(has_send, pc.greater(nr, 2))
     simple = pc.and_(has_send, pc.invert(fan))
-    for lat, cond in ((pc.subtract(g["tr_min"], t0), pc.greater(nr, 0)),
-                      (pc.subtract(g["tr_max"], t0), pc.equal(nr, 2))):
-        parts.append(_contrib(ps, e, mt, wl, bits, STATUS[RECEIVED], lat, None, None,
-                              where=pc.and_(simple, cond)))
+    receipts = [_keyed(ps, e, mt, wl, bits, where=pc.and_(simple, cond), lat=lat)
+                for lat, cond in ((pc.subtract(g["tr_min"], t0), pc.greater(nr, 0)),
+                                  (pc.subtract(g["tr_max"], t0), pc.equal(nr, 2)))]
     if pc.any(fan).as_py():
         keys = pa.table({"run": g["run"], "e": e, "id": g["id"], "ps": ps, "mt0": mt, "wl": wl, "fbits": bits,
                          "t0": t0}).filter(fan)
         rx = pa.table({"run": m["run"], "e": e8, "id": m["id"], "t": t}).filter(xr).join(
             keys, ["run", "e", "id"], join_type="inner", use_threads=False)
-        parts.append(_contrib(rx["ps"], rx["e"], rx["mt0"], rx["wl"], rx["fbits"], STATUS[RECEIVED],
-                              pc.subtract(rx["t"], rx["t0"]), None, None))
-    h = _group(pa.concat_tables(parts), ["ps", "e", "mt", "wl", "fb", "status", "b"],
-               [("w", "sum"), ("lat", "min"), ("lat", "max"), ("latf", "sum"), ("nd", "sum")])
-    return _named(h, unit, labels)
+        receipts.append(_keyed(rx["ps"], rx["e"], rx["mt0"], rx["wl"], rx["fbits"],
+                               lat=pc.subtract(rx["t"], rx["t0"])))
+    counts = _group(pa.concat_tables(fates), list(ATTRIBUTES) + ["status"], [("w", "sum"), ("nd", "sum")])
+    r = pa.concat_tables(receipts)
+    r = r.append_column("b", _bucket_code(r["lat"])).append_column("latf", pc.cast(r["lat"], pa.float64(), safe=False))
+    timed = _group(r, list(ATTRIBUTES) + ["b"], [([], "count_all"), ("lat", "min"), ("lat", "max"), ("latf", "sum")])
+    return pa.concat_tables([_named(counts, unit, labels), _named(timed, unit, labels)])
+
+
+ATTRIBUTES = ("ps", "e", "mt", "wl", "fb")  # what a histogram row is about, besides status and bucket
+VALUE_TYPES = {"status": I8, "w": I64, "nd": I64, "lat": I64}
+
+
+def _keyed(ps, e, mt, wl, fb, where=None, **values: Any) -> pa.Table:
+    """Histogram input rows: the attributes as small non-negative ints (mt shifted by one: 0 is
+    no type) and the given value columns, filtered by ``where``."""
+    t = pa.table({"ps": pc.cast(ps, I32), "e": pc.cast(e, I8), "mt": pc.fill_null(pc.add(pc.cast(mt, I32), 1), 0),
+                  "wl": pc.cast(wl, I32), "fb": pc.cast(fb, I8),
+                  **{k: pc.cast(v, VALUE_TYPES[k]) for k, v in values.items()}})
+    return t if where is None else t.filter(where)
 
 
 def _filled(n: int, value: int, type_: pa.DataType = I64) -> pa.Array:
@@ -366,24 +383,14 @@ def _bucket_key(code: pa.Array) -> pa.Array:
     return pc.if_else(pc.equal(code, 0), None, key)
 
 
-def _contrib(ps, e, mt, wl, fb, status, lat, w, nd, where=None) -> pa.Table:  # -> one histogram input table
-    n = len(ps)
-    b = _zeros(n) if lat is None else _bucket_code(lat)
-    lat = pa.nulls(n, I64) if lat is None else pc.cast(lat, I64)
-    w = _ones(n) if w is None else pc.cast(w, I64)
-    nd = _zeros(n) if nd is None else pc.cast(nd, I64)
-    status = _filled(n, status, I8) if isinstance(status, int) else pc.cast(status, I8)
-    t = pa.table({"ps": ps, "e": pc.cast(e, I8), "mt": pc.fill_null(pc.add(pc.cast(mt, I32), 1), 0),
-                  "wl": pc.cast(wl, I32), "fb": pc.cast(fb, I8), "status": status, "b": b,
-                  "w": w, "lat": lat, "latf": pc.cast(lat, pa.float64(), safe=False), "nd": nd})
-    return t if where is None else t.filter(where)
-
-
 def _named(h: pa.Table, unit: _Unit, labels: list[str]) -> pa.Table:
-    """Ids back to names: the histogram rows every engine returns (HISTOGRAM_KEYS + counts)."""
+    """Ids back to names: the histogram rows every engine returns (HISTOGRAM_SCHEMA). ``h`` holds
+    counts per status (w_sum, nd_sum) or timed receipts per bucket (count_all, lat_*)."""
+    n = h.num_rows
     pairs = unit.ps.names
     ps = h["ps"].to_pylist()
     types = [None] + unit.types.names  # mt was shifted by one (0: no type)
+    timed = "b" in h.column_names
     return pa.table({
         "protocol": pa.array([pairs[i][0] for i in ps], pa.string()),
         "scenario": pa.array([pairs[i][1] for i in ps], pa.string()),
@@ -391,10 +398,15 @@ def _named(h: pa.Table, unit: _Unit, labels: list[str]) -> pa.Table:
         "mt": pa.array([types[i] for i in h["mt"].to_pylist()], pa.string()),
         "window": pa.array([labels[i] for i in h["wl"].to_pylist()], pa.string()),
         "fb": pc.cast(h["fb"], I64),
-        "status": pa.array([STATUSES[i] for i in h["status"].to_pylist()], pa.string()),
-        "b": _bucket_key(pc.cast(h["b"], I64)),
-        "n": h["w_sum"], "lo": h["lat_min"], "hi": h["lat_max"], "total": h["latf_sum"], "drops": h["nd_sum"],
-    })
+        "status": pa.array([STATUSES[i] for i in h["status"].to_pylist()], pa.string()) if not timed
+        else pa.nulls(n, pa.string()).fill_null(RECEIVED),
+        "b": _bucket_key(pc.cast(h["b"], I64)) if timed else pa.nulls(n, I64),
+        "n": h["count_all"] if timed else h["w_sum"],
+        "lo": h["lat_min"] if timed else pa.nulls(n, I64),
+        "hi": h["lat_max"] if timed else pa.nulls(n, I64),
+        "total": h["latf_sum"] if timed else pa.nulls(n, pa.float64()),
+        "drops": _zeros(n) if timed else h["nd_sum"],
+    }).cast(HISTOGRAM_SCHEMA)
 
 
 def merge_histograms(tables: Iterable[pa.Table | None]) -> pa.Table | None:
