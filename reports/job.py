@@ -30,6 +30,9 @@ from reports.messages import message_histogram
 from reports.windows import NONE, Segment, segments as cut
 
 ENGINES = ("auto", "arrow", "sql")
+# tasks of the arrow engine per core: enough that the last one finishing alone costs little, few
+# enough that each amortises its scheduling (a task is a contiguous share of the files)
+TASKS_PER_CORE = 8
 
 
 def spark_schema():  # -> StructType
@@ -138,7 +141,7 @@ def _arrow(spark: Any, files: list[str], unit_rows: int, max_file_rows: int):
         return [], [], set()
     ship_by_value()
     sc = spark.sparkContext
-    n = max(1, min(len(files), sc.defaultParallelism * 4))  # a few tasks per core: balance
+    n = max(1, min(len(files), sc.defaultParallelism * TASKS_PER_CORE))
     indexed = list(enumerate(files))
     shares = [(t, indexed[t * len(files) // n:(t + 1) * len(files) // n]) for t in range(n)]
     options = {"unit_rows": unit_rows, "max_file_rows": max_file_rows}

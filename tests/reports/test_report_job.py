@@ -223,19 +223,19 @@ def test_a_task_holding_a_split_run_is_summed_again_without_it(spark, tmp_path: 
     t = pq.read_table(tmp_path / "hand.parquet")
     pq.write_table(t.slice(0, 12), d / "r05a.parquet")
     pq.write_table(t.slice(12), d / "r05b.parquet")
-    for i in range(12):
+    for i in range(38):  # 40 files: more than the tasks of local[2] (reports.job.TASKS_PER_CORE)
         with TraceWriter(str(d / f"r{i:02d}.parquet"), RunInfo(f"x/{i}", i, "x", "dcp")) as w:
             w.register_node("a", "client")
             for m in range(1, 4):
                 w.emit("a", "send", 100 * m, msg_type="REQUEST", msg_id=m)
                 w.emit("a", "recv", 100 * m + 10 * i + 1, msg_type="REQUEST", msg_id=m)
     got = _report_of(spark, d, unit_rows=1)  # one unit per file: only the split run's two files are redone
-    assert got["job"] == (14, 2)
+    assert got["job"] == (40, 2)
     want = _report_of(spark, d, max_file_rows=0)  # every file by the SQL engine
-    assert want["job"] == (14, 14)
+    assert want["job"] == (40, 40)
     assert _comparable({**got, "job": None}) == _comparable({**want, "job": None})
     assert {r["msg_type"]: r["count"] for r in got["latency"]["by_msg_type"] if r["protocol"] == "dcp"} == {
-        "REQUEST": 36}
+        "REQUEST": 3 * 38}
 
 
 def test_local_listing_matches_spark_s(spark, tmp_path: Path) -> None:
