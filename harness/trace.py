@@ -64,6 +64,10 @@ ROW_COLUMNS = (
 )
 ROW_WIDTH = len(ROW_COLUMNS)
 RUN_COLUMNS = ("run", "seed", "scenario", "protocol")  # one value for the whole run (RunInfo)
+# Rows per Parquet row group. Small enough that a run's buffers (rows, then their Arrow
+# columns and Parquet pages) stay a few MB and are reused from one group to the next instead of
+# growing the process; large enough that per-group overhead stays negligible.
+ROW_GROUP_ROWS = 16384
 # Columns with few distinct values get Parquet dictionary encoding; on the others (times, ids,
 # details, frames) the writer would build a dictionary only to give it up.
 DICTIONARY_COLUMNS = [c for c in COLUMNS if c not in ("time_ns", "msg_id", "corr", "detail", "frames")]
@@ -90,7 +94,7 @@ class RunInfo:
 class TraceWriter:
     """Buffers rows and writes them as Parquet row groups to ``path``."""
 
-    def __init__(self, path: str, info: RunInfo, row_group_rows: int = 65536) -> None:
+    def __init__(self, path: str, info: RunInfo, row_group_rows: int = ROW_GROUP_ROWS) -> None:
         self.path = path
         self.info = info
         self.row_group_rows = row_group_rows
