@@ -98,6 +98,15 @@ class _Names:
         return pa.array([self.id(v) for v in d.dictionary.to_pylist()], I32).take(d.indices)
 
 
+def _one_chunk(c: pa.ChunkedArray) -> pa.Array:
+    return c.chunk(0) if c.num_chunks == 1 else c.combine_chunks()  # combining one chunk would copy it
+
+
+def _as(arr: pa.Array, type_: pa.DataType) -> pa.Array:
+    """A cast without the range check: every cast here is of values known to fit."""
+    return pc.cast(arr, type_, safe=False)
+
+
 def _dictionary(arr: pa.Array) -> pa.DictionaryArray:
     return arr if pa.types.is_dictionary(arr.type) else pc.dictionary_encode(arr)
 
@@ -136,7 +145,7 @@ class _Unit:
         ordinal = len(self.files)
         self.files.append(file_index)
         self.rows += t.num_rows
-        col = {name: t.column(name).combine_chunks() for name in MESSAGE_COLUMNS}
+        col = {name: _one_chunk(t.column(name)) for name in MESSAGE_COLUMNS}
         run = _dictionary(col["run"])
         self.runs_by_file[file_index] = {r for r in run.dictionary.to_pylist() if r is not None}
         kc = _lookup(col["kind"], lambda k: KIND_CODES.get(k, -1), I8)
@@ -146,7 +155,7 @@ class _Unit:
             self._add_control(t.filter(ctl), pc.indices_nonzero(ctl), file_index)
         keep = pc.and_(pc.less(kc, CONTROL), pc.and_(pc.greater_equal(kc, 0), pc.invert(ctl)))
         e = pc.greater_equal(kc, 4)
-        corr = pc.bit_wise_or(pc.cast(_dictionary(col["corr"]).indices, I64), ordinal << 32)  # unique in the unit
+        corr = pc.bit_wise_or(_as(_dictionary(col["corr"]).indices, I64), ordinal << 32)  # unique in the unit
         run_id = self.runs.of(run)
         ps = self._pairs(col["protocol"], col["scenario"])
         self._note_run_ps(run_id, ps)
@@ -160,7 +169,7 @@ class _Unit:
         """Track run -> (protocol, scenario): when every run has one, the pairing need not carry it."""
         if self.run_ps is None:
             return
-        pairs = pc.unique(pc.add(pc.multiply(pc.cast(pc.fill_null(run_id, -1), I64), 1 << 31), pc.cast(ps, I64)))
+        pairs = pc.unique(pc.add(pc.multiply(_as(pc.fill_null(run_id, -1), I64), 1 << 31), _as(ps, I64)))
         for code in pairs.to_pylist():
             r, p = divmod(code, 1 << 31)
             if self.run_ps.setdefault(r, p) != p:
@@ -174,8 +183,8 @@ class _Unit:
         if len(p.dictionary) == len(s.dictionary) == 1 and not p.null_count and not s.null_count:
             return _filled(len(p), self.ps.id((p.dictionary[0].as_py(), s.dictionary[0].as_py())), I32)  # one run
         pn, sn = [None] + p.dictionary.to_pylist(), [None] + s.dictionary.to_pylist()
-        code = pc.add(pc.multiply(pc.cast(pc.fill_null(p.indices, -1), I64), len(sn)),
-                      pc.cast(pc.fill_null(s.indices, -1), I64))
+        code = pc.add(pc.multiply(_as(pc.fill_null(p.indices, -1), I64), len(sn)),
+                      _as(pc.fill_null(s.indices, -1), I64))
         code = pc.add(code, len(sn) + 1)  # = (p + 1) * len(sn) + (s + 1)
         uniq = pc.unique(code)
         ids = [self.ps.id((pn[c // len(sn)], sn[c % len(sn)])) for c in uniq.to_pylist()]
@@ -226,13 +235,13 @@ def _group(t: pa.Table, keys: list[str], aggs: list[tuple[str, str]]) -> pa.Tabl
         return g
     packed, shift = None, 0
     for k, w in zip(keys, widths):
-        v = pc.shift_left(pc.cast(t[k], I64), shift) if shift else pc.cast(t[k], I64)
+        v = pc.shift_left(_as(t[k], I64), shift) if shift else _as(t[k], I64)
         packed = v if packed is None else pc.bit_wise_or(packed, v)
         shift += w
     g = t.append_column("_key", packed).group_by(["_key"], use_threads=False).aggregate(aggs)
     key, shift, cols = g["_key"], 0, {}
     for k, w in zip(keys, widths):
-        cols[k] = pc.cast(pc.bit_wise_and(pc.shift_right(key, shift), (1 << w) - 1), t.schema.field(k).type)
+        cols[k] = _as(pc.bit_wise_and(pc.shift_right(key, shift), (1 << w) - 1), t.schema.field(k).type)
         shift += w
     return pa.table({**cols, **{c: g[c] for c in g.column_names if c != "_key"}})
 
@@ -268,17 +277,17 @@ def _histogram(m: pa.Table, segs: list[Segment], unit: _Unit) -> pa.Table:
         k = m["k"]
     t = m["t"]
     xs, xr = pc.equal(k, SEND_SIDE), pc.equal(k, RECEIVE_SIDE)
-    e8 = pc.cast(m["e"], I8)
+    e8 = _as(m["e"], I8)
     cols = {"run": m["run"], "e": e8, "id": m["id"], "ts": pc.if_else(xs, t, None), "tr": pc.if_else(xr, t, None),
             "c": COUNT_OF_KIND.take(k),
-            "mtk": pc.if_else(xs, pc.cast(m["mt"], I64), pc.add(pc.cast(m["mt"], I64), MT_RECEIPT))}
+            "mtk": pc.if_else(xs, _as(m["mt"], I64), pc.add(_as(m["mt"], I64), MT_RECEIPT))}
     aggs = [("ts", "min"), ("tr", "min"), ("tr", "max"), ("c", "sum"), ("mtk", "min")]
     # fault bits: OR over the message's fault rows, as per-bit counts packed in one sum when no
     # count can overflow its field (fewer fault rows than 2**FAULT_COUNT_BITS), else per-bit max
     packed_faults = pc.sum(pc.equal(k, FAULT_ROW)).as_py() or 0
     packed_faults = packed_faults < (1 << FAULT_COUNT_BITS)
     if packed_faults:
-        cols["cf"] = FAULT_COUNT_OF_BITS.take(pc.cast(m["fb"], I64))
+        cols["cf"] = FAULT_COUNT_OF_BITS.take(_as(m["fb"], I64))
         aggs.append(("cf", "sum"))
     else:
         cols.update({f"f{bit}": pc.bit_wise_and(m["fb"], bit) for bit in (1, 2, 4, 8)})
@@ -308,7 +317,7 @@ def _histogram(m: pa.Table, segs: list[Segment], unit: _Unit) -> pa.Table:
         runs = unit.run_ps
         ps = pa.array([runs.get(i, 0) for i in range(len(unit.runs.names))], I32).take(g["run"])
     mtk = g["mtk_min"]
-    mt = pc.cast(pc.if_else(pc.greater_equal(mtk, MT_RECEIPT), pc.subtract(mtk, MT_RECEIPT), mtk), I32)
+    mt = _as(pc.if_else(pc.greater_equal(mtk, MT_RECEIPT), pc.subtract(mtk, MT_RECEIPT), mtk), I32)
     has_send = pc.greater(ns, 0)
     wl = _labels(g["run"], t0, segs, unit, labels) if segs else _zeros(len(g), I32)
     e = g["e"]
@@ -345,9 +354,9 @@ VALUE_TYPES = {"status": I8, "w": I64, "nd": I64, "lat": I64}
 def _keyed(ps, e, mt, wl, fb, where=None, **values: Any) -> pa.Table:
     """Histogram input rows: the attributes as small non-negative ints (mt shifted by one: 0 is
     no type) and the given value columns, filtered by ``where``."""
-    t = pa.table({"ps": pc.cast(ps, I32), "e": pc.cast(e, I8), "mt": pc.fill_null(pc.add(pc.cast(mt, I32), 1), 0),
-                  "wl": pc.cast(wl, I32), "fb": pc.cast(fb, I8),
-                  **{k: pc.cast(v, VALUE_TYPES[k]) for k, v in values.items()}})
+    t = pa.table({"ps": _as(ps, I32), "e": _as(e, I8), "mt": pc.fill_null(pc.add(_as(mt, I32), 1), 0),
+                  "wl": _as(wl, I32), "fb": _as(fb, I8),
+                  **{k: _as(v, VALUE_TYPES[k]) for k, v in values.items()}})
     return t if where is None else t.filter(where)
 
 
@@ -374,7 +383,7 @@ def _bucket_code(lat: pa.Array) -> pa.Array:
     a = pc.abs(f)
     k = pc.ceil(pc.divide(pc.ln(pc.if_else(pc.equal(a, 0), 1.0, a)), LOG_GAMMA))
     code = pc.if_else(pc.greater(f, 0), pc.add(k, 2.0), pc.if_else(pc.equal(f, 0), 1.0, pc.add(k, float(NEG_CODE))))
-    return pc.cast(pc.fill_null(code, 0.0), I64)
+    return _as(pc.fill_null(code, 0.0), I64)
 
 
 def _bucket_key(code: pa.Array) -> pa.Array:
@@ -397,10 +406,10 @@ def _named(h: pa.Table, unit: _Unit, labels: list[str]) -> pa.Table:
         "e": pc.cast(h["e"], pa.bool_()),
         "mt": pa.array([types[i] for i in h["mt"].to_pylist()], pa.string()),
         "window": pa.array([labels[i] for i in h["wl"].to_pylist()], pa.string()),
-        "fb": pc.cast(h["fb"], I64),
+        "fb": _as(h["fb"], I64),
         "status": pa.array([STATUSES[i] for i in h["status"].to_pylist()], pa.string()) if not timed
         else pa.nulls(n, pa.string()).fill_null(RECEIVED),
-        "b": _bucket_key(pc.cast(h["b"], I64)) if timed else pa.nulls(n, I64),
+        "b": _bucket_key(_as(h["b"], I64)) if timed else pa.nulls(n, I64),
         "n": h["count_all"] if timed else h["w_sum"],
         "lo": h["lat_min"] if timed else pa.nulls(n, I64),
         "hi": h["lat_max"] if timed else pa.nulls(n, I64),
