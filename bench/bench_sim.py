@@ -9,14 +9,19 @@ run (the floor any simpy-based simulator pays per event).
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 import tempfile
 import time
 
 import simpy
 
-from bench.common import command_line, record
-from harness.composition import run_sim
-from harness.scenario import parse_scenario
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)  # run as a script from anywhere, like the other benches
+
+from bench.common import command_line, record  # noqa: E402
+from harness.composition import run_sim  # noqa: E402
+from harness.scenario import parse_scenario  # noqa: E402
 
 SCENARIO = """
 protocol: dcp
@@ -30,6 +35,9 @@ workload:
   - {{nodes: clients, op: request, service: echo, rate: 150/s, from: 100ms, until: {until}s, size: 100}}
 check: [exactly-once, metadata-unchanged, one-request-per-worker]
 """
+
+
+GOAL = 50_000  # deliveries per wall second, nodes encoding/decoding and the trace on
 
 
 def bare_simpy(events: int) -> float:
@@ -76,8 +84,16 @@ def main() -> None:
         lines.append(f"| {label} | {n} | {wall:.2f} | {rate:,.0f} | {cpu_rate:,.0f} | {speed:.2f} |")
     lines.append(f"| bare simpy callback loop (baseline, same run) | 1,000,000 events | | {base:,.0f} events/s | | |")
     ratio = base / rows[0][3]
-    body = "\n".join(lines) + (f"\n\nOverhead per delivery (nodes + trace) against a bare simpy event: {ratio:.1f}x "
-                               f"(goal: at least 50,000 deliveries per wall second, i.e. at most ~10x).")
+    n_on, wall_on, n_off, wall_off = rows[0][1], rows[0][2], rows[2][1], rows[2][2]
+    on_rate = rows[0][3]
+    verdict = "met" if on_rate >= GOAL else f"not met: {on_rate:,.0f} is {100 * on_rate / GOAL:.0f}% of it"
+    body = "\n".join(lines) + (
+        f"\n\nPer delivery: {1e6 * wall_off / n_off:.1f} us nodes + simulator (trace off), "
+        f"{1e6 * (wall_on / n_on - wall_off / n_off):.1f} us trace (on minus off). Each configuration is a "
+        f"single run, in the order above: the first also pays the process's one-time costs (codecs compiled, "
+        f"Parquet writer and memory warmed up)."
+        f"\n\nOverhead per delivery (nodes + trace) against a bare simpy event: {ratio:.1f}x. "
+        f"Goal: at least {GOAL:,} deliveries per wall second with the trace on ({verdict}).")
     print(body)
     if not args.no_record:
         record("Simulator: DCP deliveries per wall second", body, command_line())
