@@ -32,7 +32,7 @@ from reports.windows import NONE, Segment, segments as cut
 ENGINES = ("auto", "arrow", "sql")
 # tasks of the arrow engine per core: enough that the last one finishing alone costs little, few
 # enough that each amortises its scheduling (a task is a contiguous share of the files)
-TASKS_PER_CORE = 8
+TASKS_PER_CORE = 4
 
 
 def spark_schema():  # -> StructType
