@@ -323,7 +323,7 @@ def child_spark(path: str, naive: bool) -> dict:
         out["engine"] = report["spark"]["engine"]
         out["jvm_rss_mb"], out["py_rss_mb"] = _peak_rss_mb(jvm), _peak_rss_mb()
         out["worker_rss_mb"] = max((_peak_rss_mb(p) for p in _spark_python()), default=float("nan"))
-        if naive:  # the SQL engine on the same data, warm
+        if naive:  # the SQL engine on the same data (its first run: its query plans are not yet compiled)
             t0 = time.perf_counter()
             sql = build_report(path, os.path.join(tmp, "sql"), spark=spark, engine="sql")
             out["sql_s"] = time.perf_counter() - t0
@@ -417,9 +417,10 @@ def main() -> None:
             shutil.rmtree(full, ignore_errors=True)
             generate(full, int(max(sizes) * 1e6), args.rows_per_run)
         gen_s = time.perf_counter() - t0
-        print(f"generated {runs_needed} runs in {gen_s:.0f} s", file=sys.stderr)
+        generated = f"generated in {gen_s:.0f} s" if have < runs_needed else f"reused from {root} (--keep)"
+        print(f"{runs_needed} runs {generated}", file=sys.stderr)
         lines = ["| rows | files | report, cold JVM | rows/s | report, warm | rows/s | CPU s, warm: JVM + Python "
-                 "workers | peak RSS: JVM / driver / Python worker | SQL engine, warm | pyarrow exact, 1 process "
+                 "workers | peak RSS: JVM / driver / Python worker | SQL engine, its first run in that JVM | pyarrow exact, 1 process "
                  "| naive Spark join + percentile_approx |",
                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         notes = []
@@ -454,12 +455,12 @@ def main() -> None:
         body = "\n".join(lines) + "\n\n" + "\n".join(f"- {n}" for n in notes) + (
             f"\n- synthetic traces: {args.rows_per_run:,} rows per run and file (send/recv pairs with drops, "
             f"duplicates and delays; commands and deliveries; crash, partition and pause windows; 5 verdicts), "
-            f"generated in {gen_s:.0f} s; Spark {_spark_version()} on local[*], the report's default session "
+            f"{generated}; Spark {_spark_version()} on local[*], the report's default session "
             f"(reports/session.py); the Spark session start (~5-10 s) is not included. 'report' is "
             f"`zmq-harness report` end to end (job, report.json, report.html) with its default engine "
             f"({s['engine']}); 'cold' is its first run in a fresh JVM, as `zmq-harness report` runs; 'warm' "
-            f"repeats it in the same JVM. 'SQL engine' is the same report with `--engine sql` (warm), whose "
-            f"latency tables the run checks are equal.")
+            f"repeats it in the same JVM. 'SQL engine' is the same report with `--engine sql`, run next in the "
+            f"same JVM (its own first run), whose latency tables the run checks are equal to the arrow engine's.")
         print(body)
         if not args.no_record:
             record("Spark report: rows per second", body, command_line())
