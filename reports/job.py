@@ -24,7 +24,6 @@ import pyarrow as pa
 
 from harness.trace import SCHEMA
 from reports import run_scan
-from reports.run_scan import HISTOGRAM_SCHEMA  # noqa: F401  (the histogram's schema, for readers of JobResult)
 from reports.control import Control, ControlTables, read_control
 from reports.messages import message_histogram
 from reports.windows import NONE, Segment, segments as cut

@@ -11,7 +11,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from reports.histogram import ALPHA, GAMMA, Histogram
-from reports.job import HISTOGRAM_SCHEMA, JobResult
+from reports.job import JobResult
+from reports.run_scan import HISTOGRAM_SCHEMA
 from reports.messages import DELIVERED, DROPPED, FAULT_BITS, LOST, NO_ID, ORPHAN, OTHER_FAULT_BIT, RECEIVED
 from reports.windows import END, is_point_event
 
