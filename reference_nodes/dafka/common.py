@@ -52,21 +52,24 @@ Config shared by producer, store and consumer:
 
 from __future__ import annotations
 
+import functools
 import re
 from bisect import bisect_right
 from typing import Any, Iterable
 
 from harness.node import (
-    NS_PER_MS, Action, BaseNode, Connect, Deliver, Discard, Disconnect, NodeContext, Note, Send, SetTimer,
+    Action, BaseNode, Connect, Deliver, Discard, Disconnect, NodeContext, Note, Send, SetTimer,
     SocketSpec, SocketType,
 )
-from harness.protocols import DecodeError, EncodeError, codec
+from harness.protocols import DecodeError, EncodeError
 from harness.protocols.codec import Message
 from harness.protocols.dafka import FROM_TOWER, PEER, Subscription, parse_subscription, subscription
 from harness.protocols.table import fields_of
+from reference_nodes import config
 
 PROTOCOL = "dafka"
 DIALECTS = ("strict", "dafka:zproto")
+ms_to_ns = functools.partial(config.ms_to_ns, PROTOCOL)
 
 DEFAULT_TOWER = ("tcp://127.0.0.1:5556", "tcp://127.0.0.1:5557")  # (XSUB, XPUB), zeromq/dafka's
 DEFAULT_BEACON_MS = 1000  # E-DAFKA-14
@@ -122,16 +125,6 @@ def as_content(value: Any) -> bytes:
     if isinstance(value, str):
         return value.encode("utf-8")
     raise ValueError(f"a record's content must be bytes or str, not {type(value).__name__}")
-
-
-def ms_to_ns(value: Any, key: str) -> int:
-    try:
-        ns = int(round(float(value) * NS_PER_MS))
-    except (TypeError, ValueError):
-        raise ValueError(f"dafka config {key!r} must be a number of milliseconds, not {value!r}") from None
-    if ns < 0:
-        raise ValueError(f"dafka config {key!r} must not be negative, got {value!r}")
-    return ns
 
 
 def positive_ms(value: Any, key: str) -> int:
@@ -330,10 +323,7 @@ class DafkaNode(BaseNode):
     def __init__(self, ctx: NodeContext) -> None:
         super().__init__(ctx)
         cfg = self.config
-        self.dialect = str(cfg.get("dialect", "strict"))
-        if self.dialect not in DIALECTS:
-            raise ValueError(f"dafka config 'dialect' must be one of {DIALECTS}, got {self.dialect!r}")
-        self.codec = codec(PROTOCOL, self.dialect)
+        self.dialect, self.codec = config.dialect_codec(PROTOCOL, cfg, DIALECTS)
         self._fields = {m.name: frozenset(fields_of(m)) for m in self.codec.table.messages}
         self.towers = towers_of(cfg.get("towers", [list(DEFAULT_TOWER)]))
         bind = cfg.get("bind")

@@ -26,8 +26,9 @@ from __future__ import annotations
 from typing import Any
 
 from harness.node import Action, BaseNode, Deliver, Discard, NodeContext, Note, Send, SocketSpec, SocketType
-from harness.protocols import DecodeError, EncodeError, codec
+from harness.protocols import DecodeError, EncodeError
 from harness.protocols.dafka import BEACON_ID, TO_TOWER, WELCOME_ID
+from reference_nodes import config
 from reference_nodes.dafka.common import DEFAULT_TOWER, DIALECTS, PROTOCOL, UNEXPECTED_CLAUSE, endpoints
 
 XSUB = "xsub"
@@ -40,10 +41,7 @@ class Tower(BaseNode):
 
     def __init__(self, ctx: NodeContext) -> None:
         super().__init__(ctx)
-        self.dialect = str(self.config.get("dialect", "strict"))
-        if self.dialect not in DIALECTS:
-            raise ValueError(f"dafka config 'dialect' must be one of {DIALECTS}, got {self.dialect!r}")
-        self.codec = codec(PROTOCOL, self.dialect)
+        self.dialect, self.codec = config.dialect_codec(PROTOCOL, self.config, DIALECTS)
         self.bind_sub = endpoints(self.config.get("bind_sub", DEFAULT_TOWER[0]), "bind_sub")
         self.bind_pub = endpoints(self.config.get("bind_pub", DEFAULT_TOWER[1]), "bind_pub")
         self.nodes: dict[str, str] = {}  # sender -> endpoint, first seen first

@@ -13,15 +13,19 @@ fired).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
-from harness.node import NS_PER_MS, Action, BaseNode, Discard, NodeContext, SetTimer
-from harness.protocols import DecodeError, codec
+from harness.node import Action, BaseNode, Discard, NodeContext, SetTimer
+from harness.protocols import DecodeError
 from harness.protocols.codec import Message
 from harness.protocols.dcp import TYPE_CODES
+from reference_nodes import config
 
 PROTOCOL = "dcp"
 DIALECTS = ("strict", "dcp:dagbox")
+ms_to_ns = functools.partial(config.ms_to_ns, PROTOCOL)
+positive_int = functools.partial(config.positive_int, PROTOCOL)
 
 DEFAULT_ENDPOINT = "tcp://127.0.0.1:5555"
 DEFAULT_HEARTBEAT_MS = 1000
@@ -29,26 +33,6 @@ DEFAULT_LIVENESS = 3  # E-DCP-09: intervals of silence before a peer is given up
 
 # Clause for a message that decodes but is unexpected for the receiver's role (E-DCP-15).
 UNEXPECTED_CLAUSE = "dcp.wire.grammar"
-
-
-def ms_to_ns(value: Any, key: str) -> int:
-    try:
-        ns = int(round(float(value) * NS_PER_MS))
-    except (TypeError, ValueError):
-        raise ValueError(f"dcp config {key!r} must be a number of milliseconds, not {value!r}") from None
-    if ns < 0:
-        raise ValueError(f"dcp config {key!r} must not be negative, got {value!r}")
-    return ns
-
-
-def positive_int(value: Any, key: str) -> int:
-    try:
-        n = int(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"dcp config {key!r} must be an integer, not {value!r}") from None
-    if n < 1:
-        raise ValueError(f"dcp config {key!r} must be at least 1, got {value!r}")
-    return n
 
 
 def service_name(value: Any) -> str:
@@ -106,10 +90,7 @@ class DcpNode(BaseNode):
 
     def __init__(self, ctx: NodeContext) -> None:
         super().__init__(ctx)
-        self.dialect = str(self.config.get("dialect", "strict"))
-        if self.dialect not in DIALECTS:
-            raise ValueError(f"dcp config 'dialect' must be one of {DIALECTS}, got {self.dialect!r}")
-        self.codec = codec(PROTOCOL, self.dialect)
+        self.dialect, self.codec = config.dialect_codec(PROTOCOL, self.config, DIALECTS)
         self.enc = {name: self.codec.encoder(name) for name in TYPE_CODES}
         self._armed: int | None = None  # the deadline of the last SetTimer handed out
 
