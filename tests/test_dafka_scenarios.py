@@ -7,20 +7,10 @@ import glob
 
 import pytest
 
-from harness.composition import run_sim
 from harness.scenario import load_scenario
+from tests.sweeps import sweep
 
 DAFKA = sorted(glob.glob("scenarios/dafka/chaos/*.yaml"))
-
-
-def _sweep(path: str, seeds: list[int]) -> None:
-    scenario = load_scenario(path)
-    failures = []
-    for seed in seeds:
-        r = run_sim(scenario, seed)
-        if not r.ok:
-            failures.append((seed, [f"{v.check}: {v.detail}" for v in r.failed]))
-    assert not failures, f"{path}: failing seeds (replay with zmq-harness run {path} --seed N): {failures[:3]}"
 
 
 def test_the_issue_scenarios_ship() -> None:
@@ -31,10 +21,10 @@ def test_the_issue_scenarios_ship() -> None:
 
 @pytest.mark.parametrize("path", DAFKA)
 def test_scenario_passes_a_few_seeds(path: str) -> None:
-    _sweep(path, list(range(1, 6)))
+    sweep(path, list(range(1, 6)))
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", DAFKA)
 def test_scenario_passes_500_seeds(path: str) -> None:
-    _sweep(path, load_scenario(path).seeds[:500])
+    sweep(path, load_scenario(path).seeds[:500])

@@ -9,29 +9,20 @@ import pytest
 
 from harness.composition import run_sim
 from harness.scenario import load_scenario
+from tests.sweeps import sweep
 
 DCP = sorted(glob.glob("scenarios/dcp/*.yaml"))
 
 
-def _sweep(path: str, seeds: list[int]) -> None:
-    scenario = load_scenario(path)
-    failures = []
-    for seed in seeds:
-        r = run_sim(scenario, seed)
-        if not r.ok:
-            failures.append((seed, [f"{v.check}: {v.detail}" for v in r.failed]))
-    assert not failures, f"{path}: failing seeds (replay with zmq-harness run {path} --seed N): {failures[:3]}"
-
-
 @pytest.mark.parametrize("path", DCP)
 def test_scenario_passes_a_few_seeds(path: str) -> None:
-    _sweep(path, list(range(1, 11)))
+    sweep(path, list(range(1, 11)))
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", DCP)
 def test_scenario_passes_200_seeds(path: str) -> None:
-    _sweep(path, load_scenario(path).seeds[:200])
+    sweep(path, load_scenario(path).seeds[:200])
 
 
 def test_faults_really_happen() -> None:

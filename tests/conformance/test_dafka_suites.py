@@ -23,8 +23,6 @@ docs/conformance-dafka.md from the case files.
 
 from __future__ import annotations
 
-import re
-import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor
@@ -34,22 +32,24 @@ from typing import Any
 import pytest
 
 from harness.conformance.case import Case
-from harness.conformance.report import coverage
 from harness.conformance.runner import CaseResult, load_suite, run_case_live, run_case_sim
 from harness.conformance.suites import suite
 from harness.profiles import get_profile
 from harness.protocols import catalogue
-from harness.protocols.clauses import Level, Observable
+from harness.protocols.clauses import Level
 from harness.protocols.dafka import subscription
 from reference_nodes.dafka import mutants as M
 from reference_nodes.dafka.consumer import Consumer
 from reference_nodes.dafka.producer import Producer
 from reference_nodes.dafka.store import Store
 
+if not __package__:  # run as a script (--write): `tests` lives at the repository root
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from tests.conformance import suite_proof as proof  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = str(ROOT / "scenarios")
 DOC = ROOT / "docs" / "conformance-dafka.md"
-BIN = Path(sys.executable).parent / "zmq-harness"
 ROLES = ("producer", "store", "consumer")
 DIALECTS = ("strict", "dafka:zproto")
 CAT = catalogue("dafka")
@@ -97,7 +97,7 @@ def differs_in(name: str, dialect: str) -> bool:
 
 
 def observable(clause: str) -> bool:
-    return CAT[clause].observable in (Observable.WIRE, Observable.TIMING)
+    return proof.observable(CAT, clause)
 
 
 def failures(results: list[CaseResult]) -> list[tuple[str, str, str]]:
@@ -154,16 +154,7 @@ def test_reference_passes_every_case_live(dialect: str) -> None:
 
 @pytest.mark.parametrize("role", ROLES)
 def test_every_observable_clause_of_the_role_has_a_case_or_a_reason(role: str) -> None:
-    results = [CaseResult(c, "pass") for c in CASES[role]]
-    covered, missing = coverage("dafka", role, results)
-    assert set(missing) == set(UNCOVERED[role]), "update the cases or UNCOVERED"
-    assert not set(covered) & set(UNCOVERED[role])
-    doc = DOC.read_text()
-    for clause in missing:
-        assert clause in doc
-    comments = "\n".join(Path(c.path).read_text() for c in CASES[role])
-    for clause in missing:  # the case files say it too
-        assert f"# not covered: {clause}" in comments, clause
+    proof.check_coverage("dafka", role, CASES[role], UNCOVERED[role], DOC)
 
 
 def test_the_coverage_tables_in_the_docs_are_current() -> None:
@@ -173,11 +164,7 @@ def test_the_coverage_tables_in_the_docs_are_current() -> None:
 
 @pytest.mark.parametrize("role", ROLES)
 def test_every_case_names_clauses_that_bind_its_role(role: str) -> None:
-    for c in CASES[role]:
-        for clause in c.clauses:
-            roles = CAT[clause].roles
-            assert not roles or role in roles, (c.id, clause)
-            assert observable(clause), (c.id, clause)
+    proof.check_clauses_bind_role(role, CASES[role], CAT)
 
 
 # ---- mutants -------------------------------------------------------------------------------------
@@ -302,10 +289,7 @@ def test_conformant_variants_pass(role: str, factory: Any, skips: set[str], dial
 
 
 def conform(tmp_path: Path, *args: str) -> tuple[int, str, ET.Element]:
-    junit = tmp_path / "junit.xml"
-    r = subprocess.run([str(BIN), "conform", "dafka", *args, "--junit", str(junit), "--out", str(tmp_path / "out")],
-                       capture_output=True, text=True, timeout=120, cwd=ROOT)
-    return r.returncode, r.stdout + r.stderr, ET.parse(junit).getroot()
+    return proof.conform(tmp_path, "dafka", *args)
 
 
 def test_exit_status_and_coverage_in_simulation(tmp_path: Path) -> None:
@@ -346,19 +330,7 @@ def test_a_command_line_with_the_placeholders_runs_live(tmp_path: Path) -> None:
 
 
 def coverage_tables() -> str:
-    out = []
-    for role in ROLES:
-        results = [CaseResult(c, "pass") for c in CASES[role]]
-        covered, missing = coverage("dafka", role, results)
-        out.append(f"#### {role} ({len(covered)}/{len(covered) + len(missing)} clauses, "
-                   f"{len(CASES[role])} cases)\n")
-        out.append("| clause | level | cases |")
-        out.append("|---|---|---|")
-        for clause in covered + missing:
-            cases = [c.id for c in CASES[role] if clause in c.clauses]
-            shown = ", ".join(f"`{c}`" for c in cases) if cases else "**none**: " + UNCOVERED[role][clause]
-            out.append(f"| `{clause}` | {CAT[clause].level.value} | {shown} |")
-        out.append("")
+    out = proof.clause_tables("dafka", CASES, UNCOVERED, CAT)
     out.append(f"#### Mutants ({len(M.MUTANTS)})\n")
     out.append("| mutant | role | clause it breaks | its suite fails it on |")
     out.append("|---|---|---|---|")
@@ -374,14 +346,8 @@ def coverage_tables() -> str:
     return "\n".join(out)
 
 
-_BEGIN, _END = "<!-- coverage tables: generated by tests/conformance/test_dafka_suites.py -->", \
-    "<!-- end of coverage tables -->"
-
-
 def _replace_tables(text: str) -> str:
-    pattern = re.compile(re.escape(_BEGIN) + r".*?" + re.escape(_END), re.S)
-    assert pattern.search(text), f"docs/conformance-dafka.md needs the markers {_BEGIN} ... {_END}"
-    return pattern.sub(lambda _: f"{_BEGIN}\n\n{coverage_tables()}\n{_END}", text)
+    return proof.replace_tables(text, "test_dafka_suites.py", "docs/conformance-dafka.md", coverage_tables())
 
 
 if __name__ == "__main__":

@@ -15,8 +15,7 @@ from typing import Any
 import pytest
 
 from harness.node import (
-    NS_PER_MS, Connect, Deliver, Discard, Disconnect, DurableStore, NodeContext, Note, Send, SetTimer,
-    SocketType, Subscribe,
+    NS_PER_MS, Connect, Deliver, Discard, Disconnect, DurableStore, Send, SetTimer, SocketType, Subscribe,
 )
 from harness.protocols import catalogue, codec
 from harness.protocols.dafka import PEER
@@ -26,6 +25,7 @@ from reference_nodes.dafka.consumer import Consumer
 from reference_nodes.dafka.producer import Producer
 from reference_nodes.dafka.store import Store
 from reference_nodes.dafka.tower import Tower
+from tests.reference_nodes.node_helpers import ctx, notes, of, sends
 
 MS = NS_PER_MS
 S = codec("dafka")
@@ -37,24 +37,8 @@ C = "C" * 32  # a consumer address
 ST = "D" * 32  # a store address
 
 
-def ctx(name: str = "n", store: DurableStore | None = None, seed: int = 0, **config: Any) -> NodeContext:
-    return NodeContext(name, random.Random(seed), store if store is not None else DurableStore(), config)
-
-
 def enc(name: str, c=S, **fields: Any) -> list[bytes]:
     return c.encode(name, fields)
-
-
-def sends(actions, msg_type: str | None = None) -> list[Send]:
-    return [a for a in actions if isinstance(a, Send) and (msg_type is None or a.msg_type == msg_type)]
-
-
-def of(actions, kind) -> list:
-    return [a for a in actions if isinstance(a, kind)]
-
-
-def notes(actions, kind: str) -> list[Note]:
-    return [a for a in actions if isinstance(a, Note) and a.kind == kind]
 
 
 def records(actions) -> list[tuple[str, str, int, bytes]]:

@@ -9,20 +9,19 @@ from __future__ import annotations
 
 import ast
 import pathlib
-import random
 from typing import Any
 
 import pytest
 
 from harness.node import (
-    NS_PER_MS, Connect, Deliver, Discard, Disconnect, DurableStore, NodeContext, Note, Send, SetTimer,
-    SocketType,
+    NS_PER_MS, Connect, Deliver, Discard, Disconnect, Note, Send, SetTimer, SocketType,
 )
 from harness.protocols import ConformanceError, DecodeError, catalogue, codec
 from reference_nodes.dcp import mutants as M
 from reference_nodes.dcp.broker import Broker
 from reference_nodes.dcp.client import Client
 from reference_nodes.dcp.worker import Worker
+from tests.reference_nodes.node_helpers import ctx, notes, of, sends
 
 MS = NS_PER_MS
 S = codec("dcp")
@@ -30,24 +29,8 @@ D = codec("dcp", "dcp:dagbox")
 T0 = 1_000 * MS  # an arbitrary non-zero start time
 
 
-def ctx(name: str = "n", **config: Any) -> NodeContext:
-    return NodeContext(name, random.Random(0), DurableStore(), config)
-
-
 def enc(name: str, c=S, **fields: Any) -> list[bytes]:
     return c.encode(name, fields)
-
-
-def sends(actions, msg_type: str | None = None) -> list[Send]:
-    return [a for a in actions if isinstance(a, Send) and (msg_type is None or a.msg_type == msg_type)]
-
-
-def of(actions, kind) -> list:
-    return [a for a in actions if isinstance(a, kind)]
-
-
-def notes(actions, kind: str) -> list[Note]:
-    return [a for a in actions if isinstance(a, Note) and a.kind == kind]
 
 
 def timer(actions) -> int | None:
