@@ -171,7 +171,6 @@ def cmd_node(args: argparse.Namespace) -> int:
         config["connect"] = args.connect[0] if len(args.connect) == 1 else list(args.connect)
     if args.identity:
         config["identity"] = args.identity.encode()
-    from harness.live.supervisor import reap_on_signals  # noqa: F401 - standalone installs its own handlers
 
     factory = _factory(args.protocol, args.role, args.mutant) if args.mutant else role.factory
     return run_standalone(factory, name=args.name or f"{args.protocol}-{args.role}", role=args.role,

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
 
 from harness.trace import COMMAND, CRASH, DELIVER, DISCARD, FAULT, PAUSE, RESTART, RESUME, SEND, VERDICT
 from reports.windows import Event

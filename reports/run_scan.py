@@ -23,7 +23,6 @@ pyarrow and no zmq-harness installation.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
@@ -32,7 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from harness.trace import COMMAND, CRASH, DELIVER, DISCARD, DROP, FAULT, PAUSE, RECV, RESTART, RESUME, SEND, VERDICT
-from reports.histogram import LOG_GAMMA, NEG_BASE, ZERO_KEY
+from reports.histogram import LOG_GAMMA, NEG_BASE
 from reports.messages import DELIVERED, DROPPED, FAULT_BITS, LOST, NO_ID, ORPHAN, OTHER_FAULT_BIT, RECEIVED, STATUS, \
     STATUSES
 from reports.windows import NONE, Event, Segment, segments

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
-
-import pytest
 
 BIN = Path(sys.executable).parent / "zmq-harness"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.composition import RunResult, run_sim
-from harness.node import BaseNode, NodeContext, Send, SetTimer, SocketSpec, SocketType
+from harness.node import BaseNode, Send, SetTimer, SocketSpec, SocketType
 from harness.scenario import parse_scenario
 from reference_nodes.dcp import mutants
 
