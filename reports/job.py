@@ -105,6 +105,7 @@ def run_job(spark: Any, path: str, engine: str = "auto", unit_rows: int = run_sc
             max_file_rows: int = run_scan.MAX_FILE_ROWS) -> JobResult:
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r} (one of {', '.join(ENGINES)})")
+    df = None
     files = list_traces(path) if engine != "sql" else None
     if files is None:  # a file system pyarrow does not open, or the sql engine: Spark lists
         df = read_traces(spark, path)
@@ -113,7 +114,7 @@ def run_job(spark: Any, path: str, engine: str = "auto", unit_rows: int = run_sc
         engine = "arrow" if files and arrow_can_read(files[0]) else "sql"
     tables = ControlTables()
     if engine == "sql":
-        df = read_traces(spark, path)
+        df = df if df is not None else read_traces(spark, path)
         result = JobResult(Control(), engine="sql", files=len(files), histogram=_sql(spark, df, tables))
     else:
         tasks, units, left = _arrow(spark, files, unit_rows, max_file_rows)

@@ -30,20 +30,22 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from harness.trace import COMMAND, CRASH, DELIVER, DISCARD, DROP, FAULT, PAUSE, RECV, RESTART, RESUME, SEND, VERDICT
+from harness.trace import CRASH, DISCARD, FAULT, PAUSE, RESTART, RESUME, VERDICT
 from reports.histogram import LOG_GAMMA, NEG_BASE
-from reports.messages import DELIVERED, DROPPED, FAULT_BITS, LOST, NO_ID, ORPHAN, OTHER_FAULT_BIT, RECEIVED, STATUS, \
-    STATUSES
+from reports.messages import (
+    DELIVERED, DROPPED, FAULT_BITS, FAULT_ROW, LOST, NO_ID, ORPHAN, OTHER_FAULT_BIT, RECEIVE_SIDE, RECEIVED,
+    SEND_SIDE, STATUS, STATUSES,
+)
+from reports.messages import KIND_CODES as MESSAGE_KIND_CODES
 from reports.windows import NONE, Event, Segment, segments
 
 # Only values are taken from the modules above (pickled with the task), no function or class: an
 # executor imports reports.windows (shipped too) and pyarrow, nothing else of the project.
 
-# Kinds as small codes: the message kinds 0-5 as in reports.messages (send side 0, receive side 1,
-# drop 2, fault 3; +4 for the command/deliver pairing), control rows 8.
-SEND_SIDE, RECEIVE_SIDE, DROP_ROW, FAULT_ROW, CONTROL = 0, 1, 2, 3, 8
-KIND_CODES = {SEND: 0, RECV: 1, DROP: 2, FAULT: 3, COMMAND: 4, DELIVER: 5,
-              **{k: CONTROL for k in (VERDICT, CRASH, RESTART, PAUSE, RESUME, DISCARD)}}
+# Kinds as small codes: the message kinds as in reports.messages (side in the low two bits, +4 for
+# the command/deliver pairing), control rows 8.
+CONTROL = 8
+KIND_CODES = {**MESSAGE_KIND_CODES, **{k: CONTROL for k in (VERDICT, CRASH, RESTART, PAUSE, RESUME, DISCARD)}}
 EVENT_KINDS = (CRASH, RESTART, PAUSE, RESUME, FAULT)  # control rows that open/close windows
 
 MESSAGE_COLUMNS = ("run", "protocol", "scenario", "kind", "time_ns", "msg_type", "msg_id", "corr", "fault")

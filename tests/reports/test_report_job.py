@@ -250,7 +250,8 @@ def test_local_listing_matches_spark_s(spark, tmp_path: Path) -> None:
         p = tmp_path / rel
         p.parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(pa.table({"run": ["r"]}), p)
-    spark_files = sorted("/" + f.removeprefix("file:").lstrip("/") for f in read_traces(spark, str(tmp_path)).inputFiles())
+    listed = read_traces(spark, str(tmp_path)).inputFiles()
+    spark_files = sorted("/" + f.removeprefix("file:").lstrip("/") for f in listed)
     assert list_traces(str(tmp_path)) == spark_files == [str(tmp_path / r) for r in
                                                          ("a.parquet", "d/b.parquet", "d/e/c.parquet")]
     assert list_traces("file://" + str(tmp_path / "a.parquet")) == [str(tmp_path / "a.parquet")]
