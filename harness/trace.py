@@ -54,13 +54,14 @@ SCHEMA = pa.schema(
         ("clause", pa.string()),  # clause or invariant id a discard/verdict refers to
         ("detail", pa.string()),  # human-readable detail (reason, decoded summary)
         ("frames", pa.binary()),  # msgpack list of the raw frames, when recorded
+        ("data", pa.binary()),  # msgpack of a command's, delivery's or note's data (pack_data)
     ]
 )
 COLUMNS = tuple(SCHEMA.names)
 # Columns the emitter supplies per row (the rest are filled at flush).
 ROW_COLUMNS = (
     "node", "kind", "time_ns", "socket", "msg_type", "peer", "topic", "seq", "term", "index",
-    "msg_id", "corr", "size", "fault", "verdict", "clause", "detail", "frames",
+    "msg_id", "corr", "size", "fault", "verdict", "clause", "detail", "frames", "data",
 )
 ROW_WIDTH = len(ROW_COLUMNS)
 RUN_COLUMNS = ("run", "seed", "scenario", "protocol")  # one value for the whole run (RunInfo)
@@ -70,7 +71,7 @@ RUN_COLUMNS = ("run", "seed", "scenario", "protocol")  # one value for the whole
 ROW_GROUP_ROWS = 16384
 # Columns with few distinct values get Parquet dictionary encoding; on the others (times, ids,
 # details, frames) the writer would build a dictionary only to give it up.
-DICTIONARY_COLUMNS = [c for c in COLUMNS if c not in ("time_ns", "msg_id", "corr", "detail", "frames")]
+DICTIONARY_COLUMNS = [c for c in COLUMNS if c not in ("time_ns", "msg_id", "corr", "detail", "frames", "data")]
 
 
 def pack_frames(frames: Iterable[bytes]) -> bytes:
@@ -81,6 +82,55 @@ def unpack_frames(blob: bytes | None) -> list[bytes] | None:
     if blob is None:
         return None
     return list(msgpack.unpackb(blob, raw=False))
+
+
+def _sort_key(value: Any) -> tuple[str, str]:
+    return (type(value).__name__, stable_repr(value))
+
+
+def _data_default(value: Any) -> Any:
+    """What MessagePack has no type for: sets become sorted lists (hash order never reaches the
+    trace), anything else its ``repr`` as text."""
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=_sort_key)
+    return stable_repr(value)
+
+
+_data_packer = msgpack.Packer(use_bin_type=True, default=_data_default)
+
+
+def pack_data(value: Any) -> bytes:
+    """The ``data`` column of a command, delivery or note row: its data as MessagePack, lossless
+    for the plain values nodes use (dicts, lists, tuples as lists, str, bytes, int, float,
+    bool, None) and cheap to write (the repr of a 100-byte payload costs several times more)."""
+    try:
+        return _data_packer.pack(value)
+    except ValueError:  # nested deeper than MessagePack's limit (hundreds of levels)
+        return _data_packer.pack(f"<{type(value).__name__} nested too deep to record>")
+
+
+def stable_repr(value: Any) -> str:
+    """``repr`` with sets sorted, so a text never depends on hash order."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{stable_repr(k)}: {stable_repr(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(stable_repr(v) for v in value) + "]"
+    if isinstance(value, tuple):
+        inner = ", ".join(stable_repr(v) for v in value)
+        return f"({inner},)" if len(value) == 1 else f"({inner})"
+    if isinstance(value, (set, frozenset)):
+        items = sorted(stable_repr(v) for v in value)
+        if isinstance(value, frozenset):
+            return "frozenset({" + ", ".join(items) + "})" if items else "frozenset()"
+        return "{" + ", ".join(items) + "}" if items else "set()"
+    return repr(value)
+
+
+def unpack_data(blob: bytes | None) -> Any:
+    """A ``data`` cell back as Python values (dict keys may be of any scalar type)."""
+    if blob is None:
+        return None
+    return msgpack.unpackb(blob, raw=False, strict_map_key=False)
 
 
 @dataclass(frozen=True)
@@ -132,10 +182,11 @@ class TraceWriter:
         clause: str | None = None,
         detail: str | None = None,
         frames: bytes | None = None,
+        data: bytes | None = None,
     ) -> None:
         flat = self._flat
         flat += (node, kind, time_ns, socket, msg_type, peer, topic, seq, term, index, msg_id, corr,
-                 size, fault, verdict, clause, detail, frames)
+                 size, fault, verdict, clause, detail, frames, data)
         if len(flat) >= self._flush_at:
             self.flush()
 

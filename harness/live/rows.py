@@ -32,13 +32,6 @@ def as_text(value: Any) -> str:
     return str(value)
 
 
-def summary(data: Any) -> str:
-    text = repr(data)
-    if len(text) > DETAIL_MAX:
-        text = text[: DETAIL_MAX - 3] + "..."
-    return text
-
-
 def exception_summary(exc: BaseException) -> str:
     """The exception and the innermost frames of its traceback, short enough for a row."""
     text = "".join(traceback.format_exception(exc, limit=-6)).strip()

@@ -49,7 +49,7 @@ from harness.node import (
     Note, Send, SetTimer, SocketSpec, SocketType, Subscribe, Unsubscribe,
 )
 from harness.trace import (
-    COMMAND, CRASH, DELIVER, DISCARD, DROP, NOTE, RECV, RESTART, SEND, TraceWriter, pack_frames,
+    COMMAND, CRASH, DELIVER, DISCARD, DROP, NOTE, RECV, RESTART, SEND, TraceWriter, pack_data, pack_frames,
 )
 
 log = logging.getLogger(__name__)
@@ -478,7 +478,7 @@ class LiveRuntime:
             elif kind is Note:
                 if self._trace is not None:
                     self._trace.emit(slot.name, NOTE, now, msg_type=action.kind,  # type: ignore[union-attr]
-                                     detail=rows.summary(action.data))  # type: ignore[union-attr]
+                                     data=pack_data(action.data))  # type: ignore[union-attr]
             elif kind is Connect or kind is Disconnect:
                 self._connect(slot, action, now)  # type: ignore[arg-type]
             elif kind is Subscribe or kind is Unsubscribe:
@@ -527,7 +527,7 @@ class LiveRuntime:
         if self._trace is not None:
             extra = rows.meta_columns(action.data)
             self._trace.emit(slot.name, DELIVER, now, msg_type=action.kind,
-                             detail=rows.summary(action.data), **extra)
+                             data=pack_data(action.data), **extra)
         if self._record:
             self._log.append(slot.name, action.kind, action.data, now)
 
@@ -635,7 +635,7 @@ class LiveRuntime:
         now = self.now()
         node = slot.node
         if self._trace is not None:
-            self._trace.emit(slot.name, COMMAND, now, detail=rows.summary(request),
+            self._trace.emit(slot.name, COMMAND, now, data=pack_data(request),
                              corr=rows.as_text(request["corr"]) if "corr" in request else None,
                              fault="node-down" if node is None else None)
         if node is None:

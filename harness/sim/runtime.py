@@ -73,6 +73,7 @@ from harness.trace import (
     RESUME,
     SEND,
     TraceWriter,
+    pack_data,
 )
 
 RECONNECT_IVL_NS = 100 * NS_PER_MS  # libzmq's default ZMQ_RECONNECT_IVL
@@ -538,7 +539,7 @@ class Simulation:
         topic, seq, term, index, corr = _meta(data) if data else (None, None, None, None, None)
         self._emit(slot.name, DELIVER if action.__class__ is Deliver else NOTE, self._env._now, None,  # type: ignore[arg-type]
                    action.kind, None, topic, seq, term, index, None, corr, None, None, None, None,
-                   stable_repr(data), None)
+                   None, None, pack_data(data))
 
     def _discard_row(self, slot: NodeSlot, action: Discard) -> None:
         if self._emit is None:
@@ -924,7 +925,7 @@ class Simulation:
         topic, seq, term, index, corr = _meta(request)
         op = request.get("op", request.get("type", ""))
         self._emit(slot.name, COMMAND, self._env._now, None, str(op), None, topic, seq, term, index,  # type: ignore[arg-type]
-                   None, corr, None, fault, None, None, stable_repr(request), None)
+                   None, corr, None, fault, None, None, None, None, pack_data(request))
 
     def _local(self, sock: SimSocket, frames: list[bytes], peer: str, msg_type: str, detail: str) -> None:
         """A socket tells its own node something (XPUB: an unsubscription when a peer left)."""
@@ -1033,47 +1034,3 @@ def _meta(meta: dict[str, Any]) -> tuple[str | None, int | None, int | None, int
     if corr is not None and corr.__class__ is not str:
         corr = _text(corr)
     return topic, seq, term, index, corr
-
-
-_SCALARS = frozenset({str, bytes, int, float, bool, type(None)})
-
-
-def _plain(value: Any) -> bool:
-    """True if ``repr(value)`` is already stable: only scalars, dicts, lists and tuples."""
-    cls = value.__class__
-    if cls in _SCALARS:
-        return True
-    if cls is dict:
-        for k, v in value.items():
-            if k.__class__ not in _SCALARS or (v.__class__ not in _SCALARS and not _plain(v)):
-                return False
-        return True
-    if cls is list or cls is tuple:
-        for v in value:
-            if v.__class__ not in _SCALARS and not _plain(v):
-                return False
-        return True
-    return False
-
-
-def stable_repr(value: Any) -> str:
-    """``repr`` with sets sorted, so a detail string never depends on hash order."""
-    if _plain(value):
-        return repr(value)  # the common case, at C speed
-    return _stable_repr(value)
-
-
-def _stable_repr(value: Any) -> str:
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{_stable_repr(k)}: {_stable_repr(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, list):
-        return "[" + ", ".join(_stable_repr(v) for v in value) + "]"
-    if isinstance(value, tuple):
-        inner = ", ".join(_stable_repr(v) for v in value)
-        return f"({inner},)" if len(value) == 1 else f"({inner})"
-    if isinstance(value, (set, frozenset)):
-        items = sorted(_stable_repr(v) for v in value)
-        if isinstance(value, frozenset):
-            return "frozenset({" + ", ".join(items) + "})" if items else "frozenset()"
-        return "{" + ", ".join(items) + "}" if items else "set()"
-    return repr(value)

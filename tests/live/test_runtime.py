@@ -12,7 +12,7 @@ import zmq
 from harness.live.runtime import Delivery, LiveRuntime
 from harness.live.sockets import SocketSetupError
 from harness.node import Action, BaseNode, Deliver, Discard, Send, SocketSpec, SocketType
-from harness.trace import RunInfo, TraceWriter, read_trace, unpack_frames
+from harness.trace import RunInfo, TraceWriter, read_trace, unpack_data, unpack_frames
 from tests.live.live_test_nodes import EchoClient, EchoServer, Publisher, Subscriber, Ticker
 
 pytestmark = [pytest.mark.live, pytest.mark.timeout(30)]
@@ -370,7 +370,8 @@ def test_discard_note_command_and_subscribe_rows(tmp_path: Any, no_thread_leak: 
     (note,) = [r for r in rows if r["kind"] == "note"]
     assert note["msg_type"] == "cancelled" and note["node"] == "t"
     commands = [r for r in rows if r["kind"] == "command"]
-    assert commands[0]["corr"] == "c-1" and "cancel" in commands[0]["detail"]
+    assert commands[0]["corr"] == "c-1" and unpack_data(commands[0]["data"]) == {"cancel": True, "corr": "c-1"}
+    assert unpack_data(commands[1]["data"]) == {"subscribe": b"topic-a"}  # bytes stay bytes, as in simulation
     (sub,) = [r for r in rows if r["kind"] == "subscribe"]
     assert sub["topic"] == "topic-a" and sub["node"] == "sub"
 

@@ -15,7 +15,7 @@ from harness.node import (
     SocketType,
 )
 from harness.sim import Simulation
-from harness.trace import pack_frames, unpack_frames
+from harness.trace import pack_data, pack_frames, unpack_data, unpack_frames
 from tests.sim.sim_helpers import FIXED_1MS, MS, do, fixed_sim, rows, scripted, send, writer
 from tests.sim.sim_test_nodes import EchoServer, PingClient
 
@@ -47,7 +47,7 @@ def test_send_and_recv_rows_are_linked_and_carry_the_meta(tmp_path) -> None:
     assert back["msg_id"] == reply["msg_id"] and unpack_frames(back["frames"]) == [b"", (0).to_bytes(8, "big")]
     (deliver,) = rows(trace.path, kind="deliver")
     assert (deliver["msg_type"], deliver["seq"], deliver["corr"]) == ("reply", 0, "client/0")
-    assert deliver["detail"] == "{'seq': 0, 'corr': 'client/0'}"
+    assert unpack_data(deliver["data"]) == {"seq": 0, "corr": "client/0"} and deliver["detail"] is None
 
 
 def test_frames_column_matches_pack_frames_and_can_be_switched_off(tmp_path) -> None:
@@ -83,14 +83,33 @@ def test_note_discard_deliver_and_command_rows(tmp_path) -> None:
     trace.close()
     command, note, discard, deliver = rows(trace.path, node="n")
     assert (command["kind"], command["msg_type"], command["corr"], command["seq"]) == ("command", "go", "c-1", 1)
-    assert command["detail"] == "{'op': 'go', 'corr': 'c-1', 'seq': 1}"
+    assert unpack_data(command["data"]) == {"op": "go", "corr": "c-1", "seq": 1}
     assert (note["kind"], note["msg_type"], note["term"], note["topic"]) == ("note", "elected", 3, "raw\\xff")
-    assert note["detail"].endswith("'members': {'a', 'b', 'c'}}")  # sets are sorted: stable across runs
+    # bytes stay bytes; sets become sorted lists, so the bytes never depend on hash order
+    assert unpack_data(note["data"]) == {"term": 3, "topic": b"raw\xff", "members": ["a", "b", "c"]}
     assert (discard["kind"], discard["clause"], discard["detail"], discard["socket"]) == (
         "discard", "proto.magic", "bad magic", "s")
     assert discard["frames"] == pack_frames([b"junk"]) and discard["size"] == 4
     assert (deliver["topic"], deliver["seq"], deliver["index"], deliver["term"], deliver["corr"]) == (
         "t", 9, 4, 2, "77")
+    assert discard["data"] is None and unpack_data(deliver["data"])["corr"] == 77
+
+
+def test_data_column_keeps_what_msgpack_has_no_type_for() -> None:
+    class Opaque:
+        def __repr__(self) -> str:
+            return "Opaque()"
+
+    value = {1: (2, 3), "big": 2**70, "o": Opaque(), "fs": frozenset({3, 1}), "mixed": {"b", 2}}
+    assert unpack_data(pack_data(value)) == {1: [2, 3], "big": str(2**70), "o": "Opaque()", "fs": [1, 3],
+                                             "mixed": [2, "b"]}
+    deep: list[Any] = []
+    inner = deep
+    for _ in range(3000):  # deeper than MessagePack nests: said so, and the run goes on
+        inner.append([])
+        inner = inner[0]
+    assert unpack_data(pack_data(deep)) == "<list nested too deep to record>"
+    assert unpack_data(pack_data({"after": "an error"})) == {"after": "an error"}  # the packer recovered
 
 
 def test_on_action_hooks_see_every_action_with_virtual_time() -> None:
