@@ -58,3 +58,17 @@ def test_a_run_aborted_by_an_exception_flushes_its_trace(tmp_path: Path) -> None
     t = read_trace(str(files[0]))
     assert t.num_rows > 100  # everything up to the abort at 1.5 s is there
     assert max(t.column("time_ns").to_pylist()) >= 1_000_000_000
+
+
+def test_statistics_are_written_for_the_columns_readers_filter_on_only(tmp_path: Path) -> None:
+    path = str(tmp_path / "stats.parquet")
+    with TraceWriter(path, RunInfo("r/1", 1, "s", "dcp")) as w:
+        w.register_node("a", "client")
+        for i in range(3):
+            w.emit("a", "send", 10 + i, "s", "REQUEST", "b", msg_id=i, corr=f"c{i}", size=5,
+                   frames=pack_frames([b"x" * i]))
+    group = pq.ParquetFile(path).metadata.row_group(0)
+    stats = {group.column(i).path_in_schema: group.column(i).statistics for i in range(group.num_columns)}
+    assert (stats["time_ns"].min, stats["time_ns"].max) == (10, 12)
+    assert (stats["msg_id"].min, stats["msg_id"].max) == (0, 2) and stats["kind"].min == "send"
+    assert stats["frames"] is None and stats["corr"] is None and stats["data"] is None

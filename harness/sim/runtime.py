@@ -17,6 +17,7 @@ paused, else the socket decides what the node sees and the node handles it.
 
 from __future__ import annotations
 
+import heapq
 import random
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -125,7 +126,10 @@ class Simulation:
         self.trace = trace
         self.stats = SimStats()
         self._env = simpy.Environment()
-        self._schedule = self._env.schedule
+        # simpy's own event queue and id counter, pushed to directly on the hot path (one call
+        # less per event than Environment.schedule; the entries are exactly what it pushes).
+        self._queue: list[tuple[int, int, int, Event]] = self._env._queue  # type: ignore[assignment]
+        self._eid = self._env._eid
         self._net = Network(seed, latency or LatencyModel())
         self._rules = rules if rules is not None and len(rules) else None
         self._emit = trace.emit if trace is not None else None
@@ -223,8 +227,25 @@ class Simulation:
         self._after(self._delay_to(at_ns), self._call_ev, fn)
 
     def run(self, until_ns: int) -> None:
-        if until_ns > self.now_ns:
-            self._env.run(until=until_ns)
+        """Process the events due before ``until_ns``: simpy's ``Environment.step`` over its own
+        queue, without the per-event method call and the stop event of ``Environment.run``
+        (a fifth of the cost of an event). Events a simpy process scheduled on ``env`` run
+        here too, in the same order simpy would run them."""
+        env = self._env
+        if until_ns <= env._now:
+            return
+        queue = self._queue
+        pop = heapq.heappop
+        while queue and queue[0][0] < until_ns:
+            env._now, _, _, event = pop(queue)
+            callbacks, event.callbacks = event.callbacks, None
+            for callback in callbacks:
+                callback(event)
+            if not event._ok and not hasattr(event, "_defused"):
+                exc = type(event._value)(*event._value.args)  # as simpy crashes on a failed event
+                exc.__cause__ = event._value
+                raise exc
+        env._now = until_ns
 
     # ---- nemesis primitives --------------------------------------------------------------
     def crash(self, node: str) -> None:
@@ -330,7 +351,8 @@ class Simulation:
 
     # ==== scheduling ==========================================================================
     def _after(self, delay: int, fn: Callable[[_Call], None], payload: Any) -> None:
-        self._schedule(_Call(self._env, fn, payload), NORMAL, delay)
+        env = self._env
+        heapq.heappush(self._queue, (env._now + delay, NORMAL, next(self._eid), _Call(env, fn, payload)))
 
     def _delay_to(self, at_ns: int) -> int:
         delay = at_ns - self.now_ns
@@ -599,16 +621,17 @@ class Simulation:
         pipe.inflight += 1
         self.stats.wire += 1
         payload = (msg, pipe, pipe.peer, pipe.session, fault)
-        self._schedule(_Call(env, self._arrive, payload), NORMAL, at - now)
+        queue, eid, push = self._queue, self._eid, heapq.heappush
+        push(queue, (at, NORMAL, next(eid), _Call(env, self._arrive, payload)))
         for _ in range(copies):
             pipe.pending += 1
             pipe.inflight += 1
             self.stats.wire += 1
-            self._schedule(_Call(env, self._arrive, payload), NORMAL, at - now)
+            push(queue, (at, NORMAL, next(eid), _Call(env, self._arrive, payload)))
         if pipe.held:
             for entry in pipe.held:  # reordered messages arrive right behind this one
                 entry[1] = True
-                self._schedule(_Call(env, self._arrive, entry[0]), NORMAL, at - now)
+                push(queue, (at, NORMAL, next(eid), _Call(env, self._arrive, entry[0])))
             pipe.held = None
 
     def _hold(self, pipe: Pipe, msg: Message, fault: str, hold_ns: int, behind_next: bool, now: int) -> None:
