@@ -58,11 +58,12 @@ SCHEMA = pa.schema(
     ]
 )
 COLUMNS = tuple(SCHEMA.names)
-# Columns the emitter supplies per row (the rest are filled at flush).
-ROW_COLUMNS = (
-    "node", "kind", "time_ns", "socket", "msg_type", "peer", "topic", "seq", "term", "index",
-    "msg_id", "corr", "size", "fault", "verdict", "clause", "detail", "frames", "data",
-)
+# Columns the emitter supplies per row (the rest are filled at flush), in buffer order: what
+# a row says of its event first, then MESSAGE_COLUMNS, which a message's rows (its send, its
+# receives, its drop) all share, so the simulator builds them once per message (``emit_message``).
+MESSAGE_COLUMNS = ("msg_type", "topic", "seq", "term", "index", "msg_id", "corr", "size", "verdict", "clause",
+                   "data")
+ROW_COLUMNS = ("node", "kind", "time_ns", "socket", "peer", "fault", "detail", "frames") + MESSAGE_COLUMNS
 ROW_WIDTH = len(ROW_COLUMNS)
 RUN_COLUMNS = ("run", "seed", "scenario", "protocol")  # one value for the whole run (RunInfo)
 # Rows per Parquet row group. Small enough that a run's buffers (rows, then their Arrow
@@ -73,10 +74,10 @@ ROW_GROUP_ROWS = 16384
 # details, frames) the writer would build a dictionary only to give it up.
 DICTIONARY_COLUMNS = [c for c in COLUMNS if c not in ("time_ns", "msg_id", "corr", "detail", "frames", "data")]
 # Columns with min/max statistics: those a reader filters row groups or files on (a run, a
-# node, a kind, a time range, a message id). On payload-like columns (frames, data, detail,
-# peers, correlation ids) min/max never prune anything and cost a fifth of the write.
-STATISTICS_COLUMNS = ["run", "seed", "scenario", "protocol", "implementation", "node", "role", "kind",
-                      "time_ns", "seq", "term", "index", "msg_id", "fault", "verdict"]
+# node, a kind, a time range, a message id, a verdict). On the others (payloads, peers,
+# correlation ids, columns that follow from the run or the node) min/max never prune anything
+# and cost a quarter of the write.
+STATISTICS_COLUMNS = ["run", "seed", "node", "kind", "time_ns", "seq", "term", "index", "msg_id", "verdict"]
 
 
 def pack_frames(frames: Iterable[bytes]) -> bytes:
@@ -190,8 +191,19 @@ class TraceWriter:
         data: bytes | None = None,
     ) -> None:
         flat = self._flat
-        flat += (node, kind, time_ns, socket, msg_type, peer, topic, seq, term, index, msg_id, corr,
-                 size, fault, verdict, clause, detail, frames, data)
+        flat += (node, kind, time_ns, socket, peer, fault, detail, frames, msg_type, topic, seq, term, index,
+                 msg_id, corr, size, verdict, clause, data)
+        if len(flat) >= self._flush_at:
+            self.flush()
+
+    def emit_message(self, node: str, kind: str, time_ns: int, socket: str | None, peer: str | None,
+                     fault: str | None, detail: str | None, frames: bytes | None,
+                     message: tuple[Any, ...]) -> None:
+        """A row of a message (send, recv, drop, fault on it): ``message`` holds the values of
+        MESSAGE_COLUMNS, made once per message (verdict, clause and data are None)."""
+        flat = self._flat
+        flat += (node, kind, time_ns, socket, peer, fault, detail, frames)
+        flat += message
         if len(flat) >= self._flush_at:
             self.flush()
 

@@ -61,7 +61,7 @@ class Message:
     """One sent message, shared by every copy of it in flight (PUB fan-out, duplicates)."""
 
     __slots__ = ("msg_id", "frames", "msg_type", "topic", "seq", "term", "index", "corr",
-                 "size", "src", "packed")
+                 "size", "src", "packed", "row")
 
     def __init__(self, msg_id: int, frames: list[bytes], msg_type: str, topic: str | None,
                  seq: int | None, term: int | None, index: int | None, corr: str | None,
@@ -77,6 +77,8 @@ class Message:
         self.size = size
         self.src = src
         self.packed: bytes | None = None  # msgpack of ``frames`` for the trace, made once
+        # The trace's MESSAGE_COLUMNS, shared by every row of this message.
+        self.row = (msg_type, topic, seq, term, index, msg_id, corr, size, None, None, None)
 
 
 class Session:

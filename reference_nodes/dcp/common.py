@@ -7,8 +7,9 @@ delimiter on (E-DCP-01); on the broker's ROUTER socket the routing identity prec
 
 Timers: a node keeps its own deadlines and reports the earliest with one ``SetTimer``. Every
 handler ends with ``self._arm(out, ...)``, which appends a ``SetTimer`` when the earliest
-deadline changed (always after ``handle_timer``, because the runtime forgets a timer that
-fired).
+deadline came earlier than the armed one (always after ``handle_timer``, because the runtime
+forgets a timer that fired). A deadline that moved later is left to the armed timer: it fires
+early, the handler finds nothing due and re-arms.
 """
 
 from __future__ import annotations
@@ -117,7 +118,13 @@ class DcpNode(BaseNode):
 
     def _arm(self, out: list[Action], force: bool = False) -> list[Action]:
         at = self.earliest()
-        if force or at != self._armed:
+        armed = self._armed
+        # A deadline that moved later (a heartbeat expiry after traffic, the next request
+        # timeout) is not handed out: the armed timer fires first, the handler finds nothing due
+        # and re-arms. Every handler checks its deadlines against ``now``, so an early firing
+        # changes nothing, and the busy broker re-arms once per expiry period instead of after
+        # every worker message.
+        if force or (at is not None and (armed is None or at < armed)):
             out.append(SetTimer(at))
             self._armed = at
         return out

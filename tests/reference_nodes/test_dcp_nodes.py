@@ -33,10 +33,18 @@ def enc(name: str, c=S, **fields: Any) -> list[bytes]:
     return c.encode(name, fields)
 
 
-def timer(actions) -> int | None:
+def timer(node: Any, actions: list[Any]) -> int | None:
+    """The node's next deadline, once it is checked that the runtime will wake the node by then:
+    a SetTimer in ``actions`` is that deadline; without one (the deadline moved later), the
+    timer armed before is due no later than it."""
+    at = node.earliest()
     ts = of(actions, SetTimer)
-    assert ts, f"no SetTimer in {actions}"
-    return ts[-1].at
+    if ts:
+        assert ts[-1].at == at, f"SetTimer({ts[-1].at}) but the earliest deadline is {at}"
+    else:
+        assert node._armed is not None and (at is None or node._armed <= at), (
+            f"no SetTimer, armed {node._armed}, earliest deadline {at}")
+    return at
 
 
 def req(service: str = "echo", addr: bytes | None = None, md=(b"r1",), data=(b"hello",), c=S) -> list[bytes]:
@@ -192,18 +200,18 @@ def test_reply_from_unknown_peer_is_forwarded() -> None:
 def test_worker_expiry_timing_and_dropped_request() -> None:
     b = broker(heartbeat_ms=100, liveness=3)
     out = register(b, b"W", now=T0)
-    assert timer(out) == T0 + 300 * MS
+    assert timer(b, out) == T0 + 300 * MS
     out = b.receive("router", [b"W", *enc("PING")], T0 + 50 * MS)
-    assert timer(out) == T0 + 350 * MS  # traffic postpones expiry
+    assert timer(b, out) == T0 + 350 * MS  # traffic postpones expiry
     b.receive("router", [b"C", *req()], T0 + 60 * MS)  # W holds it now
     register(b, b"V", "other", now=T0 + 70 * MS)
     out = b.handle_timer(T0 + 350 * MS - 1)
-    assert not notes(out, "worker-expired") and timer(out) == T0 + 350 * MS
+    assert not notes(out, "worker-expired") and timer(b, out) == T0 + 350 * MS
     out = b.handle_timer(T0 + 350 * MS)
     (n,) = notes(out, "worker-expired")
     assert n.data == {"worker": b"W", "service": "echo", "services": ["echo"], "last_heard": T0 + 50 * MS,
                       "expired_at": T0 + 350 * MS, "limit_ns": 300 * MS, "dropped_request": "r1"}
-    assert timer(out) == T0 + 370 * MS  # V is next
+    assert timer(b, out) == T0 + 370 * MS  # V is next
     assert b"W" not in b.status()["workers"] and b.dropped == 1
     # W comes back with a ping: it is unknown now
     out = b.receive("router", [b"W", *enc("PING")], T0 + 360 * MS)
@@ -211,7 +219,7 @@ def test_worker_expiry_timing_and_dropped_request() -> None:
     # a due expiry is applied before a late message is handled, even without the timer
     out = b.receive("router", [b"V", *enc("PING")], T0 + 400 * MS)
     assert notes(out, "worker-expired") and [s.msg_type for s in sends(out)] == ["RECONNECT"]
-    assert timer(out) is None
+    assert timer(b, out) is None
 
 
 def test_broker_malformed_input_is_discarded_and_it_keeps_serving() -> None:
@@ -277,7 +285,7 @@ def test_worker_socket_and_registration() -> None:
         "dealer", SocketType.DEALER, ("tcp://127.0.0.1:6000",), b"w-1")
     (s,) = sends(out)
     assert s.frames == enc("REGISTER", service="echo") and s.meta == {"topic": "echo"}
-    assert timer(out) == T0 + 100 * MS
+    assert timer(w, out) == T0 + 100 * MS
     out = confirm(w, T0 + MS)
     assert notes(out, "registered") and w.confirmed
     with pytest.raises(ValueError):
@@ -312,14 +320,14 @@ def test_worker_service_time_and_request_while_busy() -> None:
     w, _ = worker(service_time_ms=50, heartbeat_ms=1000)
     confirm(w)
     out = w.receive("dealer", req(addr=b"C", md=(b"1",)), T0 + 10 * MS)
-    assert not sends(out) and timer(out) == T0 + 60 * MS
+    assert not sends(out) and timer(w, out) == T0 + 60 * MS
     out = w.receive("dealer", req(addr=b"C", md=(b"2",)), T0 + 20 * MS)
     (n,) = notes(out, "request-while-busy")
     assert n.data == {"corr": "2", "holding": "1", "queued": 1} and not sends(out)
     assert not sends(w.handle_timer(T0 + 59 * MS))
     out = w.handle_timer(T0 + 60 * MS)
     assert [s.frames for s in sends(out)] == [rep(b"C", md=(b"1",), data=(b"hello",))]
-    assert timer(out) == T0 + 110 * MS
+    assert timer(w, out) == T0 + 110 * MS
     out = w.handle_timer(T0 + 110 * MS)
     assert [s.frames for s in sends(out)] == [rep(b"C", md=(b"2",), data=(b"hello",))]
     assert w.handled == 2
@@ -346,7 +354,7 @@ def test_worker_pings_when_idle_and_skips_after_traffic() -> None:
     # a reply at +150 is "any other message in this interval": the next ping is due at +250
     w.receive("dealer", req(addr=b"C"), T0 + 150 * MS)
     out = w.handle_timer(T0 + 200 * MS)
-    assert not sends(out) and timer(out) == T0 + 250 * MS
+    assert not sends(out) and timer(w, out) == T0 + 250 * MS
     assert [s.msg_type for s in sends(w.handle_timer(T0 + 250 * MS))] == ["PING"]
 
 
@@ -445,7 +453,7 @@ def test_client_socket_and_requests() -> None:
     (s,) = sends(out)
     assert s.frames == req(md=(b"r1", b"trace"))  # no client address: the broker inserts it
     assert s.msg_type == "REQUEST" and s.meta["topic"] == "echo" and s.meta["corr"] == "r1"
-    assert timer(out) == T0 + 100 * MS
+    assert timer(c, out) == T0 + 100 * MS
     out = ask(c, "r2", T0 + 10 * MS, service="other")  # pipelining
     assert sends(out)[0].frames == req("other", md=(b"r2",)) and not of(out, SetTimer)
     with pytest.raises(ValueError):
@@ -476,10 +484,10 @@ def test_client_retries_same_request_then_gives_up() -> None:
     c = client(timeout_ms=100, max_attempts=3)
     first = sends(ask(c, "r1", T0, metadata=[b"m"]))[0].frames
     out = c.handle_timer(T0 + 99 * MS)
-    assert not sends(out) and timer(out) == T0 + 100 * MS
+    assert not sends(out) and timer(c, out) == T0 + 100 * MS
     out = c.handle_timer(T0 + 100 * MS)
     assert [s.frames for s in sends(out)] == [first] and sends(out)[0].meta["attempt"] == 2
-    assert timer(out) == T0 + 200 * MS
+    assert timer(c, out) == T0 + 200 * MS
     assert [s.frames for s in sends(c.handle_timer(T0 + 200 * MS))] == [first]
     out = c.handle_timer(T0 + 300 * MS)
     assert not sends(out)
@@ -487,7 +495,7 @@ def test_client_retries_same_request_then_gives_up() -> None:
     assert d.kind == "request-failed"
     assert {k: d.data[k] for k in ("id", "service", "attempts", "sent_at", "failed_at", "reason")} == {
         "id": "r1", "service": "echo", "attempts": 3, "sent_at": T0, "failed_at": T0 + 300 * MS, "reason": "timeout"}
-    assert timer(out) is None
+    assert timer(c, out) is None
     out = c.receive("dealer", rep(b"C", md=(b"r1", b"m")), T0 + 301 * MS)
     assert not of(out, Deliver) and notes(out, "late-reply")
 
@@ -841,3 +849,19 @@ def test_nodes_are_sans_io() -> None:
                 names = [node.module]
             for n in names:
                 assert n.split(".")[0] not in forbidden, f"{path.name} imports {n}"
+
+
+def test_a_later_deadline_is_left_to_the_armed_timer_which_fires_early_harmlessly() -> None:
+    b = broker(heartbeat_ms=100, liveness=3)
+    register(b, b"W", now=T0)  # armed: expiry at T0 + 300 ms
+    for t in (50, 100, 150, 200):  # traffic keeps postponing the expiry: nothing to hand out
+        out = b.receive("router", [b"W", *enc("PING")], T0 + t * MS)
+        assert not of(out, SetTimer) and b.earliest() == T0 + (t + 300) * MS
+    early = b.handle_timer(T0 + 300 * MS)  # the armed timer: W is not due, the node re-arms
+    assert not notes(early, "worker-expired") and timer(b, early) == T0 + 500 * MS
+    assert notes(b.handle_timer(T0 + 500 * MS), "worker-expired")
+    # an earlier deadline is handed out at once: a worker's service time inside its heartbeat
+    w, _ = worker(service_time_ms=10, heartbeat_ms=1000)
+    confirm(w)
+    out = w.receive("dealer", req(addr=b"C", md=(b"1",)), T0 + 10 * MS)
+    assert of(out, SetTimer)[-1].at == T0 + 20 * MS
