@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import random
 import re
 import shlex
 import signal
@@ -46,11 +47,57 @@ class PlaceholderError(ValueError):
 # ---- ports and command lines -----------------------------------------------------------------
 
 
+# Ports handed out by free_port, never handed out twice by this process (a port is free only
+# until whoever was given it binds it).
+_HANDED: set[int] = set()
+_HANDED_LOCK = threading.Lock()
+_PORT_RNG = random.Random()  # its own generator: the global one belongs to nobody here
+LOWEST_PORT = 10000
+
+
+def ephemeral_range() -> tuple[int, int]:
+    """The kernel's range for the local ports of outgoing connections (Linux's default if the
+    system does not say)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo, hi = (int(x) for x in f.read().split())
+        return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free on ``host`` a moment ago (another process may still take it)."""
+    """A TCP port free on ``host`` now, for a process that will bind it a moment later.
+
+    It is taken below the kernel's ephemeral range, so no outgoing connection of any process
+    (a peer connecting while an implementation under test starts) can take it in between, as
+    one did with ports the kernel picked; and this process never hands the same port out twice.
+    """
+    lo, _ = ephemeral_range()
+    with _HANDED_LOCK:
+        if lo - LOWEST_PORT >= 1000:
+            for _ in range(200):
+                port = _PORT_RNG.randrange(LOWEST_PORT, lo)
+                if port not in _HANDED and _bindable(host, port):
+                    _HANDED.add(port)
+                    return port
+        for _ in range(200):  # no room below the ephemeral range: a port the kernel picks
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.bind((host, 0))
+                port = int(s.getsockname()[1])
+            if port not in _HANDED:
+                _HANDED.add(port)
+                return port
+    raise SupervisorError(f"no free TCP port on {host}")
+
+
+def _bindable(host: str, port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
 
 
 _FIELD = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")

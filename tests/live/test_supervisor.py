@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -15,7 +16,7 @@ import pytest
 from harness.live import supervisor as sup
 from harness.live.supervisor import (
     ManagedProcess, PlaceholderError, ProcessExitedEarly, ReadyDelay, ReadyLine, ReadyPort,
-    ReadyTimeout, Supervisor, fill_placeholders, free_port,
+    LOWEST_PORT, ReadyTimeout, Supervisor, ephemeral_range, fill_placeholders, free_port,
 )
 
 pytestmark = [pytest.mark.live, pytest.mark.timeout(30)]
@@ -92,6 +93,42 @@ def test_free_port_is_bindable_on_loopback() -> None:
     port = free_port()
     with socket.socket() as s:
         s.bind(("127.0.0.1", port))
+
+
+def test_free_ports_are_distinct_and_outside_the_range_outgoing_connections_take() -> None:
+    # Outgoing connections get their local port from the ephemeral range: a port picked there
+    # could be taken by a peer's connect before the implementation under test binds it.
+    lo, hi = ephemeral_range()
+    ports = [free_port() for _ in range(300)]
+    assert len(set(ports)) == 300
+    if lo - LOWEST_PORT >= 1000:
+        assert all(LOWEST_PORT <= p < lo for p in ports)
+
+
+def test_free_port_skips_a_port_someone_holds_and_one_already_handed_out(monkeypatch: Any) -> None:
+    lo, _ = ephemeral_range()
+    if lo - LOWEST_PORT < 1000:
+        pytest.skip("no room below the ephemeral range on this machine")
+    handed = free_port()
+    with socket.socket() as held:
+        for candidate in range(LOWEST_PORT, lo):
+            try:
+                held.bind(("127.0.0.1", candidate))
+                break
+            except OSError:
+                continue
+        picks = [candidate, handed, candidate]
+        seen: list[int] = []
+
+        class Scripted:  # the held port, the handed one, the held one again, then any
+            def randrange(self, a: int, b: int) -> int:
+                seen.append(picks.pop(0) if picks else random.Random(len(seen)).randrange(a, b))
+                return seen[-1]
+
+        monkeypatch.setattr(sup, "_PORT_RNG", Scripted())
+        port = free_port()
+    assert seen[:3] == [candidate, handed, candidate] and port == seen[-1]
+    assert port not in (candidate, handed) and LOWEST_PORT <= port < lo
 
 
 # ---- readiness ---------------------------------------------------------------------------------
