@@ -100,15 +100,25 @@ class SimStats:
         return sum(self.dropped.values())
 
 
+def _run_call(event: _Call) -> None:
+    event.fn(event)
+
+
 class _Call(Event):
     """A simpy event that runs one callback with a payload: the lean alternative to a process
-    per message. It is born triggered (``_ok``) and scheduled by ``Simulation._after``."""
+    per message. It is born triggered (``_ok``) and scheduled by ``Simulation._after``.
+    ``Simulation.run`` calls ``fn`` straight away; under simpy's own ``step`` the class-level
+    ``callbacks`` do the same."""
+
+    # Class-level: every _Call succeeds with no value and has the same one callback, so an
+    # event costs three stores, not a list and five stores.
+    _ok = True
+    _value = None
+    callbacks: Any = (_run_call,)  # a tuple: nothing may add to a list all events share
 
     def __init__(self, env: simpy.Environment, fn: Callable[[_Call], None], payload: Any) -> None:
         self.env = env
-        self.callbacks = [fn]
-        self._ok = True
-        self._value = None
+        self.fn = fn
         self.payload = payload
 
 
@@ -239,6 +249,9 @@ class Simulation:
         pop = heapq.heappop
         while queue and queue[0][0] < until_ns:
             env._now, _, _, event = pop(queue)
+            if event.__class__ is _Call:  # ours: one callback, never failing, never looked at again
+                event.fn(event)
+                continue
             callbacks, event.callbacks = event.callbacks, None
             for callback in callbacks:
                 callback(event)
@@ -626,11 +639,12 @@ class Simulation:
         payload = (msg, pipe, pipe.peer, pipe.session, fault)
         queue, eid, push = self._queue, self._eid, heapq.heappush
         push(queue, (at, NORMAL, next(eid), _Call(env, self._arrive, payload)))
-        for _ in range(copies):
-            pipe.pending += 1
-            pipe.inflight += 1
-            self.stats.wire += 1
-            push(queue, (at, NORMAL, next(eid), _Call(env, self._arrive, payload)))
+        if copies:
+            for _ in range(copies):
+                pipe.pending += 1
+                pipe.inflight += 1
+                self.stats.wire += 1
+                push(queue, (at, NORMAL, next(eid), _Call(env, self._arrive, payload)))
         if pipe.held:
             for entry in pipe.held:  # reordered messages arrive right behind this one
                 entry[1] = True

@@ -64,3 +64,12 @@ def test_a_failed_simpy_event_crashes_the_run_like_simpy() -> None:
     sim.env.process(failing())
     with pytest.raises(KeyError, match="boom"):
         sim.run(5 * MS)
+
+
+def test_simpys_own_loop_runs_the_simulators_events_too() -> None:
+    sim = Simulation(1)
+    seen: list[int] = []
+    for at in (2 * MS, 1 * MS):
+        sim.schedule(at, lambda at=at: seen.append(at))
+    sim.env.run(until=3 * MS)  # Environment.step on our events: the class-level callback runs them
+    assert seen == [1 * MS, 2 * MS]
