@@ -80,6 +80,22 @@ DICTIONARY_COLUMNS = [c for c in COLUMNS if c not in ("time_ns", "msg_id", "corr
 STATISTICS_COLUMNS = ["run", "seed", "node", "kind", "time_ns", "seq", "term", "index", "msg_id", "verdict"]
 
 
+# Columns handed to the writer as dictionary arrays (see TraceWriter.flush); in the file they
+# are plain strings, dictionary-encoded like the other DICTIONARY_COLUMNS.
+_RUN_TEXT = ("run", "scenario", "protocol")
+_DICTIONARY_TYPED = _RUN_TEXT + ("node", "role", "implementation")
+_WRITE_SCHEMA = pa.schema([pa.field(f.name, pa.dictionary(pa.int32(), f.type)) if f.name in _DICTIONARY_TYPED else f
+                          for f in SCHEMA])
+
+
+def _through(indices: pa.Array, values: list[str]) -> pa.DictionaryArray:
+    """``values[indices[i]]`` for every row, as a dictionary array with each value once (a
+    dictionary with repeated values makes the Parquet writer fall back to plain encoding)."""
+    unique = list(dict.fromkeys(values))
+    where = pa.array([unique.index(v) for v in values], pa.int32())
+    return pa.DictionaryArray.from_arrays(pc.take(where, indices), pa.array(unique, pa.string()))
+
+
 def pack_frames(frames: Iterable[bytes]) -> bytes:
     return msgpack.packb(list(frames), use_bin_type=True)
 
@@ -217,27 +233,28 @@ class TraceWriter:
         self._flat = []
         by_name = {name: flat[i::ROW_WIDTH] for i, name in enumerate(ROW_COLUMNS)}
         del flat
-        node_array = pa.array(by_name["node"], pa.string())
-        # role / implementation: one vectorised lookup per row group, not a Python loop per row.
-        known = list(self._nodes)
-        idx = pc.index_in(node_array, value_set=pa.array(known, pa.string()))
-        roles = pc.take(pa.array([self._nodes[k][0] for k in known] + [""], pa.string()),
-                        pc.fill_null(idx, len(known)))
-        impls = pc.take(pa.array([self._nodes[k][1] for k in known] + [""], pa.string()),
-                        pc.fill_null(idx, len(known)))
+        # node, and what follows from it (role, implementation) or from the run (run, scenario,
+        # protocol), go to the writer dictionary-encoded: a node name is hashed once per row
+        # group here, role and implementation are looked up once per node, and the writer
+        # writes the dictionaries as they are instead of hashing every row's value again.
+        node = pc.dictionary_encode(pa.array(by_name["node"], pa.string()))
+        per_node = [self._nodes.get(k, ("", "")) for k in node.dictionary.to_pylist()]
+        first = pa.repeat(pa.scalar(0, pa.int32()), n)
         arrays = []
         for name in COLUMNS:
-            if name in RUN_COLUMNS:
-                arrays.append(pa.repeat(pa.scalar(getattr(self.info, name), SCHEMA.field(name).type), n))
-            elif name == "role":
-                arrays.append(roles)
-            elif name == "implementation":
-                arrays.append(impls)
+            if name in _RUN_TEXT:
+                arrays.append(pa.DictionaryArray.from_arrays(first, pa.array([getattr(self.info, name)], pa.string())))
+            elif name == "seed":
+                arrays.append(pa.repeat(pa.scalar(self.info.seed, pa.int64()), n))
             elif name == "node":
-                arrays.append(node_array)
+                arrays.append(node)
+            elif name == "role":
+                arrays.append(_through(node.indices, [r for r, _ in per_node]))
+            elif name == "implementation":
+                arrays.append(_through(node.indices, [i for _, i in per_node]))
             else:
                 arrays.append(pa.array(by_name[name], SCHEMA.field(name).type))
-        table = pa.Table.from_arrays(arrays, schema=SCHEMA)
+        table = pa.Table.from_arrays(arrays, schema=_WRITE_SCHEMA)
         if self._writer is None:
             self._open()
         assert self._writer is not None
@@ -245,8 +262,11 @@ class TraceWriter:
         self.rows_written += n
 
     def _open(self) -> None:
-        self._writer = pq.ParquetWriter(self.path, SCHEMA, compression="snappy", use_dictionary=DICTIONARY_COLUMNS,
-                                        write_statistics=STATISTICS_COLUMNS)
+        # store_schema=False: the Arrow schema in the file would name the dictionary types the
+        # writer was given; without it every reader gets the Parquet types, which are SCHEMA's.
+        self._writer = pq.ParquetWriter(self.path, _WRITE_SCHEMA, compression="snappy",
+                                        use_dictionary=DICTIONARY_COLUMNS, write_statistics=STATISTICS_COLUMNS,
+                                        store_schema=False)
 
     def close(self) -> None:
         if self.closed:

@@ -72,3 +72,24 @@ def test_statistics_are_written_for_the_columns_readers_filter_on_only(tmp_path:
     assert (stats["time_ns"].min, stats["time_ns"].max) == (10, 12)
     assert (stats["msg_id"].min, stats["msg_id"].max) == (0, 2) and stats["kind"].min == "send"
     assert stats["frames"] is None and stats["corr"] is None and stats["data"] is None
+
+
+def test_readers_get_the_schema_and_per_node_columns_stay_dictionary_encoded(tmp_path: Path) -> None:
+    # The writer is handed node, role, implementation and the run columns as dictionary arrays;
+    # no reader may see those types, and repeated roles must not push the writer to plain pages.
+    path = str(tmp_path / "dict.parquet")
+    with TraceWriter(path, RunInfo("r/1", 1, "s", "dcp"), row_group_rows=4) as w:
+        for i in range(3):
+            w.register_node(f"c{i}", "client", "mutant:x" if i == 2 else "reference")
+        for i in range(10):
+            w.emit(f"c{i % 3}" if i != 7 else "ghost", "send", i)
+    assert pq.read_table(path).schema == SCHEMA  # without the schema argument too
+    rows = read_trace(path).to_pylist()
+    assert [(r["node"], r["role"], r["implementation"]) for r in rows[:3]] == [
+        ("c0", "client", "reference"), ("c1", "client", "reference"), ("c2", "client", "mutant:x")]
+    assert (rows[7]["role"], rows[7]["implementation"], rows[9]["run"], rows[9]["seed"]) == ("", "", "r/1", 1)
+    meta = pq.ParquetFile(path).metadata
+    names = [meta.schema.column(i).name for i in range(meta.num_columns)]
+    for g in range(meta.num_row_groups):
+        for col in ("run", "node", "role", "implementation"):
+            assert "RLE_DICTIONARY" in meta.row_group(g).column(names.index(col)).encodings
