@@ -2,7 +2,7 @@
 table-compiled codec, next to a hand-written struct/msgpack codec for the same bytes (and the
 same checks: lengths, ids, versions, UTF-8, timestamp and UUID formats) measured in the same run.
 
-    .venv/bin/python -m bench.bench_codecs [--seconds 0.5] [--no-record]
+    .venv/bin/python bench/bench_codecs.py [--seconds 0.5] [--no-record]
 
 Goal: the table-driven codec within 2x of the hand-written one (ratio = hand rate / table rate).
 """
@@ -10,6 +10,8 @@ Goal: the table-driven codec within 2x of the hand-written one (ratio = hand rat
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 import re
 import struct
 import time
@@ -17,9 +19,11 @@ from typing import Any, Callable
 
 import msgpack
 
-from bench.common import command_line, record
-from harness.protocols import codec
-from harness.protocols.raft import LogEntry
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run as a script from anywhere
+
+from bench.common import command_line, record  # noqa: E402
+from harness.protocols import codec  # noqa: E402
+from harness.protocols.raft import LogEntry  # noqa: E402
 
 U64 = struct.Struct(">Q")
 ISO = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})?$")

@@ -7,27 +7,31 @@
 2. End-to-end delivery latency percentiles (produce command -> consumer delivery).
 3. Simulated seconds per wall second for a 1-producer, 1-store, 2-consumer scenario.
 
-    .venv/bin/python -m bench.bench_dafka [--records 20000] [--no-record]
+    .venv/bin/python bench/bench_dafka.py [--records 20000] [--no-record]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 import tempfile
 import threading
 import time
 
 import zmq
 
-from bench.common import command_line, record
-from harness.composition import run_sim
-from harness.live.runtime import LiveRuntime
-from harness.live.supervisor import free_port
-from harness.scenario import load_scenario
-from reference_nodes.dafka.consumer import Consumer
-from reference_nodes.dafka.producer import Producer
-from reference_nodes.dafka.store import Store
-from reference_nodes.dafka.tower import Tower
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run as a script from anywhere
+
+from bench.common import command_line, record  # noqa: E402
+from harness.composition import run_sim  # noqa: E402
+from harness.live.runtime import LiveRuntime  # noqa: E402
+from harness.live.supervisor import free_port  # noqa: E402
+from harness.scenario import load_scenario  # noqa: E402
+from reference_nodes.dafka.consumer import Consumer  # noqa: E402
+from reference_nodes.dafka.producer import Producer  # noqa: E402
+from reference_nodes.dafka.store import Store  # noqa: E402
+from reference_nodes.dafka.tower import Tower  # noqa: E402
 
 CONTENT = b"x" * 100
 

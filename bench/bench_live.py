@@ -3,7 +3,7 @@ dcp broker`, a real subprocess) served by raw pyzmq echo workers, next to a raw 
 ROUTER/DEALER echo server measured in the same run with the same client (window of W requests
 in flight, 100-byte payloads).
 
-    .venv/bin/python -m bench.bench_live [--seconds 5] [--window 64] [--no-record]
+    .venv/bin/python bench/bench_live.py [--seconds 5] [--window 64] [--no-record]
 
 Goal: the reference broker keeps at least 40% of the raw echo rate.
 """
@@ -11,13 +11,16 @@ Goal: the reference broker keeps at least 40% of the raw echo rate.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
 import zmq
 
-from bench.common import command_line, record
-from harness.live.supervisor import ManagedProcess, ReadyLine, free_port
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run as a script from anywhere
+
+from bench.common import command_line, record  # noqa: E402
+from harness.live.supervisor import ManagedProcess, ReadyLine, free_port  # noqa: E402
 
 
 def cpu_seconds(pid: int | None) -> float:

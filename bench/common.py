@@ -41,4 +41,11 @@ def record(section: str, body: str, command: str) -> None:
 
 
 def command_line() -> str:
-    return " ".join([Path(sys.executable).name if "venv" not in sys.executable else ".venv/bin/python", *sys.argv])
+    """The command that ran this benchmark, the script's path relative to the repository."""
+    root = Path(__file__).resolve().parent.parent
+    args = list(sys.argv)
+    try:
+        args[0] = str(Path(args[0]).resolve().relative_to(root))
+    except ValueError:
+        pass
+    return " ".join([Path(sys.executable).name if "venv" not in sys.executable else ".venv/bin/python", *args])
