@@ -6,9 +6,10 @@ The schema is documented in docs/traces.md; `SCHEMA` below is the source of trut
 Writing is cheap on the hot path: `emit` extends one flat list with the row's values (no
 per-row object survives, so the garbage collector has nothing to scan), and each column of a
 row group is a strided slice of that list, built at C speed. Run-wide columns (run, seed,
-scenario, protocol) and per-node columns (role, implementation) are filled in at flush time. The file is written in row groups as rows accumulate, and `close()`
-(also called by the context manager on an exception) always leaves a readable file, so an
-aborted run loses nothing that was emitted.
+scenario, protocol) and per-node columns (role, implementation) are filled in at flush time,
+as dictionary arrays the Parquet writer takes as they are. The file is written in row groups
+as rows accumulate, and `close()` (also called by the context manager on an exception) always
+leaves a readable file, so an aborted run loses nothing that was emitted.
 """
 
 from __future__ import annotations
@@ -65,7 +66,6 @@ MESSAGE_COLUMNS = ("msg_type", "topic", "seq", "term", "index", "msg_id", "corr"
                    "data")
 ROW_COLUMNS = ("node", "kind", "time_ns", "socket", "peer", "fault", "detail", "frames") + MESSAGE_COLUMNS
 ROW_WIDTH = len(ROW_COLUMNS)
-RUN_COLUMNS = ("run", "seed", "scenario", "protocol")  # one value for the whole run (RunInfo)
 # Rows per Parquet row group. Small enough that a run's buffers (rows, then their Arrow
 # columns and Parquet pages) stay a few MB and are reused from one group to the next instead of
 # growing the process; large enough that per-group overhead stays negligible.

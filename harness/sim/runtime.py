@@ -239,9 +239,9 @@ class Simulation:
 
     def run(self, until_ns: int) -> None:
         """Process the events due before ``until_ns``: simpy's ``Environment.step`` over its own
-        queue, without the per-event method call and the stop event of ``Environment.run``
-        (a fifth of the cost of an event). Events a simpy process scheduled on ``env`` run
-        here too, in the same order simpy would run them."""
+        queue, without the per-event method call and the stop event of ``Environment.run``.
+        Events a simpy process scheduled on ``env`` run here too, in the same order simpy would
+        run them."""
         env = self._env
         if until_ns <= env._now:
             return
