@@ -21,7 +21,7 @@ sys.path.insert(0, ROOT)  # run as a script from anywhere, like the other benche
 
 from bench.common import command_line, record  # noqa: E402
 from harness.composition import run_sim  # noqa: E402
-from harness.scenario import parse_scenario  # noqa: E402
+from harness.scenario import Scenario, parse_scenario  # noqa: E402
 
 SCENARIO = """
 protocol: dcp
@@ -38,6 +38,12 @@ check: [exactly-once, metadata-unchanged, one-request-per-worker]
 
 
 GOAL = 50_000  # deliveries per wall second, nodes encoding/decoding and the trace on
+
+
+def bench_scenario(seconds: float, name: str = "bench") -> Scenario:
+    """The benchmark's scenario for ``seconds`` of virtual time (the workload stops half a
+    second before the end, so every request can be answered)."""
+    return parse_scenario(SCENARIO.format(duration=seconds, until=seconds - 0.5), name)
 
 
 def bare_simpy(events: int) -> float:
@@ -64,11 +70,11 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5, help="runs per configuration (the median is reported)")
     ap.add_argument("--no-record", action="store_true")
     args = ap.parse_args()
-    scenario = parse_scenario(SCENARIO.format(duration=args.seconds, until=args.seconds - 0.5), "bench")
+    scenario = bench_scenario(args.seconds)
     # One short run first: codecs compiled, Parquet writer and memory warmed up, so that no
     # configuration below pays the process's one-time costs.
     with tempfile.TemporaryDirectory() as tmp:
-        run_sim(parse_scenario(SCENARIO.format(duration=1.0, until=0.5), "warm-up"), 1, tmp)
+        run_sim(bench_scenario(1.0, "warm-up"), 1, tmp)
     configs = (("nodes encode/decode, trace on", True, False),
                ("nodes + trace + probes and 3 checkers", True, True),
                ("nodes, trace off, no checkers", False, False))

@@ -27,15 +27,13 @@ from bench.common import command_line, record  # noqa: E402
 CHILD = """
 import sys, tempfile
 sys.path.insert(0, {root!r})
-from bench.bench_sim import SCENARIO
+from bench.bench_sim import bench_scenario
 from harness.composition import run_sim
-from harness.scenario import parse_scenario
 seconds, trace = float(sys.argv[1]), sys.argv[2] == "on"
 with tempfile.TemporaryDirectory() as tmp:
-    run_sim(parse_scenario(SCENARIO.format(duration=1.0, until=0.5), "warm-up"), 1, tmp, checks=False)
+    run_sim(bench_scenario(1.0, "warm-up"), 1, tmp, checks=False)
     if seconds:
-        r = run_sim(parse_scenario(SCENARIO.format(duration=seconds, until=seconds - 0.5), "bench"), 1,
-                    tmp if trace else None, checks=False)
+        r = run_sim(bench_scenario(seconds), 1, tmp if trace else None, checks=False)
         print("delivered", r.stats["delivered"])
 """
 TIMEOUT_S = 900  # callgrind runs ~50x slower than the program

@@ -91,9 +91,9 @@ _WRITE_SCHEMA = pa.schema([pa.field(f.name, pa.dictionary(pa.int32(), f.type)) i
 def _through(indices: pa.Array, values: list[str]) -> pa.DictionaryArray:
     """``values[indices[i]]`` for every row, as a dictionary array with each value once (a
     dictionary with repeated values makes the Parquet writer fall back to plain encoding)."""
-    unique = list(dict.fromkeys(values))
-    where = pa.array([unique.index(v) for v in values], pa.int32())
-    return pa.DictionaryArray.from_arrays(pc.take(where, indices), pa.array(unique, pa.string()))
+    position = {v: i for i, v in enumerate(dict.fromkeys(values))}
+    where = pa.array([position[v] for v in values], pa.int32())
+    return pa.DictionaryArray.from_arrays(pc.take(where, indices), pa.array(list(position), pa.string()))
 
 
 def pack_frames(frames: Iterable[bytes]) -> bytes:

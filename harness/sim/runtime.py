@@ -238,27 +238,23 @@ class Simulation:
         self._after(self._delay_to(at_ns), self._call_ev, fn)
 
     def run(self, until_ns: int) -> None:
-        """Process the events due before ``until_ns``: simpy's ``Environment.step`` over its own
-        queue, without the per-event method call and the stop event of ``Environment.run``.
-        Events a simpy process scheduled on ``env`` run here too, in the same order simpy would
-        run them."""
+        """Process the events due before ``until_ns``, in simpy's order over simpy's queue. The
+        simulator's own events run here directly (no ``Environment.step`` call and no stop event
+        of ``Environment.run`` per event); any other event is left to ``Environment.step``."""
         env = self._env
         if until_ns <= env._now:
             return
         queue = self._queue
         pop = heapq.heappop
         while queue and queue[0][0] < until_ns:
-            env._now, _, _, event = pop(queue)
+            env._now, priority, eid, event = pop(queue)
             if event.__class__ is _Call:  # ours: one callback, never failing, never looked at again
                 event.fn(event)
                 continue
-            callbacks, event.callbacks = event.callbacks, None
-            for callback in callbacks:
-                callback(event)
-            if not event._ok and not hasattr(event, "_defused"):
-                exc = type(event._value)(*event._value.args)  # as simpy crashes on a failed event
-                exc.__cause__ = event._value
-                raise exc
+            # Anything else (a simpy process's event on ``env``) goes back where it was, the
+            # earliest entry, and simpy's own step processes it.
+            heapq.heappush(queue, (env._now, priority, eid, event))
+            env.step()
         env._now = until_ns
 
     # ---- nemesis primitives --------------------------------------------------------------
@@ -477,7 +473,7 @@ class Simulation:
     def _new_message(self, slot: NodeSlot, wire: list[bytes], msg_type: str,
                      meta: dict[str, Any] | None) -> Message:
         _check_frames(slot, wire)
-        size = sum(map(len, wire))
+        size = len(b"".join(wire))
         msg_id = self._next_msg_id
         self._next_msg_id = msg_id + 1
         if meta:
