@@ -7,6 +7,13 @@ sockets, the clock, the randomness and the durable storage; the node only reacts
     receive(socket, frames, now)    -> actions
     handle_timer(now)               -> actions
     command(request, now)           -> actions   (the application asks for something)
+    get_timer()                     -> when to call handle_timer next (node clock, ns) or None
+
+Timers are pulled, as in aioquic: after every input the runtime asks ``get_timer()`` and
+calls ``handle_timer(now)`` once that time has come. A node keeps its own deadlines and answers
+with the earliest; it never pushes a timer, so a deadline that moves needs no bookkeeping
+in the node or the runtime. ``handle_timer`` may be called early or late (a paused node, a
+skewed clock): it handles whatever is due at ``now``.
 
 Times are integer nanoseconds on the node's own clock (the simulator adds clock skew there).
 Randomness comes from the ``random.Random`` handed to the constructor, durable state from the
@@ -121,15 +128,6 @@ class Unsubscribe:
 
 @_quick_init
 @dataclass(frozen=True, slots=True)
-class SetTimer:
-    """Wake the node with ``handle_timer`` at ``at`` (node clock, ns). Replaces any earlier
-    timer; ``at=None`` cancels it."""
-
-    at: int | None
-
-
-@_quick_init
-@dataclass(frozen=True, slots=True)
 class Deliver:
     """Hand something to the application: a reply, a record, an event. Checkers read these."""
 
@@ -158,7 +156,7 @@ class Note:
     data: dict[str, Any]
 
 
-Action = Union[Send, Connect, Disconnect, Subscribe, Unsubscribe, SetTimer, Deliver, Discard, Note]
+Action = Union[Send, Connect, Disconnect, Subscribe, Unsubscribe, Deliver, Discard, Note]
 
 
 # ---- durable storage -----------------------------------------------------------------------
@@ -227,6 +225,8 @@ class Node(Protocol):
 
     def command(self, request: dict[str, Any], now: int) -> list[Action]: ...
 
+    def get_timer(self) -> int | None: ...
+
 
 @dataclass(frozen=True)
 class NodeContext:
@@ -267,3 +267,6 @@ class BaseNode:
 
     def command(self, request: dict[str, Any], now: int) -> list[Action]:
         return []
+
+    def get_timer(self) -> int | None:
+        return None

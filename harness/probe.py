@@ -72,6 +72,11 @@ class Probe:
             self.observer.emit(self.clock(), self.name, COMMAND, data=request)
         return self._guard("command", lambda: self.inner.command(request, now))
 
+    def get_timer(self) -> int | None:
+        if self.dead:
+            return None
+        return self.inner.get_timer()
+
 
 def probed(factory: NodeFactory, observer: Observer, clock: Callable[[], int]) -> NodeFactory:
     """A factory whose nodes are wrapped in probes."""

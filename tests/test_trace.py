@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from harness.composition import run_sim
-from harness.node import BaseNode, SetTimer
+from harness.node import BaseNode
 from harness.scenario import parse_scenario
 from harness.trace import SCHEMA, RunInfo, TraceWriter, pack_frames, read_trace, unpack_frames
 
@@ -40,8 +40,14 @@ def test_an_exception_inside_the_writer_context_still_leaves_a_readable_file(tmp
 class Exploding(BaseNode):
     protocol, role = "dcp", "client"
 
+    wake: int | None = None
+
     def start(self, now: int) -> list:
-        return [SetTimer(now + 1_500_000_000)]
+        self.wake = now + 1_500_000_000
+        return []
+
+    def get_timer(self) -> int | None:
+        return self.wake
 
     def handle_timer(self, now: int) -> list:
         raise RuntimeError("boom")

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from harness.conformance.case import Case, Step
-from harness.node import Action, BaseNode, Deliver, Disconnect, Note, Send, SetTimer, SocketSpec, SocketType
+from harness.node import Action, BaseNode, Deliver, Disconnect, Note, Send, SocketSpec, SocketType
 from harness.protocols import Codec, DecodeError
 from harness.protocols.codec import Message
 
@@ -148,7 +148,6 @@ class Conductor(BaseNode):
         self.silenced: set[str] = set()  # scripted peers whose announcements stopped
         self._ann_frames: list[list[bytes]] = [self.codec.encode(a.message, dict(a.fields)) for a in self.announce]
         self._ann_due: list[int | None] = [None] * len(self.announce)
-        self._step_wake: int | None = None
         self._folded: dict[tuple[str, str, str], dict[str, Any]] | None = \
             {} if self.config.get("fold_repeats") else None
 
@@ -168,10 +167,8 @@ class Conductor(BaseNode):
 
     def start(self, now: int) -> list[Action]:
         self.t0 = now
-        if not self.announce:
-            return self._advance(now)
         out = self._announce_due(now)
-        return self._timers(out + self._advance(now))
+        return out + self._advance(now)
 
     def receive(self, socket: str, frames: list[bytes], now: int) -> list[Action]:
         if self.done:
@@ -185,7 +182,7 @@ class Conductor(BaseNode):
             self.iut_ident[socket] = frames[0]
             frames = frames[1:]
         if not on_recv and peer.type is SocketType.XPUB and _is_subscription(frames):
-            return self._timers(self._on_subscription(peer, frames[0], now) + self._advance(now))
+            return self._on_subscription(peer, frames[0], now) + self._advance(now)
         channel = (peer.recv.channel if on_recv and peer.recv is not None else peer.channel)
         try:
             msg: Message | None = (self.codec.decode(frames) if channel is None
@@ -201,14 +198,12 @@ class Conductor(BaseNode):
             return self._fail(now, f"the implementation sent a malformed message: {error}", error.clause)
         self.buffers[name].append((now, msg, frames))
         self.seen.setdefault(name, []).append((now, msg, frames))
-        return self._timers(self._advance(now))
+        return self._advance(now)
 
     def handle_timer(self, now: int) -> list[Action]:
         if self.done:
             return []
-        if not self.announce:
-            return self._advance(now)
-        return self._timers(self._announce_due(now) + self._advance(now))
+        return self._announce_due(now) + self._advance(now)
 
     def command(self, request: dict[str, Any], now: int) -> list[Action]:
         return []
@@ -253,8 +248,7 @@ class Conductor(BaseNode):
                 if self.deadline is None:
                     self.deadline = now + step.within_ns
                 if now < self.deadline:
-                    out.append(SetTimer(self.deadline))
-                    return out
+                    return out  # waiting: get_timer() names the deadline
             elif kind == "expect":
                 if self.deadline is None:
                     self.deadline = now + step.within_ns
@@ -267,8 +261,7 @@ class Conductor(BaseNode):
                         if root is not None and root != clause:
                             reason, clause = f"{reason} [{root[1]}]", root[0]
                         return out + self._fail(now, reason, clause)
-                    out.append(SetTimer(self.deadline))
-                    return out
+                    return out  # waiting: get_timer() names the deadline
                 if step.capture:
                     self.captured[step.capture] = found
             elif kind == "expect_nothing":
@@ -280,8 +273,7 @@ class Conductor(BaseNode):
                     return out + self._fail(now, f"{step.peer} received {hit.name} "
                                                  f"{_brief(self.codec, hit)} where nothing was expected", self._clause(step))
                 if now < self.deadline:
-                    out.append(SetTimer(self.deadline))
-                    return out
+                    return out  # waiting: get_timer() names the deadline
             self.i += 1
             self.deadline = None
         if not self.done and self.i >= len(self.case.steps):
@@ -427,7 +419,7 @@ class Conductor(BaseNode):
         if self.deadline is None:
             self.deadline = now + self.send_wait_ns
         if now < self.deadline:
-            return [SetTimer(self.deadline)]
+            return []  # waiting: get_timer() names the deadline
         what = step.message or "message"
         have = ", ".join(repr(p.decode("utf-8", "backslashreplace")) for p in self.subs[peer.name]) or "none"
         reason = (f"{peer.name} could not send {what} (topic frame {bytes(frames[0])[:40]!r}): in "
@@ -476,21 +468,12 @@ class Conductor(BaseNode):
                 self._ann_due[i] = now + a.every_ns
         return out
 
-    def _timers(self, out: list[Action]) -> list[Action]:
-        """One node timer for both the step deadline and the announcements."""
-        if not self.announce:
-            return out
-        rest: list[Action] = []
-        for a in out:
-            if isinstance(a, SetTimer):
-                self._step_wake = a.at
-            else:
-                rest.append(a)
+    def get_timer(self) -> int | None:
+        """The step's deadline (every unfinished step waits on one) or the next announcement."""
         if self.done:
-            return rest + [SetTimer(None)]
-        times = [t for t in (self._step_wake, *self._ann_due) if t is not None]
-        rest.append(SetTimer(min(times) if times else None))
-        return rest
+            return None
+        times = [t for t in (self.deadline, *self._ann_due) if t is not None]
+        return min(times) if times else None
 
     def _result(self, verdict: str, reason: str, clause: str, now: int) -> dict[str, Any]:
         step = self.case.steps[min(self.i, len(self.case.steps) - 1)]

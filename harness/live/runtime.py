@@ -46,7 +46,7 @@ from harness.live.deliveries import Delivery, DeliveryLog, NodeError
 from harness.live.sockets import BIND_RETRY_S, SocketSetupError, open_socket, subscribe
 from harness.node import (
     Action, Connect, Deliver, Discard, Disconnect, DurableStore, Node, NodeContext, NodeFactory,
-    Note, Send, SetTimer, SocketSpec, SocketType, Subscribe, Unsubscribe,
+    Note, Send, SocketSpec, SocketType, Subscribe, Unsubscribe,
 )
 from harness.trace import (
     COMMAND, CRASH, DELIVER, DISCARD, DROP, NOTE, RECV, RESTART, SEND, TraceWriter, pack_data, pack_frames,
@@ -409,6 +409,8 @@ class LiveRuntime:
                 actions = node.receive(sname, frames, now)  # type: ignore[union-attr]
                 if actions:
                     self._apply(slot, actions, now)
+                if slot.node is node:
+                    slot.timer_at = node.get_timer()  # type: ignore[union-attr]
             except Exception as exc:
                 self._node_failed(slot, "receive", exc)
                 return
@@ -421,10 +423,13 @@ class LiveRuntime:
             if at is None or at > now or slot.node is None:
                 continue
             slot.timer_at = None
+            node = slot.node
             try:
-                actions = slot.node.handle_timer(now)
+                actions = node.handle_timer(now)
                 if actions:
                     self._apply(slot, actions, now)
+                if slot.node is node:
+                    slot.timer_at = node.get_timer()
             except Exception as exc:
                 self._node_failed(slot, "handle_timer", exc)
 
@@ -469,8 +474,6 @@ class LiveRuntime:
             kind = type(action)
             if kind is Send:
                 self._send(slot, action, now)  # type: ignore[arg-type]
-            elif kind is SetTimer:
-                slot.timer_at = action.at  # type: ignore[union-attr]
             elif kind is Deliver:
                 self._deliver(slot, action, now)  # type: ignore[arg-type]
             elif kind is Discard:
@@ -620,6 +623,8 @@ class LiveRuntime:
             actions = node.start(now)
             if actions:
                 self._apply(slot, actions, now)
+            if slot.node is node:
+                slot.timer_at = node.get_timer()
         except Exception as exc:
             self._node_failed(slot, "start", exc)
 
@@ -644,6 +649,8 @@ class LiveRuntime:
             actions = node.command(request, now)
             if actions:
                 self._apply(slot, actions, now)
+            if slot.node is node:
+                slot.timer_at = node.get_timer()
         except Exception as exc:
             self._node_failed(slot, "command", exc)
 

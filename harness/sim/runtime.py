@@ -41,7 +41,6 @@ from harness.node import (
     NodeFactory,
     Note,
     Send,
-    SetTimer,
     Subscribe,
     Unsubscribe,
 )
@@ -78,6 +77,8 @@ from harness.trace import (
 )
 
 RECONNECT_IVL_NS = 100 * NS_PER_MS  # libzmq's default ZMQ_RECONNECT_IVL
+# A node whose handle_timer never moves its deadline past now would hold virtual time still.
+TIMER_SPIN_LIMIT = 10_000
 NEMESIS = "nemesis"  # the node column of rows about the whole network (partitions, slow links)
 
 ActionHook = Callable[[str, Action, int], None]
@@ -415,8 +416,7 @@ class Simulation:
                 self._connect(sock, endpoint)
         now = self.now_ns
         actions = self._call(slot, node, "start", node.start, slot.node_time(now))
-        if actions:
-            self._apply(slot, node, actions)
+        self._done(slot, node, actions)
 
     def _call(self, slot: NodeSlot, node: Node, what: str, fn: Callable[..., Any], *args: Any) -> Any:
         try:
@@ -434,10 +434,6 @@ class Simulation:
             kind = action.__class__
             if kind is Send:
                 self._send(slot, action)  # type: ignore[arg-type]
-            elif kind is SetTimer:
-                at = action.at  # type: ignore[union-attr]
-                if at is None or at != slot.timer_at:  # nodes re-state unchanged deadlines after most
-                    self._set_timer(slot, at)  # actions; the pending event already covers those
             elif kind is Deliver or kind is Note:
                 self._deliver_row(slot, action)  # type: ignore[arg-type]
             elif kind is Discard:
@@ -462,6 +458,19 @@ class Simulation:
                 now = self.now_ns
                 for hook in hooks:
                     hook(slot.name, action, now)
+
+    def _done(self, slot: NodeSlot, node: Node, actions: list[Action] | None) -> None:
+        """After an input: carry out the node's actions, then ask when it next needs waking."""
+        if actions:
+            self._apply(slot, node, actions)
+        if slot.node is node:  # not crashed or restarted by a hook meanwhile
+            try:
+                at = node.get_timer()
+            except Exception as exc:
+                raise NodeError(f"node {slot.name} (incarnation {slot.incarnation}) raised "
+                                f"{type(exc).__name__} in get_timer at t={self.now_ns} ns: {exc}") from exc
+            if at != slot.timer_at:
+                self._set_timer(slot, at)
 
     def _socket(self, slot: NodeSlot, name: str) -> SimSocket:
         sock = slot.sockets.get(name)
@@ -724,6 +733,11 @@ class Simulation:
                             f"{exc}") from exc
         if actions:
             self._apply(slot, node, actions)  # type: ignore[arg-type]
+            if slot.node is not node:
+                return  # a hook crashed or restarted it
+        at = node.get_timer()  # type: ignore[union-attr]
+        if at != slot.timer_at:
+            self._set_timer(slot, at)
 
     def _drop(self, node: str, socket: str | None, msg: Message, peer: str | None, cause: str) -> None:
         dropped = self.stats.dropped
@@ -926,9 +940,18 @@ class Simulation:
         slot.timer_at = None
         node = slot.node
         assert node is not None
+        now: int = self._env._now  # type: ignore[assignment]
+        if now == slot.fired_at:
+            slot.fired_count += 1
+            if slot.fired_count >= TIMER_SPIN_LIMIT:
+                raise NodeError(f"node {slot.name} (incarnation {slot.incarnation}): handle_timer ran "
+                                f"{TIMER_SPIN_LIMIT} times at t={now} ns and get_timer() still names a time "
+                                "that has come; virtual time cannot move on")
+        else:
+            slot.fired_at = now
+            slot.fired_count = 0
         actions = self._call(slot, node, "handle_timer", node.handle_timer, slot.node_time(self._env._now))  # type: ignore[arg-type]
-        if actions:
-            self._apply(slot, node, actions)
+        self._done(slot, node, actions)
 
     def _command_ev(self, ev: _Call) -> None:
         slot, request = ev.payload
@@ -949,8 +972,7 @@ class Simulation:
         node = slot.node
         assert node is not None
         actions = self._call(slot, node, "command", node.command, request, slot.node_time(self._env._now))  # type: ignore[arg-type]
-        if actions:
-            self._apply(slot, node, actions)
+        self._done(slot, node, actions)
 
     def _command_row(self, slot: NodeSlot, request: dict[str, Any], fault: str | None) -> None:
         if self._emit is None:
@@ -983,8 +1005,7 @@ class Simulation:
         assert node is not None
         actions = self._call(slot, node, f"receive on socket {sock.name!r}", node.receive, sock.name,
                              list(frames), slot.node_time(self.now_ns))
-        if actions:
-            self._apply(slot, node, actions)
+        self._done(slot, node, actions)
 
     def _schedule_drain(self, slot: NodeSlot) -> None:
         if slot.backlog and not slot.drain_pending:

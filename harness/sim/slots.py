@@ -17,7 +17,7 @@ class NodeSlot:
     __slots__ = (
         "name", "factory", "role", "config", "implementation", "store", "start_at",
         "incarnation", "node", "running", "paused", "backlog", "sockets", "timer_gen",
-        "timer_at", "wakes", "wake_gen", "offset", "drift", "skewed", "drain_pending",
+        "timer_at", "fired_at", "fired_count", "wakes", "wake_gen", "offset", "drift", "skewed", "drain_pending",
     )
 
     def __init__(self, name: str, factory: NodeFactory, role: str, config: dict[str, Any],
@@ -37,8 +37,10 @@ class NodeSlot:
         # tuples whose first item is one of the runtime's _MSG/_TIMER/_CMD/_LOCAL tags.
         self.backlog: deque[tuple[Any, ...]] = deque()
         self.sockets: dict[str, SimSocket] = {}
-        self.timer_gen = 0  # bumped by every SetTimer and by a crash: a waiting timer is stale
-        self.timer_at: int | None = None  # pending timer, on the node's clock
+        self.timer_gen = 0  # bumped when the deadline changes and by a crash: a waiting timer is stale
+        self.timer_at: int | None = None  # what get_timer() last said, on the node's clock
+        self.fired_at = -1  # virtual time of the last timer firing, and how often it fired then
+        self.fired_count = 0
         # Virtual times of this incarnation's timer events in the queue, earliest first; the
         # earliest may be due before timer_at and then re-arms itself. A crash bumps wake_gen:
         # events of an older generation are ignored.

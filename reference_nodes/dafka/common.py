@@ -34,9 +34,8 @@ that decodes but that the role never subscribes to is discarded with
 ``dafka.subscription.register``; one meant for another node or topic that a prefix subscription
 let through (E-DAFKA-20) is ignored without a trace row.
 
-Timers: a node keeps named deadlines and reports the earliest with one ``SetTimer``; every
-handler ends with ``self._arm(out)`` (forced after ``handle_timer``: the runtime forgets a timer
-that fired).
+Timers: a node keeps named deadlines (``deadlines`` plus a role's ``extra_deadline``) and
+answers ``get_timer()`` with the earliest; the runtime asks after every input (harness.node).
 
 Config shared by producer, store and consumer:
 
@@ -58,7 +57,7 @@ from bisect import bisect_right
 from typing import Any, Iterable
 
 from harness.node import (
-    Action, BaseNode, Connect, Deliver, Discard, Disconnect, NodeContext, Note, Send, SetTimer,
+    Action, BaseNode, Connect, Deliver, Discard, Disconnect, NodeContext, Note, Send,
     SocketSpec, SocketType,
 )
 from harness.protocols import DecodeError, EncodeError
@@ -350,7 +349,6 @@ class DafkaNode(BaseNode):
         self.peers: dict[str, Peer] = {}  # endpoint -> peer, discovery order
         self.deadlines: dict[str, int | None] = {"beacon": None, "expiry": None}
         self.tower_welcomes = 0
-        self._armed: int | None = None
 
     def make_address(self) -> str:
         a = self.config.get("address")
@@ -377,7 +375,7 @@ class DafkaNode(BaseNode):
         out: list[Action] = [self.beacon()]
         self.deadlines["beacon"] = now + self.beacon_ns
         out.extend(self.on_start(now))
-        return self._arm(out)
+        return out
 
     def receive(self, socket: str, frames: list[bytes], now: int) -> list[Action]:
         out: list[Action] = []
@@ -415,7 +413,7 @@ class DafkaNode(BaseNode):
         else:
             out.append(Discard(socket, list(frames), f"nothing is expected on socket {socket!r}",
                                UNEXPECTED_CLAUSE))
-        return self._arm(out)
+        return out
 
     def handle_timer(self, now: int) -> list[Action]:
         out: list[Action] = []
@@ -427,14 +425,14 @@ class DafkaNode(BaseNode):
         if due is not None and now >= due:
             self._expire(now, out)
         out.extend(self.on_timer(now))
-        return self._arm(out, force=True)
+        return out
 
     def command(self, request: dict[str, Any], now: int) -> list[Action]:
         op = request.get("op")
         if op == "status":
             return [self._deliver_status()]
         out = self.on_command(op, request, now)
-        return self._arm(out)
+        return out
 
     # ---- role hooks ------------------------------------------------------------------------------
 
@@ -540,17 +538,10 @@ class DafkaNode(BaseNode):
         """A role's deadline that is not kept in ``deadlines`` (computed on demand)."""
         return None
 
-    def earliest(self) -> int | None:
+    def get_timer(self) -> int | None:
         times = [t for t in self.deadlines.values() if t is not None]
         extra = self.extra_deadline()
         if extra is not None:
             times.append(extra)
         return min(times) if times else None
-
-    def _arm(self, out: list[Action], force: bool = False) -> list[Action]:
-        at = self.earliest()
-        if force or at != self._armed:
-            out.append(SetTimer(at))
-            self._armed = at
-        return out
 

@@ -105,21 +105,21 @@ class Broker(DcpNode):
     # ---- inputs ----------------------------------------------------------------------------
 
     def start(self, now: int) -> list[Action]:
-        return self._arm([])
+        return []
 
     def receive(self, socket: str, frames: list[bytes], now: int) -> list[Action]:
         out: list[Action] = []
         self._expire_due(now, out)
         if not frames:
             out.append(Discard(socket, [], reason="empty message (no routing identity)", clause="dcp.wire.grammar"))
-            return self._arm(out)
+            return out
         identity = frames[0]
         body = frames[1:]
         try:
             msg = self.decode(body)
         except DecodeError as e:
             out.extend(self.malformed(socket, frames, e))
-            return self._arm(out)
+            return out
         worker = self.workers.get(identity)
         if worker is not None:
             self._heard(worker, now)  # any message from a worker proves it is alive
@@ -142,12 +142,12 @@ class Broker(DcpNode):
             self._on_register(identity, worker, body, msg, now, out)
         else:  # RECONNECT: only the broker sends it
             out.extend(self.unexpected(socket, frames, msg, "only a broker sends RECONNECT"))
-        return self._arm(out)
+        return out
 
     def handle_timer(self, now: int) -> list[Action]:
         out: list[Action] = []
         self._expire_due(now, out)
-        return self._arm(out, force=True)
+        return out
 
     def command(self, request: dict[str, Any], now: int) -> list[Action]:
         op = request.get("op")
@@ -291,7 +291,7 @@ class Broker(DcpNode):
             "dropped_request": None if held is None else held.corr,
         }))
 
-    def earliest(self) -> int | None:
+    def get_timer(self) -> int | None:
         if self.expiry_ns is None or not self.by_heard:
             return None
         return self.workers[next(iter(self.by_heard))].last_heard + self.expiry_ns

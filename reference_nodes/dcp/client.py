@@ -119,7 +119,7 @@ class Client(DcpNode):
         p = Pending(rid, key, service, frames, metadata, now, now + self.timeout_ns)
         self.pending[key] = p
         self._push(p)
-        return self._arm([self._send(p, now)])
+        return [self._send(p, now)]
 
     # ---- inputs ----------------------------------------------------------------------------
 
@@ -132,7 +132,7 @@ class Client(DcpNode):
             out.extend(self.command({"op": "request", "service": self.config.get("service", "echo"),
                                      "data": [data.encode() if isinstance(data, str) else data],
                                      "id": f"{self.name}-start-{k}"}, now))
-        return self._arm(out)
+        return out
 
     def receive(self, socket: str, frames: list[bytes], now: int) -> list[Action]:
         out: list[Action] = []
@@ -140,10 +140,10 @@ class Client(DcpNode):
             msg = self.decode(frames)
         except DecodeError as e:
             out.extend(self.malformed(socket, frames, e))
-            return self._arm(out)
+            return out
         if msg.name != "REPLY":
             out.extend(self.unexpected(socket, frames, msg, "a pure client only ever receives replies"))
-            return self._arm(out)
+            return out
         metadata = msg["metadata"]
         key = metadata[0] if metadata else b""
         p = self.pending.pop(key, None)
@@ -161,7 +161,7 @@ class Client(DcpNode):
         else:
             out.append(Discard(socket, list(frames), reason=f"reply for no request of this client "
                                f"(first metadata part {key!r})", clause="dcp.client.track-by-metadata"))
-        return self._arm(out)
+        return out
 
     def on_duplicate(self, key: bytes, data: list[bytes], metadata: list[bytes], now: int) -> list[Action]:
         """A second reply to an answered request (a retry answered too): hidden from the
@@ -189,7 +189,7 @@ class Client(DcpNode):
             p.deadline = now + self.timeout_ns
             self._push(p)
             out.append(self._send(p, now))
-        return self._arm(out, force=True)
+        return out
 
     # ---- helpers ---------------------------------------------------------------------------
 
@@ -205,7 +205,7 @@ class Client(DcpNode):
         if len(self.done) > self.dedup_window:
             del self.done[next(iter(self.done))]
 
-    def earliest(self) -> int | None:
+    def get_timer(self) -> int | None:
         heap = self._deadlines
         while heap:
             deadline, _, key = heap[0]

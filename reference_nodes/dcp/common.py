@@ -5,11 +5,8 @@ Every DCP node speaks one dialect (``config["dialect"]``: ``"strict"``, the docu
 type) for everything it sends and receives. Frames are handled from the empty address
 delimiter on (E-DCP-01); on the broker's ROUTER socket the routing identity precedes them.
 
-Timers: a node keeps its own deadlines and reports the earliest with one ``SetTimer``. Every
-handler ends with ``self._arm(out, ...)``, which appends a ``SetTimer`` when the earliest
-deadline came earlier than the armed one (always after ``handle_timer``, because the runtime
-forgets a timer that fired). A deadline that moved later is left to the armed timer: it fires
-early, the handler finds nothing due and re-arms.
+Timers: a node keeps its own deadlines and answers ``get_timer()`` with the earliest; the
+runtime asks after every input (harness.node).
 """
 
 from __future__ import annotations
@@ -17,7 +14,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from harness.node import Action, BaseNode, Discard, NodeContext, SetTimer
+from harness.node import Action, BaseNode, Discard, NodeContext
 from harness.protocols import DecodeError
 from harness.protocols.codec import Message
 from harness.protocols.dcp import TYPE_CODES
@@ -84,8 +81,7 @@ def identity_of(value: Any) -> bytes | None:
 
 
 class DcpNode(BaseNode):
-    """Base of the DCP reference nodes: dialect codec, encoders, malformed-input handling and
-    the single-timer discipline."""
+    """Base of the DCP reference nodes: dialect codec, encoders, malformed-input handling."""
 
     protocol = PROTOCOL
 
@@ -93,7 +89,6 @@ class DcpNode(BaseNode):
         super().__init__(ctx)
         self.dialect, self.codec = config.dialect_codec(PROTOCOL, self.config, DIALECTS)
         self.enc = {name: self.codec.encoder(name) for name in TYPE_CODES}
-        self._armed: int | None = None  # the deadline of the last SetTimer handed out
 
     # ---- decoding --------------------------------------------------------------------------
 
@@ -112,19 +107,6 @@ class DcpNode(BaseNode):
 
     # ---- timers ----------------------------------------------------------------------------
 
-    def earliest(self) -> int | None:
+    def get_timer(self) -> int | None:
         """The node's earliest deadline (ns, node clock), or None."""
         return None
-
-    def _arm(self, out: list[Action], force: bool = False) -> list[Action]:
-        at = self.earliest()
-        armed = self._armed
-        # A deadline that moved later (a heartbeat expiry after traffic, the next request
-        # timeout) is not handed out: the armed timer fires first, the handler finds nothing due
-        # and re-arms. Every handler checks its deadlines against ``now``, so an early firing
-        # changes nothing, and the busy broker re-arms once per expiry period instead of after
-        # every worker message.
-        if force or (at is not None and (armed is None or at < armed)):
-            out.append(SetTimer(at))
-            self._armed = at
-        return out

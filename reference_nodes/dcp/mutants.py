@@ -378,8 +378,8 @@ class PingingClient(Client):
             self.next_ping = now + self.ping_ns
         return out + super().handle_timer(now)
 
-    def earliest(self) -> int | None:
-        times = [t for t in (super().earliest(), self.next_ping) if t is not None]
+    def get_timer(self) -> int | None:
+        times = [t for t in (super().get_timer(), self.next_ping) if t is not None]
         return min(times) if times else None
 
 

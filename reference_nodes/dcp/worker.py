@@ -109,7 +109,7 @@ class Worker(DcpNode):
 
     def start(self, now: int) -> list[Action]:
         self.last_heard = now
-        return self._arm([self._register(now)])
+        return [self._register(now)]
 
     def receive(self, socket: str, frames: list[bytes], now: int) -> list[Action]:
         out: list[Action] = []
@@ -117,7 +117,7 @@ class Worker(DcpNode):
             msg = self.decode(frames)
         except DecodeError as e:
             out.extend(self.malformed(socket, frames, e))
-            return self._arm(out)
+            return out
         self.last_heard = now  # any message from the broker proves it is alive
         name = msg.name
         if name == "REQUEST":
@@ -136,7 +136,7 @@ class Worker(DcpNode):
         else:  # PING, REPLY: nothing a broker sends to a worker
             out.extend(self.unexpected(socket, frames, msg, "a broker never sends it to a worker"))
         self._work(now, out)
-        return self._arm(out)
+        return out
 
     def handle_timer(self, now: int) -> list[Action]:
         out: list[Action] = []
@@ -152,7 +152,7 @@ class Worker(DcpNode):
         due = self.ping_deadline()
         if due is not None and now >= due:
             out.append(self._to_broker(self.enc["PING"]({}), "PING", None, now))
-        return self._arm(out, force=True)
+        return out
 
     def command(self, request: dict[str, Any], now: int) -> list[Action]:
         op = request.get("op")
@@ -236,7 +236,7 @@ class Worker(DcpNode):
         self.last_sent = now
         return Send(SOCKET, frames, msg_type, meta)
 
-    def earliest(self) -> int | None:
+    def get_timer(self) -> int | None:
         at = self.last_heard + self.lost_ns
         if self.current is not None and self.busy_until is not None and self.busy_until < at:
             at = self.busy_until

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness.composition import RunResult, run_sim
-from harness.node import BaseNode, Send, SetTimer, SocketSpec, SocketType
+from harness.node import BaseNode, Send, SocketSpec, SocketType
 from harness.scenario import parse_scenario
 from reference_nodes.dcp import mutants
 
@@ -82,10 +82,17 @@ class GarbageClient(BaseNode):
         return [SocketSpec("broker", SocketType.DEALER, connect=(self.config["connect"],),
                            identity=self.config.get("identity"))]
 
+    wake: int | None = None
+
     def start(self, now: int) -> list:
-        return [SetTimer(now + 50_000_000)]
+        self.wake = now + 50_000_000
+        return []
+
+    def get_timer(self) -> int | None:
+        return self.wake
 
     def handle_timer(self, now: int) -> list:
+        self.wake = None
         return [Send("broker", [b"", b"DGBX\x01", b"\x04"], "garbage")]  # a REQUEST without its parts
 
     def command(self, request, now):

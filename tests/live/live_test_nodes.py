@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.node import (
-    NS_PER_MS, Action, BaseNode, Connect, Deliver, Disconnect, Discard, Note, Send, SetTimer, SocketSpec,
+    NS_PER_MS, Action, BaseNode, Connect, Deliver, Disconnect, Discard, Note, Send, SocketSpec,
     SocketType, Subscribe, Unsubscribe,
 )
 
@@ -76,24 +76,29 @@ class EchoClient(BaseNode):
 class Ticker(BaseNode):
     """Fires ``ticks`` timers ``period_ms`` apart, delivering each."""
 
+    wake: int | None = None
+
     protocol = "test"
     role = "ticker"
 
     def start(self, now: int) -> list[Action]:
         self.period = int(self.config.get("period_ms", 20)) * NS_PER_MS
         self.left = int(self.config.get("ticks", 3))
-        return [SetTimer(now + self.period)]
+        self.wake: int | None = now + self.period
+        return []
+
+    def get_timer(self) -> int | None:
+        return self.wake
 
     def handle_timer(self, now: int) -> list[Action]:
         self.left -= 1
-        actions: list[Action] = [Deliver("tick", {"now": now, "left": self.left})]
-        if self.left > 0:
-            actions.append(SetTimer(now + self.period))
-        return actions
+        self.wake = now + self.period if self.left > 0 else None
+        return [Deliver("tick", {"now": now, "left": self.left})]
 
     def command(self, request: dict[str, Any], now: int) -> list[Action]:
         if request.get("cancel"):
-            return [SetTimer(None), Note("cancelled", {})]
+            self.wake = None
+            return [Note("cancelled", {})]
         if request.get("explode"):
             raise RuntimeError("command exploded")
         return [Deliver("command", dict(request))]

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from harness.node import (
-    NS_PER_MS, Connect, Deliver, Discard, Disconnect, DurableStore, Send, SetTimer, SocketType, Subscribe,
+    NS_PER_MS, Connect, Deliver, Discard, Disconnect, DurableStore, Send, SocketType, Subscribe,
 )
 from harness.protocols import catalogue, codec
 from harness.protocols.dafka import PEER
@@ -44,12 +44,6 @@ def enc(name: str, c=S, **fields: Any) -> list[bytes]:
 def records(actions) -> list[tuple[str, str, int, bytes]]:
     return [(d.data["topic"], d.data["partition"], d.data["offset"], d.data["content"])
             for d in of(actions, Deliver) if d.kind == "record"]
-
-
-def timer(actions) -> int | None:
-    ts = of(actions, SetTimer)
-    assert ts, f"no SetTimer in {actions}"
-    return ts[-1].at
 
 
 def dec(send: Send, c=S):
@@ -248,12 +242,12 @@ def test_beacons_at_start_on_welcome_and_at_the_interval() -> None:
     out = n.start(T0)
     (b,) = sends(out, "BEACON")
     assert (b.socket, b.frames) == ("tower_pub", enc("BEACON", sender=C, host="127.0.0.1", port=6001))
-    assert timer(out) == T0 + 100 * MS
+    assert n.get_timer() == T0 + 100 * MS
     out = n.receive("tower_sub", [b"W"], T0 + 10 * MS)
     assert sends(out, "BEACON")[0].frames == b.frames and notes(out, "tower-welcome")
     assert sends(n.handle_timer(T0 + 50 * MS)) == []  # early wake-up: nothing due
     out = n.handle_timer(T0 + 100 * MS)
-    assert sends(out, "BEACON") and timer(out) == T0 + 200 * MS
+    assert sends(out, "BEACON") and n.get_timer() == T0 + 200 * MS
 
 
 def test_discovery_connect_and_expiry() -> None:
@@ -325,12 +319,12 @@ def test_producer_head_only_after_the_first_record() -> None:
     p = producer(topic="t", head_ms=100, beacon_ms=1000)
     assert sends(p.handle_timer(T0 + 500 * MS), "HEAD") == []
     out = produce(p, now=T0 + 600 * MS)
-    assert timer(out) == T0 + 700 * MS
+    assert p.get_timer() == T0 + 700 * MS
     produce(p, now=T0 + 650 * MS)
     out = p.handle_timer(T0 + 700 * MS)
     (h,) = sends(out, "HEAD")
     assert h.frames == head(seq=1) and h.meta["seq"] == 1
-    assert timer(out) == T0 + 800 * MS
+    assert p.get_timer() == T0 + 800 * MS
     assert sends(p.handle_timer(T0 + 800 * MS), "HEAD")[0].frames == head(seq=1)
 
 
@@ -439,7 +433,7 @@ def test_store_fetches_gaps_and_acks_when_filled() -> None:
     out = s.receive("peer_sub", record(seq=3), T0)
     (f,) = sends(out)
     assert f.frames == fetch(requestor=ST, seq=1, count=2) and f.msg_type == "FETCH"
-    assert timer(out) == T0 + 100 * MS
+    assert s.get_timer() == T0 + 100 * MS
     out = s.receive("peer_sub", head(seq=5), T0 + MS)
     assert [x.frames for x in sends(out)] == [ack(seq=0), fetch(requestor=ST, seq=4, count=2)]
     out = s.handle_timer(T0 + 100 * MS)
@@ -563,7 +557,7 @@ def test_consumer_delivers_in_order_exactly_once() -> None:
     out = c.receive("peer_sub", record(seq=3, content=b"d"), T0)
     assert records(out) == []
     assert sends(out, "FETCH")[0].frames == fetch(seq=1, count=2)
-    assert timer(out) == T0 + 100 * MS
+    assert c.get_timer() == T0 + 100 * MS
     assert records(c.receive("peer_sub", record(seq=3, content=b"d"), T0)) == []
     out = c.receive("peer_sub", direct_record(C, seq=2, content=b"c"), T0)
     assert records(out) == [] and not sends(out)
@@ -582,7 +576,7 @@ def test_consumer_fetches_from_heads_and_retries() -> None:
     c.receive("peer_sub", direct_record(C, seq=0), T0 + 20 * MS)
     out = c.handle_timer(T0 + 100 * MS)
     assert sends(out, "FETCH")[0].frames == fetch(seq=1, count=6)
-    assert timer(out) == T0 + 200 * MS
+    assert c.get_timer() == T0 + 200 * MS
     for o in range(1, 7):
         c.receive("peer_sub", direct_record(C, seq=o), T0 + 150 * MS)
     assert not sends(c.handle_timer(T0 + 200 * MS), "FETCH")
@@ -622,7 +616,7 @@ def test_consumer_get_heads_when_someone_subscribes_and_periodically() -> None:
     assert sends(c.receive("xpub", [b"\x00G"], T0)) == []
     out = c.handle_timer(T0 + 1000 * MS)
     assert [s.frames[0] for s in sends(out, "GET-HEADS")] == [b"Gt", b"Gu"]
-    assert timer(out) == T0 + 2000 * MS
+    assert c.get_timer() == T0 + 2000 * MS
 
 
 def test_consumer_compares_topics_and_addresses_exactly() -> None:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from harness.node import (
-    NS_PER_MS, Connect, Deliver, Discard, Disconnect, Note, Send, SetTimer, SocketType,
+    NS_PER_MS, Connect, Deliver, Discard, Disconnect, Note, Send, SocketType,
 )
 from harness.protocols import ConformanceError, DecodeError, catalogue, codec
 from reference_nodes.dcp import mutants as M
@@ -31,20 +31,6 @@ T0 = 1_000 * MS  # an arbitrary non-zero start time
 
 def enc(name: str, c=S, **fields: Any) -> list[bytes]:
     return c.encode(name, fields)
-
-
-def timer(node: Any, actions: list[Any]) -> int | None:
-    """The node's next deadline, once it is checked that the runtime will wake the node by then:
-    a SetTimer in ``actions`` is that deadline; without one (the deadline moved later), the
-    timer armed before is due no later than it."""
-    at = node.earliest()
-    ts = of(actions, SetTimer)
-    if ts:
-        assert ts[-1].at == at, f"SetTimer({ts[-1].at}) but the earliest deadline is {at}"
-    else:
-        assert node._armed is not None and (at is None or node._armed <= at), (
-            f"no SetTimer, armed {node._armed}, earliest deadline {at}")
-    return at
 
 
 def req(service: str = "echo", addr: bytes | None = None, md=(b"r1",), data=(b"hello",), c=S) -> list[bytes]:
@@ -200,18 +186,18 @@ def test_reply_from_unknown_peer_is_forwarded() -> None:
 def test_worker_expiry_timing_and_dropped_request() -> None:
     b = broker(heartbeat_ms=100, liveness=3)
     out = register(b, b"W", now=T0)
-    assert timer(b, out) == T0 + 300 * MS
+    assert b.get_timer() == T0 + 300 * MS
     out = b.receive("router", [b"W", *enc("PING")], T0 + 50 * MS)
-    assert timer(b, out) == T0 + 350 * MS  # traffic postpones expiry
+    assert b.get_timer() == T0 + 350 * MS  # traffic postpones expiry
     b.receive("router", [b"C", *req()], T0 + 60 * MS)  # W holds it now
     register(b, b"V", "other", now=T0 + 70 * MS)
     out = b.handle_timer(T0 + 350 * MS - 1)
-    assert not notes(out, "worker-expired") and timer(b, out) == T0 + 350 * MS
+    assert not notes(out, "worker-expired") and b.get_timer() == T0 + 350 * MS
     out = b.handle_timer(T0 + 350 * MS)
     (n,) = notes(out, "worker-expired")
     assert n.data == {"worker": b"W", "service": "echo", "services": ["echo"], "last_heard": T0 + 50 * MS,
                       "expired_at": T0 + 350 * MS, "limit_ns": 300 * MS, "dropped_request": "r1"}
-    assert timer(b, out) == T0 + 370 * MS  # V is next
+    assert b.get_timer() == T0 + 370 * MS  # V is next
     assert b"W" not in b.status()["workers"] and b.dropped == 1
     # W comes back with a ping: it is unknown now
     out = b.receive("router", [b"W", *enc("PING")], T0 + 360 * MS)
@@ -219,7 +205,7 @@ def test_worker_expiry_timing_and_dropped_request() -> None:
     # a due expiry is applied before a late message is handled, even without the timer
     out = b.receive("router", [b"V", *enc("PING")], T0 + 400 * MS)
     assert notes(out, "worker-expired") and [s.msg_type for s in sends(out)] == ["RECONNECT"]
-    assert timer(b, out) is None
+    assert b.get_timer() is None
 
 
 def test_broker_malformed_input_is_discarded_and_it_keeps_serving() -> None:
@@ -285,7 +271,7 @@ def test_worker_socket_and_registration() -> None:
         "dealer", SocketType.DEALER, ("tcp://127.0.0.1:6000",), b"w-1")
     (s,) = sends(out)
     assert s.frames == enc("REGISTER", service="echo") and s.meta == {"topic": "echo"}
-    assert timer(w, out) == T0 + 100 * MS
+    assert w.get_timer() == T0 + 100 * MS
     out = confirm(w, T0 + MS)
     assert notes(out, "registered") and w.confirmed
     with pytest.raises(ValueError):
@@ -320,14 +306,14 @@ def test_worker_service_time_and_request_while_busy() -> None:
     w, _ = worker(service_time_ms=50, heartbeat_ms=1000)
     confirm(w)
     out = w.receive("dealer", req(addr=b"C", md=(b"1",)), T0 + 10 * MS)
-    assert not sends(out) and timer(w, out) == T0 + 60 * MS
+    assert not sends(out) and w.get_timer() == T0 + 60 * MS
     out = w.receive("dealer", req(addr=b"C", md=(b"2",)), T0 + 20 * MS)
     (n,) = notes(out, "request-while-busy")
     assert n.data == {"corr": "2", "holding": "1", "queued": 1} and not sends(out)
     assert not sends(w.handle_timer(T0 + 59 * MS))
     out = w.handle_timer(T0 + 60 * MS)
     assert [s.frames for s in sends(out)] == [rep(b"C", md=(b"1",), data=(b"hello",))]
-    assert timer(w, out) == T0 + 110 * MS
+    assert w.get_timer() == T0 + 110 * MS
     out = w.handle_timer(T0 + 110 * MS)
     assert [s.frames for s in sends(out)] == [rep(b"C", md=(b"2",), data=(b"hello",))]
     assert w.handled == 2
@@ -354,7 +340,7 @@ def test_worker_pings_when_idle_and_skips_after_traffic() -> None:
     # a reply at +150 is "any other message in this interval": the next ping is due at +250
     w.receive("dealer", req(addr=b"C"), T0 + 150 * MS)
     out = w.handle_timer(T0 + 200 * MS)
-    assert not sends(out) and timer(w, out) == T0 + 250 * MS
+    assert not sends(out) and w.get_timer() == T0 + 250 * MS
     assert [s.msg_type for s in sends(w.handle_timer(T0 + 250 * MS))] == ["PING"]
 
 
@@ -382,7 +368,7 @@ def test_worker_detects_lost_broker_and_reconnects() -> None:
     assert of(out, Disconnect) == [Disconnect("dealer", "tcp://127.0.0.1:6001")]
     assert of(out, Connect) == [Connect("dealer", "tcp://127.0.0.1:6001")]
     assert [s.msg_type for s in sends(out)] == ["REGISTER"]
-    order = [type(a).__name__ for a in out if not isinstance(a, (Note, SetTimer))]
+    order = [type(a).__name__ for a in out if not isinstance(a, Note)]
     assert order == ["Disconnect", "Connect", "Send"]
     # any message from the broker keeps it alive
     w2, _ = worker(heartbeat_ms=100, liveness=3)
@@ -453,9 +439,9 @@ def test_client_socket_and_requests() -> None:
     (s,) = sends(out)
     assert s.frames == req(md=(b"r1", b"trace"))  # no client address: the broker inserts it
     assert s.msg_type == "REQUEST" and s.meta["topic"] == "echo" and s.meta["corr"] == "r1"
-    assert timer(c, out) == T0 + 100 * MS
+    assert c.get_timer() == T0 + 100 * MS
     out = ask(c, "r2", T0 + 10 * MS, service="other")  # pipelining
-    assert sends(out)[0].frames == req("other", md=(b"r2",)) and not of(out, SetTimer)
+    assert sends(out)[0].frames == req("other", md=(b"r2",)) and c.get_timer() == T0 + 100 * MS  # r1 first
     with pytest.raises(ValueError):
         ask(c, "r1")  # still outstanding
     with pytest.raises(ValueError):
@@ -473,7 +459,7 @@ def test_client_delivers_each_reply_exactly_once() -> None:
     assert d.kind == "reply"
     assert d.data == {"id": "r2", "service": "echo", "data": [b"B"], "metadata": [b"r2"], "attempts": 1,
                       "sent_at": T0 + MS, "latency_ns": 29 * MS, "topic": "echo", "corr": "r2"}
-    assert not of(out, SetTimer) and c.earliest() == T0 + 100 * MS  # r1's deadline, unchanged
+    assert c.get_timer() == T0 + 100 * MS  # r1's deadline, unchanged
     out = c.receive("dealer", rep(b"C", md=(b"r2",), data=(b"B",)), T0 + 31 * MS)
     assert not of(out, Deliver) and notes(out, "duplicate-reply")[0].data["id"] == "r2"
     (d,) = of(c.receive("dealer", rep(b"C", md=(b"nope",)), T0), Discard)
@@ -484,10 +470,10 @@ def test_client_retries_same_request_then_gives_up() -> None:
     c = client(timeout_ms=100, max_attempts=3)
     first = sends(ask(c, "r1", T0, metadata=[b"m"]))[0].frames
     out = c.handle_timer(T0 + 99 * MS)
-    assert not sends(out) and timer(c, out) == T0 + 100 * MS
+    assert not sends(out) and c.get_timer() == T0 + 100 * MS
     out = c.handle_timer(T0 + 100 * MS)
     assert [s.frames for s in sends(out)] == [first] and sends(out)[0].meta["attempt"] == 2
-    assert timer(c, out) == T0 + 200 * MS
+    assert c.get_timer() == T0 + 200 * MS
     assert [s.frames for s in sends(c.handle_timer(T0 + 200 * MS))] == [first]
     out = c.handle_timer(T0 + 300 * MS)
     assert not sends(out)
@@ -495,7 +481,7 @@ def test_client_retries_same_request_then_gives_up() -> None:
     assert d.kind == "request-failed"
     assert {k: d.data[k] for k in ("id", "service", "attempts", "sent_at", "failed_at", "reason")} == {
         "id": "r1", "service": "echo", "attempts": 3, "sent_at": T0, "failed_at": T0 + 300 * MS, "reason": "timeout"}
-    assert timer(c, out) is None
+    assert c.get_timer() is None
     out = c.receive("dealer", rep(b"C", md=(b"r1", b"m")), T0 + 301 * MS)
     assert not of(out, Deliver) and notes(out, "late-reply")
 
@@ -553,11 +539,10 @@ class Net:
             self._apply(name, node.start(self.now))
 
     def _apply(self, name: str, actions: list) -> None:
+        self.timers[name] = self.nodes[name].get_timer()  # pulled after every input
         for a in actions:
             self.log.append((self.now, name, a))
-            if isinstance(a, SetTimer):
-                self.timers[name] = a.at
-            elif isinstance(a, Send) and name not in self.down:
+            if isinstance(a, Send) and name not in self.down:
                 if name == "broker":
                     target = a.frames[0].decode()
                     if target in self.nodes and target not in self.down:
@@ -716,7 +701,7 @@ def test_mutant_never_expire() -> None:
     assert not notes(outs[1][0], "worker-expired") and [s.msg_type for s in sends(outs[1][1])] == ["PONG"]
     register(ref, b"V", now=T0 + 1000 * MS)
     register(mut, b"V", now=T0 + 1000 * MS)
-    assert ref.earliest() == T0 + 1300 * MS and mut.earliest() is None  # and no busy timer loop
+    assert ref.get_timer() == T0 + 1300 * MS and mut.get_timer() is None  # and no busy timer loop
 
 
 @pytest.mark.parametrize("name,expect_md", [("alters-metadata", [b"id~", b"m"]), ("strips-metadata", [])])
@@ -793,7 +778,7 @@ def test_mutant_no_ping() -> None:
         for t in (100, 200):
             seen += [s.msg_type for s in sends(w.handle_timer(T0 + t * MS))]
         types.append(seen)
-        assert w.earliest() is not None and w.earliest() > T0 + 200 * MS  # no busy loop
+        assert w.get_timer() is not None and w.get_timer() > T0 + 200 * MS  # no busy loop
     assert types == [["PING", "PING"], []]
 
 
@@ -851,17 +836,17 @@ def test_nodes_are_sans_io() -> None:
                 assert n.split(".")[0] not in forbidden, f"{path.name} imports {n}"
 
 
-def test_a_later_deadline_is_left_to_the_armed_timer_which_fires_early_harmlessly() -> None:
+def test_get_timer_follows_the_deadlines_and_an_early_wake_up_is_harmless() -> None:
     b = broker(heartbeat_ms=100, liveness=3)
-    register(b, b"W", now=T0)  # armed: expiry at T0 + 300 ms
-    for t in (50, 100, 150, 200):  # traffic keeps postponing the expiry: nothing to hand out
-        out = b.receive("router", [b"W", *enc("PING")], T0 + t * MS)
-        assert not of(out, SetTimer) and b.earliest() == T0 + (t + 300) * MS
-    early = b.handle_timer(T0 + 300 * MS)  # the armed timer: W is not due, the node re-arms
-    assert not notes(early, "worker-expired") and timer(b, early) == T0 + 500 * MS
+    register(b, b"W", now=T0)  # expiry at T0 + 300 ms
+    for t in (50, 100, 150, 200):  # traffic keeps postponing the expiry
+        b.receive("router", [b"W", *enc("PING")], T0 + t * MS)
+        assert b.get_timer() == T0 + (t + 300) * MS
+    early = b.handle_timer(T0 + 300 * MS)  # woken early (a runtime may): W is not due
+    assert not notes(early, "worker-expired") and b.get_timer() == T0 + 500 * MS
     assert notes(b.handle_timer(T0 + 500 * MS), "worker-expired")
-    # an earlier deadline is handed out at once: a worker's service time inside its heartbeat
+    # an earlier deadline shows at once: a worker's service time inside its heartbeat
     w, _ = worker(service_time_ms=10, heartbeat_ms=1000)
     confirm(w)
-    out = w.receive("dealer", req(addr=b"C", md=(b"1",)), T0 + 10 * MS)
-    assert of(out, SetTimer)[-1].at == T0 + 20 * MS
+    w.receive("dealer", req(addr=b"C", md=(b"1",)), T0 + 10 * MS)
+    assert w.get_timer() == T0 + 20 * MS

@@ -17,7 +17,6 @@ from harness.node import (
     NodeContext,
     Note,
     Send,
-    SetTimer,
     SocketSpec,
     SocketType,
 )
@@ -40,6 +39,7 @@ class Scripted(BaseNode):
         self.timer_calls: list[int] = []
         self.commands: list[tuple[dict[str, Any], int]] = []
         self.started_at: int | None = None
+        self.wake: int | None = None  # what get_timer() answers; {"op": "timer"} sets it
 
     def sockets(self) -> list[SocketSpec]:
         return list(self.config.get("sockets", []))
@@ -56,7 +56,11 @@ class Scripted(BaseNode):
 
     def handle_timer(self, now: int) -> list[Action]:
         self.timer_calls.append(now)
+        self.wake = None
         return []
+
+    def get_timer(self) -> int | None:
+        return self.wake
 
     def command(self, request: dict[str, Any], now: int) -> list[Action]:
         self.commands.append((request, now))
@@ -67,7 +71,8 @@ class Scripted(BaseNode):
         if op == "do":
             return list(request["actions"])
         if op == "timer":
-            return [SetTimer(request["at"])]
+            self.wake = request["at"]
+            return []
         return []
 
     def frames_on(self, socket: str) -> list[list[bytes]]:
@@ -114,6 +119,7 @@ class PingClient(BaseNode):
         self.sent = 0
         self.replies: list[int] = []
         self._due = 0  # requests waiting for the think timer
+        self._wake: int | None = None
 
     def sockets(self) -> list[SocketSpec]:
         return [SocketSpec("dealer", SocketType.DEALER, connect=tuple(self.config["endpoints"]),
@@ -141,19 +147,25 @@ class PingClient(BaseNode):
             actions.append(Deliver("reply", {"seq": seq, "corr": f"{self.name}/{seq}"}))
         if self.think_ns:
             self._due += 1
-            actions.append(SetTimer(now + self.rng.randrange(self.think_ns)))
+            self._wake = now + self.rng.randrange(self.think_ns)
         else:
             actions.extend(self._send(1, now))
         return actions
 
     def handle_timer(self, now: int) -> list[Action]:
         due, self._due = self._due, 0
+        self._wake = None
         return self._send(due, now)
+
+    def get_timer(self) -> int | None:
+        return self._wake
 
 
 class Ticker(BaseNode):
     """PUB/XPUB publisher: every ``period_ns`` publishes one message per topic in ``topics``
     (frame 0 = topic + b":" + seq). Logs what its socket hands it (XPUB notifications)."""
+
+    wake: int | None = None
 
     role = "publisher"
 
@@ -174,7 +186,11 @@ class Ticker(BaseNode):
                            welcome=self.config.get("welcome"))]
 
     def start(self, now: int) -> list[Action]:
-        return [SetTimer(now + self.period)]
+        self.wake = now + self.period
+        return []
+
+    def get_timer(self) -> int | None:
+        return self.wake
 
     def handle_timer(self, now: int) -> list[Action]:
         actions: list[Action] = []
@@ -183,7 +199,7 @@ class Ticker(BaseNode):
                 actions.append(Send("pub", [topic + b":" + str(self.seq).encode(), b"payload"],
                                     "tick", {"topic": topic, "seq": self.seq}))
             self.seq += 1
-        actions.append(SetTimer(now + self.period))
+        self.wake = now + self.period
         return actions
 
     def receive(self, socket: str, frames: list[bytes], now: int) -> list[Action]:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from fault_injection.rules import Delay, Drop, Duplicate, Match, Reorder, Rule, RuleSet
-from harness.node import BaseNode, NodeContext, SetTimer, SocketSpec, SocketType
+from harness.node import BaseNode, NodeContext, SocketSpec, SocketType
 from harness.sim import LatencyModel, Simulation, SimulationError
 from tests.sim.sim_helpers import FIXED_1MS, MS, do, fixed_sim, log, rows, scripted, send, writer
 from tests.sim.sim_test_nodes import EchoServer, PingClient, Scripted
@@ -388,6 +388,6 @@ def test_rules_apply_to_socket_internal_messages_too() -> None:
 def test_timer_in_the_past_fires_at_once() -> None:
     sim = fixed_sim()
     scripted(sim, "n")
-    do(sim, 10 * MS, "n", SetTimer(1 * MS))
+    sim.command(10 * MS, "n", {"op": "timer", "at": 1 * MS})
     sim.run(20 * MS)
     assert sim.node("n").timer_calls == [10 * MS]  # type: ignore[union-attr]
