@@ -34,27 +34,53 @@ from dataclasses import dataclass
 from typing import Any
 
 # ---- durations ---------------------------------------------------------------------------------
+#
+# One rule: a duration written in a file or on a command line carries its unit ("250ms", "2s",
+# "40us", "1.5s"); a bare number is refused (only 0 may go without one). Inside Python a
+# duration is an int of nanoseconds: ``duration_ns`` takes those, and text through
+# ``parse_duration``.
 
 _UNITS: dict[str, int] = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
 _DURATION_RE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(ns|us|µs|ms|s)?\s*$")
+DURATION_EXAMPLES = "250ms, 2s, 40us, 1.5s"
 
 
-def parse_duration(value: int | float | str) -> int:
-    """Nanoseconds from an int (already ns) or a string such as ``"250ms"`` / ``"1.5s"``.
+def parse_duration(value: str | int | float) -> int:
+    """Nanoseconds from a duration as written in a file or on a command line: a number and a
+    unit (``"250ms"``, ``"2s"``, ``"40us"``, ``"1.5s"``, ``"-50ms"``). A bare number is an error
+    that says to give a unit — except 0, which means the same in every unit."""
+    if isinstance(value, bool):
+        raise ValueError(f"not a duration: {value!r} (use e.g. {DURATION_EXAMPLES})")
+    if isinstance(value, (int, float)):
+        if value == 0:
+            return 0
+        raise ValueError(_bare(value))
+    if isinstance(value, str):
+        m = _DURATION_RE.match(value)
+        if m:
+            number, unit = m.group(1), m.group(2)
+            if unit is None:
+                if float(number) == 0:
+                    return 0
+                raise ValueError(_bare(number))
+            return int(round(float(number) * _UNITS[unit]))
+    raise ValueError(f"not a duration: {value!r} (use e.g. {DURATION_EXAMPLES})")
 
-    A bare number in a string is nanoseconds, like an int."""
+
+def _bare(number: int | float | str) -> str:
+    return f"the duration {number} has no unit; give a unit, e.g. {number}ms or {number}s"
+
+
+def duration_ns(value: int | float | str) -> int:
+    """For Python callers: an int (or float) is already nanoseconds; text goes through
+    ``parse_duration`` and so needs its unit."""
     if isinstance(value, bool):
         raise ValueError(f"not a duration: {value!r}")
     if isinstance(value, int):
         return value
     if isinstance(value, float):
         return int(round(value))
-    if isinstance(value, str):
-        m = _DURATION_RE.match(value)
-        if m:
-            number, unit = m.group(1), m.group(2) or "ns"
-            return int(round(float(number) * _UNITS[unit]))
-    raise ValueError(f"not a duration: {value!r} (use an int in ns or e.g. '250ms', '2s', '40us')")
+    return parse_duration(value)
 
 
 def parse_probability(value: float | int | str) -> float:
@@ -121,14 +147,15 @@ class Distribution:
 
     @classmethod
     def parse(cls, spec: DistSpec) -> Distribution:
-        """From a Distribution, an int (fixed ns), a duration string (fixed), a tuple
-        ``("uniform", lo, hi)`` or a string ``"uniform(200us, 800us)"``."""
+        """For Python callers: from a Distribution, an int (fixed ns), a duration string (fixed),
+        a tuple ``("uniform", lo, hi)`` (ints are ns, strings need units) or a string
+        ``"uniform(200us, 800us)"``. Values from files go through ``from_yaml``."""
         if isinstance(spec, Distribution):
             return spec
         if isinstance(spec, (int, float)) and not isinstance(spec, bool):
             return cls("fixed", spec)
         if isinstance(spec, (tuple, list)) and spec and isinstance(spec[0], str):
-            return cls(spec[0], *(parse_duration(v) for v in spec[1:]))
+            return cls(spec[0], *(duration_ns(v) for v in spec[1:]))
         if isinstance(spec, str):
             m = re.match(r"^\s*([a-z]+)\s*\((.*)\)\s*$", spec)
             if m:
@@ -139,6 +166,20 @@ class Distribution:
             f"not a distribution: {spec!r} (use e.g. 500000, '2ms', ('uniform', lo, hi), "
             "'normal(1ms, 200us)', 'exponential(1ms)')"
         )
+
+    @classmethod
+    def from_yaml(cls, value: Any) -> Distribution:
+        """A distribution as written in a file: ``2ms``, ``fixed(2ms)``, ``uniform(1ms, 5ms)``,
+        ``normal(2ms, 500us)``, ``exponential(1ms)`` or ``[uniform, 1ms, 5ms]``; every duration in
+        it carries its unit (a bare 0 is allowed)."""
+        if isinstance(value, str):
+            return cls.parse(value)
+        if isinstance(value, list) and value and isinstance(value[0], str):
+            return cls(value[0], *(parse_duration(v) for v in value[1:]))
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return cls("fixed", parse_duration(value))
+        raise ValueError(f"not a distribution: {value!r} (use e.g. 2ms, uniform(1ms, 5ms), normal(2ms, 500us), "
+                         "exponential(1ms))")
 
     def mean(self) -> float:
         p = self.params
@@ -338,16 +379,47 @@ class RuleSet:
 
 # ---- building rules from plain data (YAML) ---------------------------------------------------
 
+
+class FaultSpecError(ValueError):
+    """A bad fault or rule in a file: ``path`` is the offending key inside the item (a tuple of
+    keys and indexes, empty for the item itself), ``reason`` what is wrong with it. A loader turns
+    it into an error naming the file, the line and the field."""
+
+    def __init__(self, where: str, path: tuple[Any, ...], reason: str) -> None:
+        self.where = where
+        self.path = tuple(path)
+        self.reason = reason
+        field = _format_path(self.path)
+        super().__init__(f"{where}: {field + ': ' if field else ''}{reason}")
+
+
+def _format_path(path: tuple[Any, ...]) -> str:
+    out = ""
+    for p in path:
+        out += f"[{p}]" if isinstance(p, int) else ("." if out else "") + str(p)
+    return out
+
+
+def did_you_mean(word: str, options: Iterable[str]) -> str:
+    """``"; did you mean 'x'?"`` for the closest of ``options``, or ``""``."""
+    import difflib
+
+    m = difflib.get_close_matches(word, list(options), n=1)
+    return f"; did you mean '{m[0]}'?" if m else ""
+
+
 _MATCH_KEYS: dict[str, str] = {
     "src": "src", "from": "src", "dst": "dst", "to": "dst", "msg_type": "msg_type",
     "message": "msg_type", "type": "msg_type", "socket": "socket", "endpoint": "endpoint",
     "direction": "direction",
 }
+_NODE_KEYS = ("src", "from", "dst", "to")
 _EFFECT_KEYS = ("pass", "drop", "delay", "duplicate", "reorder")
+_RULE_KEYS = sorted(set(_MATCH_KEYS) | set(_EFFECT_KEYS) | {"match", "probability", "name"})
 
 
 def rule_from_dict(item: Mapping[str, Any], index: int = 0) -> Rule:
-    """Build a rule from plain data, for example::
+    """Build a rule from plain data (as in a file), for example::
 
         {message: AppendEntries, from: "peer*", direction: any, drop: 5%}
         {to: broker, delay: "uniform(1ms, 20ms)", probability: 0.5}
@@ -355,91 +427,134 @@ def rule_from_dict(item: Mapping[str, Any], index: int = 0) -> Rule:
         {reorder: 10ms}                  # or {reorder: {window: 10ms, behind_next: false}}
 
     For ``drop``, ``duplicate`` and ``reorder`` a percentage given as the effect's value is the
-    probability (``drop: 5%``); ``drop: true`` always drops. Errors name the rule and the key.
+    probability (``drop: 5%``); ``drop: true`` always drops. Durations carry their unit.
+    Errors (``FaultSpecError``) name the rule and the key.
     """
-    where = f"rule {index}"
+    return _rule_from(item, f"rule {index}", (), None)
+
+
+def _rule_from(item: Any, where: str, at: tuple[Any, ...], check_node: Callable[[str], None] | None) -> Rule:
+    """The rule in ``item``; ``at`` is where ``item`` sits in the fault (for error paths), and
+    ``check_node`` (if given) validates a node name that is not a glob."""
     if not isinstance(item, Mapping):
-        raise ValueError(f"{where}: expected a mapping, got {type(item).__name__}")
+        raise FaultSpecError(where, at, f"a rule must be a mapping, got {type(item).__name__}")
     match_args: dict[str, str] = {}
     effect: Effect | None = None
     probability: float | None = None
     name = ""
+
+    def node(key: tuple[Any, ...], value: str) -> None:
+        if check_node is not None and not any(c in value for c in "*?["):
+            try:
+                check_node(value)
+            except ValueError as exc:
+                raise FaultSpecError(where, at + key, str(exc)) from None
+
     for key, value in item.items():
         if key in _MATCH_KEYS:
             if not isinstance(value, str):
-                raise ValueError(f"{where}: {key!r} must be a string (a glob), got {value!r}")
+                raise FaultSpecError(where, at + (key,), f"{key!r} must be a string (a glob), got {value!r}")
+            if key in _NODE_KEYS:
+                node((key,), value)
             match_args[_MATCH_KEYS[key]] = value
         elif key == "match":
             if not isinstance(value, Mapping):
-                raise ValueError(f"{where}: 'match' must be a mapping")
+                raise FaultSpecError(where, at + (key,), "'match' must be a mapping")
             for mk, mv in value.items():
                 if mk not in _MATCH_KEYS:
-                    raise ValueError(f"{where}: unknown match key {mk!r}")
+                    raise FaultSpecError(where, at + (key, mk), f"unknown match key {mk!r}"
+                                         f"{did_you_mean(str(mk), _MATCH_KEYS)}")
+                if mk in _NODE_KEYS and isinstance(mv, str):
+                    node((key, mk), mv)
                 match_args[_MATCH_KEYS[mk]] = str(mv)
         elif key == "probability":
-            probability = _field(where, key, parse_probability, value)
+            probability = _field(where, at + (key,), parse_probability, value)
         elif key == "name":
             name = str(value)
         elif key in _EFFECT_KEYS:
             if effect is not None:
-                raise ValueError(f"{where}: more than one effect ({effect.name} and {key})")
-            effect, implied = _effect_from(where, key, value)
+                raise FaultSpecError(where, at + (key,), f"more than one effect ({effect.name} and {key})")
+            effect, implied = _effect_from(where, at + (key,), key, value)
             if implied is not None:
                 probability = implied if probability is None else probability
         else:
-            known = sorted(set(_MATCH_KEYS) | set(_EFFECT_KEYS) | {"match", "probability", "name"})
-            raise ValueError(f"{where}: unknown key {key!r} (known: {', '.join(known)})")
+            raise FaultSpecError(where, at + (key,), f"unknown key {key!r}{did_you_mean(str(key), _RULE_KEYS)} "
+                                                     f"(known: {', '.join(_RULE_KEYS)})")
     if effect is None:
-        raise ValueError(f"{where}: no effect; give one of {', '.join(_EFFECT_KEYS)}")
+        raise FaultSpecError(where, at, f"no effect; give one of {', '.join(_EFFECT_KEYS)}")
     try:
         match = Match(**match_args)
     except ValueError as exc:
-        raise ValueError(f"{where}: {exc}") from None
+        raise FaultSpecError(where, at + ("direction",), str(exc)) from None
     return Rule(match, effect, 1.0 if probability is None else probability, name)
 
 
-def _field(where: str, key: str, parse: Callable[[Any], Any], value: Any) -> Any:
+def _field(where: str, path: tuple[Any, ...], parse: Callable[[Any], Any], value: Any) -> Any:
     try:
         return parse(value)
     except ValueError as exc:
-        raise ValueError(f"{where}: {key}: {exc}") from None
+        raise FaultSpecError(where, path, str(exc)) from None
 
 
-def _effect_from(where: str, key: str, value: Any) -> tuple[Effect, float | None]:
+def _effect_from(where: str, path: tuple[Any, ...], key: str, value: Any) -> tuple[Effect, float | None]:
     """The effect for ``key: value`` and the probability the value implies (or None)."""
     if key == "pass":
         return Pass(), None
     if key == "drop":
         if value is True or value is None:
             return Drop(), None
-        return Drop(), _field(where, key, parse_probability, value)
+        return Drop(), _field(where, path, parse_probability, value)
     if key == "delay":
-        return Delay(_field(where, key, Distribution.parse, value)), None
+        return Delay(_field(where, path, Distribution.from_yaml, value)), None
     if key == "duplicate":
         if isinstance(value, Mapping):
-            copies = int(value.get("copies", 1))
+            copies = value.get("copies", 1)
+            if isinstance(copies, bool) or not isinstance(copies, int) or copies < 1:
+                raise FaultSpecError(where, path + ("copies",), f"expected a copy count >= 1, got {copies!r}")
             p = value.get("probability")
-            return Duplicate(copies), None if p is None else _field(where, key, parse_probability, p)
+            return Duplicate(copies), None if p is None else _field(where, path + ("probability",),
+                                                                    parse_probability, p)
         if isinstance(value, str) and value.strip().endswith("%"):
-            return Duplicate(1), _field(where, key, parse_probability, value)
+            return Duplicate(1), _field(where, path, parse_probability, value)
         if value is True or value is None:
             return Duplicate(1), None
-        if isinstance(value, int) and value >= 1:
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
             return Duplicate(value), None
-        raise ValueError(f"{where}: duplicate: expected a copy count >= 1, a percentage or a mapping")
+        raise FaultSpecError(where, path, "expected a copy count >= 1, a percentage or a mapping")
     # reorder
     if isinstance(value, Mapping):
-        window = _field(where, key, Distribution.parse, value.get("window", 1_000_000))
-        return Reorder(window, bool(value.get("behind_next", True))), None
+        window = Reorder().window
+        if "window" in value:
+            window = _field(where, path + ("window",), Distribution.from_yaml, value["window"])
+        behind = value.get("behind_next", True)
+        if not isinstance(behind, bool):
+            raise FaultSpecError(where, path + ("behind_next",), f"expected true or false, got {behind!r}")
+        return Reorder(window, behind), None
     if isinstance(value, str) and value.strip().endswith("%"):
-        return Reorder(), _field(where, key, parse_probability, value)
+        return Reorder(), _field(where, path, parse_probability, value)
     if value is True or value is None:
         return Reorder(), None
-    return Reorder(_field(where, key, Distribution.parse, value)), None
+    return Reorder(_field(where, path, Distribution.from_yaml, value)), None
+
+
+def _rule_fault_from_yaml(cls: type[Rule], item: Any, where: str = "fault", *,
+                          check_node: Callable[[str], None] | None = None, **_: Any) -> Rule:
+    """A message rule as a fault item: ``{rule: {message: REQUEST, drop: 5%}}``. ``check_node``
+    validates node names (not globs) in ``from``/``to``."""
+    if not isinstance(item, Mapping):
+        raise FaultSpecError(where, (), f"a fault must be a mapping, got {type(item).__name__}")
+    for key in item:
+        if key != "rule":
+            raise FaultSpecError(where, (key,), f"unknown field{did_you_mean(str(key), ['rule'])} "
+                                                "(a rule fault has only 'rule'; a rule applies all the run)")
+    return _rule_from(item["rule"], where, ("rule",), check_node)
+
+
+Rule.from_yaml = classmethod(_rule_fault_from_yaml)  # type: ignore[attr-defined]
 
 
 __all__ = [
     "DIRECTIONS", "Delay", "DistSpec", "Distribution", "Drop", "Duplicate", "Effect", "Match",
-    "PASS", "Pass", "Reorder", "Rule", "RuleSet", "Verdict", "parse_duration",
-    "parse_probability", "rule_from_dict",
+    "FaultSpecError", "PASS", "Pass", "Reorder", "Rule", "RuleSet", "Verdict", "did_you_mean", "duration_ns",
+    "parse_duration", "parse_probability", "rule_from_dict",
 ]

@@ -8,6 +8,7 @@ import sys
 from typing import Sequence
 
 from harness.protocols import PROTOCOLS
+from harness.registry import protocols
 
 
 def _parse_frame(text: str) -> bytes:
@@ -147,15 +148,17 @@ def cmd_node(args: argparse.Namespace) -> int:
     import yaml
 
     from harness.live.standalone import run_standalone
-    from harness.profiles import get_profile
+    from harness.registry import package
 
     try:
-        profile = get_profile(args.protocol)
+        pkg = package(args.protocol)
     except KeyError as e:
         raise UsageError(f"zmq-harness node: {e.args[0]}")
-    role = profile.roles.get(args.role)
+    if not pkg.roles:
+        raise UsageError(f"zmq-harness node: no reference nodes for {args.protocol!r} yet (see zmq-harness protocols)")
+    role = pkg.roles.get(args.role)
     if role is None:
-        raise UsageError(f"zmq-harness node: {args.protocol} has no role {args.role!r} (roles: {', '.join(profile.roles)})")
+        raise UsageError(f"zmq-harness node: {args.protocol} has no role {args.role!r} (roles: {', '.join(pkg.roles)})")
     config: dict = {"dialect": args.dialect}
     for item in args.set or []:
         key, sep, value = item.partition("=")
@@ -184,7 +187,7 @@ def cmd_conform(args: argparse.Namespace) -> int:
     from harness.conformance.case import CaseError
     from harness.conformance.report import exit_status, print_results, results_json, write_junit
     from harness.conformance.runner import load_suite, run_case_sim, run_suite, write_trace_verdicts
-    from harness.conformance.suites import suite
+    from harness.registry import suite
 
     try:
         rs = suite(args.protocol, args.role)
@@ -226,19 +229,28 @@ def cmd_conform(args: argparse.Namespace) -> int:
 
 
 def _factory(protocol: str, role: str, mutant: str | None):
-    import importlib
+    from harness.registry import package
 
-    from harness.profiles import get_profile
-
+    pkg = package(protocol)
     if mutant:
-        registry = importlib.import_module(f"reference_nodes.{protocol}.mutants").MUTANTS
-        if mutant not in registry:
-            raise UsageError(f"no {protocol} mutant {mutant!r} (mutants: {', '.join(registry)})")
-        mrole, factory, _ = registry[mutant]
+        if mutant not in pkg.mutants:
+            raise UsageError(f"no {protocol} mutant {mutant!r} (mutants: {', '.join(pkg.mutants) or 'none yet'})")
+        mrole, factory, _ = pkg.mutants[mutant]
         if mrole != role:
             raise UsageError(f"mutant {mutant!r} is a {mrole}, not a {role}")
         return factory
-    return get_profile(protocol).roles[role].factory
+    return pkg.roles[role].factory
+
+
+def cmd_protocols(args: argparse.Namespace) -> int:
+    from harness.registry import parts_table
+
+    unknown = [p for p in args.protocols if p not in protocols()]
+    if unknown:
+        raise UsageError(f"zmq-harness protocols: unknown protocol(s) {', '.join(unknown)} "
+                         f"(known: {', '.join(protocols())})")
+    print(parts_table(args.protocols or None), end="")
+    return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -277,7 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
     n = sub.add_parser("node", help="run one reference node standalone over real sockets",
                        description="Run one reference node until SIGTERM/SIGINT. It prints 'READY <name> <endpoints>' "
                        "once its sockets are bound. Example: zmq-harness node dcp broker --bind tcp://127.0.0.1:5555")
-    n.add_argument("protocol", choices=PROTOCOLS)
+    n.add_argument("protocol", choices=protocols())
     n.add_argument("role")
     n.add_argument("--bind", action="append", metavar="ENDPOINT", help="endpoint to bind (repeatable)")
     n.add_argument("--connect", action="append", metavar="ENDPOINT", help="endpoint to connect to (repeatable)")
@@ -295,7 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "fresh for every case from --cmd (placeholders such as {endpoint} are filled), reached at "
                        "--endpoint, the reference node (--reference), or in the simulator (--sim). Exit status "
                        "is non-zero on any MUST failure (and SHOULD with --fail-on should).")
-    k.add_argument("protocol", choices=PROTOCOLS)
+    k.add_argument("protocol", choices=protocols())
     k.add_argument("role")
     k.add_argument("--cmd", help="command line of the implementation, e.g. \"mybroker --bind {endpoint}\"")
     k.add_argument("--endpoint", help="endpoint of an implementation that is already running")
@@ -328,6 +340,14 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--check", action="store_true")
     c.add_argument("--dir", default="docs/clauses")
     c.set_defaults(func=cmd_clauses)
+
+    pr = sub.add_parser("protocols", help="list each protocol's package: what it has and what it still lacks",
+                        description="Print one row per protocol registered in harness/registry.py: its wire "
+                        "dialects, clauses, roles, workload operations, checks, mutants, conformance suites and "
+                        "symbolic fault targets, and the parts it lacks (docs/adding-a-protocol.md).")
+    pr.add_argument("protocols", nargs="*", metavar="PROTOCOL", help="any of " + ", ".join(protocols())
+                    + " (default: all)")
+    pr.set_defaults(func=cmd_protocols)
     return ap
 
 

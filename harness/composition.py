@@ -16,8 +16,8 @@ from typing import Any, Callable, Iterator
 from fault_injection import nemesis
 from harness.checkers.base import CRASH, RESTART, Checker, NoNodeErrors, Observer, Verdict
 from harness.probe import probed
-from harness.profiles import get_profile
 from harness.protocols import codec
+from harness.registry import package
 from harness.scenario import Scenario, WorkloadItem
 from harness.sim.network import LatencyModel
 from harness.sim.runtime import Simulation
@@ -51,22 +51,22 @@ class RunResult:
 
 
 def build_checkers(scenario: Scenario) -> list[Checker]:
-    profile = get_profile(scenario.protocol)
+    pkg = package(scenario.protocol)
     out: list[Checker] = [NoNodeErrors()]
     for name, params in scenario.checks:
-        out.append(profile.checks[name].factory(scenario, **params))
+        out.append(pkg.checks[name].factory(scenario, **params))
     return out
 
 
 def node_configs(scenario: Scenario, endpoint: Callable[[str, str], str]) -> dict[str, tuple[str, dict[str, Any]]]:
-    """Every node's (role, config), wired by the protocol's profile."""
+    """Every node's (role, config), wired by the protocol's package (its `wire`)."""
     nodes: dict[str, tuple[str, dict[str, Any]]] = {}
     for g in scenario.groups.values():
         for n in g.nodes:
             cfg = dict(g.config)
             cfg.setdefault("dialect", scenario.dialect)
             nodes[n] = (g.role, cfg)
-    get_profile(scenario.protocol).wire(nodes, endpoint)
+    package(scenario.protocol).wire(nodes, endpoint)
     return nodes
 
 
@@ -77,7 +77,7 @@ def workload_streams(scenario: Scenario, seed: int) -> list[Iterator[tuple[int, 
     from the seed, so the same seed gives the same workload. Streams are lazy: the simulator
     draws each operation when the previous one of its stream is due, so a long workload never
     sits in memory all at once."""
-    profile = get_profile(scenario.protocol)
+    pkg = package(scenario.protocol)
 
     def stream(i: int, item: WorkloadItem, node: str) -> Iterator[tuple[int, str, dict[str, Any]]]:
         rng = random.Random(f"{seed}/workload/{i}/{node}")
@@ -87,7 +87,7 @@ def workload_streams(scenario: Scenario, seed: int) -> list[Iterator[tuple[int, 
             t += int(rng.expovariate(item.rate) * 1e9)
             if t >= item.end_ns or (item.limit is not None and k >= item.limit):
                 return
-            yield t, node, profile.command(item.op, node, item.params, k, rng)
+            yield t, node, pkg.command(item.op, node, item.params, k, rng)
             k += 1
 
     return [stream(i, item, node) for i, item in enumerate(scenario.workload) for node in item.nodes]
@@ -143,7 +143,7 @@ def run_sim(scenario: Scenario, seed: int, out_dir: str | None = None, *,
     """Run one seed of a scenario in simulation. ``factories`` may replace the node factory of
     some nodes (by node name) — how tests put a mutant in place of a reference node.
     ``checks=False`` runs without probes and checkers (benchmarks of the bare simulation)."""
-    profile = get_profile(scenario.protocol)
+    pkg = package(scenario.protocol)
     trace = None
     tpath = None
     if out_dir is not None:
@@ -165,7 +165,7 @@ def run_sim(scenario: Scenario, seed: int, out_dir: str | None = None, *,
 
         for name, (role, cfg) in node_configs(scenario, endpoint).items():
             group = scenario.group_of(name)
-            factory = (factories or {}).get(name) or profile.roles[role].factory
+            factory = (factories or {}).get(name) or pkg.roles[role].factory
             impl = "reference" if (factories or {}).get(name) is None else getattr(factory, "implementation", "mutant")
             sim.add_node(name, probed(factory, observer, clock) if checks else factory, role=role, config=cfg,
                          implementation=impl if group.implementation == "reference" else group.implementation,
@@ -175,7 +175,7 @@ def run_sim(scenario: Scenario, seed: int, out_dir: str | None = None, *,
         nemesis.install(scenario.faults, _ObservedTarget(sim, observer))
         end = scenario.duration_ns + scenario.settle_ns
         for name in scenario.node_names:  # checkers that judge final state ask for it last
-            if scenario.role_of(name) in profile.final_status:
+            if scenario.role_of(name) in pkg.final_status:
                 sim.command(end - 1, name, {"op": "status"})
         sim.run(end)
         verdicts = observer.finish(sim.now_ns)

@@ -22,8 +22,8 @@ from harness.composition import HARNESS, RunResult, _slug, build_checkers, node_
 from harness.live.runtime import LiveRuntime
 from harness.live.supervisor import ManagedProcess, ReadyDelay, ReadyLine, ReadyPort, free_port
 from harness.probe import probed
-from harness.profiles import get_profile
 from harness.protocols import codec
+from harness.registry import package
 from harness.run_ids import unique_run_id
 from harness.scenario import Scenario
 from harness.trace import VERDICT, RunInfo, TraceWriter
@@ -59,7 +59,7 @@ def _ready(spec: dict[str, Any] | None, port: int | None) -> Any:
 
 def run_live(scenario: Scenario, seed: int, out_dir: str, *, wall_timeout_s: float | None = None) -> RunResult:
     _check_supported(scenario)
-    profile = get_profile(scenario.protocol)
+    pkg = package(scenario.protocol)
     run_id = unique_run_id(f"{scenario.name}/live-{seed}")
     tpath = os.path.join(out_dir, _slug(scenario.name), f"live-seed-{seed}.parquet")
     trace = TraceWriter(tpath, RunInfo(run_id, seed, scenario.name, scenario.protocol))
@@ -96,7 +96,7 @@ def run_live(scenario: Scenario, seed: int, out_dir: str, *, wall_timeout_s: flo
             elif group.start_ns:
                 late.append((group.start_ns, name, role, cfg, group.implementation))
             else:
-                runtime.add_node(name, probed(profile.roles[role].factory, observer, clock), role=role, config=cfg,
+                runtime.add_node(name, probed(pkg.roles[role].factory, observer, clock), role=role, config=cfg,
                                  implementation=group.implementation)
         for proc in processes.values():
             proc.start()
@@ -108,7 +108,7 @@ def run_live(scenario: Scenario, seed: int, out_dir: str, *, wall_timeout_s: flo
                 raise LiveRunError(f"workload node {node} is external; the harness can only drive reference nodes")
             events.append((at, i, ("command", node, request)))
         for start_ns, name, role, cfg, impl in late:
-            factory = probed(profile.roles[role].factory, observer, clock)
+            factory = probed(pkg.roles[role].factory, observer, clock)
             events.append((start_ns, len(events), ("start", name, role, cfg, impl, factory)))
         for f in scenario.faults:
             if isinstance(f, nemesis.Crash):
@@ -137,7 +137,7 @@ def run_live(scenario: Scenario, seed: int, out_dir: str, *, wall_timeout_s: flo
             if not asked and time.monotonic() >= status_at:
                 asked = True
                 for name in configs:
-                    if roles[name] in profile.final_status and name not in processes and not runtime.is_crashed(name):
+                    if roles[name] in pkg.final_status and name not in processes and not runtime.is_crashed(name):
                         runtime.command(name, {"op": "status"})
             time.sleep(max(min(end - time.monotonic(), 0.05), 0))
         verdicts = runtime.call(lambda: observer.finish(clock()), timeout=30)

@@ -13,9 +13,8 @@ from typing import Any, Callable
 
 from fault_injection import nemesis
 from fault_injection.rules import Distribution, RuleSet, rule_from_dict
-from harness.profiles import get_profile
-from harness.profiles.base import Profile, as_duration, as_positive_int, as_rate, as_str
-from harness.protocols import PROTOCOLS
+from harness.packages.base import ProtocolPackage, as_duration, as_positive_int, as_rate, as_str
+from harness.registry import REGISTRY, package
 from harness.yamlsrc import Locations, SourceError, load, loads
 
 ScenarioError = SourceError
@@ -168,23 +167,20 @@ def _scenario_from(data: Any, locs: Locations, path: str) -> Scenario:
     top = v.mapping(data, (), "a scenario")
     v.known(top, (), TOP_KEYS)
     protocol = v.get(top, (), "protocol", as_str)
-    if protocol not in PROTOCOLS:
-        raise v.fail(("protocol",), f"unknown protocol {protocol!r} (known: {', '.join(PROTOCOLS)})")
-    try:
-        profile = get_profile(protocol)
-    except KeyError as e:
-        raise v.fail(("protocol",), str(e.args[0])) from None
+    if protocol not in REGISTRY:
+        raise v.fail(("protocol",), f"unknown protocol {protocol!r} (known: {', '.join(REGISTRY)})")
+    pkg = package(protocol)
+    if not pkg.roles:
+        raise v.fail(("protocol",), f"no scenario profile for {protocol!r} yet")
     name = v.get(top, (), "name", as_str)
     duration = v.get(top, (), "duration", as_duration)
     if duration <= 0:
         raise v.fail(("duration",), "must be positive")
     seeds = v.get(top, (), "seeds", parse_seeds, [1])
-    from harness.protocols import dialects
-
     dialect = v.get(top, (), "dialect", as_str, "strict")
-    if dialect not in dialects(protocol):
-        raise v.fail(("dialect",), f"{protocol} has no dialect {dialect!r} (known: {', '.join(dialects(protocol))})")
-    groups = _groups(v, top, profile)
+    if dialect not in pkg.dialects:
+        raise v.fail(("dialect",), f"{protocol} has no dialect {dialect!r} (known: {', '.join(pkg.dialects)})")
+    groups = _groups(v, top, pkg)
     node_names = [n for g in groups.values() for n in g.nodes]
 
     def resolve(pattern: Any, where: tuple[Any, ...]) -> list[str]:
@@ -212,15 +208,15 @@ def _scenario_from(data: Any, locs: Locations, path: str) -> Scenario:
         v.get(link, lp, "latency", Distribution.parse)
 
     rules, faults = _faults(v, top, resolve, duration)
-    workload = _workload(v, top, profile, groups, resolve, duration)
-    checks = _checks(v, top, profile)
+    workload = _workload(v, top, pkg, groups, resolve, duration)
+    checks = _checks(v, top, pkg)
     settle = v.get(top, (), "settle", as_duration, 0)
     record = v.get(top, (), "record_frames", lambda x: bool(x), True)
     return Scenario(path, protocol, name, str(top.get("description", "")), duration, seeds, dialect, groups,
                     latency, rules, faults, workload, checks, settle, record, raw=top)
 
 
-def _groups(v: _Validator, top: dict[str, Any], profile: Profile) -> dict[str, NodeGroup]:
+def _groups(v: _Validator, top: dict[str, Any], pkg: ProtocolPackage) -> dict[str, NodeGroup]:
     nodes = v.mapping(v.get(top, (), "nodes", lambda x: x), ("nodes",), "nodes")
     if not nodes:
         raise v.fail(("nodes",), "no nodes")
@@ -232,11 +228,11 @@ def _groups(v: _Validator, top: dict[str, Any], profile: Profile) -> dict[str, N
         spec = v.mapping(spec, p, f"node {gname!r}")
         v.known(spec, p, {"role", "count", "config", "command", "ready", "implementation", "start"})
         role = v.get(spec, p, "role", as_str)
-        if role not in profile.roles:
-            raise v.fail(p + ("role",), f"{profile.protocol} has no role {role!r} (roles: {', '.join(profile.roles)})")
+        if role not in pkg.roles:
+            raise v.fail(p + ("role",), f"{pkg.name} has no role {role!r} (roles: {', '.join(pkg.roles)})")
         count = v.get(spec, p, "count", as_positive_int, None)
         cfg_in = v.mapping(spec.get("config", {}) or {}, p + ("config",), "config")
-        settings = profile.roles[role].settings
+        settings = pkg.roles[role].settings
         v.known(cfg_in, p + ("config",), settings)
         config = {}
         for key, value in cfg_in.items():
@@ -352,7 +348,7 @@ def _signed_duration(x: Any) -> int:
     return as_duration(x)
 
 
-def _workload(v: _Validator, top: dict[str, Any], profile: Profile, groups: dict[str, NodeGroup],
+def _workload(v: _Validator, top: dict[str, Any], pkg: ProtocolPackage, groups: dict[str, NodeGroup],
               resolve: Callable[..., list[str]], duration: int) -> list[WorkloadItem]:
     items = top.get("workload", []) or []
     if isinstance(items, dict):
@@ -364,9 +360,9 @@ def _workload(v: _Validator, top: dict[str, Any], profile: Profile, groups: dict
         p = ("workload", i)
         item = v.mapping(item, p, "a workload item")
         op = v.get(item, p, "op", as_str)
-        if op not in profile.operations:
-            raise v.fail(p + ("op",), f"{profile.protocol} has no operation {op!r} (operations: {', '.join(profile.operations)})")
-        spec = profile.operations[op]
+        if op not in pkg.operations:
+            raise v.fail(p + ("op",), f"{pkg.name} has no operation {op!r} (operations: {', '.join(pkg.operations)})")
+        spec = pkg.operations[op]
         v.known(item, p, {"nodes", "op", "rate", "from", "until", "limit", *spec.params})
         nodes = resolve(v.get(item, p, "nodes", as_str), p + ("nodes",))
         for n in nodes:
@@ -392,8 +388,8 @@ def _workload(v: _Validator, top: dict[str, Any], profile: Profile, groups: dict
     return out
 
 
-def _checks(v: _Validator, top: dict[str, Any], profile: Profile) -> list[tuple[str, dict[str, Any]]]:
-    items = top.get("check", list(profile.default_checks))
+def _checks(v: _Validator, top: dict[str, Any], pkg: ProtocolPackage) -> list[tuple[str, dict[str, Any]]]:
+    items = top.get("check", list(pkg.default_checks))
     if not isinstance(items, list):
         raise v.fail(("check",), "check must be a list of property names")
     out = []
@@ -408,10 +404,10 @@ def _checks(v: _Validator, top: dict[str, Any], profile: Profile) -> list[tuple[
                 given = {"value": given}
         else:
             raise v.fail(p, "each check is a name or {name: {parameters}}")
-        if name not in profile.checks:
-            raise v.fail(p, f"{profile.protocol} has no check {name!r}{_closest(str(name), list(profile.checks))}"
-                            f" (checks: {', '.join(profile.checks)})")
-        spec = profile.checks[name]
+        if name not in pkg.checks:
+            raise v.fail(p, f"{pkg.name} has no check {name!r}{_closest(str(name), list(pkg.checks))}"
+                            f" (checks: {', '.join(pkg.checks)})")
+        spec = pkg.checks[name]
         v.known(given, p, spec.params)
         params = {}
         for key, value in given.items():

@@ -34,7 +34,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.profiles.base import as_duration
+from harness.packages.base import as_duration
 from harness.protocols import PROTOCOLS, catalogue, codec
 from harness.yamlsrc import Locations, SourceError, load, loads
 

@@ -35,7 +35,7 @@ import pytest
 if TYPE_CHECKING:
     from harness.conformance.case import Case
     from harness.conformance.runner import CaseResult
-    from harness.conformance.suites import RoleSuite
+    from harness.packages.base import RoleSuite
 
 MARKER = "zmq_harness"
 ADVISORY = ("SHOULD", "SHOULD NOT")
@@ -109,12 +109,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _settings(config: pytest.Config, spec: str, given: dict[str, Any]) -> Settings:
-    from harness.conformance.suites import SUITES, suite
     from harness.protocols import codec
+    from harness.registry import suite, suites
 
     protocol, sep, role = spec.partition(":")
-    have = ", ".join(f"{p}:{r}" for p, roles in SUITES.items() for r in roles)
     if not sep:
+        have = ", ".join(f"{p}:{r}" for p, r in suites())
         raise pytest.UsageError(f"--zmq-harness-suite takes PROTOCOL:ROLE, e.g. dcp:broker (suites: {have})")
     try:
         rs = suite(protocol, role)
@@ -213,10 +213,10 @@ class CaseFile(pytest.File):
 
     def collect(self) -> list[CaseItem]:
         from harness.conformance.case import CaseError, load_case
-        from harness.conformance.suites import peer_roles_for
+        from harness.registry import package
 
         s = self.config.stash[SETTINGS]
-        case = load_case(str(self.path), peer_roles_for(s.protocol))
+        case = load_case(str(self.path), package(s.protocol).peer_roles())
         if (case.protocol, case.role) != (s.protocol, s.role):
             raise CaseError(str(self.path), None, ("role",),
                             f"a {case.protocol}:{case.role} case in the {s.protocol}:{s.role} suite")

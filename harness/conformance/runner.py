@@ -17,9 +17,10 @@ from typing import Any
 
 from harness.conformance.case import Case, load_case
 from harness.conformance.conductor import Conductor, PeerPlan, PeerSocket
-from harness.conformance.suites import RoleSuite, peer_roles_for, suite
 from harness.node import NodeFactory
+from harness.packages.base import RoleSuite
 from harness.protocols import catalogue, codec
+from harness.registry import package, suite
 from harness.run_ids import unique_run_id
 from harness.trace import VERDICT, RunInfo, TraceWriter
 
@@ -55,7 +56,8 @@ class CaseResult:
 
 def load_suite(protocol: str, role: str, root: str = "scenarios", only: list[str] | None = None) -> list[Case]:
     rs = suite(protocol, role)
-    cases = [load_case(p, peer_roles_for(protocol)) for p in rs.case_paths(root)]
+    peer_roles = package(protocol).peer_roles()
+    cases = [load_case(p, peer_roles) for p in rs.case_paths(root)]
     if only:
         cases = [c for c in cases if c.id in only or c.name in only]
     return cases

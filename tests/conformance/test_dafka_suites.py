@@ -33,8 +33,7 @@ import pytest
 
 from harness.conformance.case import Case
 from harness.conformance.runner import CaseResult, load_suite, run_case_live, run_case_sim
-from harness.conformance.suites import suite
-from harness.profiles import get_profile
+from harness.registry import package, suite
 from harness.protocols import catalogue
 from harness.protocols.clauses import Level
 from harness.protocols.dafka import subscription
@@ -84,7 +83,7 @@ REFERENCE_SKIPS = {("consumer", "ack-optional"): "the reference consumer does no
 
 
 def ref_factory(role: str) -> Any:
-    return get_profile("dafka").roles[role].factory
+    return package("dafka").roles[role].factory
 
 
 def acceptable(name: str) -> set[str]:

@@ -30,8 +30,7 @@ import pytest
 from harness.conformance.case import Case
 from harness.conformance.report import exit_status
 from harness.conformance.runner import CaseResult, load_suite, run_case_sim, run_suite
-from harness.conformance.suites import suite
-from harness.profiles import get_profile
+from harness.registry import package, suite
 from harness.protocols import catalogue
 from harness.protocols.clauses import Level
 from reference_nodes.dcp import mutants as M
@@ -94,7 +93,7 @@ UNCOVERED: dict[str, dict[str, str]] = {
 
 
 def ref_factory(role: str) -> Any:
-    return get_profile("dcp").roles[role].factory
+    return package("dcp").roles[role].factory
 
 
 def acceptable(name: str) -> set[str]:
@@ -320,12 +319,11 @@ def test_exit_status_rule_matches_the_levels() -> None:
 
 def test_the_example_cases_in_the_docs_load_and_pass_against_the_reference() -> None:
     from harness.conformance.case import parse_case
-    from harness.conformance.suites import peer_roles_for
 
     blocks = re.findall(r"```yaml-case\n(.*?)```", DOC.read_text(), re.S)
     assert blocks
     for i, text in enumerate(blocks):
-        case = parse_case(text, peer_roles_for("dcp"), f"docs/conformance.md#{i}")
+        case = parse_case(text, package("dcp").peer_roles(), f"docs/conformance.md#{i}")
         r = run_case_sim(case, ref_factory(case.role))
         assert r.verdict == "pass", (r.clause, r.reason)
         r = run_case_sim(case, M.MUTANTS["busy-worker"][1])
@@ -334,12 +332,11 @@ def test_the_example_cases_in_the_docs_load_and_pass_against_the_reference() -> 
 
 def test_a_case_naming_an_unknown_peer_for_identity_of_is_rejected() -> None:
     from harness.conformance.case import CaseError, parse_case
-    from harness.conformance.suites import peer_roles_for
 
     text = ("protocol: dcp\nrole: broker\ncase: x\nclauses: [dcp.heartbeat.pong]\nsteps:\n"
             "  - {as: worker.a, expect: {type: REQUEST, client_address: {identity_of: client.zz}}}\n")
     with pytest.raises(CaseError, match="identity_of names 'client.zz'"):
-        parse_case(text, peer_roles_for("dcp"))
+        parse_case(text, package("dcp").peer_roles())
 
 
 # ---- the coverage tables in docs/conformance.md ------------------------------------------------

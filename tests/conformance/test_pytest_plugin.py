@@ -49,9 +49,9 @@ steps:
 
 def case_clauses(case_id: str) -> list[str]:
     from harness.conformance.case import load_case
-    from harness.conformance.suites import peer_roles_for
+    from harness.registry import package
 
-    return load_case(str(BROKER_DIR / f"{case_id}.yaml"), peer_roles_for("dcp")).clauses
+    return load_case(str(BROKER_DIR / f"{case_id}.yaml"), package("dcp").peer_roles()).clauses
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:

@@ -18,6 +18,7 @@ from fault_injection.rules import (
     Rule,
     RuleSet,
     Verdict,
+    duration_ns,
     parse_duration,
     parse_probability,
     rule_from_dict,
@@ -82,9 +83,14 @@ def test_invalid_rules_are_rejected() -> None:
 
 def test_durations_probabilities_and_distributions_parse() -> None:
     assert parse_duration("250ms") == 250_000_000 and parse_duration("1.5s") == 1_500_000_000
-    assert parse_duration("40us") == 40_000 and parse_duration(17) == 17 and parse_duration("3") == 3
+    assert parse_duration("40us") == 40_000 and parse_duration("-50ms") == -50_000_000
+    assert parse_duration(0) == 0 and parse_duration("0") == 0  # 0 is the same in every unit
+    assert duration_ns(17) == 17 and duration_ns("2s") == 2_000_000_000  # Python callers: ints are ns
     with pytest.raises(ValueError, match="not a duration"):
         parse_duration("soon")
+    for bare in (17, "3", 1.5):  # in files a duration carries its unit
+        with pytest.raises(ValueError, match="has no unit"):
+            parse_duration(bare)
     assert parse_probability("5%") == 0.05 and parse_probability(0.5) == 0.5 and parse_probability(1) == 1.0
     with pytest.raises(ValueError, match="outside"):
         parse_probability("120%")
@@ -122,7 +128,7 @@ def test_rules_from_plain_data() -> None:
     ({"drop": True, "colour": "red"}, "unknown key 'colour'"),
     ({"delay": "later"}, "rule 0: delay: not a duration"),
     ({"drop": "lots"}, "rule 0: drop:"),
-    ({"drop": True, "direction": "up"}, "rule 0: direction 'up'"),
+    ({"drop": True, "direction": "up"}, "rule 0: direction: direction 'up' is not one of"),
     ({"from": 3, "drop": True}, "'from' must be a string"),
 ])
 def test_bad_rule_data_names_the_problem(item, message) -> None:  # type: ignore[no-untyped-def]

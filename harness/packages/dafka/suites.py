@@ -1,107 +1,19 @@
-"""How each protocol's roles are tested: who the harness plays, which sockets its scripted
-peers use, how the implementation under test (IUT) is wired, and the reference command that
-starts a reference node as an IUT."""
+"""Dafka's conformance suites, one per role under test (producer, store, consumer): the harness
+plays a tower and the other nodes of a Dafka cluster; docs/conformance-dafka.md. The cases are
+scenarios/dafka/conformance/<role>/*.yaml.
+
+The peers of a case are mesh nodes, built per case by `_dafka_plan`, which returns the
+conductor's `PeerPlan`: it imports `harness.conformance.conductor` when it is called (by the
+conformance runner), so that importing this package imports nothing above it.
+"""
 
 from __future__ import annotations
 
-import glob
-import os
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from harness.node import SocketType
+from harness.packages.base import RoleSuite
 
-
-@dataclass(frozen=True)
-class RoleSuite:
-    protocol: str
-    role: str
-    # scripted peer prefix -> (peer role, socket type, the peer binds?)
-    peers: dict[str, tuple[str, SocketType, bool]]
-    iut_binds: bool  # True: the IUT binds {endpoint} and peers connect; False: a peer binds it
-    reference_cmd: str  # the reference node as an IUT (used by tests and docs)
-    placeholders: dict[str, Any] = field(default_factory=dict)  # defaults for the --cmd template
-    iut_config: Callable[[str, dict[str, Any]], dict[str, Any]] | None = None  # in-process IUT config
-    # Placeholders naming endpoints the harness binds and the IUT connects to (e.g. a tower's),
-    # filled per run; and, for peers that are mesh nodes, the builder of the conductor's peers
-    # (case, placeholder values, endpoint allocator) -> conductor.PeerPlan.
-    harness_endpoints: tuple[str, ...] = ()
-    build_peers: Callable[..., Any] | None = None
-    # Fields whose text values get a per-case suffix when one running implementation serves
-    # every case (--endpoint), so that what one case registers cannot answer the next.
-    isolate_fields: tuple[str, ...] = ()
-
-    @property
-    def peer_roles(self) -> dict[str, str]:
-        return {prefix: spec[0] for prefix, spec in self.peers.items()}
-
-    def cases_dir(self, root: str = "scenarios") -> str:
-        return os.path.join(root, self.protocol, "conformance", self.role)
-
-    def case_paths(self, root: str = "scenarios") -> list[str]:
-        return sorted(glob.glob(os.path.join(self.cases_dir(root), "*.yaml")))
-
-
-def _dcp_config(role: str) -> Callable[[str, dict[str, Any]], dict[str, Any]]:
-    def build(endpoint: str, values: dict[str, Any]) -> dict[str, Any]:
-        cfg: dict[str, Any] = {"dialect": values.get("dialect", "strict")}
-        if role == "broker":
-            cfg.update(bind=[endpoint], heartbeat_ms=int(values["heartbeat_ms"]), liveness=int(values["liveness"]))
-        elif role == "worker":
-            cfg.update(connect=endpoint, service=values["service"], behaviour=values["behaviour"],
-                       heartbeat_ms=int(values["heartbeat_ms"]), liveness=int(values["liveness"]),
-                       service_time_ms=int(values["service_time_ms"]), identity=b"iut")
-        else:
-            cfg.update(connect=endpoint, requests=int(values["requests"]), service=values["service"],
-                       data=values["data"], timeout_ms=int(values["timeout_ms"]),
-                       max_attempts=int(values["max_attempts"]), identity=b"iut")
-        return cfg
-
-    return build
-
-
-_NODE = "{python} -m harness.cli node dcp"
-DCP = {
-    "broker": RoleSuite(
-        "dcp", "broker",
-        peers={"worker": ("worker", SocketType.DEALER, False), "client": ("client", SocketType.DEALER, False)},
-        iut_binds=True,
-        isolate_fields=("service",),
-        reference_cmd=_NODE + " broker --bind {endpoint} --dialect {dialect} --set heartbeat={heartbeat_ms}ms "
-                              "--set liveness={liveness}",
-        # A long default interval: a scripted worker that stays silent for a short case is not
-        # expired; the cases about heartbeats and expiry set their own (iut: {heartbeat_ms: ...}).
-        placeholders={"heartbeat_ms": 1000, "liveness": 3},
-        iut_config=_dcp_config("broker"),
-    ),
-    "worker": RoleSuite(
-        "dcp", "worker",
-        peers={"broker": ("broker", SocketType.ROUTER, True)},
-        iut_binds=False,
-        reference_cmd=_NODE + " worker --connect {endpoint} --dialect {dialect} --identity iut --set service={service} "
-                              "--set behaviour={behaviour} --set heartbeat={heartbeat_ms}ms --set liveness={liveness} "
-                              "--set service_time={service_time_ms}ms",
-        # liveness: intervals without a word from the broker before the worker gives it up and
-        # registers afresh (E-DCP-09). Long by default, so that only the broker-silence case,
-        # which sets its own, sees a worker re-register by itself.
-        placeholders={"service": "echo", "behaviour": "echo", "heartbeat_ms": 200, "liveness": 10,
-                      "service_time_ms": 0},
-        iut_config=_dcp_config("worker"),
-    ),
-    "client": RoleSuite(
-        "dcp", "client",
-        peers={"broker": ("broker", SocketType.ROUTER, True)},
-        iut_binds=False,
-        reference_cmd=_NODE + " client --connect {endpoint} --dialect {dialect} --identity iut --set requests={requests} "
-                              "--set service={service} --set data={data} --set timeout={timeout_ms}ms "
-                              "--set max_attempts={max_attempts}",
-        placeholders={"requests": 1, "service": "echo", "data": "hello", "timeout_ms": 300, "max_attempts": 3},
-        iut_config=_dcp_config("client"),
-    ),
-}
-
-# ---- Dafka ---------------------------------------------------------------------------------
-#
 # The harness plays a tower and the other nodes of a Dafka cluster (docs/conformance-dafka.md).
 # The tower: an XPUB at {tower_pub} (welcome "W") whose TOWER-BEACONs announce every scripted
 # node, and an XSUB at {tower_sub} subscribed to "B" that receives the IUT's BEACONs. Each
@@ -192,10 +104,10 @@ def _dafka_config(role: str) -> Callable[[str, dict[str, Any]], dict[str, Any]]:
         else:
             import yaml
 
-            from harness.profiles.dafka import _topics
+            from harness.packages.dafka import topics_of
 
             topics = values["topics"]
-            cfg.update(topics=_topics(yaml.safe_load(topics) if isinstance(topics, str) else topics),
+            cfg.update(topics=topics_of(yaml.safe_load(topics) if isinstance(topics, str) else topics),
                        fetch_retry_ms=int(values["fetch_retry_ms"]))
         return cfg
 
@@ -216,7 +128,7 @@ def _dafka_suite(role: str, peer_roles: tuple[str, ...], cmd: str, placeholders:
                      harness_endpoints=("tower_sub", "tower_pub"), build_peers=_dafka_plan(role))
 
 
-DAFKA = {
+SUITES: dict[str, RoleSuite] = {
     "producer": _dafka_suite(
         "producer", ("consumer", "store", "producer"),
         " --set topic={topic} --set records={records} --set delay={delay_ms}ms --set interval={interval_ms}ms "
@@ -233,17 +145,3 @@ DAFKA = {
                              " --set topics={topics} --set fetch_retry={fetch_retry_ms}ms",
                              {"topic": "weather", "topics": "[weather]", "fetch_retry_ms": 500}),
 }
-
-SUITES: dict[str, dict[str, RoleSuite]] = {"dcp": DCP, "dafka": DAFKA}
-
-
-def suite(protocol: str, role: str) -> RoleSuite:
-    try:
-        return SUITES[protocol][role]
-    except KeyError:
-        have = ", ".join(f"{p}:{r}" for p, roles in SUITES.items() for r in roles)
-        raise KeyError(f"no conformance suite for {protocol}:{role} (suites: {have})") from None
-
-
-def peer_roles_for(protocol: str) -> dict[str, dict[str, str]]:
-    return {role: s.peer_roles for role, s in SUITES.get(protocol, {}).items()}

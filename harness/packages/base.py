@@ -1,0 +1,255 @@
+"""What a protocol package is made of (`ProtocolPackage`), the types its parts are built from,
+and the parsers of scenario values.
+
+Every protocol is one package under ``harness/packages/<protocol>/`` exposing ``PACKAGE``, a
+`ProtocolPackage`; ``harness.registry`` maps protocol names to those packages. Scenarios
+(`harness.scenario`), runs (`harness.composition`, `harness.live_run`), conformance
+(`harness.conformance`) and the command line reach a protocol only through its package. How to
+add one: docs/adding-a-protocol.md.
+
+Layering: this module and the packages use the ground floor (`harness.protocols`,
+`harness.node`) and the second layer (`reference_nodes`, `harness.checkers`,
+`fault_injection`) only, so that `harness.scenario` and everything above can import them.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+from fault_injection.rules import parse_duration, parse_probability
+from harness.node import NodeFactory, SocketType
+from harness.protocols.clauses import Catalogue
+from harness.protocols.table import Table
+
+Parser = Callable[[Any], Any]
+
+
+def as_int(v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ValueError(f"expected a whole number, got {v!r}")
+    return v
+
+
+def as_positive_int(v: Any) -> int:
+    n = as_int(v)
+    if n < 1:
+        raise ValueError(f"expected a whole number >= 1, got {v!r}")
+    return n
+
+
+def as_str(v: Any) -> str:
+    if not isinstance(v, (str, int, float)) or isinstance(v, bool):
+        raise ValueError(f"expected a string, got {v!r}")
+    return str(v)
+
+
+def as_bool(v: Any) -> bool:
+    if not isinstance(v, bool):
+        raise ValueError(f"expected true or false, got {v!r}")
+    return v
+
+
+def as_ms(v: Any) -> int:
+    """A duration ("250ms", "2s") as whole milliseconds; a bare number is milliseconds."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return int(v)
+    ns = parse_duration(v)
+    if ns < 0:
+        raise ValueError(f"duration {v!r} is negative")
+    return ns // 1_000_000
+
+
+def as_duration(v: Any) -> int:
+    """A duration in ns; a bare number is seconds (scenario-level times read better so)."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return int(v * 1_000_000_000)
+    ns = parse_duration(v)
+    if ns < 0:
+        raise ValueError(f"duration {v!r} is negative")
+    return ns
+
+
+def as_rate(v: Any) -> float:
+    """Operations per second: 20, "20/s", "300/min", "1/100ms"."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        if v <= 0:
+            raise ValueError("rate must be positive")
+        return float(v)
+    if isinstance(v, str) and "/" in v:
+        count, per = v.split("/", 1)
+        per = per.strip()
+        per_ns = {"s": 1e9, "sec": 1e9, "min": 60e9, "ms": 1e6}.get(per)
+        if per_ns is None:
+            per_ns = float(parse_duration(per))
+        rate = float(count) * 1e9 / per_ns
+        if rate <= 0:
+            raise ValueError("rate must be positive")
+        return rate
+    raise ValueError(f"not a rate: {v!r} (use e.g. 20/s, 300/min)")
+
+
+def one_of(*choices: str) -> Parser:
+    def parse(v: Any) -> str:
+        if v not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}, got {v!r}")
+        return v
+
+    return parse
+
+
+def as_probability(v: Any) -> float:
+    return parse_probability(v)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting of a role: the node config key it becomes, its parser and its meaning."""
+
+    key: str
+    parse: Parser
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class Role:
+    name: str
+    factory: NodeFactory
+    settings: dict[str, Setting]
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class Operation:
+    """A workload operation: who performs it and which parameters it takes."""
+
+    name: str
+    roles: tuple[str, ...]
+    params: dict[str, Setting]
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    factory: Callable[..., Any]  # (scenario, params) -> checker
+    params: dict[str, Setting] = field(default_factory=dict)
+    doc: str = ""
+    clause: str = ""
+    checker: type | None = None  # the checker class the factory builds (docs, the registry test)
+
+
+# ---- conformance suites ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RoleSuite:
+    """How one role is tested: who the harness plays, which sockets its scripted peers use, how
+    the implementation under test (IUT) is wired, and the reference command that starts a
+    reference node as an IUT. The cases are ``scenarios/<protocol>/conformance/<role>/*.yaml``."""
+
+    protocol: str
+    role: str
+    # scripted peer prefix -> (peer role, socket type, the peer binds?)
+    peers: dict[str, tuple[str, SocketType, bool]]
+    iut_binds: bool  # True: the IUT binds {endpoint} and peers connect; False: a peer binds it
+    reference_cmd: str  # the reference node as an IUT (used by tests and docs)
+    placeholders: dict[str, Any] = field(default_factory=dict)  # defaults for the --cmd template
+    iut_config: Callable[[str, dict[str, Any]], dict[str, Any]] | None = None  # in-process IUT config
+    # Placeholders naming endpoints the harness binds and the IUT connects to (e.g. a tower's),
+    # filled per run; and, for peers that are mesh nodes, the builder of the conductor's peers
+    # (case, placeholder values, endpoint allocator) -> harness.conformance.conductor.PeerPlan.
+    harness_endpoints: tuple[str, ...] = ()
+    build_peers: Callable[..., Any] | None = None
+    # Fields whose text values get a per-case suffix when one running implementation serves
+    # every case (--endpoint), so that what one case registers cannot answer the next.
+    isolate_fields: tuple[str, ...] = ()
+
+    @property
+    def peer_roles(self) -> dict[str, str]:
+        return {prefix: spec[0] for prefix, spec in self.peers.items()}
+
+    def cases_dir(self, root: str = "scenarios") -> str:
+        return os.path.join(root, self.protocol, "conformance", self.role)
+
+    def case_paths(self, root: str = "scenarios") -> list[str]:
+        return sorted(glob.glob(os.path.join(self.cases_dir(root), "*.yaml")))
+
+
+# ---- symbolic fault targets --------------------------------------------------------------------
+
+
+class TargetView(Protocol):
+    """What a resolver of symbolic fault targets may ask about a run in progress. The run driver
+    provides it (over the simulator or the live runtime); tests use a hand-made one."""
+
+    def node_names(self) -> list[str]:
+        """Every node of the run, in scenario order."""
+        ...
+
+    def role_of(self, name: str) -> str:
+        ...
+
+    def is_running(self, name: str) -> bool:
+        """Started, and neither crashed nor stopped (a paused node is running)."""
+        ...
+
+    def last_note(self, name: str, kind: str) -> dict[str, Any] | None:
+        """The data of the latest ``Note`` of this kind the node emitted since it last started
+        (a restart forgets the notes of its previous life), or None."""
+        ...
+
+
+# (target name, view) -> the nodes it names now ([] when none does, e.g. no leader during an
+# election), or None when the protocol defines no target of that name.
+Resolver = Callable[[str, TargetView], "list[str] | None"]
+# (nodes: name -> (role, config), endpoint(node, purpose) -> endpoint) -> None; fills configs in place
+Wire = Callable[[dict[str, tuple[str, dict[str, Any]]], Callable[[str, str], str]], None]
+# (operation, node, parameters, k, rng) -> the application command of the k-th operation
+Command = Callable[[str, str, dict[str, Any], int, Any], dict[str, Any]]
+
+
+def running_with_role(view: TargetView, role: str) -> list[str]:
+    """The running nodes of a role, in scenario order."""
+    return [n for n in view.node_names() if view.role_of(n) == role and view.is_running(n)]
+
+
+# ---- the package -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProtocolPackage:
+    """Everything the harness knows about one protocol. Parts a protocol does not have yet stay
+    empty (``zmq-harness protocols`` lists what each one lacks)."""
+
+    name: str
+    tables: dict[str, Table]  # dialect -> wire table ("strict" = the document plus errata)
+    catalogue: Catalogue
+    roles: dict[str, Role] = field(default_factory=dict)  # with their reference node factories
+    operations: dict[str, Operation] = field(default_factory=dict)  # workload operations
+    checks: dict[str, Check] = field(default_factory=dict)
+    default_checks: tuple[str, ...] = ()  # a scenario without 'check:' gets these
+    final_status: tuple[str, ...] = ()  # roles asked {"op": "status"} just before the checks are judged
+    # mutant name -> (role, factory, the clause id it breaks)
+    mutants: dict[str, tuple[str, NodeFactory, str]] = field(default_factory=dict)
+    suites: dict[str, RoleSuite] = field(default_factory=dict)  # role under test -> its suite
+    wire: Wire | None = None  # fills in endpoints (and identities) of a scenario's nodes
+    command: Command | None = None  # the application command of a workload operation
+    targets: dict[str, str] = field(default_factory=dict)  # symbolic fault target -> what it names
+    resolve_target: Resolver | None = None
+
+    @property
+    def dialects(self) -> list[str]:
+        return list(self.tables)
+
+    def peer_roles(self) -> dict[str, dict[str, str]]:
+        """Role under test -> {scripted peer prefix: peer role}, what case files are checked against."""
+        return {role: s.peer_roles for role, s in self.suites.items()}
+
+    def resolve(self, name: str, view: TargetView) -> list[str] | None:
+        """The nodes a symbolic target names now; None when the protocol has no such target."""
+        if self.resolve_target is None or name not in self.targets:
+            return None
+        return self.resolve_target(name, view)

@@ -1,0 +1,156 @@
+"""Dafka: towers for discovery, producers (one partition each), stores and consumers, all meshed
+over PUB/SUB; the harness assigns every endpoint.
+
+Wire tables: `harness.protocols.dafka`; clauses: `harness.protocols.dafka_clauses`; reference
+nodes and mutants: `reference_nodes.dafka`; checkers: `harness.checkers.dafka`; conformance
+suites: `harness.packages.dafka.suites`. Dafka has no distinguished node (no leader, no primary),
+so it defines no symbolic fault targets."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from harness.checkers import dafka as checks
+from harness.packages.base import (
+    Check, Operation, ProtocolPackage, Role, Setting, as_bool, as_int, as_ms, as_str, one_of,
+)
+from harness.packages.dafka.suites import SUITES
+from harness.protocols.dafka import TABLES
+from harness.protocols.dafka_clauses import CATALOGUE
+from reference_nodes.dafka.consumer import Consumer
+from reference_nodes.dafka.mutants import MUTANTS
+from reference_nodes.dafka.producer import Producer
+from reference_nodes.dafka.store import Store
+from reference_nodes.dafka.tower import Tower
+
+
+def topics_of(v: Any) -> list[str]:
+    """A topic or a list of topics, as a consumer's ``topics`` setting takes them."""
+    if isinstance(v, str):
+        return [v]
+    if isinstance(v, list) and all(isinstance(x, str) for x in v):
+        return list(v)
+    raise ValueError(f"expected a topic or a list of topics, got {v!r}")
+
+
+def _towers(v: Any) -> list[list[str]]:
+    """``[[xsub, xpub], ...]``, one ``[xsub, xpub]`` pair, or the text ``xsub,xpub`` (pairs
+    separated by ``;``), as ``zmq-harness node dafka ... --set towers=...`` gives it."""
+    if isinstance(v, str):
+        v = [[e.strip() for e in pair.split(",")] for pair in v.split(";") if pair.strip()]
+    if isinstance(v, list) and len(v) == 2 and all(isinstance(e, str) for e in v):
+        v = [v]
+    if not (isinstance(v, list) and v and all(isinstance(p, list) and len(p) == 2
+                                               and all(isinstance(e, str) and e for e in p) for p in v)):
+        raise ValueError(f"expected tower endpoint pairs [[xsub, xpub], ...] or 'xsub,xpub', got {v!r}")
+    return [list(p) for p in v]
+
+
+BEACON = Setting("beacon_ms", as_ms, "interval of the node's beacon to the towers")
+EXPIRY = Setting("peer_expiry_ms", as_ms, "forget a peer after this long without a beacon (0: never)")
+# How a standalone node (`zmq-harness node dafka ROLE --set ...`) is wired; scenarios assign
+# these themselves (`wire`).
+NODE_WIRING = {
+    "bind": Setting("bind", as_str, "the XPUB endpoint tcp://host:port it binds and announces"),
+    "towers": Setting("towers", _towers, "towers to connect to: 'xsub,xpub' or [[xsub, xpub], ...]"),
+    "address": Setting("address", as_str, "a fixed node address (default: a new UUID)"),
+}
+
+
+def _simple(cls: type) -> Callable[..., Any]:
+    return lambda scenario, **params: cls(**params)
+
+
+def _complete(scenario: Any, **params: Any) -> checks.CompleteDelivery:
+    topics = {}
+    for g in scenario.groups.values():
+        if g.role == "consumer":
+            for n in g.nodes:
+                topics[n] = list(g.config.get("topics", []))
+    return checks.CompleteDelivery(topics=topics, **params)
+
+
+def _check(name: str, cls: type, factory: Callable[..., Any] | None = None) -> Check:
+    return Check(name, factory or _simple(cls), doc=cls.__doc__ or "", clause=cls.clause, checker=cls)
+
+
+ROLES = {
+    "tower": Role("tower", Tower, {}, "discovery rendezvous: XSUB in, XPUB out"),
+    "producer": Role("producer", Producer, {
+        "topic": Setting("topic", as_str, "the topic it publishes to"),
+        "head": Setting("head_ms", as_ms, "HEAD interval after the first record"),
+        "release_acked": Setting("release_acked", as_bool, "drop records once a store ACKed them"),
+        "records": Setting("records", as_int, "standalone: produce this many records itself"),
+        "delay": Setting("delay_ms", as_ms, "standalone: the first record this long after start"),
+        "interval": Setting("interval_ms", as_ms, "standalone: one record every interval"),
+        "content": Setting("content", as_str, "standalone: record k has content <content>-<k>"),
+        "beacon": BEACON, "peer_expiry": EXPIRY, **NODE_WIRING,
+    }, "publishes RECORDs on one partition named by its UUID"),
+    "store": Role("store", Store, {
+        "fetch_retry": Setting("fetch_retry_ms", as_ms, "re-FETCH a gap after this long"),
+        "beacon": BEACON, "peer_expiry": EXPIRY, **NODE_WIRING,
+    }, "stores every record durably, ACKs, answers FETCH and GET-HEADS"),
+    "consumer": Role("consumer", Consumer, {
+        "topics": Setting("topics", topics_of, "topics it subscribes to"),
+        "offset_reset": Setting("offset_reset", one_of("earliest", "latest"), "where a new partition starts"),
+        "fetch_retry": Setting("fetch_retry_ms", as_ms, "re-FETCH a gap after this long"),
+        "get_heads": Setting("get_heads_ms", as_ms, "re-send GET-HEADS this often (0: never)"),
+        "beacon": BEACON, "peer_expiry": EXPIRY, **NODE_WIRING,
+    }, "delivers each record of each partition once, in order"),
+}
+
+OPERATIONS = {
+    "produce": Operation("produce", ("producer",), {
+        "topic": Setting("topic", as_str, "topic (default: the producer's)"),
+        "size": Setting("size", as_int, "bytes of content (default 100)"),
+    }, "a producer application publishes a record"),
+}
+
+CHECKS = {
+    "offsets": _check("offsets", checks.Offsets),
+    "consumer-order": _check("consumer-order", checks.ConsumerOrder),
+    "complete-delivery": _check("complete-delivery", checks.CompleteDelivery, _complete),
+    "acked-retrievable": _check("acked-retrievable", checks.AckedRetrievable),
+    "keep-until-ack": _check("keep-until-ack", checks.KeepUntilAck),
+    "fetch-ascending": _check("fetch-ascending", checks.FetchAscending),
+}
+
+
+def wire(nodes: dict[str, tuple[str, dict[str, Any]]], endpoint: Callable[[str, str], str]) -> None:
+    towers = [n for n, (role, _) in nodes.items() if role == "tower"]
+    if not towers:
+        raise ValueError("Dafka needs at least one tower for discovery")
+    pairs = []
+    for t in towers:
+        cfg = nodes[t][1]
+        cfg["bind_sub"], cfg["bind_pub"] = endpoint(t, "xsub"), endpoint(t, "xpub")
+        pairs.append([cfg["bind_sub"], cfg["bind_pub"]])
+    for name, (role, cfg) in nodes.items():
+        if role != "tower":
+            cfg["towers"] = [list(p) for p in pairs]
+            cfg["bind"] = endpoint(name, "xpub")
+
+
+def command(op: str, node: str, params: dict[str, Any], k: int, rng: Any) -> dict[str, Any]:
+    content = rng.randbytes(params.get("size", 100))
+    req: dict[str, Any] = {"op": "produce", "content": content}
+    if "topic" in params:
+        req["topic"] = params["topic"]
+    return req
+
+
+PACKAGE = ProtocolPackage(
+    name="dafka",
+    tables=TABLES,
+    catalogue=CATALOGUE,
+    roles=ROLES,
+    operations=OPERATIONS,
+    checks=CHECKS,
+    default_checks=("offsets", "consumer-order", "complete-delivery", "acked-retrievable", "keep-until-ack",
+                    "fetch-ascending"),
+    final_status=("store",),  # acked-retrievable reads the stores' holdings at the end
+    mutants=MUTANTS,
+    suites=SUITES,
+    wire=wire,
+    command=command,
+)

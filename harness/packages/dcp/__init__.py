@@ -1,0 +1,148 @@
+"""DCP: one broker, workers that register services, clients that make requests.
+
+Wire tables: `harness.protocols.dcp`; clauses: `harness.protocols.dcp_clauses`; reference nodes
+and mutants: `reference_nodes.dcp`; checkers: `harness.checkers.dcp`; conformance suites:
+`harness.packages.dcp.suites`."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from harness.checkers import dcp as checks
+from harness.packages.base import (
+    Check, Operation, ProtocolPackage, Role, Setting, TargetView, as_int, as_ms, as_positive_int, as_str,
+    running_with_role,
+)
+from harness.packages.dcp.suites import SUITES
+from harness.protocols.dcp import TABLES
+from harness.protocols.dcp_clauses import CATALOGUE
+from reference_nodes.dcp.broker import Broker
+from reference_nodes.dcp.client import Client
+from reference_nodes.dcp.mutants import MUTANTS
+from reference_nodes.dcp.worker import Worker
+
+DEFAULT_HEARTBEAT_MS = 1000
+DEFAULT_LIVENESS = 3
+
+
+def _behaviour(v: Any) -> str:
+    s = as_str(v)
+    if s in ("echo", "upper", "reverse") or (s.startswith("forward:") and len(s) > len("forward:")):
+        return s
+    raise ValueError(f"expected echo, upper, reverse or forward:<service>, got {s!r}")
+
+
+HEARTBEAT = Setting("heartbeat_ms", as_ms, "heartbeat interval agreed between broker and workers")
+LIVENESS = Setting("liveness", as_positive_int, "missed heartbeat intervals before a peer counts as dead")
+
+
+def _broker_settings(scenario: Any) -> dict[str, Any]:
+    for g in scenario.groups.values():
+        if g.role == "broker":
+            return g.config
+    return {}
+
+
+def _expiry(scenario: Any, **params: Any) -> checks.WorkerExpiry:
+    cfg = _broker_settings(scenario)
+    return checks.WorkerExpiry(heartbeat_ms=cfg.get("heartbeat_ms", DEFAULT_HEARTBEAT_MS),
+                               liveness=cfg.get("liveness", DEFAULT_LIVENESS), **params)
+
+
+def _exactly_once(scenario: Any, **params: Any) -> checks.ExactlyOnce:
+    behaviours = {}
+    for g in scenario.groups.values():
+        if g.role == "worker":
+            behaviours[g.config.get("service", "echo")] = g.config.get("behaviour", "echo")
+    return checks.ExactlyOnce(behaviours=behaviours, **params)
+
+
+def _simple(cls: type) -> Callable[..., Any]:
+    return lambda scenario, **params: cls(**params)
+
+
+def _check(name: str, cls: type, factory: Callable[..., Any] | None = None) -> Check:
+    return Check(name, factory or _simple(cls), doc=cls.__doc__ or "", clause=cls.clause, checker=cls)
+
+
+ROLES = {
+    "broker": Role("broker", Broker, {
+        "heartbeat": HEARTBEAT, "liveness": LIVENESS,
+        "queue_limit": Setting("queue_limit", as_positive_int, "requests queued per service"),
+    }, "the ROUTER in the middle; exactly one per scenario"),
+    "worker": Role("worker", Worker, {
+        "service": Setting("service", as_str, "service name it registers"),
+        "behaviour": Setting("behaviour", _behaviour, "echo | upper | reverse | forward:<service>"),
+        "service_time": Setting("service_time_ms", as_ms, "time to process one request"),
+        "heartbeat": HEARTBEAT, "liveness": LIVENESS,
+    }, "registers one service and serves requests one at a time"),
+    "client": Role("client", Client, {
+        "timeout": Setting("timeout_ms", as_ms, "retry a request after this long without a reply"),
+        "max_attempts": Setting("max_attempts", as_positive_int, "attempts before giving up"),
+        "requests": Setting("requests", as_int, "requests to send at start (standalone clients)"),
+        "service": Setting("service", as_str, "service of the requests sent at start"),
+        "data": Setting("data", as_str, "data of the requests sent at start"),
+    }, "sends requests, retries, hides duplicate replies"),
+}
+
+OPERATIONS = {
+    "request": Operation("request", ("client",), {
+        "service": Setting("service", as_str, "service to call (default echo)"),
+        "size": Setting("size", as_int, "bytes of request data (default 16)"),
+        "parts": Setting("parts", as_positive_int, "data parts (default 1)"),
+    }, "a client application asks a service for something"),
+}
+
+CHECKS = {
+    "exactly-once": _check("exactly-once", checks.ExactlyOnce, _exactly_once),
+    "metadata-unchanged": _check("metadata-unchanged", checks.MetadataUnchanged),
+    "one-request-per-worker": _check("one-request-per-worker", checks.OneRequestPerWorker),
+    "worker-expiry": _check("worker-expiry", checks.WorkerExpiry, _expiry),
+}
+
+
+def wire(nodes: dict[str, tuple[str, dict[str, Any]]], endpoint: Callable[[str, str], str]) -> None:
+    brokers = [n for n, (role, _) in nodes.items() if role == "broker"]
+    if len(brokers) != 1:
+        raise ValueError(f"DCP needs exactly one broker (dcp.broker.single), found {len(brokers)}")
+    broker = brokers[0]
+    bcfg = nodes[broker][1]
+    addr = endpoint(broker, "frontend")
+    bcfg["bind"] = [addr]
+    for name, (role, cfg) in nodes.items():
+        if role in ("worker", "client"):
+            cfg["connect"] = addr
+            cfg.setdefault("identity", name.encode())  # readable ids; checkers map them to nodes
+        if role == "worker":
+            cfg.setdefault("heartbeat_ms", bcfg.get("heartbeat_ms", DEFAULT_HEARTBEAT_MS))
+            cfg.setdefault("liveness", bcfg.get("liveness", DEFAULT_LIVENESS))
+
+
+def command(op: str, node: str, params: dict[str, Any], k: int, rng: Any) -> dict[str, Any]:
+    size = params.get("size", 16)
+    parts = params.get("parts", 1)
+    data = [rng.randbytes(size) for _ in range(parts)]
+    return {"op": "request", "service": params.get("service", "echo"), "data": data, "id": f"{node}-{k}"}
+
+
+def resolve_target(name: str, view: TargetView) -> list[str] | None:
+    if name == "broker":
+        return running_with_role(view, "broker")
+    return None
+
+
+PACKAGE = ProtocolPackage(
+    name="dcp",
+    tables=TABLES,
+    catalogue=CATALOGUE,
+    roles=ROLES,
+    operations=OPERATIONS,
+    checks=CHECKS,
+    default_checks=("exactly-once", "metadata-unchanged", "one-request-per-worker", "worker-expiry"),
+    mutants=MUTANTS,
+    suites=SUITES,
+    wire=wire,
+    command=command,
+    targets={"broker": "the running broker (DCP has exactly one: dcp.broker.single)"},
+    resolve_target=resolve_target,
+)
