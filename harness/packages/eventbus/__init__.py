@@ -1,19 +1,169 @@
-"""Event BUS (Clone pattern / CHP): wire tables (`harness.protocols.eventbus`, strict and the
-micro-toolkit dialect) and the clause catalogue (`harness.protocols.eventbus_clauses`). No
-reference nodes, workload, checkers, mutants or conformance suites yet (``zmq-harness
-protocols``).
+"""Event BUS (Clone pattern / CHP): one server, or a primary and its backup, and clients that
+subscribe to subtrees of the topics and publish events.
+
+Wire tables: `harness.protocols.eventbus` (strict and ``eventbus:micro-toolkit``); clauses:
+`harness.protocols.eventbus_clauses`; reference nodes and mutants: `reference_nodes.eventbus`;
+checkers: `harness.checkers.eventbus`; conformance suites: `harness.packages.eventbus.suites`.
+docs/eventbus.md says how to use them.
 
 Symbolic fault target ``primary``: the running server whose latest ``ha-state`` note says
-``{"state": "primary"}``. The contract for servers (reference nodes to come, or a probe of an
-implementation under test): a server of a dual-server (primary/backup) configuration emits
-``Note("ha-state", {"state": S})`` whenever its state changes, and once at start, with S
-``primary`` while it serves clients and ``backup`` while it stands by."""
+``{"state": "primary"}``. The contract for servers (the reference server keeps it; a probe of an
+implementation under test would have to): a server emits ``Note("ha-state", {"state": S})``
+whenever its state changes, and once at start, with S ``primary`` while it serves clients and
+``backup`` while it stands by. A single server is always primary."""
 
 from __future__ import annotations
 
-from harness.packages.base import ProtocolPackage, TargetView
+from typing import Any, Callable
+
+from harness.checkers import eventbus as checks
+from harness.packages.base import (
+    Check, Operation, ProtocolPackage, Role, Setting, TargetView, as_int, as_ms, as_positive_int, as_str, one_of,
+)
+from harness.packages.eventbus.suites import SUITES
 from harness.protocols.eventbus import TABLES
 from harness.protocols.eventbus_clauses import CATALOGUE
+from reference_nodes.eventbus.client import Client
+from reference_nodes.eventbus.common import subtrees_value
+from reference_nodes.eventbus.mutants import MUTANTS
+from reference_nodes.eventbus.server import Server
+
+
+def _subtrees(v: Any) -> Any:
+    """A list of subtrees, or one string joined by the dialect's separator (checked by the node,
+    which knows its dialect)."""
+    if isinstance(v, str) or (isinstance(v, list) and all(isinstance(s, str) for s in v)):
+        return v
+    raise ValueError(f"expected a list of subtrees or one string, got {v!r}")
+
+
+def _strings(v: Any) -> list[str]:
+    if isinstance(v, str):
+        return [v]
+    if isinstance(v, list) and v and all(isinstance(s, str) for s in v):
+        return list(v)
+    raise ValueError(f"expected a topic or a non-empty list of topics, got {v!r}")
+
+
+def _servers(v: Any) -> list[Any]:
+    """``tcp://host:P`` (one server), or a list of them (a primary, then its backup)."""
+    if isinstance(v, str):
+        return [e.strip() for e in v.split(",") if e.strip()]
+    if isinstance(v, list) and v:
+        return list(v)
+    raise ValueError(f"expected a server endpoint or a list of them, got {v!r}")
+
+
+STANDALONE = "standalone (zmq-harness node): "
+ROLES = {
+    "server": Role("server", Server, {
+        "ha": Setting("ha", one_of("primary", "backup"), "dual-server role (two servers: primary, then backup)"),
+        "poll": Setting("poll_ms", as_ms, "a passive server asks the active one for news this often"),
+        "ha_timeout": Setting("ha_timeout_ms", as_ms, "peer silence after which a passive server may take over"),
+        "check": Setting("check_ms", as_ms, "how long a starting primary asks whether its peer took over"),
+        "bind": Setting("bind", as_str, STANDALONE + "the snapshot endpoint tcp://host:P (P+1, P+2 follow)"),
+        "peer": Setting("peer", as_str, STANDALONE + "the other server's snapshot endpoint"),
+    }, "the bus: snapshot ROUTER (P), publisher PUB (P+1), collector ROUTER (P+2)"),
+    "client": Role("client", Client, {
+        "subtrees": Setting("subtrees", _subtrees, "subtrees it synchronises and subscribes to (default: all)"),
+        "sync_timeout": Setting("sync_timeout_ms", as_ms, "SYNCSTART unanswered this long: again (next server)"),
+        "resync": Setting("resync_ms", as_ms, "synchronise again this often (0: never)"),
+        "publish_timeout": Setting("publish_timeout_ms", as_ms, "resend an own event not seen back (0: never)"),
+        "producer": Setting("producer", as_str, "producer id in its PUBs (default: the node name)"),
+        "publish": Setting("publish", as_int, STANDALONE + "events it publishes after its first sync"),
+        "topic": Setting("topic", as_str, STANDALONE + "the topic of those events"),
+        "interval": Setting("interval_ms", as_ms, STANDALONE + "one event every interval"),
+        "servers": Setting("servers", _servers, STANDALONE + "server snapshot endpoints, primary first"),
+    }, "subscribes, synchronises, applies events once, publishes"),
+}
+
+OPERATIONS = {
+    "publish": Operation("publish", ("client",), {
+        "topic": Setting("topic", as_str, "topic of the event (default /bus/<node>)"),
+        "topics": Setting("topics", _strings, "pick the topic of each event from these"),
+        "size": Setting("size", as_positive_int, "bytes of random data in the event (default 32)"),
+    }, "a client application publishes an event"),
+}
+
+
+def client_subtrees(scenario: Any) -> dict[str, list[str]]:
+    """Client node -> its subtrees, parsed in the scenario's dialect."""
+    from harness.protocols import codec
+
+    ftype = codec("eventbus", scenario.dialect).table.fields["subtrees"].type
+    out = {}
+    for g in scenario.groups.values():
+        if g.role == "client":
+            for n in g.nodes:
+                out[n] = subtrees_value(g.config.get("subtrees"), ftype)
+    return out
+
+
+def server_names(scenario: Any) -> list[str]:
+    """Servers in the clients' order: the primary first (`wire`)."""
+    servers = [(n, g.config.get("ha")) for g in scenario.groups.values() if g.role == "server" for n in g.nodes]
+    return [n for n, ha in sorted(servers, key=lambda s: s[1] == "backup")]
+
+
+def _with_clients(cls: type) -> Callable[..., Any]:
+    return lambda scenario, **params: cls(subtrees=client_subtrees(scenario), **params)
+
+
+def _check(name: str, cls: type, factory: Callable[..., Any] | None = None) -> Check:
+    return Check(name, factory or (lambda scenario, **params: cls(**params)), doc=cls.__doc__ or "",
+                 clause=cls.clause, checker=cls)
+
+
+CHECKS = {
+    "convergence": _check("convergence", checks.Convergence, _with_clients(checks.Convergence)),
+    "complete-delivery": _check("complete-delivery", checks.CompleteDelivery,
+                                lambda scenario, **params: checks.CompleteDelivery(
+                                    subtrees=client_subtrees(scenario), servers=server_names(scenario), **params)),
+    "client-sequence": _check("client-sequence", checks.ClientSequence),
+    "applied-once": _check("applied-once", checks.AppliedOnce),
+    "syncend-sequence": _check("syncend-sequence", checks.SyncEndSequence,
+                               lambda scenario, **params: checks.SyncEndSequence(dialect=scenario.dialect, **params)),
+    "server-sequence": _check("server-sequence", checks.ServerSequence),
+}
+
+
+def wire(nodes: dict[str, tuple[str, dict[str, Any]]], endpoint: Callable[[str, str], str]) -> None:
+    """Each server binds its snapshot, publisher and collector endpoints (consecutive ports when
+    the run hands them out so); two servers are a primary and its backup, each the other's peer;
+    every client knows every server, the primary first, and has its node name as identity."""
+    servers = [n for n, (role, _) in nodes.items() if role == "server"]
+    if len(servers) not in (1, 2):
+        raise ValueError(f"an Event BUS has one server, or a primary and a backup; found {len(servers)}")
+    bound = {}
+    for s in servers:
+        cfg = nodes[s][1]
+        bound[s] = [endpoint(s, "snapshot"), endpoint(s, "publisher"), endpoint(s, "collector")]
+        cfg["bind"] = list(bound[s])
+    if len(servers) == 2:
+        roles = [nodes[s][1].get("ha") for s in servers]
+        if roles in ([None, None], ["primary", None], [None, "backup"]):
+            roles = ["primary", "backup"]
+        elif roles in (["backup", None], [None, "primary"]):
+            roles = ["backup", "primary"]
+        if sorted(roles) != ["backup", "primary"]:
+            raise ValueError(f"two Event BUS servers are a primary and a backup (ha: primary / backup); got {roles}")
+        for s, other, ha in ((servers[0], servers[1], roles[0]), (servers[1], servers[0], roles[1])):
+            nodes[s][1].update(ha=ha, peer=list(bound[other]))
+        servers.sort(key=lambda s: nodes[s][1]["ha"] == "backup")
+    elif nodes[servers[0]][1].get("ha"):
+        raise ValueError("a single Event BUS server has no peer: drop its 'ha' setting")
+    for name, (role, cfg) in nodes.items():
+        if role == "client":
+            cfg["servers"] = [list(bound[s]) for s in servers]
+            cfg.setdefault("identity", name)
+
+
+def command(op: str, node: str, params: dict[str, Any], k: int, rng: Any) -> dict[str, Any]:
+    if "topics" in params:
+        topic = params["topics"][rng.randrange(len(params["topics"]))]
+    else:
+        topic = params.get("topic", f"/bus/{node}")
+    return {"op": "publish", "topic": topic, "data": {"k": k, "from": node, "pad": rng.randbytes(params.get("size", 32))}}
 
 
 def primary(view: TargetView) -> list[str]:
@@ -38,6 +188,16 @@ PACKAGE = ProtocolPackage(
     name="eventbus",
     tables=TABLES,
     catalogue=CATALOGUE,
+    roles=ROLES,
+    operations=OPERATIONS,
+    checks=CHECKS,
+    default_checks=("convergence", "complete-delivery", "client-sequence", "applied-once", "syncend-sequence",
+                    "server-sequence"),
+    final_status=("server",),  # convergence compares the clients with the active server's holdings
+    mutants=MUTANTS,
+    suites=SUITES,
+    wire=wire,
+    command=command,
     targets={"primary": "the running server whose latest 'ha-state' note says primary"},
     resolve_target=resolve_target,
 )

@@ -1,0 +1,422 @@
+"""Event BUS properties, checked from what crosses the sockets and what the applications see.
+
+Client checkers judge what a client applies (its ``Deliver("event", ...)`` rows, and its
+``synced`` notes), per incarnation: a client that crashes loses its memory and starts afresh.
+Server checkers judge what a server sends, seen at the server (its receive and the answers of
+the same step), so a snapshot is matched exactly with the SYNCSTART it answers.
+
+Every check allows what the document with docs/errata.md allows: BROADCAST sequences need not
+grow by one (E-EVENTBUS-10), SYNCEND may carry the latest sequence when no SYNC was sent
+(E-EVENTBUS-08), a server need not keep events across a restart (E-EVENTBUS-09), and a client
+may discard more than the rule requires (it must only never apply a stale BROADCAST).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.checkers.base import CRASH, DELIVER, NOTE, RECV, RESTART, SEND, Checker, Event, Verdict
+from harness.protocols import DecodeError
+from harness.protocols.codec import Message
+
+CLIENT, SERVER = frozenset({"client"}), frozenset({"server"})
+CLIENTS_AND_SERVERS = CLIENT | SERVER
+
+
+def decoded(ev: Event, skip: int = 0) -> Message | None:
+    """The frames of a send or receive decoded on the channel of their socket (BROADCAST and PUB
+    have the same frames: only the socket tells them apart), or None."""
+    if ev.frames is None or ev.codec is None:
+        return None
+    try:
+        return ev.codec.decode(ev.frames[skip:], channel=ev.socket.split(".", 1)[0])
+    except DecodeError:
+        return None
+
+
+def in_subtrees(topic: str, subtrees: list[str]) -> bool:
+    return not subtrees or any(topic.startswith(s) for s in subtrees)
+
+
+class _Incarnations:
+    """Per node, what belongs to its current incarnation (reset by a crash or a restart)."""
+
+    def __init__(self) -> None:
+        self.generation: dict[str, int] = {}
+        self.down: set[str] = set()
+
+    def on(self, ev: Event) -> bool:
+        """Track crashes and restarts; True when the event was one."""
+        if ev.kind == CRASH:
+            self.down.add(ev.node)
+            self.generation[ev.node] = self.generation.get(ev.node, 0) + 1
+            return True
+        if ev.kind == RESTART:
+            self.down.discard(ev.node)
+            self.generation[ev.node] = self.generation.get(ev.node, 0) + 1
+            return True
+        return False
+
+
+class AppliedOnce(Checker):
+    """No client applies an event twice: within one incarnation, each event (UUID) reaches the
+    application at most once, whether it came as a SYNC, a BROADCAST or both."""
+
+    name = "applied-once"
+    clause = "eventbus.client.discard-old"
+    kinds = frozenset({DELIVER, CRASH, RESTART})
+    roles = CLIENT
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self.seen: dict[str, dict[str, Event]] = {}
+        self.bad: list[tuple[Event, Event]] = []
+        self.applied = 0
+
+    def on_event(self, ev: Event) -> None:
+        if ev.kind in (CRASH, RESTART):
+            self.seen.pop(ev.node, None)
+            return
+        if ev.msg_type != "event" or not ev.data:
+            return
+        self.applied += 1
+        mine = self.seen.setdefault(ev.node, {})
+        uuid = str(ev.data.get("uuid"))
+        if uuid in mine:
+            self.bad.append((mine[uuid], ev))
+        else:
+            mine[uuid] = ev
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        if not self.bad:
+            return [self.ok(f"{self.applied} event(s) applied, none twice")]
+        first, again = self.bad[0]
+        d = again.data or {}
+        return [self.fail(f"{len(self.bad)} event(s) applied twice; first: {again.node} applied {d.get('uuid')} "
+                          f"(topic {d.get('topic')!r}) as {(first.data or {}).get('source')} and again as "
+                          f"{d.get('source')}", [e.describe() for pair in self.bad[:5] for e in pair])]
+
+
+class ClientSequence(Checker):
+    """The BROADCASTs a client applies have strictly increasing sequences, each above the last
+    SYNCEND or BROADCAST it took (the discard rule): nothing stale, nothing twice, nothing out
+    of order. A synchronisation (its ``synced`` note) sets the threshold to the SYNCEND's
+    sequence, also lower after a failover to another server (E-EVENTBUS-10)."""
+
+    name = "client-sequence"
+    clause = "eventbus.client.discard-old"
+    kinds = frozenset({DELIVER, NOTE, CRASH, RESTART})
+    roles = CLIENT
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self.threshold: dict[str, tuple[int, Event]] = {}
+        self.bad: list[tuple[Event, Event | None, str]] = []
+        self.checked = 0
+
+    def on_event(self, ev: Event) -> None:
+        if ev.kind in (CRASH, RESTART):
+            self.threshold.pop(ev.node, None)
+            return
+        d = ev.data or {}
+        if ev.kind == NOTE:
+            if ev.msg_type == "synced":
+                self.threshold[ev.node] = (int(d.get("sequence") or 0), ev)
+            elif ev.msg_type == "failover":
+                self.threshold.pop(ev.node, None)
+            return
+        if ev.msg_type != "event" or d.get("source") != "broadcast":
+            return
+        self.checked += 1
+        seq = d.get("sequence")
+        last = self.threshold.get(ev.node)
+        if last is None:
+            self.bad.append((ev, None, f"{ev.node} applied BROADCAST {seq} before any SYNCEND"))
+        elif not isinstance(seq, int) or seq <= last[0]:
+            self.bad.append((ev, last[1], f"{ev.node} applied BROADCAST {seq} after {last[1].msg_type} "
+                                          f"{last[0]} (not strictly greater)"))
+        if isinstance(seq, int):
+            self.threshold[ev.node] = (max(seq, last[0]) if last else seq, ev)
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        if not self.bad:
+            return [self.ok(f"{self.checked} applied BROADCAST(s), each above the last SYNCEND or BROADCAST")]
+        return [self.fail(f"{len(self.bad)} stale or out-of-order BROADCAST(s) applied; first: {self.bad[0][2]}",
+                          [e.describe() for ev, prev, _ in self.bad[:5] for e in (prev, ev) if e is not None])]
+
+
+class _ClientHoldings(Checker):
+    """What the running clients hold at the end (events of their current incarnation), and
+    which of them have synchronised, for the convergence and delivery checks."""
+
+    kinds: frozenset[str] | None = frozenset({DELIVER, NOTE, CRASH, RESTART})
+
+    def __init__(self, subtrees: dict[str, list[str]] | None = None, **params: Any) -> None:
+        super().__init__(**params)
+        self.subtrees = subtrees or {}  # client node -> its subtrees ([] = everything)
+        self.lives = _Incarnations()
+        self.holds: dict[str, dict[str, str]] = {}  # client -> uuid -> topic (current incarnation)
+        self.synced_at: dict[str, int] = {}  # client -> first completed sync of this incarnation
+        self.server_of: dict[str, int] = {}  # client -> index of the server it synced with last
+
+    def client_event(self, ev: Event) -> bool:
+        """Book a client's event; True when it was one."""
+        if ev.role != "client":
+            return False
+        if self.lives.on(ev):
+            self.holds.pop(ev.node, None)
+            self.synced_at.pop(ev.node, None)
+            return True
+        d = ev.data or {}
+        if ev.kind == DELIVER and ev.msg_type == "event":
+            self.holds.setdefault(ev.node, {})[str(d.get("uuid"))] = str(d.get("topic"))
+        elif ev.kind == NOTE and ev.msg_type == "synced":
+            self.synced_at.setdefault(ev.node, ev.time_ns)
+            self.server_of[ev.node] = int(d.get("server", 0))
+        return True
+
+    def judged_clients(self) -> tuple[list[str], list[str]]:
+        """(clients up at the end that synchronised in their current incarnation, clients up at
+        the end that never did)."""
+        up = [c for c in self.subtrees if c not in self.lives.down]
+        return [c for c in up if c in self.synced_at], [c for c in up if c not in self.synced_at]
+
+
+class Convergence(_ClientHoldings):
+    """At the end every running client that has synchronised holds exactly the events the bus
+    holds for its subtrees: none missing, none it should not have (another subtree's, or one the
+    bus never had). The bus's holdings are the final status of the active server(s)."""
+
+    name = "convergence"
+    clause = "eventbus.client.apply-after-syncend"
+    kinds = frozenset({DELIVER, NOTE, CRASH, RESTART})
+    roles = CLIENTS_AND_SERVERS
+
+    def __init__(self, subtrees: dict[str, list[str]] | None = None, **params: Any) -> None:
+        super().__init__(subtrees, **params)
+        self.bus: dict[str, dict[str, str]] = {}  # active server -> uuid -> topic, from its final status
+
+    def on_event(self, ev: Event) -> None:
+        if self.client_event(ev):
+            return
+        if ev.kind == DELIVER and ev.msg_type == "server-status" and ev.data:
+            if ev.data.get("state") == "primary":
+                self.bus[ev.node] = {str(u): str(t) for _, u, t in ev.data.get("events", [])}
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        if not self.bus:
+            return [self.fail("no active server gave its status at the end: the bus's state is unknown")]
+        bus: dict[str, str] = {}
+        for held in self.bus.values():
+            bus.update(held)
+        judged, unsynced = self.judged_clients()
+        problems = [f"{c} never synchronised" for c in unsynced]
+        for c in judged:
+            want = {u for u, t in bus.items() if in_subtrees(t, self.subtrees[c])}
+            have = self.holds.get(c, {})
+            missing = want - set(have)
+            extra = set(have) - want
+            if missing or extra:
+                problems.append(f"{c} lacks {len(missing)} and has {len(extra)} extra of the {len(want)} event(s) the "
+                                f"bus holds for {self.subtrees[c] or 'all topics'}"
+                                + (f" (e.g. {sorted(missing)[0]})" if missing else "")
+                                + (f" (extra e.g. {sorted(extra)[0]}: {have[sorted(extra)[0]]!r})" if extra else ""))
+        if not problems:
+            return [self.ok(f"{len(judged)} client(s) hold exactly the bus's {len(bus)} event(s) of their subtrees")]
+        return [self.fail(f"{len(problems)} client(s) differ from the bus: " + "; ".join(problems[:3]))]
+
+
+class CompleteDelivery(_ClientHoldings):
+    """Every event the bus accepted (an active server took its PUB, a server broadcast or synced
+    it, or some client applied it) reaches every client subscribed to its topic that is up at
+    the end. A client that joined after the server's restart need not get what the server had
+    before it (E-EVENTBUS-09)."""
+
+    name = "complete-delivery"
+    clause = "eventbus.server.broadcast"
+    kinds = frozenset({SEND, RECV, DELIVER, NOTE, CRASH, RESTART})
+    roles = CLIENTS_AND_SERVERS
+
+    def __init__(self, subtrees: dict[str, list[str]] | None = None, servers: list[str] | None = None,
+                 **params: Any) -> None:
+        super().__init__(subtrees, **params)
+        self.servers = servers or []  # in the clients' order (index 0: the primary)
+        self.accepted: dict[str, tuple[str, int, str]] = {}  # uuid -> (topic, time, by)
+        self.active: set[str] = set()
+        self.restarts: dict[str, list[int]] = {}
+
+    def _accept(self, uuid: Any, topic: Any, ev: Event) -> None:
+        if str(uuid) not in self.accepted:
+            self.accepted[str(uuid)] = (str(topic), ev.time_ns, ev.node)
+
+    def on_event(self, ev: Event) -> None:
+        if self.client_event(ev):
+            if ev.kind == DELIVER and ev.msg_type == "event" and ev.data:
+                self._accept(ev.data.get("uuid"), ev.data.get("topic"), ev)
+            return
+        if ev.role != "server":
+            return
+        if ev.kind in (CRASH, RESTART):
+            self.active.discard(ev.node)
+            if ev.kind == RESTART:
+                self.restarts.setdefault(ev.node, []).append(ev.time_ns)
+        elif ev.kind == NOTE and ev.msg_type == "ha-state":
+            (self.active.add if (ev.data or {}).get("state") == "primary" else self.active.discard)(ev.node)
+        elif ev.kind == RECV and ev.socket == "collector" and ev.node in self.active:
+            msg = decoded(ev, skip=1)
+            if msg is not None and msg.name == "PUB":
+                self._accept(msg["uuid"], msg["topic"], ev)
+        elif ev.kind == SEND and ev.msg_type == "BROADCAST":
+            msg = decoded(ev)
+            if msg is not None:
+                self._accept(msg["uuid"], msg["topic"], ev)
+
+    def _exempt(self, client: str, accepted_at: int) -> bool:
+        """The client's current incarnation synchronised only after its server restarted, and the
+        event is older than that restart: E-EVENTBUS-09 does not require it in a snapshot."""
+        idx = self.server_of.get(client, 0)
+        server = self.servers[idx] if idx < len(self.servers) else None
+        joined = self.synced_at.get(client, 0)
+        return any(accepted_at < r <= joined for r in self.restarts.get(server or "", []))
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        pairs = 0
+        judged, unsynced = self.judged_clients()
+        problems = [f"{c} never synchronised" for c in unsynced]
+        for c in judged:
+            have = self.holds.get(c, {})
+            lacking = [u for u, (topic, t, _) in self.accepted.items()
+                       if in_subtrees(topic, self.subtrees[c]) and u not in have and not self._exempt(c, t)]
+            pairs += sum(1 for topic, _, _ in self.accepted.values() if in_subtrees(topic, self.subtrees[c]))
+            if lacking:
+                topic, t, by = self.accepted[lacking[0]]
+                problems.append(f"{c} never got {len(lacking)} event(s), e.g. {lacking[0]} on {topic!r} "
+                                f"(accepted by {by} at {t / 1e6:.1f} ms)")
+        if not problems:
+            return [self.ok(f"{len(self.accepted)} event(s) accepted; all {pairs} (client, event) deliveries made to "
+                            f"{len(judged)} client(s)")]
+        return [self.fail(f"{len(problems)} client(s) miss events: " + "; ".join(problems[:3]))]
+
+
+class SyncEndSequence(Checker):
+    """Every snapshot a server sends is complete up to its SYNCEND and its SYNCEND sequence is
+    right: every event the server broadcast since it last started that is in the requested
+    subtrees and between the requested and the SYNCEND sequence is among its SYNCs; the SYNCEND
+    sequence is not above the server's latest; in strict mode it is the highest SYNC sequence
+    when there are SYNCs (E-EVENTBUS-08), in the micro-toolkit dialect at least that."""
+
+    name = "syncend-sequence"
+    clause = "eventbus.server.syncend-sequence"
+    kinds = frozenset({SEND, RECV, NOTE, CRASH, RESTART})
+    roles = SERVER
+
+    def __init__(self, dialect: str = "strict", **params: Any) -> None:
+        super().__init__(**params)
+        self.strict = dialect == "strict"
+        self.broadcast: dict[str, list[tuple[int, str, str]]] = {}  # server -> (seq, topic, uuid) since its start
+        self.latest: dict[str, int] = {}
+        self.open: dict[tuple[str, bytes], tuple[list[str], int, list[int], Event]] = {}
+        self.bad: list[tuple[Event, str]] = []
+        self.snapshots = 0
+
+    def on_event(self, ev: Event) -> None:
+        if ev.kind in (CRASH, RESTART):
+            self.broadcast.pop(ev.node, None)
+            self.open = {k: v for k, v in self.open.items() if k[0] != ev.node}
+            return
+        if ev.kind == NOTE:
+            if ev.msg_type == "ha-state" and isinstance((ev.data or {}).get("sequence"), int):
+                self.latest[ev.node] = max(self.latest.get(ev.node, 0), ev.data["sequence"])  # type: ignore[index]
+            return
+        if ev.kind == SEND and ev.socket == "publisher":
+            msg = decoded(ev)
+            if msg is not None and isinstance(msg["sequence"], int):
+                self.broadcast.setdefault(ev.node, []).append((msg["sequence"], msg["topic"], msg["uuid"]))
+                self.latest[ev.node] = max(self.latest.get(ev.node, 0), msg["sequence"])
+            return
+        if ev.socket != "snapshot" or not ev.frames:
+            return
+        msg = decoded(ev, skip=1)
+        if msg is None:
+            return
+        key = (ev.node, ev.frames[0])
+        if ev.kind == RECV and msg.name == "SYNCSTART":
+            self.open[key] = (msg["subtrees"], msg["sequence"] or 0, [], ev)
+        elif ev.kind == SEND and msg.name == "SYNC" and key in self.open:
+            self.open[key][2].append(msg["sequence"])
+        elif ev.kind == SEND and msg.name == "SYNCEND" and key in self.open:
+            self._judge(ev, msg, *self.open.pop(key))
+
+    def _judge(self, ev: Event, end: Message, subtrees: list[str], since: int, syncs: list[int], req: Event) -> None:
+        self.snapshots += 1
+        seq = end["sequence"]
+        who = f"{ev.node}'s snapshot for {subtrees or 'all topics'} above {since}"
+        if not isinstance(seq, int):
+            self.bad.append((ev, f"{who}: SYNCEND without a sequence"))
+            return
+        top = max(syncs) if syncs else None
+        if top is not None and self.strict and seq != top:
+            self.bad.append((ev, f"{who}: SYNCEND {seq}, highest SYNC {top} (must be equal, E-EVENTBUS-08)"))
+        elif top is not None and seq < top:
+            self.bad.append((ev, f"{who}: SYNCEND {seq} below its highest SYNC {top}"))
+        latest = self.latest.get(ev.node, 0)
+        if seq > latest:
+            self.bad.append((ev, f"{who}: SYNCEND {seq} above the server's latest sequence {latest}"))
+        sent = set(syncs)
+        missing = [s for s, topic, _ in self.broadcast.get(ev.node, [])
+                   if since < s <= seq and s not in sent and in_subtrees(topic, subtrees)]
+        if missing:
+            self.bad.append((ev, f"{who}: SYNCEND {seq} covers broadcast event(s) {missing[:5]} that are in the "
+                                 f"request but not among its {len(syncs)} SYNC(s)"))
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        if not self.bad:
+            return [self.ok(f"{self.snapshots} snapshot(s), each complete up to a right SYNCEND sequence")]
+        return [self.fail(f"{len(self.bad)} wrong snapshot(s); first: {self.bad[0][1]}",
+                          [e.describe() for e, _ in self.bad[:5]])]
+
+
+class ServerSequence(Checker):
+    """Each server's BROADCAST sequences strictly increase, also across its restarts
+    (E-EVENTBUS-10); gaps are allowed and counted."""
+
+    name = "server-sequence"
+    clause = "eventbus.server.sequence-increasing"
+    kinds = frozenset({SEND, RESTART})
+    roles = SERVER
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self.last: dict[str, tuple[int, Event]] = {}
+        self.bad: list[tuple[Event, Event]] = []
+        self.restarted: set[str] = set()
+        self.count = 0
+        self.gaps = 0
+
+    def on_event(self, ev: Event) -> None:
+        if ev.kind == RESTART:
+            self.restarted.add(ev.node)
+            return
+        if ev.msg_type != "BROADCAST":
+            return
+        msg = decoded(ev)
+        if msg is None or not isinstance(msg["sequence"], int):
+            return
+        self.count += 1
+        seq = msg["sequence"]
+        prev = self.last.get(ev.node)
+        if prev is not None:
+            if seq <= prev[0]:
+                self.bad.append((ev, prev[1]))
+            elif seq > prev[0] + 1:
+                self.gaps += 1
+        self.last[ev.node] = (seq, ev)
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        if not self.bad:
+            across = f", across {len(self.restarted)} restart(s)" if self.restarted else ""
+            return [self.ok(f"{self.count} BROADCAST(s), strictly increasing per server{across}; {self.gaps} gap(s)")]
+        ev, prev = self.bad[0]
+        return [self.fail(f"{len(self.bad)} BROADCAST(s) not above the server's previous one; first: {ev.node} sent "
+                          f"{decoded(ev)['sequence']} after {decoded(prev)['sequence']}",  # type: ignore[index]
+                          [e.describe() for pair in self.bad[:5] for e in reversed(pair)])]
