@@ -183,6 +183,10 @@ def cmd_node(args: argparse.Namespace) -> int:
         config["identity"] = args.identity.encode()
 
     factory = _factory(args.protocol, args.role, args.mutant) if args.mutant else role.factory
+    if args.store:
+        from harness.live.filestore import FileStore, with_store
+
+        factory = with_store(factory, FileStore(args.store))
     return run_standalone(factory, name=args.name or f"{args.protocol}-{args.role}", role=args.role,
                           config=config, trace_path=args.trace, seed=args.seed)
 
@@ -306,6 +310,8 @@ def build_parser() -> argparse.ArgumentParser:
     n.add_argument("--name")
     n.add_argument("--seed", type=int, default=0)
     n.add_argument("--trace", help="write a Parquet trace here")
+    n.add_argument("--store", metavar="PATH", help="keep the node's durable store in this file, so that it survives "
+                   "the process being killed and started again (default: in memory)")
     n.add_argument("--mutant", help="run a deliberately broken variant (see reference_nodes/<protocol>/mutants.py)")
     n.set_defaults(func=cmd_node)
 

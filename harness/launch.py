@@ -22,12 +22,19 @@ from harness.live.external import ExternalNode
 SIM_FIRST_PORT = 5000
 
 
+PORTS_PER_NODE = 3  # live: a node's first endpoints are consecutive ports P, P+1, P+2
+
+
 class EndpointAllocator:
-    """``endpoint(node, purpose)``: the same endpoint for the same (node, purpose)."""
+    """``endpoint(node, purpose)``: the same endpoint for the same (node, purpose). Live, the
+    first `PORTS_PER_NODE` endpoints of a node are consecutive ports, so an implementation
+    started with ``{port}`` finds the others where its protocol puts them (an Event BUS server's
+    publisher and collector at P+1 and P+2)."""
 
     def __init__(self, mode: str) -> None:
         self.mode = mode
         self.assigned: dict[str, str] = {}
+        self._spare: dict[str, list[int]] = {}  # live: node -> the rest of its block of ports
 
     def __call__(self, node: str, purpose: str) -> str:
         key = f"{node}/{purpose}"
@@ -36,9 +43,15 @@ class EndpointAllocator:
             if self.mode == "sim":
                 found = f"tcp://{node}:{SIM_FIRST_PORT + len(self.assigned)}"
             else:
-                from harness.live.supervisor import free_port  # noqa: PLC0415
+                first_time = node not in self._spare
+                spare = self._spare.setdefault(node, [])
+                if not spare:
+                    from harness.live.supervisor import free_port  # noqa: PLC0415
 
-                found = f"tcp://127.0.0.1:{free_port()}"
+                    n = PORTS_PER_NODE if first_time else 1
+                    start = free_port(count=n)
+                    spare.extend(range(start, start + n))
+                found = f"tcp://127.0.0.1:{spare.pop(0)}"
             self.assigned[key] = found
         return found
 

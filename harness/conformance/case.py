@@ -22,10 +22,16 @@ Field matchers in ``expect``: a plain value (equal; text is UTF-8 for byte field
 ``{identity_of: "worker.a"}`` (equal to the routing identity of the connection between that
 scripted peer and the implementation, as the ROUTER side sees it: a DEALER peer's own
 identity, or the implementation's identity as a ROUTER peer received it),
-``{not: value}``, ``{len: N}``, ``{one_of: [...]}``, ``{nonempty: true}``. ``not`` and
-``one_of`` take values or matchers (``{one_of: [null, {identity_of: broker.b}]}``). In
-``send``, a field may be ``{ref: ...}`` or ``{identity_of: ...}`` (taken from the run), and
-``{hex: ...}`` gives any bytes, also for text fields that allow any bytes.
+``{not: value}``, ``{len: N}``, ``{one_of: [...]}``, ``{nonempty: true}``, ``{gt: value}``
+(a number greater than the value, which may be a ``ref``). ``not`` and ``one_of`` take values or
+matchers (``{one_of: [null, {identity_of: broker.b}]}``). In ``send``, a field may be
+``{ref: ...}`` or ``{identity_of: ...}`` (taken from the run), and ``{hex: ...}`` gives any
+bytes, also for text fields that allow any bytes.
+
+An ``expect`` may also match frames byte for byte where a decoded field cannot tell (a
+MessagePack value re-encoded in other bytes): ``raw: {5: "cf0000000000000001"}`` (frame index,
+after any routing identity -> hex); and ``first: true`` asks that the message be the next one
+to arrive at the peer, with nothing else before it.
 """
 
 from __future__ import annotations
@@ -41,7 +47,8 @@ from harness.yamlsrc import Locations, SourceError, load, loads
 CaseError = SourceError
 
 STEP_KINDS = ("send", "send_raw", "expect", "expect_nothing", "wait", "restart_iut", "kill_iut", "disconnect")
-MATCHERS = ("hex", "pattern", "any", "ref", "identity_of", "not", "len", "one_of", "nonempty")
+MATCHERS = ("hex", "pattern", "any", "ref", "identity_of", "not", "len", "one_of", "nonempty", "gt")
+RAW = "raw"  # an expect step's {frame index: hex}: the message's frames byte for byte (not a field)
 DEFAULT_WITHIN_NS = 1_000_000_000
 
 
@@ -56,6 +63,8 @@ class Step:
     capture: str | None = None
     clause: str | None = None  # the clause this step checks (default: the case's first)
     field_clauses: dict[str, str] = field(default_factory=dict)  # expect: a mismatch here breaks that clause
+    first: bool = False  # expect: the next message to arrive at the peer must be this one
+    raw: dict[int, bytes] = field(default_factory=dict)  # expect: frame index -> exact bytes
     line: int | None = None
     text: str = ""  # the step as written, for evidence
 
@@ -122,7 +131,7 @@ def case_from(data: Any, locs: Locations, path: str, peer_roles: dict[str, dict[
         if len(kinds) != 1:
             raise locs.error(p, f"each step needs exactly one of {', '.join(STEP_KINDS)}")
         kind = kinds[0]
-        allowed = {kind, "as", "within", "capture", "for", "clause", "field_clauses"}
+        allowed = {kind, "as", "within", "capture", "for", "clause", "field_clauses"} | ({"first", RAW} if kind == "expect" else set())
         for k in raw:
             if k not in allowed:
                 raise locs.error(p + (k,), f"unknown step field (a {kind} step takes {', '.join(sorted(allowed))})")
@@ -190,6 +199,8 @@ def case_from(data: Any, locs: Locations, path: str, peer_roles: dict[str, dict[
                     step.within_ns = as_duration(value)
                 except ValueError as e:
                     raise locs.error(p + (key,), str(e)) from None
+        if RAW in raw:
+            step.raw = _raw_frames(raw[RAW], locs, p + (RAW,))
         if "clause" in raw:
             if raw["clause"] not in cat:
                 raise locs.error(p + ("clause",), f"{raw['clause']!r} is not a clause of the {protocol} catalogue")
@@ -201,9 +212,13 @@ def case_from(data: Any, locs: Locations, path: str, peer_roles: dict[str, dict[
             for f, cl in fc.items():
                 if cl not in cat:
                     raise locs.error(p + ("field_clauses", f), f"{cl!r} is not a clause of the {protocol} catalogue")
-                if f not in step.fields:
+                if f not in step.fields and not (f == RAW and step.raw):
                     raise locs.error(p + ("field_clauses", f), f"the step does not match field {f!r}")
             step.field_clauses = dict(fc)
+        if "first" in raw:
+            if not isinstance(raw["first"], bool):
+                raise locs.error(p + ("first",), "first is true or false")
+            step.first = raw["first"]
         if "capture" in raw:
             if kind != "expect":
                 raise locs.error(p + ("capture",), "only an expect step can capture a message")
@@ -247,6 +262,11 @@ def _check_matcher(m: Any, locs: Locations, p: tuple[Any, ...], captures: set[st
             raise locs.error(p, f"unknown matcher {k!r} (matchers: {', '.join(MATCHERS)})")
         if k == "not":
             _check_matcher(v, locs, p + (k,), captures, identity_refs)
+        if k == "gt":
+            if isinstance(v, dict) and set(v) == {"ref"}:
+                _check_matcher(v, locs, p + (k,), captures, identity_refs)
+            elif isinstance(v, bool) or not isinstance(v, int):
+                raise locs.error(p, "gt takes a whole number or {ref: capture.field}")
         if k == "one_of":
             if not isinstance(v, list):
                 raise locs.error(p, "one_of takes a list of values or matchers")
@@ -271,6 +291,20 @@ def _check_matcher(m: Any, locs: Locations, p: tuple[Any, ...], captures: set[st
                 bytes.fromhex(str(v).replace(" ", ""))
             except ValueError:
                 raise locs.error(p, "hex matcher needs hex digits") from None
+
+
+def _raw_frames(value: Any, locs: Locations, p: tuple[Any, ...]) -> dict[int, bytes]:
+    if not isinstance(value, dict) or not value:
+        raise locs.error(p, "raw maps frame indexes to hex: {5: 'cf00000000000000 01'}")
+    out = {}
+    for k, v in value.items():
+        if not isinstance(k, int) or isinstance(k, bool) or k < 0:
+            raise locs.error(p + (k,), "a frame index is a whole number >= 0")
+        try:
+            out[k] = bytes.fromhex(str(v).replace(" ", ""))
+        except ValueError:
+            raise locs.error(p + (k,), "the frame must be hex") from None
+    return out
 
 
 def _one_line(raw: dict[str, Any]) -> str:

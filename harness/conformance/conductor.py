@@ -254,6 +254,9 @@ class Conductor(BaseNode):
                     self.deadline = now + step.within_ns
                     self.step_seen = len(self.seen.get(step.peer, [])) - len(self.buffers[step.peer])
                 found = self._take(step)
+                if found is None and step.first and self.buffers[step.peer]:
+                    reason, clause = self._diagnose(step, before=True)
+                    return out + self._fail(now, reason, clause)
                 if found is None:
                     if now >= self.deadline:
                         reason, clause = self._diagnose(step)
@@ -294,11 +297,14 @@ class Conductor(BaseNode):
 
     def _take(self, step: Step, consume: bool = True) -> Message | None:
         buf = self.buffers[step.peer]
-        for k, (_, msg, _) in enumerate(buf):
-            if msg is not None and (step.message is None or msg.name == step.message) and self._match(step, msg):
+        for k, (_, msg, frames) in enumerate(buf):
+            if msg is not None and (step.message is None or msg.name == step.message) and self._match(step, msg) \
+                    and _raw_matches(step.raw, frames):
                 if consume:
                     del buf[: k + 1]  # messages before the match were seen and passed over
                 return msg
+            if step.first:
+                return None  # only the first unconsumed message may match
         return None
 
     def _match(self, step: Step, msg: Message) -> bool:
@@ -333,8 +339,8 @@ class Conductor(BaseNode):
                 return self._ref(v)
             if k == "identity_of":
                 return self._identity(str(v))
-            if k == "not":
-                return {"not": self._resolve_matcher(v)}
+            if k in ("not", "gt"):
+                return {k: self._resolve_matcher(v)}
             if k == "one_of" and isinstance(v, list):
                 return {"one_of": [self._resolve_matcher(x) for x in v]}
         if self.values:
@@ -360,20 +366,33 @@ class Conductor(BaseNode):
     def _clause(self, step: Step) -> str:
         return step.clause or self.case.clauses[0]
 
-    def _diagnose(self, step: Step) -> tuple[str, str]:
-        """Why an expect timed out, and which clause that breaks. If a message of the right
-        type came with wrong fields, name them (and their clause, if the step maps them)."""
+    def _diagnose(self, step: Step, before: bool = False) -> tuple[str, str]:
+        """Why an expect failed (timed out, or ``before``: something else arrived first), and
+        which clause that breaks. If a message of the right type came with wrong fields, name
+        them (and their clause, if the step maps them)."""
         want = step.message + (f" with {_fmt(step.fields)}" if step.fields else "")
-        base = f"{step.peer} expected {want} within {step.within_ns / 1e6:g} ms (line {step.line})"
-        fresh = self.seen.get(step.peer, [])[max(self.step_seen, 0):]  # unconsumed or arrived during the step
-        near = [m for _, m, _ in fresh if m is not None and m.name == step.message]
+        if before:
+            base = f"{step.peer} expected {want} first (line {step.line})"
+            fresh = self.buffers[step.peer][:1]
+        else:
+            base = f"{step.peer} expected {want} within {step.within_ns / 1e6:g} ms (line {step.line})"
+            fresh = self.seen.get(step.peer, [])[max(self.step_seen, 0):]  # unconsumed or arrived during the step
+        near = [(m, f) for _, m, f in fresh if m is not None and m.name == step.message]
         if near:
-            m = near[-1]
+            m, frames = near[-1]
             wrong = [f for f, matcher in step.fields.items() if not _matches(self._resolve_matcher(matcher), m.fields.get(f))]
             shown = self.codec.show(m)
             detail = "; ".join(f"{f} was {shown.get(f)!r}" for f in wrong)
+            if not _raw_matches(step.raw, frames):
+                wrong.append("raw")
+                detail = "; ".join(filter(None, [detail, "frames " + ", ".join(
+                    f"{i} were {frames[i].hex() if i < len(frames) else 'missing'}" for i in step.raw)]))
             clause = next((step.field_clauses[f] for f in wrong if f in step.field_clauses), self._clause(step))
             return f"{base}; a {m.name} arrived but {detail}", clause
+        if before:
+            m = fresh[0][1] if fresh else None
+            got = f"{m.name} {_brief(self.codec, m)}" if m is not None else "a malformed message"
+            return f"{base}; {got} arrived before it", self._clause(step)
         seen = [e for e in self.log if e["dir"] == "in" and e["peer"] == step.peer][-5:]
         got = "; ".join(f"{e['message']} {e.get('fields', '')}" for e in seen) or "nothing"
         return f"{base}; received: {got}", self._clause(step)
@@ -485,8 +504,9 @@ class Conductor(BaseNode):
              error: DecodeError | None) -> None:
         entry: dict[str, Any] = {"t_ms": round((now - self.t0) / 1e6, 3), "dir": direction, "peer": peer}
         if msg is None and direction == "out":
+            channel = self.peers[peer].channel if peer in self.peers else None
             try:
-                msg = self.codec.decode(frames)
+                msg = self.codec.decode(frames) if channel is None else self.codec.decode(frames, channel=channel)
             except DecodeError as e:
                 error = e
         if msg is not None:
@@ -507,6 +527,10 @@ class Conductor(BaseNode):
                 entry["error"] = str(error)
         if len(self.log) < 500:
             self.log.append(entry)
+
+
+def _raw_matches(raw: dict[int, bytes], frames: list[bytes]) -> bool:
+    return all(i < len(frames) and bytes(frames[i]) == b for i, b in raw.items())
 
 
 def _is_subscription(frames: list[bytes]) -> bool:
@@ -557,6 +581,8 @@ def _matches(m: Any, actual: Any) -> bool:
             return any(_matches(x, actual) for x in v)
         if k == "nonempty":
             return bool(actual) == bool(v)
+        if k == "gt":
+            return isinstance(actual, int) and isinstance(v, int) and actual > v
         if k == "ref":  # unresolved (nothing captured): never matches
             return False
     return _equal(m, actual)

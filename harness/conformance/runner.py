@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shlex
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,6 +80,8 @@ def _values(case: Case, rs: RoleSuite, dialect: str, endpoint: str, alloc: Any =
     values.update(endpoint=endpoint, port=port, host="127.0.0.1", dialect=dialect, python=shlex.quote(sys.executable))
     for name in rs.harness_endpoints:  # endpoints the harness binds and the IUT connects to
         values[name] = alloc()
+    if rs.fill_values is not None:
+        rs.fill_values(values)
     return values
 
 
@@ -227,7 +230,7 @@ def _run_case_live(case: Case, *, cmd: str | None = None, endpoint: str | None =
     if skipped:
         return skipped
     rs = suite(case.protocol, case.role)
-    ep = endpoint or f"tcp://127.0.0.1:{free_port()}"
+    ep = endpoint or f"tcp://127.0.0.1:{free_port(count=rs.ports)}"
     values = _values(case, rs, dialect, ep, _live_endpoint)
     rerun = f"{rerun_base} --case {case.id}" if rerun_base else ""
     if endpoint and not cmd and case.iut:
@@ -240,6 +243,10 @@ def _run_case_live(case: Case, *, cmd: str | None = None, endpoint: str | None =
         need = ", ".join("{" + n + "}" for n in rs.harness_endpoints)
         return CaseResult(case, "error", f"a {case.protocol} {case.role} connects to endpoints the harness binds afresh "
                           f"for every case ({need}): start it with --cmd, not --endpoint", "", rerun=rerun)
+    # {tmpdir}: an empty directory of this case's own, for the IUT's files (state that must
+    # survive restart_iut); removed with everything in it when the case ends.
+    tmp = tempfile.TemporaryDirectory(prefix=f"zmq-harness-{case.id}-")
+    values["tmpdir"] = tmp.name
     iut: ExternalNode | None = None
     trace = None
     if trace_dir:
@@ -285,6 +292,7 @@ def _run_case_live(case: Case, *, cmd: str | None = None, endpoint: str | None =
             iut.process.stop()
         if trace is not None:
             trace.close()
+        tmp.cleanup()
 
 
 def isolated(case: Case, fields: tuple[str, ...], tag: str) -> Case:

@@ -66,29 +66,36 @@ def ephemeral_range() -> tuple[int, int]:
         return 32768, 60999
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port free on ``host`` now, for a process that will bind it a moment later.
+def free_port(host: str = "127.0.0.1", count: int = 1) -> int:
+    """A TCP port free on ``host`` now, for a process that will bind it a moment later; with
+    ``count``, the first of that many consecutive free ports (an Event BUS server binds P, P+1
+    and P+2).
 
     It is taken below the kernel's ephemeral range, so no outgoing connection of any process
     (a peer connecting while an implementation under test starts) can take it in between, as
     one did with ports the kernel picked; and this process never hands the same port out twice.
     """
     lo, _ = ephemeral_range()
+
+    def usable(port: int) -> bool:
+        block = range(port, port + count)
+        return port + count <= 65536 and not _HANDED.intersection(block) and all(_bindable(host, p) for p in block)
+
     with _HANDED_LOCK:
         if lo - LOWEST_PORT >= 1000:
             for _ in range(200):
-                port = _PORT_RNG.randrange(LOWEST_PORT, lo)
-                if port not in _HANDED and _bindable(host, port):
-                    _HANDED.add(port)
+                port = _PORT_RNG.randrange(LOWEST_PORT, lo - count + 1)
+                if usable(port):
+                    _HANDED.update(range(port, port + count))
                     return port
         for _ in range(200):  # no room below the ephemeral range: a port the kernel picks
             with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
                 s.bind((host, 0))
                 port = int(s.getsockname()[1])
-            if port not in _HANDED:
-                _HANDED.add(port)
+            if usable(port):
+                _HANDED.update(range(port, port + count))
                 return port
-    raise SupervisorError(f"no free TCP port on {host}")
+    raise SupervisorError(f"no {count} free consecutive TCP port(s) on {host}")
 
 
 def _bindable(host: str, port: int) -> bool:

@@ -163,6 +163,12 @@ class RoleSuite:
     # Fields whose text values get a per-case suffix when one running implementation serves
     # every case (--endpoint), so that what one case registers cannot answer the next.
     isolate_fields: tuple[str, ...] = ()
+    # Consecutive ports from {port} that belong to the IUT (an Event BUS server binds P, P+1, P+2;
+    # an Event BUS client connects to them): live runs reserve them all.
+    ports: int = 1
+    # Placeholder values derived from the others once per case (e.g. a list joined with the
+    # dialect's separator); changes the dict in place.
+    fill_values: Callable[[dict[str, Any]], None] | None = None
 
     @property
     def peer_roles(self) -> dict[str, str]:

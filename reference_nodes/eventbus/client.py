@@ -292,15 +292,22 @@ class Client(EventBusNode):
 
     def publish(self, topic: str, data: Any, now: int) -> list[Action]:
         self.counter += 1
-        uuid = uuid4(self.rng)
-        fields = {"topic": topic, "sequence": self.counter, "producer": self.producer,
-                  "timestamp": iso8601(now, self.epoch_s), "uuid": uuid, "data": data}
-        frames = self.enc["PUB"](fields)
+        fields = self.event_fields(topic, data, now)
+        uuid = fields["uuid"]
+        frames = self.pub_frames(fields)
         out: list[Action] = [Deliver("published", {"topic": topic, "uuid": uuid, "sequence": self.counter})]
         if self.publish_timeout_ns and in_subtrees(topic, self.subtrees):
             self.unconfirmed[uuid] = Unconfirmed(frames, topic, now + self.publish_timeout_ns)
         out.extend(self._send_pub(frames, topic, uuid))
         return out
+
+    def event_fields(self, topic: str, data: Any, now: int) -> dict[str, Any]:
+        """A new event's PUB fields: the producer's counter, id, timestamp and a new v4 UUID."""
+        return {"topic": topic, "sequence": self.counter, "producer": self.producer,
+                "timestamp": iso8601(now, self.epoch_s), "uuid": uuid4(self.rng), "data": data}
+
+    def pub_frames(self, fields: dict[str, Any]) -> list[bytes]:
+        return self.enc["PUB"](fields)
 
     def _send_pub(self, frames: list[bytes], topic: str, uuid: str) -> list[Action]:
         return [Send(socket_name(COLLECTOR, i), list(frames), "PUB", {"topic": topic, "corr": uuid})

@@ -221,7 +221,7 @@ class Server(EventBusNode):
         for ev in self.selected(subtrees, since):
             out.append(Send(SNAPSHOT, [identity, b"SYNC", *with_sequence(ev.frames, self.seq_frame(ev.seq))], "SYNC",
                             {"topic": ev.topic, "seq": ev.seq}))
-            top = ev.seq
+            top = ev.seq if top is None else max(top, ev.seq)
         end = self.syncend_sequence(top)
         out.append(Send(SNAPSHOT, [identity, b"SYNCEND", body[1], self.seq_frame(end)], "SYNCEND", {"seq": end}))
         return out

@@ -9,11 +9,12 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 from harness.conformance.case import Case
 from harness.conformance.report import coverage
 from harness.conformance.runner import CaseResult
-from harness.protocols.clauses import Catalogue, Observable
+from harness.protocols.clauses import Catalogue, Level, Observable
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent / "zmq-harness"
@@ -82,3 +83,64 @@ def conform(tmp_path: Path, protocol: str, *args: str) -> tuple[int, str, ET.Ele
     r = subprocess.run([str(BIN), "conform", protocol, *args, "--junit", str(junit), "--out", str(tmp_path / "out")],
                        capture_output=True, text=True, timeout=120, cwd=ROOT)
     return r.returncode, r.stdout + r.stderr, ET.parse(junit).getroot()
+
+
+# ---- mutants (a protocol's reference_nodes/<p>/mutants.py: MUTANTS, ALSO_BREAKS, DIALECTS,
+# OUT_OF_REACH) -----------------------------------------------------------------------------------
+
+
+def acceptable(mutants: Any, name: str) -> set[str]:
+    """The clauses a mutant's failures may be attributed to."""
+    return {mutants.MUTANTS[name][2], *mutants.ALSO_BREAKS.get(name, {})}
+
+
+def check_mandatory_clauses_have_mutants(cases: dict[str, list[Case]], cat: Catalogue, mutants: Any) -> None:
+    """Every MUST / MUST NOT clause a suite covers has a mutant that breaks it."""
+    broken = {clause for name, (_, _, clause) in mutants.MUTANTS.items() if name not in mutants.OUT_OF_REACH}
+    for role, role_cases in cases.items():
+        for c in role_cases:
+            for clause in c.clauses:
+                if cat[clause].level in (Level.MUST, Level.MUST_NOT):
+                    assert clause in broken, f"{role}: no mutant breaks {clause}"
+
+
+def check_mutant_clauses_have_cases(cases: dict[str, list[Case]], cat: Catalogue, mutants: Any) -> None:
+    """The clause of every mutant a suite can see is named by a case of its role."""
+    assert set(mutants.OUT_OF_REACH) <= set(mutants.MUTANTS) and set(mutants.ALSO_BREAKS) <= set(mutants.MUTANTS)
+    assert set(mutants.DIALECTS) <= set(mutants.MUTANTS)
+    for name, (role, _, clause) in mutants.MUTANTS.items():
+        if name in mutants.OUT_OF_REACH:
+            continue
+        assert clause in {cl for c in cases[role] for cl in c.clauses}, (name, clause)
+        for extra in mutants.ALSO_BREAKS.get(name, {}):
+            assert extra in cat, (name, extra)
+
+
+def check_mutant_fails_on_its_clause(mutants: Any, name: str, dialect: str, results: list[CaseResult],
+                                     dialects: tuple[str, ...]) -> None:
+    """A mutant's suite run (``results``): it fails, and only on its clause; a mutant out of reach,
+    or the reference itself in this dialect, fails nothing."""
+    _, _, clause = mutants.MUTANTS[name]
+    failed = [(r.case.id, r.verdict, r.clause) for r in results if r.verdict not in ("pass", "skipped")]
+    if name in mutants.OUT_OF_REACH or dialect not in mutants.DIALECTS.get(name, dialects):
+        assert not failed, failed
+        return
+    assert failed, f"{name} passes every case of its suite: the suite has a hole for {clause}"
+    wrong = [f for f in failed if f[1] != "fail" or f[2] not in acceptable(mutants, name)]
+    assert not wrong, f"{name} breaks {clause}, but cases failed on: {wrong}"
+
+
+def mutant_table(mutants: Any, roles: tuple[str, ...]) -> list[str]:
+    """Markdown lines: every mutant, its role and clause, and what its suite fails it on."""
+    out = [f"#### Mutants ({len(mutants.MUTANTS)})\n", "| mutant | role | clause it breaks | its suite fails it on |",
+           "|---|---|---|---|"]
+    for name, (role, _, clause) in sorted(mutants.MUTANTS.items(), key=lambda kv: (roles.index(kv[1][0]), kv[0])):
+        if name in mutants.OUT_OF_REACH:
+            on = "nothing (out of reach: " + mutants.OUT_OF_REACH[name].split(";")[0] + ")"
+        else:
+            on = ", ".join(f"`{c}`" for c in sorted(acceptable(mutants, name)))
+            if name in mutants.DIALECTS:
+                on += " (" + ", ".join(mutants.DIALECTS[name]) + " only)"
+        out.append(f"| `{name}` | {role} | `{clause}` | {on} |")
+    out.append("")
+    return out

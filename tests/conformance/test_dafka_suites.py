@@ -35,7 +35,6 @@ from harness.conformance.case import Case
 from harness.conformance.runner import CaseResult, load_suite, run_case_live, run_case_sim
 from harness.registry import package, suite
 from harness.protocols import catalogue
-from harness.protocols.clauses import Level
 from harness.protocols.dafka import subscription
 from reference_nodes.dafka import mutants as M
 from reference_nodes.dafka.consumer import Consumer
@@ -52,7 +51,6 @@ DOC = ROOT / "docs" / "conformance-dafka.md"
 ROLES = ("producer", "store", "consumer")
 DIALECTS = ("strict", "dafka:zproto")
 CAT = catalogue("dafka")
-MANDATORY = (Level.MUST, Level.MUST_NOT)
 LIVE_WORKERS = 8  # live cases run side by side: each has its own ports, processes and sockets
 
 CASES: dict[str, list[Case]] = {role: load_suite("dafka", role, SCENARIOS) for role in ROLES}
@@ -87,12 +85,8 @@ def ref_factory(role: str) -> Any:
 
 
 def acceptable(name: str) -> set[str]:
-    _, _, clause = M.MUTANTS[name]
-    return {clause, *M.ALSO_BREAKS.get(name, {})}
+    return proof.acceptable(M, name)
 
-
-def differs_in(name: str, dialect: str) -> bool:
-    return dialect in M.DIALECTS.get(name, DIALECTS)
 
 
 def observable(clause: str) -> bool:
@@ -170,40 +164,19 @@ def test_every_case_names_clauses_that_bind_its_role(role: str) -> None:
 
 
 def test_every_mandatory_clause_the_suites_cover_has_a_mutant_that_breaks_it() -> None:
-    broken = {clause for name, (_, _, clause) in M.MUTANTS.items() if name not in M.OUT_OF_REACH}
-    for role in ROLES:
-        for c in CASES[role]:
-            for clause in c.clauses:
-                if CAT[clause].level in MANDATORY:
-                    assert clause in broken, f"{role}: no mutant breaks {clause}"
+    proof.check_mandatory_clauses_have_mutants(CASES, CAT, M)
 
 
 def test_every_mutant_clause_is_covered_by_its_roles_suite_or_out_of_reach() -> None:
-    assert set(M.OUT_OF_REACH) <= set(M.MUTANTS) and set(M.ALSO_BREAKS) <= set(M.MUTANTS)
-    assert set(M.DIALECTS) <= set(M.MUTANTS)
-    for name, (role, _, clause) in M.MUTANTS.items():
-        if name in M.OUT_OF_REACH:
-            continue
-        named = {cl for c in CASES[role] for cl in c.clauses}
-        assert clause in named, (name, clause)
-        for extra in M.ALSO_BREAKS.get(name, {}):
-            assert extra in CAT, (name, extra)
+    proof.check_mutant_clauses_have_cases(CASES, CAT, M)
 
 
 @pytest.mark.parametrize("dialect", DIALECTS)
 @pytest.mark.parametrize("name", sorted(M.MUTANTS))
 def test_mutant_fails_its_suite_on_its_clause_in_simulation(name: str, dialect: str) -> None:
-    role, factory, clause = M.MUTANTS[name]
-    results = [run_case_sim(c, factory, dialect=dialect) for c in CASES[role]]
-    failed = failures(results)
-    if name in M.OUT_OF_REACH or not differs_in(name, dialect):
-        # Out of reach of any conformance suite (the chaos checkers catch it, tests/checkers), or
-        # the reference itself in this dialect: the suite must not blame it for anything.
-        assert not failed, failed
-        return
-    assert failed, f"{name} passes every {role} case: the suite has a hole for {clause}"
-    wrong = [f for f in failed if f[1] != "fail" or f[2] not in acceptable(name)]
-    assert not wrong, f"{name} breaks {clause}, but cases failed on: {wrong}"
+    role, factory, _ = M.MUTANTS[name]
+    proof.check_mutant_fails_on_its_clause(M, name, dialect, [run_case_sim(c, factory, dialect=dialect)
+                                                              for c in CASES[role]], DIALECTS)
 
 
 # A representative subset, live: each role; wire format, timing, discovery, subscriptions,
@@ -329,20 +302,7 @@ def test_a_command_line_with_the_placeholders_runs_live(tmp_path: Path) -> None:
 
 
 def coverage_tables() -> str:
-    out = proof.clause_tables("dafka", CASES, UNCOVERED, CAT)
-    out.append(f"#### Mutants ({len(M.MUTANTS)})\n")
-    out.append("| mutant | role | clause it breaks | its suite fails it on |")
-    out.append("|---|---|---|---|")
-    for name, (role, _, clause) in sorted(M.MUTANTS.items(), key=lambda kv: (ROLES.index(kv[1][0]), kv[0])):
-        if name in M.OUT_OF_REACH:
-            on = "nothing (out of reach: " + M.OUT_OF_REACH[name].split(";")[0] + ")"
-        else:
-            on = ", ".join(f"`{c}`" for c in sorted(acceptable(name)))
-            if name in M.DIALECTS:
-                on += " (" + ", ".join(M.DIALECTS[name]) + " only)"
-        out.append(f"| `{name}` | {role} | `{clause}` | {on} |")
-    out.append("")
-    return "\n".join(out)
+    return "\n".join(proof.clause_tables("dafka", CASES, UNCOVERED, CAT) + proof.mutant_table(M, ROLES))
 
 
 def _replace_tables(text: str) -> str:

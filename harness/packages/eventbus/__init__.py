@@ -31,7 +31,9 @@ from reference_nodes.eventbus.server import Server
 
 def _subtrees(v: Any) -> Any:
     """A list of subtrees, or one string joined by the dialect's separator (checked by the node,
-    which knows its dialect)."""
+    which knows its dialect); nothing (``--set subtrees=``) is every topic."""
+    if v is None:
+        return []
     if isinstance(v, str) or (isinstance(v, list) and all(isinstance(s, str) for s in v)):
         return v
     raise ValueError(f"expected a list of subtrees or one string, got {v!r}")
