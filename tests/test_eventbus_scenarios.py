@@ -4,10 +4,12 @@ suite, 500 in the slow suite (ZMQ_HARNESS_SLOW=1 ./scripts/test, or -m slow)."""
 from __future__ import annotations
 
 import glob
+from pathlib import Path
 
 import pytest
 
-from harness.scenario import load_scenario
+from harness.composition import run_live
+from harness.scenario import load_scenario, parse_scenario
 from tests.sweeps import sweep
 
 EVENTBUS = sorted(glob.glob("scenarios/eventbus/chaos/*.yaml"))
@@ -32,3 +34,27 @@ def test_scenario_passes_a_few_seeds(path: str) -> None:
 @pytest.mark.parametrize("path", EVENTBUS, ids=stem)
 def test_scenario_passes_500_seeds(path: str) -> None:
     sweep(path, load_scenario(path).seeds[:500])
+
+
+@pytest.mark.live
+@pytest.mark.timeout(120)
+def test_failover_passes_live(tmp_path: Path) -> None:
+    """The failover scenario over real sockets: the primary (resolved from the servers' notes)
+    crashes, the backup takes over, the old primary comes back as its replica."""
+    r = run_live(load_scenario("scenarios/eventbus/chaos/failover.yaml"), 1, str(tmp_path))
+    assert r.ok, [v.to_dict() for v in r.failed]
+    assert "across 1 restart" in next(v for v in r.verdicts if v.check == "server-sequence").detail
+
+
+@pytest.mark.live
+@pytest.mark.timeout(120)
+def test_an_external_server_is_a_node_of_a_scenario(tmp_path: Path) -> None:
+    """Any implementation can be the bus: here the reference server as a process of its own,
+    started with {port} only (its publisher and collector are the next two ports)."""
+    text = Path("scenarios/eventbus/chaos/clean.yaml").read_text().replace(
+        "bus: {role: server}",
+        'bus: {role: server, command: "{zmq_harness} node eventbus server --bind tcp://{host}:{port}", '
+        "ready: {line: READY}}").replace("duration: 5s", "duration: 3s").replace("until: 3s", "until: 2s")
+    r = run_live(parse_scenario(text, "external-bus.yaml"), 1, str(tmp_path))
+    assert r.ok, [v.to_dict() for v in r.failed]
+    assert "taken from the clients" in next(v for v in r.verdicts if v.check == "convergence").detail

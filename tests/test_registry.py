@@ -17,7 +17,7 @@ from harness.registry import PARTS, REGISTRY, lacks, package, parts_table, proto
 EXPECTED_LACKS: dict[str, list[str]] = {
     "dafka": [],
     "dcp": [],
-    "eventbus": ["roles", "operations", "checks", "mutants", "suites", "wire", "command"],
+    "eventbus": [],
     "pppp": ["roles", "operations", "checks", "mutants", "suites", "wire", "command"],
     "raft": ["roles", "operations", "checks", "mutants", "suites", "wire", "command"],
 }

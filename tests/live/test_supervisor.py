@@ -95,6 +95,14 @@ def test_free_port_is_bindable_on_loopback() -> None:
         s.bind(("127.0.0.1", port))
 
 
+def test_free_port_can_reserve_consecutive_ports() -> None:
+    first = free_port(count=3)
+    for port in (first, first + 1, first + 2):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))
+    assert not {first, first + 1, first + 2} & {free_port() for _ in range(100)}
+
+
 def test_free_ports_are_distinct_and_outside_the_range_outgoing_connections_take() -> None:
     # Outgoing connections get their local port from the ephemeral range: a port picked there
     # could be taken by a peer's connect before the implementation under test binds it.
