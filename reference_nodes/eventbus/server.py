@@ -34,7 +34,8 @@ while it serves clients (a single server is always primary); the package resolve
 target ``primary`` from it. ``{"op": "status"}`` answers ``Deliver("server-status", ...)``.
 
 Config: ``bind`` (the snapshot endpoint ``tcp://host:P``, or all three endpoints), ``dialect``,
-``ha``, ``peer``, ``poll_ms`` (100), ``ha_timeout_ms`` (1000), ``check_ms`` (300).
+``ha``, ``peer``, ``poll_ms`` (100), ``ha_timeout_ms`` (1000), ``check_ms`` (300), ``hwm`` (the
+high-water mark of its sockets, 1000; 0: none).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ PROBE_SEQUENCE = (1 << 63) - 1  # a liveness probe asks for nothing
 DEFAULT_POLL_MS = 100
 DEFAULT_HA_TIMEOUT_MS = 1000
 DEFAULT_CHECK_MS = 300
+DEFAULT_HWM = 1000  # ZeroMQ's default; 0: no limit (a PUB drops what a slow subscriber cannot take)
 
 
 class Server(EventBusNode):
@@ -76,6 +78,7 @@ class Server(EventBusNode):
         self.poll_ns = ms_to_ns(self.config.get("poll_ms", DEFAULT_POLL_MS), "poll_ms")
         self.ha_timeout_ns = ms_to_ns(self.config.get("ha_timeout_ms", DEFAULT_HA_TIMEOUT_MS), "ha_timeout_ms")
         self.check_ns = ms_to_ns(self.config.get("check_ms", DEFAULT_CHECK_MS), "check_ms")
+        self.hwm = int(self.config.get("hwm", DEFAULT_HWM))
         # Durable: the sequence counter and the history.
         self.seq = int(self.store.get("seq", 0))
         self.events: list[Event] = sorted((Event.from_store(self.store.get(k)) for k in self.store.keys("event/")),
@@ -96,9 +99,9 @@ class Server(EventBusNode):
     def sockets(self) -> list[SocketSpec]:
         snap, pub, coll = self.endpoints
         # The snapshot port last: a supervisor that waits for P finds the others bound too.
-        out = [SocketSpec(PUBLISHER, SocketType.PUB, bind=(pub,)),
-               SocketSpec(COLLECTOR, SocketType.ROUTER, bind=(coll,)),
-               SocketSpec(SNAPSHOT, SocketType.ROUTER, bind=(snap,))]
+        out = [SocketSpec(PUBLISHER, SocketType.PUB, bind=(pub,), hwm=self.hwm),
+               SocketSpec(COLLECTOR, SocketType.ROUTER, bind=(coll,), hwm=self.hwm),
+               SocketSpec(SNAPSHOT, SocketType.ROUTER, bind=(snap,), hwm=self.hwm)]
         if self.peer is not None:
             out.append(SocketSpec(REPLICA, SocketType.DEALER, connect=(self.peer[0],),
                                   identity=REPLICA_PREFIX + self.name.encode()))

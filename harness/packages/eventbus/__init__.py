@@ -63,6 +63,7 @@ ROLES = {
         "poll": Setting("poll_ms", as_ms, "a passive server asks the active one for news this often"),
         "ha_timeout": Setting("ha_timeout_ms", as_ms, "peer silence after which a passive server may take over"),
         "check": Setting("check_ms", as_ms, "how long a starting primary asks whether its peer took over"),
+        "hwm": Setting("hwm", as_int, "high-water mark of its sockets in messages (default 1000, 0: none)"),
         "bind": Setting("bind", as_str, STANDALONE + "the snapshot endpoint tcp://host:P (P+1, P+2 follow)"),
         "peer": Setting("peer", as_str, STANDALONE + "the other server's snapshot endpoint"),
     }, "the bus: snapshot ROUTER (P), publisher PUB (P+1), collector ROUTER (P+2)"),
