@@ -16,13 +16,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing
 import os
 import random
 import subprocess
 import sys
 import time
-from typing import Any
+from typing import Any, Iterator
 
 import zmq
 
@@ -123,38 +124,47 @@ def baseline(n: int) -> float:
     return rate
 
 
-def through_server(n: int) -> float:
-    """DEALER -> the reference server (its own process) -> 10 SUB."""
+@contextlib.contextmanager
+def reference_server() -> Iterator[int]:
+    """The reference server as a process of its own, no high-water mark; yields its port P."""
     port = free_port(count=3)
     server = subprocess.Popen([sys.executable, "-m", "harness.cli", "node", "eventbus", "server", "--bind",
                                f"tcp://127.0.0.1:{port}", "--set", "hwm=0"], stdout=subprocess.PIPE, text=True)
     try:
         if not (server.stdout and server.stdout.readline().startswith("READY")):
             raise RuntimeError("the server did not start")
-        p, done = start_receivers(f"tcp://127.0.0.1:{port + 1}", n)
-        ctx = zmq.Context()
-        dealer = ctx.socket(zmq.DEALER)
-        dealer.setsockopt(zmq.SNDHWM, 0)
-        dealer.connect(f"tcp://127.0.0.1:{port + 2}")
-        frames = events("PUB", n)
-        time.sleep(0.3)
-        t0 = time.monotonic()
-        for f in frames:
-            dealer.send_multipart(f)
-        rate = finish(p, done, t0, n)
-        dealer.close(0)
-        ctx.term()
-        return rate
+        yield port
     finally:
         server.terminate()
         server.wait(10)
 
 
+def produce(port: int, n: int, settle_s: float) -> float:
+    """Send n PUBs to the collector at P+2 as fast as pyzmq can; returns when the first went out."""
+    ctx = zmq.Context()
+    dealer = ctx.socket(zmq.DEALER)
+    dealer.setsockopt(zmq.SNDHWM, 0)
+    dealer.connect(f"tcp://127.0.0.1:{port + 2}")
+    frames = events("PUB", n)
+    time.sleep(settle_s)  # connected (and the receivers synchronised)
+    t0 = time.monotonic()
+    for f in frames:
+        dealer.send_multipart(f)
+    dealer.close(linger=10_000)  # hand everything to the server before the context goes
+    ctx.term()
+    return t0
+
+
+def through_server(n: int) -> float:
+    """DEALER -> the reference server (its own process) -> 10 SUB."""
+    with reference_server() as port:
+        p, done = start_receivers(f"tcp://127.0.0.1:{port + 1}", n)
+        t0 = produce(port, n, 0.3)
+        return finish(p, done, t0, n)
+
+
 def to_reference_clients(n: int) -> float:
     """DEALER -> the reference server -> 10 reference clients that apply and deliver each event."""
-    port = free_port(count=3)
-    server = subprocess.Popen([sys.executable, "-m", "harness.cli", "node", "eventbus", "server", "--bind",
-                               f"tcp://127.0.0.1:{port}", "--set", "hwm=0"], stdout=subprocess.PIPE, text=True)
     rt = LiveRuntime(None, seed=1)
     counts = [0]
     last = [0.0]
@@ -164,35 +174,22 @@ def to_reference_clients(n: int) -> float:
             counts[0] += 1
             last[0] = time.monotonic()
 
-    try:
-        if not (server.stdout and server.stdout.readline().startswith("READY")):
-            raise RuntimeError("the server did not start")
-        for i in range(SUBSCRIBERS):
-            rt.add_node(f"c{i}", Client, role="client", config={"connect": f"tcp://127.0.0.1:{port}",
-                                                                 "resync_ms": 0})
-        rt.on_action(hook)
-        rt.start()
-        ctx = zmq.Context()
-        dealer = ctx.socket(zmq.DEALER)
-        dealer.setsockopt(zmq.SNDHWM, 0)
-        dealer.connect(f"tcp://127.0.0.1:{port + 2}")
-        frames = events("PUB", n)
-        time.sleep(1.0)  # clients synchronised
-        t0 = time.monotonic()
-        for f in frames:
-            dealer.send_multipart(f)
-        deadline = time.monotonic() + 120
-        while counts[0] < SUBSCRIBERS * n and time.monotonic() < deadline:
-            time.sleep(0.01)
-        dealer.close(0)
-        ctx.term()
-        if counts[0] < SUBSCRIBERS * n:
-            raise RuntimeError(f"the clients applied {counts[0]} of {SUBSCRIBERS * n} events")
-        return n / (last[0] - t0)
-    finally:
-        rt.stop()
-        server.terminate()
-        server.wait(10)
+    with reference_server() as port:
+        try:
+            for i in range(SUBSCRIBERS):
+                rt.add_node(f"c{i}", Client, role="client", config={"connect": f"tcp://127.0.0.1:{port}",
+                                                                     "resync_ms": 0})
+            rt.on_action(hook)
+            rt.start()
+            t0 = produce(port, n, 1.0)
+            deadline = time.monotonic() + 120
+            while counts[0] < SUBSCRIBERS * n and time.monotonic() < deadline:
+                time.sleep(0.01)
+        finally:
+            rt.stop()
+    if counts[0] < SUBSCRIBERS * n:
+        raise RuntimeError(f"the clients applied {counts[0]} of {SUBSCRIBERS * n} events")
+    return n / (last[0] - t0)
 
 
 def sim_speed(path: str) -> tuple[float, float, int]:

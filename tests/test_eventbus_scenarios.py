@@ -13,7 +13,7 @@ from harness.scenario import load_scenario, parse_scenario
 from tests.sweeps import sweep
 
 EVENTBUS = sorted(glob.glob("scenarios/eventbus/chaos/*.yaml"))
-FEW = {"hundred-clients": [1, 2]}  # the big one costs a second a seed
+FEW = {"hundred-clients": [1]}  # the big one costs a second a seed
 
 
 def stem(path: str) -> str:
@@ -27,7 +27,7 @@ def test_the_issue_scenarios_ship() -> None:
 
 @pytest.mark.parametrize("path", EVENTBUS, ids=stem)
 def test_scenario_passes_a_few_seeds(path: str) -> None:
-    sweep(path, FEW.get(stem(path), [1, 2, 3, 4]))
+    sweep(path, FEW.get(stem(path), [1, 2]))
 
 
 @pytest.mark.slow

@@ -48,7 +48,7 @@ DOC = ROOT / "docs" / "conformance-eventbus.md"
 ROLES = ("server", "client")
 DIALECTS = ("strict", "eventbus:micro-toolkit")
 CAT = catalogue("eventbus")
-LIVE_WORKERS = 3  # live cases side by side: each has its own ports, processes and sockets
+LIVE_WORKERS = 6  # live cases side by side (mostly waiting): each has its own ports, processes and sockets
 
 CASES: dict[str, list[Case]] = {role: load_suite("eventbus", role, SCENARIOS) for role in ROLES}
 UNCOVERED: dict[str, dict[str, str]] = {"server": {}, "client": {}}  # every observable clause has a case
@@ -98,11 +98,11 @@ def test_reference_passes_over_other_seeds(role: str) -> None:
 
 @pytest.mark.live
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("dialect", DIALECTS)
-def test_reference_passes_every_case_live(dialect: str) -> None:
-    jobs = [(c, suite("eventbus", role).reference_cmd, dialect) for role in ROLES for c in CASES[role]]
-    bad = [(r.case.role, r.case.id, r.verdict, r.clause, r.reason, r.iut_output) for r in run_live(jobs)
-           if r.verdict != expected_verdict(r.case, dialect)]
+def test_reference_passes_every_case_live() -> None:
+    jobs = [(c, suite("eventbus", role).reference_cmd, d) for d in DIALECTS for role in ROLES for c in CASES[role]
+            if expected_verdict(c, d) == "pass"]
+    bad = [(r.case.role, r.case.id, j[2], r.verdict, r.clause, r.reason, r.iut_output)
+           for j, r in zip(jobs, run_live(jobs)) if r.verdict != "pass"]
     assert not bad, bad
 
 
@@ -144,23 +144,26 @@ def test_mutant_fails_its_suite_on_its_clause_in_simulation(name: str, dialect: 
 
 
 # Live, a representative subset: the restart (a process with its store in {tmpdir}), snapshots,
-# identities, wire formats, socket types, crashes; for the client the connections and formats.
+# identities, raw bytes, socket types, crashes; for the client its first message, its
+# connections and crashes.
 LIVE_MUTANTS = ("volatile-sequence", "syncend-latest", "no-subtree-filter", "first-client", "reencodes-data",
-                "swapped-ports", "server-crash-on-malformed", "hello-first", "no-subscriber", "same-uuid",
-                "client-crash-on-malformed", "comma-subtrees")
+                "swapped-ports", "server-crash-on-malformed", "hello-first", "no-subscriber",
+                "client-crash-on-malformed")
 
 
 @pytest.mark.live
 @pytest.mark.timeout(300)
 def test_mutants_fail_live_as_in_simulation() -> None:
     """Each mutant as a real subprocess (`zmq-harness node eventbus ROLE ... --mutant NAME`): a
-    case it fails in simulation fails live on the same clause, and one it passes passes."""
+    case it fails in simulation fails live on the same clause (and, for the first three, one it
+    passes passes)."""
     jobs, expected = [], []
     for name in LIVE_MUTANTS:
         role, factory, _ = M.MUTANTS[name]
         sim = {c.id: run_case_sim(c, factory) for c in CASES[role]}
         chosen = [c for c in CASES[role] if sim[c.id].verdict == "fail"][:1]
-        chosen += [c for c in CASES[role] if sim[c.id].verdict == "pass"][:1]
+        if name in LIVE_MUTANTS[:3]:
+            chosen += [c for c in CASES[role] if sim[c.id].verdict == "pass"][:1]
         for c in chosen:
             jobs.append((c, suite("eventbus", role).reference_cmd + f" --mutant {name}", "strict"))
             expected.append((name, c.id, sim[c.id].verdict, sim[c.id].clause))
@@ -227,16 +230,11 @@ def test_exit_status_and_coverage_in_simulation(tmp_path: Path) -> None:
     code, out, junit = proof.conform(tmp_path, "eventbus", "server", "--sim", "-v")
     assert code == 0 and junit.get("failures") == "0", out
     assert "coverage: 17/17 wire/timing clauses for the server role have a case" in out
-    code, out, junit = proof.conform(tmp_path, "eventbus", "server", "--sim", "--mutant", "syncend-filter")
+    code, out, junit = proof.conform(tmp_path, "eventbus", "server", "--sim", "--mutant", "syncend-filter",
+                                     "--case", "syncend-sequence", "--case", "ports")
     assert code == 1, out
     fails = [tc.find("failure") for tc in junit.iter("testcase") if tc.find("failure") is not None]
-    assert fails and {f.get("type") for f in fails} == {"eventbus.server.syncend-sequence"}
-    # a SHOULD broken (and nothing else): zero by default, non-zero with --fail-on should
-    args = ("client", "--sim", "--mutant", "shifting-producer", "--case", "producer-id", "--case", "publish")
-    code, out, junit = proof.conform(tmp_path, "eventbus", *args)
-    assert code == 0 and "[eventbus.client.producer-id SHOULD]" in out and junit.get("failures") == "1", out
-    code, out, _ = proof.conform(tmp_path, "eventbus", *args, "--fail-on", "should")
-    assert code == 1, out
+    assert [f.get("type") for f in fails] == ["eventbus.server.syncend-sequence"]
 
 
 # ---- the coverage tables in docs/conformance-eventbus.md -------------------------------------------
