@@ -401,6 +401,30 @@ class ShiftingProducerClient(Client):
         return {**fields, "producer": f"{fields['producer']}-{self.counter}"}
 
 
+class GivesUpClient(Client):
+    """Breaks ``eventbus.client.failover-resync`` (a MAY): a SYNCSTART that goes unanswered is
+    never sent again, to this server or another one."""
+
+    def failover(self, to: int, now: int, why: str) -> list[Action]:
+        self.syncing = False
+        return []
+
+    def _sync(self, now: int, full: bool, since: int | None = None) -> list[Action]:
+        if self.syncing and self.sync_deadline is not None and now >= self.sync_deadline:
+            self.syncing = False  # timed out: give up
+            return []
+        return super()._sync(now, full, since)
+
+
+class DefaultSubtreeClient(Client):
+    """Breaks ``eventbus.wire.subtree-empty`` (a MAY): given no subtrees, it asks for a default
+    one (``/default/``) instead of sending the empty specification that means every topic."""
+
+    def __init__(self, ctx: NodeContext) -> None:
+        super().__init__(ctx)
+        self.subtrees = self.subtrees or ["/default/"]
+
+
 class NoSubscriberClient(Client):
     """Breaks ``eventbus.client.connections``: opens no SUB socket to the publisher port, so it
     never gets a BROADCAST (only its snapshots)."""
@@ -466,6 +490,8 @@ MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
     "same-uuid": ("client", SameUuidClient, "eventbus.client.uuid-unique"),
     "shifting-producer": ("client", ShiftingProducerClient, "eventbus.client.producer-id"),
     "no-subscriber": ("client", NoSubscriberClient, "eventbus.client.connections"),
+    "gives-up": ("client", GivesUpClient, "eventbus.client.failover-resync"),
+    "default-subtree": ("client", DefaultSubtreeClient, "eventbus.wire.subtree-empty"),
     "hello-first": ("client", HelloFirstClient, "eventbus.client.syncstart-first"),
     "client-crash-on-malformed": ("client", CrashOnMalformedClient, "eventbus.wire.grammar"),
 }

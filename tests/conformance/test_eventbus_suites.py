@@ -143,6 +143,23 @@ def test_mutant_fails_its_suite_on_its_clause_in_simulation(name: str, dialect: 
                                                               for c in CASES[role]], DIALECTS)
 
 
+@pytest.mark.parametrize("role", ROLES)
+def test_every_case_fails_against_a_mutant_that_breaks_one_of_its_clauses(role: str) -> None:
+    caught = {c.id: False for c in CASES[role]}
+    for name, (mrole, factory, clause) in M.MUTANTS.items():
+        if mrole != role or name in M.OUT_OF_REACH:
+            continue
+        for c in CASES[role]:
+            if clause not in c.clauses or caught[c.id]:
+                continue
+            for d in M.DIALECTS.get(name, DIALECTS):
+                r = run_case_sim(c, factory, dialect=d)
+                if r.verdict == "fail" and r.clause in c.clauses:
+                    caught[c.id] = True
+                    break
+    assert all(caught.values()), [k for k, v in caught.items() if not v]
+
+
 # Live, a representative subset: the restart (a process with its store in {tmpdir}), snapshots,
 # identities, raw bytes, socket types, crashes; for the client its first message, its
 # connections and crashes.
