@@ -49,12 +49,12 @@ def events(name: str, n: int) -> list[list[bytes]]:
     return [C.encode(name, {**EVENT, "sequence": k + 1, "uuid": uuid4(rng)}) for k in range(n)]
 
 
-def receivers(endpoint: str, n: int, ready: Any, done: Any) -> None:
-    """10 SUB sockets in this process; reports the monotonic time the last of n events arrived
-    at the last of them (or None on a timeout)."""
+def receivers(endpoint: str, n: int, count: int, ready: Any, done: Any) -> None:
+    """``count`` SUB sockets in this process; reports the monotonic time the last of n events
+    arrived at the last of them (or None on a timeout)."""
     ctx = zmq.Context()
     socks = []
-    for _ in range(SUBSCRIBERS):
+    for _ in range(count):
         s = ctx.socket(zmq.SUB)
         s.setsockopt(zmq.RCVHWM, 0)
         s.setsockopt(zmq.SUBSCRIBE, b"")
@@ -66,7 +66,7 @@ def receivers(endpoint: str, n: int, ready: Any, done: Any) -> None:
     time.sleep(0.5)  # connected and subscribed
     ready.send(True)
     got = dict.fromkeys(socks, 0)
-    left = SUBSCRIBERS * n
+    left = count * n
     last = None
     while left:
         events = poller.poll(5000)
@@ -87,10 +87,10 @@ def receivers(endpoint: str, n: int, ready: Any, done: Any) -> None:
     ctx.term()
 
 
-def start_receivers(endpoint: str, n: int) -> tuple[Any, Any]:
+def start_receivers(endpoint: str, n: int, count: int) -> tuple[Any, Any]:
     ready_r, ready_w = multiprocessing.Pipe(False)
     done_r, done_w = multiprocessing.Pipe(False)
-    p = multiprocessing.get_context("fork").Process(target=receivers, args=(endpoint, n, ready_w, done_w))
+    p = multiprocessing.get_context("fork").Process(target=receivers, args=(endpoint, n, count, ready_w, done_w))
     p.start()
     if not ready_r.poll(20):
         raise RuntimeError("the receivers did not start")
@@ -106,14 +106,14 @@ def finish(p: Any, done: Any, t0: float, n: int) -> float:
     return n / (last - t0)
 
 
-def baseline(n: int) -> float:
-    """Raw PUB -> 10 SUB: the BROADCAST frames, sent by pyzmq directly."""
+def baseline(n: int, count: int = SUBSCRIBERS) -> float:
+    """Raw PUB -> ``count`` SUB: the BROADCAST frames, sent by pyzmq directly."""
     ep = f"tcp://127.0.0.1:{free_port()}"
     ctx = zmq.Context()
     pub = ctx.socket(zmq.PUB)
     pub.setsockopt(zmq.SNDHWM, 0)
     pub.bind(ep)
-    p, done = start_receivers(ep, n)
+    p, done = start_receivers(ep, n, count)
     frames = events("BROADCAST", n)
     t0 = time.monotonic()
     for f in frames:
@@ -155,10 +155,10 @@ def produce(port: int, n: int, settle_s: float) -> float:
     return t0
 
 
-def through_server(n: int) -> float:
-    """DEALER -> the reference server (its own process) -> 10 SUB."""
+def through_server(n: int, count: int = SUBSCRIBERS) -> float:
+    """DEALER -> the reference server (its own process) -> ``count`` SUB."""
     with reference_server() as port:
-        p, done = start_receivers(f"tcp://127.0.0.1:{port + 1}", n)
+        p, done = start_receivers(f"tcp://127.0.0.1:{port + 1}", n, count)
         t0 = produce(port, n, 0.3)
         return finish(p, done, t0, n)
 
@@ -208,16 +208,25 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=20000)
     ap.add_argument("--no-record", action="store_true")
     a = ap.parse_args()
+    load = os.getloadavg()[0]
     raw = baseline(a.events)
     server = through_server(a.events)
+    raw1 = baseline(a.events, 1)
+    server1 = through_server(a.events, 1)
     clients = to_reference_clients(a.events // 4)
     sims = {name: sim_speed(f"scenarios/eventbus/chaos/{name}.yaml") for name in ("clean", "hundred-clients")}
     body = (
-        f"| path (live, loopback, {SUBSCRIBERS} subscribers) | events / s |\n|---|---|\n"
+        f"| path (live, loopback) | events / s |\n|---|---|\n"
         f"| raw pyzmq PUB -> {SUBSCRIBERS} SUB (baseline, same run) | {raw:,.0f} |\n"
         f"| DEALER -> reference server -> {SUBSCRIBERS} SUB | {server:,.0f} |\n"
-        f"| DEALER -> reference server -> {SUBSCRIBERS} reference clients (applied, delivered) | {clients:,.0f} |\n\n"
-        f"Reference server / raw: {server / raw:.0%} (goal: at least 50%). {a.events:,} events of 100 bytes of "
+        f"| DEALER -> reference server -> {SUBSCRIBERS} reference clients (applied, delivered) | {clients:,.0f} |\n"
+        f"| raw pyzmq PUB -> 1 SUB | {raw1:,.0f} |\n"
+        f"| DEALER -> reference server -> 1 SUB | {server1:,.0f} |\n\n"
+        f"Reference server / raw: {server / raw:.0%} with {SUBSCRIBERS} subscribers (goal: at least 50%), "
+        f"{server1 / raw1:.0%} with one, where the receiving process does not set the pace as much and the "
+        "server's own cost per event (decode, keep, encode the sequence, send) shows. Load average at the start: "
+        f"{load:.1f} (the machine is shared: compare the rows of one run, not runs). "
+        f"{a.events:,} events of 100 bytes of "
         f"data ({a.events // 4:,} to the reference clients), 6 frames each; the subscribers in a process of their "
         "own, the server in another (`zmq-harness node eventbus server --set hwm=0`), the reference clients in "
         "one live runtime.\n\n"

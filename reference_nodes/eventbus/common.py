@@ -14,6 +14,8 @@ import functools
 import re
 from typing import Any, Callable, Sequence
 
+import msgpack
+
 from harness.node import Action, BaseNode, Discard, NodeContext
 from harness.protocols import DecodeError
 from harness.protocols.codec import Message
@@ -148,6 +150,8 @@ def _civil_from_days(z: int) -> tuple[int, int, int]:
 
 # ---- events ----------------------------------------------------------------------------------
 
+_pack = msgpack.Packer(use_bin_type=True).pack
+
 
 class Event:
     """One event as a server holds it: its sequence, its topic (text, for subtree matching) and
@@ -162,12 +166,13 @@ class Event:
         self.uuid = uuid
         self.frames = frames  # [topic, producer, timestamp, uuid, data]
 
-    def to_store(self) -> list[Any]:
-        return [self.seq, self.topic, self.uuid, list(self.frames)]
+    def to_store(self) -> bytes:
+        # One MessagePack blob: the store copies what it keeps value by value, and bytes whole.
+        return _pack([self.seq, self.topic, self.uuid, *self.frames])
 
     @classmethod
-    def from_store(cls, value: list[Any]) -> "Event":
-        seq, topic, uuid, frames = value
+    def from_store(cls, value: bytes) -> "Event":
+        seq, topic, uuid, *frames = msgpack.unpackb(value, raw=False)
         return cls(int(seq), str(topic), str(uuid), [bytes(f) for f in frames])
 
 
