@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.composition import run_live
+from harness.composition import run_live, run_sim
 from harness.scenario import load_scenario, parse_scenario
 from tests.sweeps import sweep
 
@@ -58,3 +58,16 @@ def test_an_external_server_is_a_node_of_a_scenario(tmp_path: Path) -> None:
     r = run_live(parse_scenario(text, "external-bus.yaml"), 1, str(tmp_path))
     assert r.ok, [v.to_dict() for v in r.failed]
     assert "taken from the clients" in next(v for v in r.verdicts if v.check == "convergence").detail
+
+
+@pytest.mark.parametrize("name", ["clean", "failover"])
+def test_scenarios_hold_in_the_micro_toolkit_dialect(name: str) -> None:
+    """The nodes and the checkers in the deployed bus's dialect (ASCII sequences, ',' between
+    subtrees, SYNCEND at the latest sequence)."""
+    text = Path(f"scenarios/eventbus/chaos/{name}.yaml").read_text().replace(
+        f"name: eventbus-{name}\n", f"name: eventbus-{name}-mt\ndialect: eventbus:micro-toolkit\n")
+    scenario = parse_scenario(text, f"{name}-mt.yaml")
+    assert scenario.dialect == "eventbus:micro-toolkit"
+    for seed in (1, 2):
+        r = run_sim(scenario, seed)
+        assert r.ok, (seed, [v.to_dict() for v in r.failed])
