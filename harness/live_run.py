@@ -57,7 +57,14 @@ def _ready(spec: dict[str, Any] | None, port: int | None) -> Any:
     return ReadyDelay(0.5)
 
 
-def run_live(scenario: Scenario, seed: int, out_dir: str, *, wall_timeout_s: float | None = None) -> RunResult:
+def capture_path(out_dir: str, scenario: Scenario, seed: int) -> str:
+    """Where ``--capture`` without a path saves the run's traffic: beside its trace."""
+    return os.path.join(out_dir, _slug(scenario.name), f"live-seed-{seed}.pcap")
+
+
+def run_live(scenario: Scenario, seed: int, out_dir: str, *, wall_timeout_s: float | None = None,
+             capture: str | None = None) -> RunResult:
+    """``capture``: record the run's loopback traffic into this pcap file (harness.capture.sniff)."""
     _check_supported(scenario)
     pkg = package(scenario.protocol)
     run_id = unique_run_id(f"{scenario.name}/live-{seed}")
@@ -73,6 +80,11 @@ def run_live(scenario: Scenario, seed: int, out_dir: str, *, wall_timeout_s: flo
         return endpoints[key]
 
     configs = node_configs(scenario, endpoint)
+    recorder = None
+    if capture:  # started before any node, on every port the run binds (peers connect to those)
+        from harness.capture.sniff import LiveCapture
+
+        recorder = LiveCapture(capture, [int(e.rsplit(":", 1)[1]) for e in endpoints.values()]).start()
     roles = {n: r for n, (r, _) in configs.items()}
     observer = Observer(build_checkers(scenario), codec(scenario.protocol, scenario.dialect), roles)
     runtime = LiveRuntime(trace, seed=seed)
@@ -161,7 +173,12 @@ def run_live(scenario: Scenario, seed: int, out_dir: str, *, wall_timeout_s: flo
         finally:
             for p in processes.values():
                 p.stop()
+            if recorder is not None:
+                summary = recorder.stop()
             trace.close()
+    if recorder is not None:
+        stats["capture"] = {"tool": summary.tool, "path": summary.path, "packets": summary.packets,
+                            "dropped": summary.dropped}
     result = RunResult(scenario.name, seed, "live", verdicts, stats, tpath)
     result.result_path = os.path.join(out_dir, _slug(scenario.name), f"live-seed-{seed}.json")
     with open(result.result_path, "w") as f:

@@ -216,6 +216,22 @@ def running_with_role(view: TargetView, role: str) -> list[str]:
     return [n for n in view.node_names() if view.role_of(n) == role and view.is_running(n)]
 
 
+# ---- reading captures ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CaptureHints:
+    """How `zmq-harness pcap` reads this protocol's traffic (harness.capture); all optional.
+
+    ``channels``: (sender's ZMTP socket type, receiver's) -> the wire table channel the message
+    travels on, for layouts only the channel tells apart. ``role``: (an endpoint's ZMTP socket
+    type, the names of the messages it sent) -> its role, or None when that does not tell.
+    Requests and their responses (``X`` / ``XResponse``) are paired from the table itself."""
+
+    channels: dict[tuple[str, str], str] = field(default_factory=dict)
+    role: Callable[[str, frozenset[str]], "str | None"] | None = None
+
+
 # ---- the package -------------------------------------------------------------------------------
 
 
@@ -239,6 +255,7 @@ class ProtocolPackage:
     command: Command | None = None  # the application command of a workload operation
     targets: dict[str, str] = field(default_factory=dict)  # symbolic fault target -> what it names
     resolve_target: Resolver | None = None
+    capture: CaptureHints = field(default_factory=CaptureHints)  # reading its traffic from a pcap
 
     @property
     def dialects(self) -> list[str]:

@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from harness.checkers import dafka as checks
 from harness.packages.base import (
-    Check, Operation, ProtocolPackage, Role, Setting, as_bool, as_int, as_ms, as_str, one_of,
+    CaptureHints, Check, Operation, ProtocolPackage, Role, Setting, as_bool, as_int, as_ms, as_str, one_of,
 )
 from harness.packages.dafka.suites import SUITES
 from harness.protocols.dafka import TABLES
@@ -139,6 +139,22 @@ def command(op: str, node: str, params: dict[str, Any], k: int, rng: Any) -> dic
     return req
 
 
+def wire_role(socket_type: str, sent: frozenset[str]) -> str | None:
+    """The role of an endpoint in a capture, from what its XPUB publishes (a node's SUB and
+    tower PUB connections say nothing of their node's role)."""
+    if sent & {"TOWER-BEACON", "TOWER-WELCOME"}:
+        return "tower"
+    if socket_type != "XPUB":
+        return None
+    if sent & {"RECORD", "HEAD"}:
+        return "producer"
+    if sent & {"ACK", "STORE-HELLO"}:
+        return "store"
+    if sent & {"CONSUMER-HELLO", "GET-HEADS"}:
+        return "consumer"
+    return None
+
+
 PACKAGE = ProtocolPackage(
     name="dafka",
     tables=TABLES,
@@ -153,4 +169,5 @@ PACKAGE = ProtocolPackage(
     suites=SUITES,
     wire=wire,
     command=command,
+    capture=CaptureHints(channels={("PUB", "XSUB"): "to-tower"}, role=wire_role),
 )
