@@ -318,7 +318,7 @@ def check_pcap(path: str, options: PcapOptions) -> PcapResult:
     for n, role in nodes.roles.items():
         trace.register_node(n, role, options.implementation)
     t0 = first.stats.first_ns or 0
-    read_stats, second = ReadStats(), LinkReader(port_set)
+    read_stats, second = ReadStats(), LinkReader(port_set, cuts=first.gaps)
     try:
         conv = Converter(trace, observer, decoder, nodes, t0, options.dialect, options.record_frames)
         trace.emit(HARNESS, NOTE, 0, msg_type="capture", detail=f"{path}: capture started at {t0} ns since the epoch",

@@ -11,7 +11,10 @@ A *link* is one TCP connection that carries ZMTP. Which connections are read:
 
 A gap in either direction (bytes the capture does not hold) or a framing error ends the link:
 nothing after it, in either direction, is reported, since the frame boundaries past a gap are
-unknowable and a request/answer pair cut in half would mislead a checker.
+unknowable and a request/answer pair cut in half would mislead a checker. A gap is only known
+for sure once the stream has gone on without the missing bytes; a reader given the gaps of a
+first pass (``cuts``: link id -> the time the missing bytes were sent after) stops the link at
+that time, so nothing the other side sent after the missing bytes is reported either.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ class Link:
     ended: str = ""  # why nothing more is read ("" while it is read)
     up: bool = False  # both READYs seen
     down: bool = False  # closed (FIN or RST in either direction)
+    closed: int = 0  # directions closed
 
     def describe(self) -> str:
         c, s = self.sides
@@ -120,8 +124,11 @@ SUBSCRIBER_TYPES = ("SUB", "XSUB")
 class LinkReader:
     """Turns reassembled stream events into wire events (see the module docstring)."""
 
-    def __init__(self, ports: set[int] | None) -> None:
+    def __init__(self, ports: set[int] | None, cuts: dict[int, tuple[int, bool, str]] | None = None) -> None:
         self.ports = ports
+        self.cuts = cuts or {}
+        # link id -> (when its first gap's missing bytes were sent after, from the client?, what)
+        self.gaps: dict[int, tuple[int, bool, str]] = {}
         self.stats = LinkStats()
         self._links: dict[int, Link | None] = {}  # connection id -> link (None: ignored)
         self._next = 1
@@ -150,8 +157,12 @@ class LinkReader:
             return []
         if isinstance(ev, Gap):
             size = f"{ev.size} byte(s)" if ev.size else "bytes"
-            return self._end(link, ev.from_client, ev.time_ns, GAP,
-                             f"{size} missing from {link.sides[0 if ev.from_client else 1].endpoint}: {ev.reason}")
+            what = f"{size} missing from {link.sides[0 if ev.from_client else 1].endpoint}: {ev.reason}"
+            self.gaps.setdefault(link.id, (ev.since_ns, ev.from_client, what))
+            return self._end(link, ev.from_client, ev.time_ns, GAP, what)
+        cut = self.cuts.get(link.id)
+        if cut is not None and ev.time_ns > cut[0]:
+            return self._end(link, cut[1], cut[0], GAP, cut[2])
         return self._data(link, ev)
 
     def _data(self, link: Link, ev: Data) -> list[WireEvent]:
@@ -212,15 +223,18 @@ class LinkReader:
     def _closed(self, link: Link, ev: Closed) -> list[WireEvent]:
         """The first FIN or RST ends the link for the trace (a half-closed ZMTP connection
         carries nothing more that a peer would read)."""
+        link.closed += 1
+        if link.closed == 2:
+            self._links.pop(link.conn.id, None)  # forget it: memory stays flat over many connections
         if link.down:
             return []
         link.down = True
-        self._links.pop(link.conn.id, None)  # forget it: memory stays flat over many connections
         return [LinkDown(ev.time_ns, link, ev.reset)] if link.up else []
 
 
 def read_links(path: str, ports: set[int] | None, read_stats: ReadStats | None = None,
                reader: LinkReader | None = None) -> Iterator[WireEvent]:
+    """``reader`` may carry the ``cuts`` of an earlier pass (see the module docstring)."""
     """Every wire event of the capture at ``path`` (see the module docstring)."""
     links = reader or LinkReader(ports)
     stream = Reassembler()

@@ -71,6 +71,7 @@ class Gap:
     time_ns: int
     size: int  # bytes missing; 0 when unknown (the stream ended with data still outstanding)
     reason: str
+    since_ns: int  # the missing bytes were sent after this time (the last bytes before them)
 
 
 @dataclass
@@ -90,6 +91,7 @@ class _Direction:
     pending: dict[int, tuple[int, bytes, int]] = field(default_factory=dict)  # seq -> (time, bytes, missing)
     pending_bytes: int = 0
     fin_seq: int | None = None
+    last_ns: int = 0  # when the last in-order bytes (or the SYN) arrived
     closed: bool = False
     broken: bool = False  # after a gap nothing more is delivered
 
@@ -150,9 +152,11 @@ class Reassembler:
             if st.isn[idx] is None:
                 st.isn[idx] = seg.seq
                 d.next_seq = (seg.seq + 1) % MOD
+                d.last_ns = seg.time_ns
             return out
         if d.next_seq is None:  # joined late: the stream starts where the capture does
             d.next_seq = seg.seq
+            d.last_ns = seg.time_ns
         if seg.payload or seg.missing:
             self._data(st, d, from_client, seg, out)
         if seg.flags & (FIN | RST) and not d.closed:
@@ -240,6 +244,7 @@ class Reassembler:
 
     def _deliver(self, st: _State, d: _Direction, from_client: bool, t: int, payload: bytes,
                  out: list[Event]) -> None:
+        d.last_ns = t
         if payload:
             assert d.next_seq is not None
             d.next_seq = (d.next_seq + len(payload)) % MOD
@@ -282,7 +287,7 @@ class Reassembler:
         d.pending_bytes = 0
         self.stats.gaps += 1
         self.stats.gap_bytes += max(size, 0)
-        out.append(Gap(st.conn, from_client, t, max(size, 0), reason))
+        out.append(Gap(st.conn, from_client, t, max(size, 0), reason, d.last_ns))
 
     def _close(self, st: _State, d: _Direction, from_client: bool, t: int, reset: bool, reason: str,
                out: list[Event]) -> None:

@@ -90,6 +90,7 @@ class Checker:
     # connection that began earlier is not read) nor because a PUB socket's sends that no
     # subscriber wanted never reach the wire. The others are reported as not applicable there.
     from_capture = False
+    capture_note = ""  # why not, when the event kinds it needs do not already say it
 
     def __init__(self, **params: Any) -> None:
         self.params = params
