@@ -254,7 +254,7 @@ class ProtocolLayer(Packet):
             m = codec(self.protocol, self.dialect).decode(msg.bodies())
         except DecodeError as e:
             self.msg_type = b"(malformed)"
-            self.error = str(e)
+            self.setfieldval("error", str(e))
             return b""
         self.msg_type = m.name.encode()
         for k, v in m.fields.items():
@@ -269,24 +269,30 @@ class ProtocolLayer(Packet):
 
     def mysummary(self) -> str:
         name = self.msg_type.decode() if isinstance(self.msg_type, bytes) else self.msg_type
-        present = [f"{k}={fd.i2repr(self, self.getfieldval(k))}" for fd in self.fields_desc[1:]
+        present = [f"{k}={fd.i2repr(self, self.getfieldval(k))}" for fd in self.fields_desc[2:]
                    for k in [fd.name] if self.getfieldval(k) is not None][:4]
         return f"{self.protocol.upper()} {name} " + " ".join(present)
 
 
-@lru_cache(maxsize=None)
 def protocol_layer(protocol: str, dialect: str = "strict") -> type[ProtocolLayer]:
-    """The scapy layer of one protocol in one dialect (fields: every field of its table)."""
+    """The scapy layer of one protocol in one dialect (fields: every field of its table); one
+    class per protocol and dialect, so ``pkt[DCP]`` finds it."""
+    return _layer(protocol, dialect)
+
+
+@lru_cache(maxsize=None)
+def _layer(protocol: str, dialect: str) -> type[ProtocolLayer]:
     table = tables(protocol)[dialect]
     names = list(table.fields)
-    fields: list[Field] = [StrField("msg_type", "")]
+    fields: list[Field] = [StrField("msg_type", ""),
+                           ConditionalField(_Value("error", protocol, dialect), lambda p: p.getfieldval("error"))]
     for n in names:
         fields.append(ConditionalField(_Value(n, protocol, dialect), lambda p, n=n: p.getfieldval(n) is not None))
     cls_name = {"dcp": "DCP", "dafka": "Dafka", "eventbus": "EventBus", "pppp": "PPPP", "raft": "Raft"}[protocol]
     if dialect != "strict":
         cls_name += "_" + dialect.split(":", 1)[1].replace("-", "_")
     return type(cls_name, (ProtocolLayer,), {"name": f"{protocol} ({dialect})", "protocol": protocol,
-                                             "dialect": dialect, "fields_desc": fields})
+                                             "dialect": dialect, "fields_desc": fields, "__module__": __name__})
 
 
 DCP, Dafka, EventBus, PPPP, Raft = (protocol_layer(p) for p in ("dcp", "dafka", "eventbus", "pppp", "raft"))
