@@ -114,6 +114,19 @@ def _ip_offset(linktype: int, data: bytes) -> int | None:
                            + ", ".join(sorted({f"{v} ({k})" for k, v in LINK_NAMES.items()})) + ")")
 
 
+_ADDRESSES: dict[bytes, str] = {}
+
+
+def _address(raw: bytes) -> str:
+    """An IPv4 or IPv6 address as text (remembered: a capture has few distinct addresses)."""
+    text = _ADDRESSES.get(raw)
+    if text is None:
+        text = socket.inet_ntop(socket.AF_INET if len(raw) == 4 else socket.AF_INET6, raw)
+        if len(_ADDRESSES) < 65536:
+            _ADDRESSES[raw] = text
+    return text
+
+
 def _tcp(data: bytes, off: int, stats: ReadStats, wire_extra: int) -> tuple | None:
     """(src, sport, dst, dport, seq, flags, payload, missing) of the TCP segment in the IP packet
     at ``off``; None (counted) for anything else. ``wire_extra`` is how many bytes of the frame
@@ -135,16 +148,14 @@ def _tcp(data: bytes, off: int, stats: ReadStats, wire_extra: int) -> tuple | No
         if (data[off + 6] & 0x3F) or data[off + 7]:  # more-fragments flag or a fragment offset
             stats.skip("IP fragment")
             return None
-        src, dst = socket.inet_ntop(socket.AF_INET, data[off + 12:off + 16]), \
-            socket.inet_ntop(socket.AF_INET, data[off + 16:off + 20])
+        src, dst = _address(data[off + 12:off + 16]), _address(data[off + 16:off + 20])
         tcp_at, end = off + ihl, off + (total or (n - off))  # total 0: TSO on the capturing host
     elif version == 6:
         if n < off + 40:
             stats.skip("short header")
             return None
         nxt, payload_len = data[off + 6], data[off + 4] << 8 | data[off + 5]
-        src, dst = socket.inet_ntop(socket.AF_INET6, data[off + 8:off + 24]), \
-            socket.inet_ntop(socket.AF_INET6, data[off + 24:off + 40])
+        src, dst = _address(data[off + 8:off + 24]), _address(data[off + 24:off + 40])
         tcp_at, end = off + 40, off + 40 + (payload_len or (n - off - 40))
         while nxt in IPV6_EXTENSIONS and n >= tcp_at + 2:
             nxt, tcp_at = data[tcp_at], tcp_at + (data[tcp_at + 1] + 1) * 8

@@ -86,92 +86,106 @@ class ZmtpReader:
     """The ZMTP parser of one direction of one connection."""
 
     def __init__(self) -> None:
-        self._buf = bytearray()
-        self._offset = 0  # stream offset of _buf[0]
+        self._rest = b""  # unparsed bytes (an incomplete unit)
+        self._chunks: list[bytes] | None = None  # pieces of a long unit, joined once it is whole
+        self._have = 0
+        self._need = 0
+        self._offset = 0  # stream offset of the first unparsed byte
         self.greeting: Greeting | None = None
         self.ready = False  # the handshake of this direction is complete (READY sent)
+        self.encrypted = False  # CURVE: messages travel as encrypted MESSAGE commands
         self.failed: Failure | None = None
         self._parts: list[bytes] = []
         self.messages = 0
         self.bytes = 0
 
-    @property
-    def encrypted(self) -> bool:
-        return self.greeting is not None and self.greeting.mechanism == "CURVE"
-
     def feed(self, time_ns: int, data: bytes) -> list[Event]:
         if self.failed is not None:
             return []
         self.bytes += len(data)
-        buf = self._buf
-        buf += data
+        if self._chunks is not None:  # a long unit arriving in pieces: join once, when whole
+            self._chunks.append(data)
+            self._have += len(data)
+            if self._have < self._need:
+                return []
+            buf = b"".join(self._chunks)
+            self._chunks = None
+        else:
+            buf = self._rest + data if self._rest else data
         out: list[Event] = []
         pos = 0
         if self.greeting is None:
-            pos = self._greeting(time_ns, out)
+            pos = self._greeting(time_ns, buf, out)
             if self.greeting is None:
-                self._consume(pos)
+                self._keep(buf, pos, z_need=0)
                 return out
         n = len(buf)
         parts = self._parts
-        while n - pos >= 2 and self.failed is None:
+        need = 0
+        while n - pos >= 2:
             flags = buf[pos]
             if flags & RESERVED:
                 self._fail(time_ns, pos, f"frame flags 0x{flags:02x} set reserved bits (ZMTP: bits 7-3 must be zero)",
                            out)
-                break
+                return out
             if flags & LONG:
                 if n - pos < 9:
                     break
-                (size,) = struct.unpack_from("!Q", buf, pos + 1)
-                head = 9
+                size = int.from_bytes(buf[pos + 1:pos + 9], "big")
+                start = pos + 9
+                if size > MAX_FRAME:
+                    self._fail(time_ns, pos, f"frame of {size} bytes claimed; larger than this reader's limit of "
+                                             f"{MAX_FRAME} bytes (the stream is not ZMTP framing)", out)
+                    return out
             else:
-                size, head = buf[pos + 1], 2
-            if size > MAX_FRAME:
-                self._fail(time_ns, pos, f"frame of {size} bytes claimed; larger than this reader's limit of "
-                                         f"{MAX_FRAME} bytes (the stream is not ZMTP framing)", out)
-                break
-            end = pos + head + size
+                size, start = buf[pos + 1], pos + 2
+            end = start + size
             if end > n:
+                need = end - pos
                 break
-            body = bytes(buf[pos + head:end])
-            frame_at, pos = pos, end
             if flags & COMMAND:
                 if parts:
-                    self._fail(time_ns, frame_at, "a command frame inside a multipart message", out)
-                    break
-                self._command(time_ns, frame_at, body, out)
+                    self._fail(time_ns, pos, "a command frame inside a multipart message", out)
+                    return out
+                self._command(time_ns, pos, buf[start:end], out)
+                if self.failed is not None:
+                    return out
+                pos = end
                 continue
-            if self.encrypted:
-                self._fail(time_ns, frame_at, "a message frame on a CURVE connection (CURVE sends MESSAGE "
-                                              "commands only)", out)
-                break
-            if not self.ready:
-                self._fail(time_ns, frame_at, "a message frame before the handshake finished (no READY yet)", out)
-                break
-            parts.append(body)
+            if not self.ready or self.encrypted:
+                why = ("a message frame on a CURVE connection (CURVE sends MESSAGE commands only)" if self.encrypted
+                       else "a message frame before the handshake finished (no READY yet)")
+                self._fail(time_ns, pos, why, out)
+                return out
+            parts.append(buf[start:end])
+            pos = end
             if not flags & MORE:
                 self.messages += 1
                 out.append(Message(time_ns, parts))
                 parts = self._parts = []
-        self._consume(pos)
+        self._keep(buf, pos, need)
         return out
 
     # ---- internals ------------------------------------------------------------------------
 
-    def _consume(self, pos: int) -> None:
-        if pos:
-            del self._buf[:pos]
-            self._offset += pos
+    def _keep(self, buf: bytes, pos: int, z_need: int) -> None:
+        """Keep what is left after ``pos``; a long unit still ``z_need`` bytes long is
+        collected in pieces (joining each new segment to it would copy it again and again)."""
+        rest = buf[pos:] if pos else buf
+        self._offset += pos
+        if z_need > 65536:
+            self._chunks, self._have, self._need, self._rest = [rest], len(rest), z_need, b""
+        else:
+            self._rest = rest
 
     def _fail(self, time_ns: int, pos: int, reason: str, out: list[Event]) -> None:
         self.failed = Failure(time_ns, self._offset + pos, reason)
         out.append(self.failed)
-        self._buf.clear()
+        self._rest = b""
+        self._chunks = None
 
-    def _greeting(self, time_ns: int, out: list[Event]) -> int:
+    def _greeting(self, time_ns: int, buf: bytes, out: list[Event]) -> int:
         """Check the greeting as far as it has arrived; 64 when it is complete, else 0."""
-        buf = self._buf
         n = len(buf)
         if n >= 1 and buf[0] != SIGNATURE_FIRST:
             self._fail(time_ns, 0, f"not a ZMTP stream: first byte 0x{buf[0]:02x}, a greeting starts with 0xff", out)
@@ -186,11 +200,12 @@ class ZmtpReader:
             return 0
         if n < GREETING_SIZE:
             return 0
-        mech = bytes(buf[12:32]).rstrip(b"\x00").decode("ascii", "replace")
+        mech = buf[12:32].rstrip(b"\x00").decode("ascii", "replace")
         if mech not in MECHANISMS:
             self._fail(time_ns, 12, f"unknown security mechanism {mech!r} in the greeting", out)
             return 0
         self.greeting = Greeting(time_ns, buf[10], buf[11], mech, bool(buf[32]))
+        self.encrypted = mech == "CURVE"
         out.append(self.greeting)
         return GREETING_SIZE
 
