@@ -168,7 +168,7 @@ def cmd_pcap(args: argparse.Namespace) -> int:
         raise UsageError(f"zmq-harness pcap: {e}")
     stats = result.stats
     print(f"{args.file}: {stats['messages']} {args.protocol} message(s) on {stats['links']} ZMTP connection(s) "
-          f"between {len(result.nodes)} node(s), {stats['duration_s']} s of traffic")
+          f"between {len(result.nodes)} node(s), {stats['duration_s']:.2f} s of traffic")
     _print_result(result, args.file)
     for check, why in result.not_applicable:
         print(f"  n/a  {check}: {why}")
