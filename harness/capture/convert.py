@@ -373,8 +373,8 @@ def _notes(reader: LinkReader) -> list[str]:
     p = reader.stats.problems
     notes = []
     if p.get(JOINED_LATE):
-        notes.append(f"{p[JOINED_LATE]} connection(s) began before the capture and were not read (their ZMTP "
-                     "greeting is not in it)")
+        notes.append(f"{p[JOINED_LATE]} connection(s) began before the capture and were not read (their start, the "
+                     "ZMTP greeting, is not in it" + (")" if reader.ports else "; some may not be ZMTP at all)"))
     if p.get(ENCRYPTED):
         notes.append(f"{p[ENCRYPTED]} connection(s) use CURVE encryption and cannot be read from a capture")
     if reader.stats.ignored_connections:
