@@ -296,7 +296,7 @@ def check_pcap(path: str, options: PcapOptions) -> PcapResult:
     except KeyError as e:
         raise PcapInputError(str(e.args[0])) from None
     port_set = set(options.ports) if options.ports else None
-    survey = Survey(decoder.codec, options.ports, pkg.capture.role)
+    survey = Survey(decoder.codec, options.ports, pkg.capture)
     first = LinkReader(port_set)
     for ev in _links(path, port_set, ReadStats(), first):
         survey.on(ev)

@@ -251,8 +251,7 @@ class FetchAscending(Checker):
     kinds = frozenset({SEND, RECV})
     roles = frozenset({"producer", "store"})
     capture_note = ("on the wire a new FETCH can arrive before the node has read it and finished answering the "
-                    "previous one, and a node's FETCHes (on its SUB connections) and answers (from its XPUB) are "
-                    "different connections a capture does not tie together")
+                    "previous one, so a capture would see a correct node's answers as out of order")
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)

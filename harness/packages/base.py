@@ -226,10 +226,16 @@ class CaptureHints:
     ``channels``: (sender's ZMTP socket type, receiver's) -> the wire table channel the message
     travels on, for layouts only the channel tells apart. ``role``: (an endpoint's ZMTP socket
     type, the names of the messages it sent) -> its role, or None when that does not tell.
-    Requests and their responses (``X`` / ``XResponse``) are paired from the table itself."""
+    ``subscriber``: a subscription prefix -> the key of the node that subscribes (when the
+    prefix names it). ``announces``: a decoded message of one of the ``announcing`` kinds ->
+    (the key of its sender, the ``host:port`` it listens on, or ""). Connections with the same
+    key are one node. Requests and their responses are paired from the table (``answers``)."""
 
     channels: dict[tuple[str, str], str] = field(default_factory=dict)
     role: Callable[[str, frozenset[str]], "str | None"] | None = None
+    subscriber: Callable[[bytes], "str | None"] | None = None
+    announcing: frozenset[str] = frozenset()
+    announces: Callable[[Any], "tuple[str, str] | None"] | None = None
 
 
 # ---- the package -------------------------------------------------------------------------------

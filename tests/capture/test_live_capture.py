@@ -116,3 +116,26 @@ def test_capture_needs_live(tmp_path: Path) -> None:
     path.write_text(SCENARIO)
     r = subprocess.run([str(BIN), "run", str(path), "--capture"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "--capture records real traffic; it needs --live" in r.stderr
+
+
+def test_a_dafka_capture_ties_each_nodes_connections_together(tmp_path: Path) -> None:
+    text = Path("scenarios/dafka/chaos/clean.yaml").read_text().replace("duration: 6s", "duration: 3s") \
+        .replace("until: 4s", "until: 2500ms")
+    scenario = parse_scenario(text, "dafka.yaml")
+    pcap = str(tmp_path / "dafka.pcap")
+    live = run_live(scenario, 1, str(tmp_path / "live"), capture=pcap)
+    assert live.ok and not live.stats["capture"]["dropped"]
+    captured = check_pcap(pcap, PcapOptions("dafka", out_dir=str(tmp_path / "pcap")))
+    assert captured.ok, [v.to_dict() for v in captured.failed]
+    # Each node's XPUB endpoint, beacon link and SUB links are one node: five with roles (the
+    # tower's XSUB and each node's tower subscription say nothing of whose they are).
+    roles = sorted(r for r in captured.nodes.values() if r)
+    assert roles == ["consumer", "consumer", "producer", "store", "tower"]
+    xpubs = {e.rsplit(":", 1)[1] for k, e in live.stats["endpoints"].items() if k.endswith("/xpub")}
+    named = {n.rsplit(":", 1)[1] for n, r in captured.nodes.items() if r}
+    assert named == xpubs  # the nodes are named by the XPUB endpoints the run gave them
+    t = read_trace(captured.trace_path)
+    producer = [n for n, r in captured.nodes.items() if r == "producer"][0]
+    fetches = t.filter(pc.and_(pc.equal(t["node"], producer), pc.equal(t["kind"], "subscribe")))
+    assert any(topic.startswith("F") for topic in fetches["topic"].to_pylist())  # its SUB links are its own
+    assert {c for c, _ in captured.not_applicable} == set(scenario.raw["check"])

@@ -155,6 +155,25 @@ def wire_role(socket_type: str, sent: frozenset[str]) -> str | None:
     return None
 
 
+# Subscriptions whose topic is the subscriber's own address (its ACKs and FETCHes as a producer,
+# what it fetched or was greeted with as a requester or consumer).
+OWN_ADDRESS_SUBSCRIPTIONS = (b"K", b"F", b"D", b"E", b"L")
+
+
+def wire_subscriber(prefix: bytes) -> str | None:
+    """The address a subscription names as its subscriber's own, or None."""
+    if len(prefix) > 1 and prefix[:1] in OWN_ADDRESS_SUBSCRIPTIONS:
+        return prefix[1:].decode("utf-8", "surrogateescape")
+    return None
+
+
+def wire_announces(msg: Any) -> tuple[str, str] | None:
+    """A BEACON names its sender's address and the XPUB endpoint it listens on."""
+    if msg.name == "BEACON":
+        return str(msg["sender"]), f"{msg['host']}:{msg['port']}"
+    return None
+
+
 PACKAGE = ProtocolPackage(
     name="dafka",
     tables=TABLES,
@@ -169,5 +188,6 @@ PACKAGE = ProtocolPackage(
     suites=SUITES,
     wire=wire,
     command=command,
-    capture=CaptureHints(channels={("PUB", "XSUB"): "to-tower"}, role=wire_role),
+    capture=CaptureHints(channels={("PUB", "XSUB"): "to-tower"}, role=wire_role, subscriber=wire_subscriber,
+                         announcing=frozenset({"BEACON"}), announces=wire_announces),
 )
