@@ -93,17 +93,22 @@ def cmd_run(args: argparse.Namespace) -> int:
     except (ScenarioError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    from harness.composition import RunError, run_live, run_sim
+
     if args.capture is not None and not args.live:
         raise UsageError("zmq-harness run: --capture records real traffic; it needs --live")
     if args.live:
         from harness.capture.sniff import CaptureError
-        from harness.live_run import capture_path, run_live
+        from harness.composition import capture_path
 
         capture = (args.capture or capture_path(args.out, scenario, seeds[0])) if args.capture is not None else None
         try:
             result = run_live(scenario, seeds[0], args.out, capture=capture)
         except CaptureError as e:
             raise UsageError(f"zmq-harness run --capture: {e}")
+        except RunError as e:
+            print(f"error: {args.file}: {e}", file=sys.stderr)
+            return 2
         _print_result(result, args.file)
         if "capture" in result.stats:
             c = result.stats["capture"]
@@ -111,13 +116,16 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"  capture: {c['path']} ({c['tool']}, {c['packets']} packet(s){dropped}); check it with: "
                   f"zmq-harness pcap {c['path']} --protocol {scenario.protocol}")
         return 0 if result.ok else 1
-    from harness.composition import run_sim
 
     failed = []
     t0 = time.monotonic()
     show_progress = len(seeds) > 1 and not args.quiet
     for i, seed in enumerate(seeds, 1):
-        result = run_sim(scenario, seed, args.out)
+        try:
+            result = run_sim(scenario, seed, args.out)
+        except RunError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
         if not result.ok:
             failed.append(result)
             _print_result(result, args.file)

@@ -31,7 +31,7 @@ from harness.capture.streams import (
 )
 from harness.capture.wire import ClauseTally, Decoded, WireDecoder, only_in
 from harness.checkers.base import RECV, SEND, Checker, Observer, Verdict
-from harness.composition import HARNESS, RunResult, _slug
+from harness.composition import HARNESS, RunResult, slug
 from harness.protocols.codec import Message
 from harness.registry import package
 from harness.run_ids import unique_run_id
@@ -273,11 +273,13 @@ def _checkers(protocol: str, scenario: Any) -> tuple[list[Checker], list[tuple[s
 def _scenario(protocol: str, name: str, dialect: str, path: str, nodes: NodeMap) -> Any:
     from fault_injection.rules import RuleSet
     from harness.scenario import NodeGroup, Scenario
+    from harness.targets import Targets
 
     groups = {n: NodeGroup(n, role, None, {}, implementation=IMPLEMENTATION) for n, role in nodes.roles.items()}
+    targets = Targets({n: [n] for n in groups}, dict(nodes.roles), package(protocol))
     return Scenario(path=path, protocol=protocol, name=name, description=f"capture {path}", duration_ns=0,
                     seeds=[0], dialect=dialect, groups=groups, latency={}, rules=RuleSet([]), faults=[],
-                    workload=[], checks=[], settle_ns=0)
+                    workload=[], checks=[], settle_ns=0, targets=targets)
 
 
 def _links(path: str, ports: set[int] | None, read_stats: ReadStats, reader: LinkReader) -> Any:
@@ -311,7 +313,7 @@ def check_pcap(path: str, options: PcapOptions) -> PcapResult:
     scenario = _scenario(options.protocol, name, options.dialect, path, nodes)
     checkers, skipped = _checkers(options.protocol, scenario)
     observer = Observer(checkers, decoder.codec, nodes.roles)
-    out = os.path.join(options.out_dir, _slug(name))
+    out = os.path.join(options.out_dir, slug(name))
     tpath = os.path.join(out, "pcap.parquet")
     trace = TraceWriter(tpath, RunInfo(unique_run_id(f"{name}/pcap"), 0, name, options.protocol))
     trace.register_node(HARNESS, HARNESS, "")

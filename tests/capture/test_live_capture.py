@@ -15,7 +15,7 @@ import pytest
 
 from harness.capture.convert import PcapOptions, check_pcap
 from harness.capture.nodes import parse_ports
-from harness.live_run import run_live
+from harness.composition import run_live
 from harness.scenario import parse_scenario
 from harness.trace import read_trace
 
