@@ -350,6 +350,15 @@ class RuleSet:
             self._cache[key] = index
         return self.rules[index] if index >= 0 else None
 
+    def may_match(self, src: str, dst: str, socket: str, direction: str, endpoint: str = "") -> bool:
+        """Whether some rule could match a message on this path, whatever its type (a proxy
+        relays a path no rule can touch without looking at its messages)."""
+        for m_src, m_dst, _, m_sock, m_ep, m_dir in self._matchers:
+            if (m_src(src) and m_dst(dst) and m_sock(socket) and m_ep(endpoint)
+                    and (m_dir == "any" or m_dir == direction)):
+                return True
+        return False
+
     def decide(self, src: str, dst: str, msg_type: str, socket: str, direction: str,
                rng: random.Random, endpoint: str = "") -> Verdict:
         """The verdict for one message. Draws from ``rng`` only for a matched rule whose

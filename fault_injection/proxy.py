@@ -1,0 +1,852 @@
+"""A ZMTP-aware chaos proxy on loopback: real sockets, whole messages, the simulator's faults.
+
+The run puts one listener of the proxy in front of each endpoint a node binds (``add_link``)
+and hands the connecting nodes the proxy's endpoint. For every TCP connection it accepts, the
+proxy opens one to the real endpoint and relays both directions, parsing ZMTP
+(`fault_injection.zmtp`): the greeting and the handshake go through unchanged, then every whole
+message (all frames of a multipart message, or one command) gets the same treatment as in the
+simulator (`NetworkFaults`): lost under a partition, then the ordered message rules
+(`RuleSet.decide`: drop, delay, duplicate, reorder) with draws from a generator derived from
+the seed per (src, dst), then the latency and bandwidth of a slow link, FIFO per connection.
+Each fault applied is a `FaultEvent` (a trace row).
+
+Who is on each side: the binder is the node the link was added for; the connecter is named by
+the link (a listener handed to one node), else by its source address (``name_source``: the
+run gives each in-process node its own 127.x address), else it is ``?`` (counted).
+
+What it cannot parse passes through unchanged and is counted (``stats.opaque``); with
+``hostile="cut"`` such a connection is reset instead. A peer that floods only fills a bounded
+buffer: the proxy stops reading from it until the other side has taken the bytes. Messages a
+path no fault touches are relayed in bulk without being looked at (the fast path).
+
+Threading: one background thread runs a ``selectors`` loop and owns every socket and all
+state; other threads act through methods that hand a call to it (``_call``). ``stop`` ends the
+loop within its timeout and closes every socket.
+"""
+
+from __future__ import annotations
+
+import errno
+import heapq
+import logging
+import random
+import selectors
+import socket
+import struct
+import threading
+import time
+from collections import Counter, deque
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence, TypeVar
+
+from fault_injection.netfaults import UNKNOWN, FaultEvent, NetworkFaults, message_drop, message_fault, network_fault
+from fault_injection.rules import PASS, Distribution, DistSpec, RuleSet
+from fault_injection.zmtp import CMD, DEFAULT_MAX_MESSAGE, MESSAGE, OPAQUE, Command, ZmtpStream
+from harness.trace import DROP, FAULT
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+READ_SIZE = 256 * 1024
+HIGH_WATER = 8 * 1024 * 1024  # bytes waiting toward a peer before the proxy stops reading the sender
+LOW_WATER = 1024 * 1024
+MAX_CONNECTIONS = 1024
+SUB_TYPES = frozenset(("PUB", "XPUB"))  # a one-frame \x00/\x01 message to these is a subscription
+COMMAND_TYPES = {"SUBSCRIBE": "zmq.subscribe", "CANCEL": "zmq.unsubscribe"}
+
+Classifier = Callable[[list[bytes]], str]
+_READ, _WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
+
+
+class ProxyError(RuntimeError):
+    """The proxy itself failed (not a peer): bad endpoint, stuck loop, misuse."""
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    """One proxied endpoint: what it forwards to and who is on each side."""
+
+    target: str  # the binder's real endpoint, tcp://127.0.0.1:PORT
+    binder: str  # the node that binds it
+    binder_socket: str = ""
+    connecter: str | None = None  # the only node handed this listener (None: name by source address)
+    connecter_socket: str = ""
+    label: str = ""  # the endpoint as rules' ``endpoint`` sees it (default: target)
+    welcome: bytes | None = None  # the binder's XPUB welcome message, traced as zmq.welcome
+
+
+@dataclass
+class ProxyStats:
+    connections: int = 0  # accepted
+    refused: int = 0  # closed at once: closing partition, too many connections, target down
+    unidentified: int = 0  # connecters named "?"
+    messages: int = 0  # whole messages and commands relayed or acted on
+    bytes: int = 0
+    by_type: Counter = field(default_factory=Counter)  # messages looked at, by type
+    opaque: Counter = field(default_factory=Counter)  # directions not followed, by reason
+    hostile_cut: int = 0
+    effects: Counter = field(default_factory=Counter)  # fault label -> messages
+    lost_on_close: int = 0  # delayed messages lost with their connection
+    resets: int = 0  # connections reset by a fault
+    throttled: int = 0  # times a sender was paused because its peer was not reading
+
+
+def codec_classifier(protocol: str, dialect: str = "strict") -> Classifier:
+    """Message type names from the protocol's codec, as nodes name their sends; "" for
+    frames the codec does not recognise."""
+    from harness.protocols import DecodeError, codec
+
+    c = codec(protocol, dialect)
+
+    def classify(frames: list[bytes]) -> str:
+        try:
+            return c.decode(frames).name
+        except DecodeError:
+            names = c.candidates(frames)
+            return names[0] if names else ""
+
+    return classify
+
+
+def parse_tcp(endpoint: str) -> tuple[str, int]:
+    if not endpoint.startswith("tcp://") or ":" not in endpoint[6:]:
+        raise ProxyError(f"not a tcp://host:port endpoint: {endpoint!r}")
+    host, port = endpoint[6:].rsplit(":", 1)
+    try:
+        return host, int(port)
+    except ValueError:
+        raise ProxyError(f"not a tcp://host:port endpoint: {endpoint!r}") from None
+
+
+class _Dir:
+    """One direction of a proxied connection: src sends on ``rsock``, dst reads ``wsock``."""
+
+    __slots__ = ("conn", "name", "src", "dst", "socket", "rsock", "wsock", "stream", "out", "queue", "queued",
+                 "last_at", "wire_free", "held", "stalled", "plain", "version", "latency", "bandwidth", "rng",
+                 "lat_rng", "label", "reading", "first", "peer_type")
+
+    def __init__(self, conn: _Conn, name: str, src: str, dst: str, socket_name: str, rsock: socket.socket,
+                 wsock: socket.socket, max_message: int) -> None:
+        self.conn = conn
+        self.name = name  # to_binder | to_connecter
+        self.src, self.dst, self.socket = src, dst, socket_name
+        self.rsock, self.wsock = rsock, wsock
+        self.stream = ZmtpStream(max_message)
+        self.out = bytearray()  # bytes the kernel has not taken yet
+        self.queue: deque[tuple[int, bytes, tuple[str, int] | None]] = deque()  # (leave at, raw, (type, size))
+        self.queued = 0
+        self.last_at = 0  # FIFO: nothing leaves before what was queued earlier
+        self.wire_free = 0  # bandwidth: when the previous message has finished leaving
+        self.held: list[list[Any]] = []  # reordered messages waiting for the next one
+        self.stalled = bytearray()  # greeting/handshake/opaque bytes held while the path is cut
+        self.plain = False
+        self.version = -1
+        self.latency: Distribution | None = None
+        self.bandwidth: int | None = None
+        self.rng: random.Random | None = None
+        self.lat_rng: random.Random | None = None
+        self.label = conn.link.label or conn.link.target
+        self.reading = True
+        self.first = True  # no data message seen yet (an XPUB's welcome comes first)
+        self.peer_type = ""  # socket type of the receiving side, from its READY
+
+    def pending(self) -> int:
+        return len(self.out) + self.queued + len(self.stalled)
+
+
+class _Conn:
+    __slots__ = ("link", "client", "server", "connecter", "up", "down", "connected", "closed", "endpoint")
+
+    def __init__(self, link: LinkSpec, client: socket.socket, server: socket.socket, connecter: str,
+                 endpoint: str, max_message: int, connecter_socket: str) -> None:
+        self.link = link
+        self.client, self.server = client, server
+        self.connecter = connecter
+        self.endpoint = endpoint  # the proxy's endpoint the connecter used
+        self.connected = False
+        self.closed = False
+        self.up = _Dir(self, "to_binder", connecter, link.binder, connecter_socket, client, server, max_message)
+        self.down = _Dir(self, "to_connecter", link.binder, connecter, link.binder_socket, server, client, max_message)
+
+
+class ChaosProxy:
+    """See the module docstring. Typical use::
+
+        proxy = ChaosProxy(rules=RuleSet.from_dicts([{"message": "PING", "drop": True}]), seed=1,
+                           classify=codec_classifier("dcp"))
+        ep = proxy.add_link(LinkSpec("tcp://127.0.0.1:5555", binder="broker", connecter="worker"))
+        proxy.start()          # the worker connects to ep instead of the broker's endpoint
+        ...
+        proxy.stop()
+    """
+
+    def __init__(self, *, rules: RuleSet | None = None, seed: int = 0, classify: Classifier | None = None,
+                 clock: Callable[[], int] | None = None, host: str = "127.0.0.1", hostile: str = "pass",
+                 max_message: int = DEFAULT_MAX_MESSAGE, on_event: Callable[[FaultEvent], None] | None = None,
+                 name_socket: Callable[[str, str], str] | None = None) -> None:
+        if hostile not in ("pass", "cut"):
+            raise ValueError(f"hostile must be 'pass' or 'cut', got {hostile!r}")
+        self.faults = NetworkFaults(rules, seed)
+        self.seed = seed
+        self.classify = classify or (lambda frames: "")
+        self.clock = clock or time.monotonic_ns
+        self.host = host
+        self.hostile = hostile
+        self.max_message = max_message
+        self.on_event = on_event
+        self.name_socket = name_socket  # (connecter node, proxy endpoint) -> its socket's name
+        self._stats = ProxyStats()
+        self._events: deque[FaultEvent] = deque()
+        self._sources: dict[str, str] = {}
+        self._sel = selectors.DefaultSelector()
+        self._listeners: dict[socket.socket, tuple[LinkSpec, str]] = {}
+        self._conns: list[_Conn] = []
+        self._timers: list[tuple[int, int, Callable[..., None], Any]] = []
+        self._timer_seq = 0
+        self._calls: deque[tuple[Callable[[], Any], Future]] = deque()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._sel.register(self._wake_r, _READ, None)
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        self._closed = False
+
+    # ---- set-up ---------------------------------------------------------------------------
+
+    def add_link(self, link: LinkSpec, listen: str | None = None) -> str:
+        """Listen for ``link`` (on ``listen``, default a free port on the proxy's host) and
+        return the endpoint connecters should use."""
+        parse_tcp(link.target)
+        host, port = parse_tcp(listen) if listen else (self.host, 0)
+        lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            lsock.bind((host, port))
+            lsock.listen(128)
+            lsock.setblocking(False)
+        except OSError as exc:
+            lsock.close()
+            raise ProxyError(f"cannot listen on {host}:{port} for {link.target}: {exc}") from exc
+        endpoint = f"tcp://{host}:{lsock.getsockname()[1]}"
+
+        def register() -> None:
+            self._listeners[lsock] = (link, endpoint)
+            self._sel.register(lsock, _READ, ("listen", lsock))
+
+        try:
+            self._call(register)
+        except BaseException:
+            lsock.close()
+            raise
+        return endpoint
+
+    def name_source(self, address: str, node: str) -> None:
+        """Connections from this source address come from ``node``."""
+        self._call(lambda: self._sources.__setitem__(address, node))
+
+    def start(self) -> ChaosProxy:
+        if self._closed or self._thread is not None:
+            raise ProxyError("a proxy starts once")
+        self._thread = threading.Thread(target=self._run, name="zmq-harness-proxy", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """End the loop and close every socket (listeners, connections, the wake-up pair)."""
+        if self._closed:
+            return
+        self._stopping = True
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            self._wake()
+            thread.join(timeout)
+            if thread.is_alive():
+                raise ProxyError(f"proxy loop did not stop within {timeout}s")
+        self._close_everything()
+
+    def __enter__(self) -> ChaosProxy:
+        return self.start() if self._thread is None else self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    @property
+    def running(self) -> bool:
+        t = self._thread
+        return t is not None and t.is_alive() and not self._stopping
+
+    # ---- faults (any thread) --------------------------------------------------------------
+
+    def set_rules(self, rules: RuleSet) -> None:
+        self._call(lambda: self.faults.set_rules(rules))
+
+    def partition(self, groups: Sequence[Sequence[str]], one_way: bool = False, close: bool = False) -> int:
+        """Cut the nodes of different groups apart (``one_way``: only groups[0] -> groups[1]).
+        Messages on a cut path are lost; greeting and handshake bytes wait for the heal.
+        ``close``: connections across the cut are reset and new ones refused until the heal."""
+        def cut() -> int:
+            pid = self.faults.partition(groups, one_way, close)
+            self._event(network_fault(self.clock(), "partition", self.faults.describe_partition(pid)))
+            if close:
+                for conn in list(self._conns):
+                    if self.faults.refuses(conn.connecter, conn.link.binder):
+                        self._reset(conn, f"partition p{pid}")
+            return pid
+
+        return self._call(cut)
+
+    def heal(self, pid: int | None = None) -> None:
+        def heal() -> None:
+            healed = self.faults.heal(pid)
+            if healed:
+                self._event(network_fault(self.clock(), "heal", " ".join(f"p{p}" for p in healed)))
+            for conn in list(self._conns):
+                for d in (conn.up, conn.down):
+                    if d.stalled and not self.faults.is_cut(d.src, d.dst):
+                        raw = bytes(d.stalled)
+                        d.stalled.clear()
+                        self._send_on(d, raw, None)
+
+        self._call(heal)
+
+    def slow_link(self, src: str, dst: str, latency: DistSpec | None = None, bandwidth: int | None = None) -> int:
+        def slow() -> int:
+            lid = self.faults.slow_link(src, dst, latency, bandwidth)
+            self._event(network_fault(self.clock(), "slow-link", self.faults._slow[lid].text))
+            return lid
+
+        return self._call(slow)
+
+    def restore_link(self, lid: int) -> None:
+        def restore() -> None:
+            if self.faults.restore_link(lid) is not None:
+                self._event(network_fault(self.clock(), "restore-link", f"l{lid}"))
+
+        self._call(restore)
+
+    def reset(self, a: str = "*", b: str = "*") -> int:
+        """Reset (TCP RST) every connection between nodes matching ``a`` and ``b`` (globs, either
+        side); returns how many."""
+        from fault_injection.partitions import matcher
+
+        ma, mb = matcher(a), matcher(b)
+
+        def reset() -> int:
+            hit = [c for c in self._conns if (ma(c.connecter) and mb(c.link.binder))
+                   or (mb(c.connecter) and ma(c.link.binder))]
+            self._event(network_fault(self.clock(), "reset", f"{a}<->{b}: {len(hit)} connection(s)"))
+            for conn in hit:
+                self._reset(conn, "reset")
+            return len(hit)
+
+        return self._call(reset)
+
+    def inject(self, src: str, dst: str, data: bytes) -> int:
+        """Write ``data`` as it is into every connection from ``src`` to ``dst`` (names or globs)
+        between two messages: malformed bytes on purpose. Returns how many connections."""
+        from fault_injection.partitions import matcher
+
+        ms, md = matcher(src), matcher(dst)
+
+        def inject() -> int:
+            dirs = [d for c in self._conns for d in (c.up, c.down) if ms(d.src) and md(d.dst)]
+            for d in dirs:
+                self._event(FaultEvent(self.clock(), d.src, FAULT, "inject", d.dst, d.socket or None, None,
+                                       len(data), data[:64].hex()))
+                self._send_on(d, data, None)
+            return len(dirs)
+
+        return self._call(inject)
+
+    # ---- observing (any thread) -----------------------------------------------------------
+
+    def stats(self) -> ProxyStats:
+        def snapshot() -> ProxyStats:
+            s = self._stats
+            return ProxyStats(s.connections, s.refused, s.unidentified, s.messages, s.bytes, Counter(s.by_type),
+                              Counter(s.opaque), s.hostile_cut, Counter(s.effects), s.lost_on_close, s.resets,
+                              s.throttled)
+
+        return self._call(snapshot)
+
+    def open_connections(self) -> int:
+        return self._call(lambda: len(self._conns))
+
+    def drain_events(self) -> list[FaultEvent]:
+        """The fault rows recorded since the last call (safe from any thread)."""
+        out = []
+        events = self._events
+        while events:
+            out.append(events.popleft())
+        return out
+
+    # ---- the loop thread ------------------------------------------------------------------
+
+    def _call(self, fn: Callable[[], T], timeout: float = 5.0) -> T:
+        if not self.running or threading.current_thread() is self._thread:
+            if self._closed:
+                raise ProxyError("the proxy is stopped")
+            return fn()
+        fut: Future = Future()
+        self._calls.append((fn, fut))
+        self._wake()
+        return fut.result(timeout)
+
+    def _wake(self) -> None:
+        try:
+            self._wake_w.send(b"\0")
+        except OSError:
+            pass  # full: a wake-up is pending anyway; closed: the loop is gone
+
+    def _run(self) -> None:
+        try:
+            while not self._stopping:
+                timeout = None
+                if self._timers:
+                    timeout = max(0.0, (self._timers[0][0] - time.monotonic_ns()) / 1e9)
+                if self._calls:
+                    timeout = 0.0
+                for key, mask in self._sel.select(timeout):
+                    data = key.data
+                    if data is None:
+                        self._run_calls()
+                    elif data[0] == "listen":
+                        self._accept(data[1])
+                    else:
+                        conn, side = data
+                        if not conn.closed:
+                            self._ready(conn, side, mask)
+                self._fire_timers()
+        except BaseException:  # a bug in the proxy: loud, and every socket still gets closed
+            log.exception("proxy loop died")
+        finally:
+            self._fail_pending_calls()
+
+    def _run_calls(self) -> None:
+        try:
+            self._wake_r.recv(65536)
+        except OSError:
+            pass
+        while self._calls:
+            fn, fut = self._calls.popleft()
+            if fut.set_running_or_notify_cancel():
+                try:
+                    fut.set_result(fn())
+                except BaseException as exc:
+                    fut.set_exception(exc)
+
+    def _fail_pending_calls(self) -> None:
+        while self._calls:
+            _, fut = self._calls.popleft()
+            if fut.set_running_or_notify_cancel():
+                fut.set_exception(ProxyError("the proxy stopped before the call ran"))
+
+    def _close_everything(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for conn in list(self._conns):
+            self._close(conn)
+        for lsock in list(self._listeners):
+            lsock.close()
+        self._listeners.clear()
+        self._wake_r.close()
+        self._wake_w.close()
+        self._sel.close()
+
+    def _timer(self, at: int, fn: Callable[..., None], arg: Any) -> None:
+        self._timer_seq += 1
+        heapq.heappush(self._timers, (at, self._timer_seq, fn, arg))
+
+    def _fire_timers(self) -> None:
+        timers = self._timers
+        now = time.monotonic_ns()
+        while timers and timers[0][0] <= now:
+            _, _, fn, arg = heapq.heappop(timers)
+            fn(arg)
+
+    def _event(self, ev: FaultEvent) -> None:
+        self._events.append(ev)
+        if self.on_event is not None:
+            try:
+                self.on_event(ev)
+            except Exception:
+                log.exception("proxy on_event callback failed; it is removed")
+                self.on_event = None
+
+    # ---- connections ----------------------------------------------------------------------
+
+    def _accept(self, lsock: socket.socket) -> None:
+        link, endpoint = self._listeners[lsock]
+        for _ in range(64):
+            try:
+                client, addr = lsock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                log.warning("proxy accept on %s failed: %s", endpoint, exc)
+                return
+            self._stats.connections += 1
+            connecter = link.connecter or self._sources.get(addr[0], UNKNOWN)
+            if connecter == UNKNOWN:
+                self._stats.unidentified += 1
+                self._event(network_fault(self.clock(), "unidentified",
+                                          f"connection from {addr[0]}:{addr[1]} to {endpoint} ({link.binder})"))
+            if len(self._conns) >= MAX_CONNECTIONS or self.faults.refuses(connecter, link.binder):
+                self._stats.refused += 1
+                _rst(client)
+                continue
+            self._open(link, client, connecter, endpoint)
+
+    def _open(self, link: LinkSpec, client: socket.socket, connecter: str, endpoint: str) -> None:
+        server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        for s in (client, server):
+            s.setblocking(False)
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        csock = link.connecter_socket
+        if not csock and self.name_socket is not None and connecter != UNKNOWN:
+            try:
+                csock = self.name_socket(connecter, endpoint)
+            except Exception:
+                csock = ""
+        conn = _Conn(link, client, server, connecter, endpoint, self.max_message, csock)
+        self._conns.append(conn)
+        err = server.connect_ex(parse_tcp(link.target))
+        if err not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK):
+            self._stats.refused += 1
+            self._close(conn, rst=True)
+            return
+        self._sel.register(client, _READ, (conn, "client"))
+        self._sel.register(server, _WRITE, (conn, "server"))
+
+    def _ready(self, conn: _Conn, side: str, mask: int) -> None:
+        if side == "server" and not conn.connected:
+            err = conn.server.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if err:
+                self._stats.refused += 1
+                self._close(conn, rst=True)  # the binder is down: the connecter reconnects later
+                return
+            conn.connected = True
+            self._mask(conn.up)
+            self._mask(conn.down)
+            self._flush(conn.up)
+            return
+        reader, writer = (conn.up, conn.down) if side == "client" else (conn.down, conn.up)
+        if mask & _WRITE:
+            self._flush(writer)
+        if mask & _READ and not conn.closed:
+            self._receive(reader)
+
+    def _mask(self, d: _Dir) -> None:
+        """Selector interest of the socket ``d`` reads from: read (unless throttled) and write
+        (while the other direction has bytes for it)."""
+        conn = d.conn
+        if conn.closed:
+            return
+        other = conn.down if d is conn.up else conn.up
+        sock = d.rsock
+        mask = (_READ if d.reading and conn.connected else 0) | (_WRITE if other.out else 0)
+        if sock is conn.client and not conn.connected:
+            mask = _READ if d.reading else 0  # read the greeting early; nothing to write yet
+        side = "client" if sock is conn.client else "server"
+        try:
+            if mask:
+                try:
+                    self._sel.modify(sock, mask, (conn, side))
+                except KeyError:
+                    self._sel.register(sock, mask, (conn, side))
+            else:
+                self._sel.unregister(sock)
+        except (KeyError, ValueError, OSError):
+            pass
+
+    def _receive(self, d: _Dir) -> None:
+        try:
+            data = d.rsock.recv(READ_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self._close(d.conn)
+            return
+        if not data:
+            self._close(d.conn)  # the sender closed: so does the proxy, toward the other side too
+            return
+        self._stats.bytes += len(data)
+        d.stream.feed(data)
+        self._process(d)
+
+    def _process(self, d: _Dir) -> None:
+        faults = self.faults
+        if d.version != faults.version:
+            self._refresh(d)
+        stream = d.stream
+        if d.plain and stream.traffic:
+            raw, count = stream.take_messages()
+            if count:
+                self._stats.messages += count
+                self._write(d, raw)
+            if not stream.opaque:
+                return
+        for kind, raw, frames, cmd in stream.units():
+            if d.conn.closed:
+                return
+            if kind == MESSAGE or kind == CMD:
+                self._message(d, raw, frames, cmd)
+            elif kind == OPAQUE:
+                self._opaque(d, raw)
+            else:  # greeting and handshake: unchanged, held while the path is cut
+                if stream.ready is not None:
+                    other = d.conn.down if d is d.conn.up else d.conn.up
+                    other.peer_type = stream.ready.socket_type
+                self._pass_through(d, raw)
+            if d.version != faults.version:
+                self._refresh(d)
+
+    def _refresh(self, d: _Dir) -> None:
+        f = self.faults
+        d.version = f.version
+        d.latency, d.bandwidth = f.shaping(d.src, d.dst)
+        d.plain = (not d.queue and not d.held and not d.stalled and d.bandwidth is None and d.latency is None
+                   and not f.touches(d.src, d.dst, d.socket, d.name, d.label))
+
+    def _pass_through(self, d: _Dir, raw: bytes) -> None:
+        if d.stalled or self.faults.is_cut(d.src, d.dst):
+            d.stalled += raw
+            self._throttle(d)
+        else:
+            self._send_on(d, raw, None)
+
+    def _opaque(self, d: _Dir, raw: bytes) -> None:
+        reason = d.stream.opaque_reason
+        if reason:
+            self._stats.opaque[reason] += 1
+            self._event(FaultEvent(self.clock(), d.src, FAULT, "opaque", d.dst, d.socket or None, None, len(raw),
+                                   f"{d.name}: {reason}; passed on unparsed" if self.hostile == "pass"
+                                   else f"{d.name}: {reason}; connection reset"))
+            d.stream.opaque_reason = ""  # counted once per direction
+            if self.hostile == "cut":
+                self._stats.hostile_cut += 1
+                self._reset(d.conn, f"hostile peer: {reason}")
+                return
+        self._pass_through(d, raw)
+
+    def _msg_type(self, d: _Dir, frames: list[bytes] | None, cmd: Command | None) -> str:
+        if cmd is not None:
+            return COMMAND_TYPES.get(cmd.name, "zmq." + cmd.name.lower())
+        assert frames is not None
+        first, d.first = d.first, False
+        if d.peer_type in SUB_TYPES and len(frames) == 1 and frames[0][:1] in (b"\x00", b"\x01"):
+            return "zmq.subscribe" if frames[0][0] == 1 else "zmq.unsubscribe"
+        if first and d.name == "to_connecter" and d.conn.link.welcome is not None and frames == [d.conn.link.welcome]:
+            return "zmq.welcome"
+        try:
+            return self.classify(frames)
+        except Exception:  # a classifier bug must not take the proxy down
+            log.exception("proxy classifier failed")
+            return ""
+
+    def _message(self, d: _Dir, raw: bytes, frames: list[bytes] | None, cmd: Command | None) -> None:
+        stats = self._stats
+        stats.messages += 1
+        msg_type = self._msg_type(d, frames, cmd)
+        stats.by_type[msg_type] += 1
+        faults = self.faults
+        size = len(raw)
+        if faults.partitions.partitioned and faults.is_cut(d.src, d.dst):
+            stats.effects["partition"] += 1
+            self._event(FaultEvent(self.clock(), d.dst, DROP, "partition", d.src, None, msg_type, size, "proxy"))
+            return
+        rules = faults.rules
+        if not len(rules):
+            self._send_on(d, raw, (msg_type, size))
+            return
+        if d.rng is None:
+            d.rng = faults.rng(d.src, d.dst)
+        v = rules.decide(d.src, d.dst, msg_type, d.socket, d.name, d.rng, d.label)
+        if v is PASS:
+            self._send_on(d, raw, (msg_type, size))
+            return
+        stats.effects[v.label] += 1
+        now = self.clock()
+        if v.effect == "drop":
+            self._event(message_drop(now, d.src, d.dst, d.socket, msg_type, size, v.label))
+        elif v.effect == "delay":
+            self._event(message_fault(now, d.src, d.dst, d.socket, msg_type, size, v.label, f"+{v.delay_ns}ns"))
+            self._send_on(d, raw, (msg_type, size), v.delay_ns)
+        elif v.effect == "duplicate":
+            self._event(message_fault(now, d.src, d.dst, d.socket, msg_type, size, v.label, f"{v.copies} extra"))
+            for _ in range(1 + v.copies):
+                self._send_on(d, raw, (msg_type, size))
+        elif v.effect == "reorder":
+            self._event(message_fault(now, d.src, d.dst, d.socket, msg_type, size, v.label,
+                                      f"held up to {v.hold_ns}ns" + (" or behind the next" if v.behind_next else "")))
+            entry = [raw, (msg_type, size), False]
+            if v.behind_next:
+                d.held.append(entry)
+            self._timer(time.monotonic_ns() + self._latency(d) + v.hold_ns, self._release_held, (d, entry))
+            d.plain = False
+        else:
+            self._send_on(d, raw, (msg_type, size))
+
+    def _latency(self, d: _Dir) -> int:
+        if d.latency is None:
+            return 0
+        if d.lat_rng is None:
+            d.lat_rng = random.Random(f"{self.seed}/latency/{d.src}>{d.dst}")
+        return d.latency.sample(d.lat_rng)
+
+    def _send_on(self, d: _Dir, raw: bytes, info: tuple[str, int] | None, extra_ns: int = 0) -> None:
+        """Send toward dst after the path's latency (+ ``extra_ns``) and bandwidth, FIFO; then
+        let reordered messages out right behind it."""
+        if d.conn.closed:
+            return
+        delay = extra_ns + self._latency(d)
+        if delay == 0 and d.bandwidth is None and not d.queue:
+            self._write(d, raw)
+        else:
+            at = time.monotonic_ns() + delay
+            if d.bandwidth is not None:
+                at = max(at, d.wire_free) + len(raw) * 1_000_000_000 // d.bandwidth
+                d.wire_free = at
+            if at < d.last_at:
+                at = d.last_at
+            d.last_at = at
+            d.queue.append((at, raw, info))
+            d.queued += len(raw)
+            if len(d.queue) == 1:
+                self._timer(at, self._release_queue, d)
+            self._throttle(d)
+        if d.held and info is not None:
+            held, d.held = d.held, []
+            for entry in held:
+                if not entry[2]:
+                    entry[2] = True
+                    self._send_on(d, entry[0], entry[1])
+
+    def _release_held(self, arg: tuple[_Dir, list[Any]]) -> None:
+        d, entry = arg
+        if entry[2] or d.conn.closed:
+            return
+        entry[2] = True
+        if entry in d.held:
+            d.held.remove(entry)
+        self._leave(d, entry[0], entry[1])  # overtaken: out of FIFO order on purpose
+        if not d.held and not d.queue:
+            self._refresh(d)
+
+    def _release_queue(self, d: _Dir) -> None:
+        if d.conn.closed:
+            return
+        now = time.monotonic_ns()
+        queue = d.queue
+        while queue and queue[0][0] <= now:
+            _, raw, info = queue.popleft()
+            d.queued -= len(raw)
+            self._leave(d, raw, info)
+        if queue:
+            self._timer(queue[0][0], self._release_queue, d)
+        else:
+            self._refresh(d)
+        self._unthrottle(d)
+
+    def _leave(self, d: _Dir, raw: bytes, info: tuple[str, int] | None) -> None:
+        """A delayed message reaches its destination now, unless a partition cut the path
+        meanwhile (as the simulator decides at arrival)."""
+        if info is not None and self.faults.partitions.partitioned and self.faults.is_cut(d.src, d.dst):
+            self._stats.effects["partition"] += 1
+            self._event(FaultEvent(self.clock(), d.dst, DROP, "partition", d.src, None, info[0], info[1], "proxy"))
+            return
+        self._write(d, raw)
+
+    def _write(self, d: _Dir, raw: bytes) -> None:
+        conn = d.conn
+        if d.out or not conn.connected:
+            d.out += raw
+            self._throttle(d)
+            return
+        try:
+            sent = d.wsock.send(raw)
+        except (BlockingIOError, InterruptedError):
+            sent = 0
+        except OSError:
+            self._close(conn)
+            return
+        if sent < len(raw):
+            d.out += raw[sent:]
+            other = conn.down if d is conn.up else conn.up
+            self._mask(other)  # the socket d writes to is the one the other direction reads
+            self._throttle(d)
+
+    def _flush(self, d: _Dir) -> None:
+        conn = d.conn
+        if not d.out or conn.closed:
+            return
+        try:
+            sent = d.wsock.send(d.out)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self._close(conn)
+            return
+        del d.out[:sent]
+        if not d.out:
+            other = conn.down if d is conn.up else conn.up
+            self._mask(other)
+        self._unthrottle(d)
+
+    def _throttle(self, d: _Dir) -> None:
+        if d.reading and d.pending() > HIGH_WATER:
+            d.reading = False
+            self._stats.throttled += 1
+            self._mask(d)
+
+    def _unthrottle(self, d: _Dir) -> None:
+        if not d.reading and d.pending() < LOW_WATER:
+            d.reading = True
+            self._mask(d)
+
+    def _reset(self, conn: _Conn, why: str) -> None:
+        self._stats.resets += 1
+        self._event(FaultEvent(self.clock(), conn.connecter, FAULT, "reset", conn.link.binder,
+                               conn.up.socket or None, detail=f"{why} ({conn.endpoint} -> {conn.link.target})"))
+        self._close(conn, rst=True)
+
+    def _close(self, conn: _Conn, rst: bool = False) -> None:
+        if conn.closed:
+            return
+        conn.closed = True
+        for d in (conn.up, conn.down):
+            self._stats.lost_on_close += sum(1 for _, _, info in d.queue if info is not None)
+            d.queue.clear()
+            if d.out and not rst and conn.connected:
+                try:
+                    d.wsock.send(d.out)  # best effort: what was already "on the wire"
+                except OSError:
+                    pass
+        for s in (conn.client, conn.server):
+            try:
+                self._sel.unregister(s)
+            except (KeyError, ValueError):
+                pass
+            if rst:
+                _rst(s)
+            else:
+                s.close()
+        try:
+            self._conns.remove(conn)
+        except ValueError:
+            pass
+
+
+def _rst(sock: socket.socket) -> None:
+    """Close with an RST instead of a FIN (SO_LINGER on, zero seconds)."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    except OSError:
+        pass
+    sock.close()
+
+
+__all__ = ["ChaosProxy", "Classifier", "LinkSpec", "ProxyError", "ProxyStats", "codec_classifier", "parse_tcp"]
