@@ -100,11 +100,13 @@ def codec_classifier(protocol: str, dialect: str = "strict") -> Classifier:
     c = codec(protocol, dialect)
 
     def classify(frames: list[bytes]) -> str:
+        names = c.candidates(frames)  # cheap: a look-up on the identifying bytes
+        if len(names) < 2:
+            return names[0] if names else ""
         try:
             return c.decode(frames).name
         except DecodeError:
-            names = c.candidates(frames)
-            return names[0] if names else ""
+            return names[0]
 
     return classify
 
@@ -124,7 +126,7 @@ class _Dir:
 
     __slots__ = ("conn", "name", "src", "dst", "socket", "rsock", "wsock", "stream", "out", "queue", "queued",
                  "last_at", "wire_free", "held", "stalled", "plain", "version", "latency", "bandwidth", "rng",
-                 "lat_rng", "label", "reading", "first", "peer_type")
+                 "lat_rng", "label", "reading", "first", "peer_type", "dirty")
 
     def __init__(self, conn: _Conn, name: str, src: str, dst: str, socket_name: str, rsock: socket.socket,
                  wsock: socket.socket, max_message: int) -> None:
@@ -150,13 +152,14 @@ class _Dir:
         self.reading = True
         self.first = True  # no data message seen yet (an XPUB's welcome comes first)
         self.peer_type = ""  # socket type of the receiving side, from its READY
+        self.dirty = False  # has bytes in ``out`` the loop has not tried to send yet
 
     def pending(self) -> int:
         return len(self.out) + self.queued + len(self.stalled)
 
 
 class _Conn:
-    __slots__ = ("link", "client", "server", "connecter", "up", "down", "connected", "closed", "endpoint")
+    __slots__ = ("link", "client", "server", "connecter", "up", "down", "connected", "closed", "endpoint", "masks")
 
     def __init__(self, link: LinkSpec, client: socket.socket, server: socket.socket, connecter: str,
                  endpoint: str, max_message: int, connecter_socket: str) -> None:
@@ -166,6 +169,7 @@ class _Conn:
         self.endpoint = endpoint  # the proxy's endpoint the connecter used
         self.connected = False
         self.closed = False
+        self.masks = {client: _READ, server: _WRITE}  # selector interest as registered
         self.up = _Dir(self, "to_binder", connecter, link.binder, connecter_socket, client, server, max_message)
         self.down = _Dir(self, "to_connecter", link.binder, connecter, link.binder_socket, server, client, max_message)
 
@@ -202,6 +206,7 @@ class ChaosProxy:
         self._sel = selectors.DefaultSelector()
         self._listeners: dict[socket.socket, tuple[LinkSpec, str]] = {}
         self._conns: list[_Conn] = []
+        self._dirty: list[_Dir] = []  # directions with bytes to send, flushed once per loop turn
         self._timers: list[tuple[int, int, Callable[..., None], Any]] = []
         self._timer_seq = 0
         self._calls: deque[tuple[Callable[[], Any], Future]] = deque()
@@ -419,6 +424,8 @@ class ChaosProxy:
                         if not conn.closed:
                             self._ready(conn, side, mask)
                 self._fire_timers()
+                if self._dirty:
+                    self._flush_dirty()
         except BaseException:  # a bug in the proxy: loud, and every socket still gets closed
             log.exception("proxy loop died")
         finally:
@@ -532,6 +539,7 @@ class ChaosProxy:
             self._mask(conn.up)
             self._mask(conn.down)
             self._flush(conn.up)
+            self._flush(conn.down)
             return
         reader, writer = (conn.up, conn.down) if side == "client" else (conn.down, conn.up)
         if mask & _WRITE:
@@ -541,26 +549,29 @@ class ChaosProxy:
 
     def _mask(self, d: _Dir) -> None:
         """Selector interest of the socket ``d`` reads from: read (unless throttled) and write
-        (while the other direction has bytes for it)."""
+        (while the other direction has bytes for it). Before the connection to the binder is
+        up, only the connecter's socket is read (its greeting is buffered)."""
         conn = d.conn
         if conn.closed:
             return
-        other = conn.down if d is conn.up else conn.up
         sock = d.rsock
-        mask = (_READ if d.reading and conn.connected else 0) | (_WRITE if other.out else 0)
-        if sock is conn.client and not conn.connected:
-            mask = _READ if d.reading else 0  # read the greeting early; nothing to write yet
+        if not conn.connected:
+            if sock is conn.server:
+                return  # waiting for connect(): registered for write
+            mask = _READ if d.reading else 0
+        else:
+            other = conn.down if d is conn.up else conn.up
+            mask = (_READ if d.reading else 0) | (_WRITE if other.out else 0)
+        if conn.masks[sock] == mask:
+            return
         side = "client" if sock is conn.client else "server"
-        try:
-            if mask:
-                try:
-                    self._sel.modify(sock, mask, (conn, side))
-                except KeyError:
-                    self._sel.register(sock, mask, (conn, side))
-            else:
-                self._sel.unregister(sock)
-        except (KeyError, ValueError, OSError):
-            pass
+        if mask == 0:
+            self._sel.unregister(sock)
+        elif conn.masks[sock] == 0:
+            self._sel.register(sock, mask, (conn, side))
+        else:
+            self._sel.modify(sock, mask, (conn, side))
+        conn.masks[sock] = mask
 
     def _receive(self, d: _Dir) -> None:
         try:
@@ -761,40 +772,36 @@ class ChaosProxy:
         self._write(d, raw)
 
     def _write(self, d: _Dir, raw: bytes) -> None:
-        conn = d.conn
-        if d.out or not conn.connected:
-            d.out += raw
+        """Hand bytes to dst; the loop sends everything a turn produced with one send call."""
+        d.out += raw
+        if not d.dirty:
+            d.dirty = True
+            self._dirty.append(d)
+        if len(d.out) > HIGH_WATER:
             self._throttle(d)
+
+    def _flush_dirty(self) -> None:
+        dirty, self._dirty = self._dirty, []
+        for d in dirty:
+            d.dirty = False
+            self._flush(d)
+
+    def _flush(self, d: _Dir) -> None:
+        conn = d.conn
+        if not d.out or conn.closed or not conn.connected:
             return
         try:
-            sent = d.wsock.send(raw)
+            sent = d.wsock.send(d.out)
         except (BlockingIOError, InterruptedError):
             sent = 0
         except OSError:
             self._close(conn)
             return
-        if sent < len(raw):
-            d.out += raw[sent:]
-            other = conn.down if d is conn.up else conn.up
-            self._mask(other)  # the socket d writes to is the one the other direction reads
-            self._throttle(d)
-
-    def _flush(self, d: _Dir) -> None:
-        conn = d.conn
-        if not d.out or conn.closed:
-            return
-        try:
-            sent = d.wsock.send(d.out)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
-            self._close(conn)
-            return
-        del d.out[:sent]
-        if not d.out:
-            other = conn.down if d is conn.up else conn.up
-            self._mask(other)
-        self._unthrottle(d)
+        if sent:
+            del d.out[:sent]
+        self._mask(conn.down if d is conn.up else conn.up)  # write interest on d's socket while bytes wait
+        if not d.reading:
+            self._unthrottle(d)
 
     def _throttle(self, d: _Dir) -> None:
         if d.reading and d.pending() > HIGH_WATER:
