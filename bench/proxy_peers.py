@@ -1,7 +1,7 @@
-"""Processes for bench_proxy.py: a counting sink, an echo server and the chaos proxy.
+"""Processes for bench_proxy.py: a counting sink and the chaos proxy (the echo server is
+bench.live_peers').
 
     python -m bench.proxy_peers sink ENDPOINT COUNT   # PULL; prints RESULT <s from 1st to last>
-    python -m bench.proxy_peers echo ENDPOINT         # ROUTER that echoes every message
     python -m bench.proxy_peers proxy TARGET MODE     # MODE: plain | looked-at; prints READY <endpoint>
 
 Each prints READY once it is bound and runs until its work is done or SIGTERM.
@@ -34,15 +34,6 @@ def sink(endpoint: str, count: int) -> None:
         print(f"RESULT {time.perf_counter() - t0:.6f}", flush=True)
 
 
-def echo(endpoint: str) -> None:
-    ctx = zmq.Context()
-    s = ctx.socket(zmq.ROUTER)
-    s.bind(endpoint)
-    print("READY", flush=True)
-    while True:
-        s.send_multipart(s.recv_multipart())
-
-
 def proxy(target: str, mode: str) -> None:
     from fault_injection.proxy import ChaosProxy, LinkSpec, codec_classifier
     from fault_injection.rules import RuleSet
@@ -62,8 +53,6 @@ if __name__ == "__main__":
     role = sys.argv[1]
     if role == "sink":
         sink(sys.argv[2], int(sys.argv[3]))
-    elif role == "echo":
-        echo(sys.argv[2])
     elif role == "proxy":
         proxy(sys.argv[2], sys.argv[3])
     else:
