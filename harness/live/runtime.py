@@ -7,6 +7,12 @@ since `start()` on `time.monotonic_ns`.
 
 A node that raises is traced (a "note" row with the traceback, then a "crash" row), recorded in
 `errors`, and taken down like a crash; the other nodes keep running. `restart` brings it back.
+
+`pause` stops a node the way SIGSTOP stops a process, without a process: the loop stops reading
+its sockets (messages wait in ZeroMQ's queues, up to the high-water mark, then in the kernel's
+buffers), firing its timer and handing it commands (they wait, in order); `resume` hands it
+what waited. A node given a ``source`` address connects from it (``tcp://SOURCE:0;HOST:PORT``),
+so a proxy in front of the endpoint can tell who connected.
 """
 
 from __future__ import annotations
@@ -43,13 +49,14 @@ def _recv_multipart(sock: zmq.Socket) -> list[bytes]:
 
 from harness.live import rows
 from harness.live.deliveries import Delivery, DeliveryLog, NodeError
-from harness.live.sockets import BIND_RETRY_S, SocketSetupError, open_socket, subscribe
+from harness.live.sockets import BIND_RETRY_S, SocketSetupError, from_source, open_socket, subscribe
 from harness.node import (
     Action, Connect, Deliver, Discard, Disconnect, DurableStore, Node, NodeContext, NodeFactory,
     Note, Send, SocketSpec, SocketType, Subscribe, Unsubscribe,
 )
 from harness.trace import (
-    COMMAND, CRASH, DELIVER, DISCARD, DROP, NOTE, RECV, RESTART, SEND, TraceWriter, pack_data, pack_frames,
+    COMMAND, CRASH, DELIVER, DISCARD, DROP, NOTE, PAUSE, RECV, RESTART, RESUME, SEND, TraceWriter, pack_data,
+    pack_frames,
 )
 
 log = logging.getLogger(__name__)
@@ -86,6 +93,9 @@ class _Slot:
     connected: dict[str, list[str]] = field(default_factory=dict)  # socket -> endpoints
     peers: dict[str, str] = field(default_factory=dict)  # socket -> endpoint label for the trace
     routers: set[str] = field(default_factory=set)  # names of ROUTER sockets
+    source: str | None = None  # address its TCP connections come from
+    paused: bool = False
+    backlog: deque[dict[str, Any]] = field(default_factory=deque)  # commands that came while paused
 
 
 class LiveRuntime:
@@ -130,13 +140,15 @@ class LiveRuntime:
         role: str,
         config: dict[str, Any] | None = None,
         implementation: str = "reference",
+        source: str | None = None,
     ) -> Node:
-        """Build a node now; its sockets are created at `start` (or at once if running)."""
+        """Build a node now; its sockets are created at `start` (or at once if running).
+        ``source``: the local address its TCP connections come from (a 127.x address)."""
         if name in self._slots:
             raise ValueError(f"node name {name!r} is already in use")
         if self._stopped:
             raise LiveRuntimeError("runtime is stopped")
-        slot = _Slot(name, factory, role, dict(config or {}), implementation, DurableStore())
+        slot = _Slot(name, factory, role, dict(config or {}), implementation, DurableStore(), source=source)
         slot.node = factory(self._context_for(slot))
         self._slots[name] = slot
         if self._trace is not None:
@@ -259,6 +271,16 @@ class LiveRuntime:
         slot = self._slot(node)
         self.call(lambda: self._restart(slot), timeout)
 
+    def pause(self, node: str, timeout: float = 5.0) -> None:
+        """Stop handing the node anything (see the module docstring); its sockets stay open."""
+        slot = self._slot(node)
+        self.call(lambda: self._pause(slot), timeout)
+
+    def resume(self, node: str, timeout: float = 5.0) -> None:
+        """Hand a paused node what waited (commands in order; messages from its sockets)."""
+        slot = self._slot(node)
+        self.call(lambda: self._resume(slot), timeout)
+
     # ---- observing ------------------------------------------------------------------------------
 
     def node(self, name: str) -> Node | None:
@@ -271,6 +293,13 @@ class LiveRuntime:
 
     def is_crashed(self, name: str) -> bool:
         return self._slot(name).crashed
+
+    def is_paused(self, name: str) -> bool:
+        return self._slot(name).paused
+
+    def connected(self, name: str) -> dict[str, list[str]]:
+        """Endpoints each socket of the node connects to, as the node named them."""
+        return {k: list(v) for k, v in self._slot(name).connected.items()}
 
     def store(self, name: str) -> DurableStore:
         return self._slot(name).store
@@ -378,7 +407,7 @@ class LiveRuntime:
         earliest = None
         for slot in self._slots.values():
             at = slot.timer_at
-            if at is not None and (earliest is None or at < earliest):
+            if at is not None and not slot.paused and (earliest is None or at < earliest):
                 earliest = at
         if self._calls:
             return 0
@@ -389,6 +418,8 @@ class LiveRuntime:
 
     def _drain(self, sock: zmq.Socket, own: tuple[_Slot, str, bool]) -> None:
         slot, sname, is_router = own
+        if slot.paused:
+            return  # paused earlier in this batch of events
         node = slot.node
         trace = self._trace
         clock = time.monotonic_ns
@@ -420,7 +451,7 @@ class LiveRuntime:
     def _fire_timers(self, now: int) -> None:
         for slot in list(self._slots.values()):
             at = slot.timer_at
-            if at is None or at > now or slot.node is None:
+            if at is None or at > now or slot.node is None or slot.paused:
                 continue
             slot.timer_at = None
             node = slot.node
@@ -545,11 +576,11 @@ class LiveRuntime:
     def _connect(self, slot: _Slot, action: Connect | Disconnect, now: int) -> None:
         sock = self._socket(slot, action.socket)
         if type(action) is Connect:
-            sock.connect(action.endpoint)
+            sock.connect(from_source(action.endpoint, slot.source))
             kind = "connect"
         else:
             try:
-                sock.disconnect(action.endpoint)
+                sock.disconnect(from_source(action.endpoint, slot.source))
             except zmq.ZMQError as exc:
                 if exc.errno != errno.ENOENT:  # not connected there: nothing to undo
                     raise
@@ -601,7 +632,7 @@ class LiveRuntime:
         try:
             for spec in specs:
                 rebind = {ep: r for (sn, ep), r in slot.resolved.items() if sn == spec.name}
-                sock, bound = open_socket(self._ctx, spec, slot.name, rebind, bind_retry)
+                sock, bound = open_socket(self._ctx, spec, slot.name, rebind, bind_retry, slot.source)
                 slot.sockets[spec.name] = sock
                 slot.bound[spec.name] = bound
                 for ep, r in zip(spec.bind, bound):
@@ -637,6 +668,9 @@ class LiveRuntime:
         self._start_node(slot)
 
     def _do_command(self, slot: _Slot, request: dict[str, Any]) -> None:
+        if slot.paused:
+            slot.backlog.append(request)
+            return
         now = self.now()
         node = slot.node
         if self._trace is not None:
@@ -654,9 +688,30 @@ class LiveRuntime:
         except Exception as exc:
             self._node_failed(slot, "command", exc)
 
+    def _pause(self, slot: _Slot) -> None:
+        if slot.node is None or slot.paused:
+            return
+        slot.paused = True
+        socks = set(slot.sockets.values())
+        self._poll_items = [item for item in self._poll_items if item[0] not in socks]
+        if self._trace is not None:
+            self._trace.emit(slot.name, PAUSE, self.now(), fault="pause")
+
+    def _resume(self, slot: _Slot) -> None:
+        if not slot.paused:
+            return
+        slot.paused = False
+        self._poll_items.extend((sock, zmq.POLLIN) for sock in slot.sockets.values())
+        if self._trace is not None:
+            self._trace.emit(slot.name, RESUME, self.now(), fault="resume", detail=f"{len(slot.backlog)} waiting")
+        while slot.backlog and not slot.paused and slot.node is not None:
+            self._do_command(slot, slot.backlog.popleft())
+
     def _crash(self, slot: _Slot, detail: str) -> None:
         if slot.node is None and slot.crashed:
             return
+        slot.paused = False
+        slot.backlog.clear()
         self._close_sockets(slot)
         slot.node = None
         slot.crashed = True

@@ -164,13 +164,15 @@ def test_connecters_named_by_source_address(ctx: zmq.Context, make_proxy: Callab
     assert any(e.fault == "unidentified" for e in proxy.drain_events())
 
 
-def test_xpub_sees_subscriptions_and_cancels(ctx: zmq.Context, make_proxy: Callable[..., ChaosProxy]) -> None:
+def test_xpub_sees_subscriptions_cancels_and_sends_its_welcome(ctx: zmq.Context,
+                                                               make_proxy: Callable[..., ChaosProxy]) -> None:
     proxy = make_proxy(rules=WITH_RULE)
     xpub = ctx.socket(zmq.XPUB)
     xpub.setsockopt(zmq.XPUB_VERBOSE, 1)
+    xpub.setsockopt(zmq.XPUB_WELCOME_MSG, b"W")  # sent once the XPUB's own thread attaches the peer
     xpub.setsockopt(zmq.RCVTIMEO, 3000)
     port = xpub.bind_to_random_port("tcp://127.0.0.1")
-    ep = proxy.add_link(LinkSpec(f"tcp://127.0.0.1:{port}", binder="pub", connecter="sub"))
+    ep = proxy.add_link(LinkSpec(f"tcp://127.0.0.1:{port}", binder="pub", connecter="sub", welcome=b"W"))
     proxy.start()
     sub = ctx.socket(zmq.SUB)
     sub.setsockopt(zmq.RCVTIMEO, 3000)
@@ -178,13 +180,14 @@ def test_xpub_sees_subscriptions_and_cancels(ctx: zmq.Context, make_proxy: Calla
     sub.setsockopt(zmq.SUBSCRIBE, b"topic")
     sub.connect(ep)
     assert sorted(xpub.recv_multipart() for _ in range(2)) == [[b"\x01W"], [b"\x01topic"]]
+    assert sub.recv_multipart() == [b"W"]
     xpub.send_multipart([b"other", b"x"])
     xpub.send_multipart([b"topic", b"y" * 1000])
     assert sub.recv_multipart() == [b"topic", b"y" * 1000], "the SUB filters what the proxy passed"
     sub.setsockopt(zmq.UNSUBSCRIBE, b"topic")
     assert xpub.recv_multipart() == [b"\x00topic"]
     by_type = proxy.stats().by_type
-    assert by_type["zmq.subscribe"] == 2 and by_type["zmq.unsubscribe"] == 1
+    assert by_type["zmq.subscribe"] == 2 and by_type["zmq.unsubscribe"] == 1 and by_type["zmq.welcome"] == 1
 
 
 @pytest.mark.parametrize("minor", [0, 1])
