@@ -159,19 +159,21 @@ class _Dir:
 
 
 class _Conn:
-    __slots__ = ("link", "client", "server", "connecter", "up", "down", "connected", "closed", "endpoint", "masks")
+    __slots__ = ("link", "client", "server", "connecter", "up", "down", "connected", "closed", "endpoint", "masks",
+                 "welcome")
 
     def __init__(self, link: LinkSpec, client: socket.socket, server: socket.socket, connecter: str,
-                 endpoint: str, max_message: int, connecter_socket: str) -> None:
+                 endpoint: str, max_message: int, connecter_socket: str, binder_socket: str) -> None:
         self.link = link
         self.client, self.server = client, server
         self.connecter = connecter
         self.endpoint = endpoint  # the proxy's endpoint the connecter used
+        self.welcome = link.welcome
         self.connected = False
         self.closed = False
         self.masks = {client: _READ, server: _WRITE}  # selector interest as registered
         self.up = _Dir(self, "to_binder", connecter, link.binder, connecter_socket, client, server, max_message)
-        self.down = _Dir(self, "to_connecter", link.binder, connecter, link.binder_socket, server, client, max_message)
+        self.down = _Dir(self, "to_connecter", link.binder, connecter, binder_socket, server, client, max_message)
 
 
 class ChaosProxy:
@@ -188,7 +190,8 @@ class ChaosProxy:
     def __init__(self, *, rules: RuleSet | None = None, seed: int = 0, classify: Classifier | None = None,
                  clock: Callable[[], int] | None = None, host: str = "127.0.0.1", hostile: str = "pass",
                  max_message: int = DEFAULT_MAX_MESSAGE, on_event: Callable[[FaultEvent], None] | None = None,
-                 name_socket: Callable[[str, str], str] | None = None) -> None:
+                 name_socket: Callable[[str, str], str] | None = None,
+                 welcome_of: Callable[[str, str], bytes | None] | None = None) -> None:
         if hostile not in ("pass", "cut"):
             raise ValueError(f"hostile must be 'pass' or 'cut', got {hostile!r}")
         self.faults = NetworkFaults(rules, seed)
@@ -199,7 +202,10 @@ class ChaosProxy:
         self.hostile = hostile
         self.max_message = max_message
         self.on_event = on_event
-        self.name_socket = name_socket  # (connecter node, proxy endpoint) -> its socket's name
+        # (node, endpoint) -> the name of the node's socket on that endpoint: a connecter's that
+        # connects to the proxy's endpoint, a binder's that binds the link's target.
+        self.name_socket = name_socket
+        self.welcome_of = welcome_of  # (binder, target) -> its XPUB welcome, when the link names none
         self._stats = ProxyStats()
         self._events: deque[FaultEvent] = deque()
         self._sources: dict[str, str] = {}
@@ -512,13 +518,14 @@ class ChaosProxy:
         for s in (client, server):
             s.setblocking(False)
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        csock = link.connecter_socket
-        if not csock and self.name_socket is not None and connecter != UNKNOWN:
+        csock = link.connecter_socket or self._socket_name(connecter, endpoint)
+        bsock = link.binder_socket or self._socket_name(link.binder, link.target)
+        conn = _Conn(link, client, server, connecter, endpoint, self.max_message, csock, bsock)
+        if conn.welcome is None and self.welcome_of is not None:
             try:
-                csock = self.name_socket(connecter, endpoint)
-            except Exception:
-                csock = ""
-        conn = _Conn(link, client, server, connecter, endpoint, self.max_message, csock)
+                conn.welcome = self.welcome_of(link.binder, link.target)
+            except Exception:  # like a socket's name: for the trace only
+                conn.welcome = None
         self._conns.append(conn)
         err = server.connect_ex(parse_tcp(link.target))
         if err not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK):
@@ -527,6 +534,14 @@ class ChaosProxy:
             return
         self._sel.register(client, _READ, (conn, "client"))
         self._sel.register(server, _WRITE, (conn, "server"))
+
+    def _socket_name(self, node: str, endpoint: str) -> str:
+        if self.name_socket is None or node == UNKNOWN:
+            return ""
+        try:
+            return self.name_socket(node, endpoint)
+        except Exception:  # naming is for the trace; a failure must not cost the connection
+            return ""
 
     def _ready(self, conn: _Conn, side: str, mask: int) -> None:
         if side == "server" and not conn.connected:
@@ -650,7 +665,7 @@ class ChaosProxy:
         first, d.first = d.first, False
         if d.peer_type in SUB_TYPES and len(frames) == 1 and frames[0][:1] in (b"\x00", b"\x01"):
             return "zmq.subscribe" if frames[0][0] == 1 else "zmq.unsubscribe"
-        if first and d.name == "to_connecter" and d.conn.link.welcome is not None and frames == [d.conn.link.welcome]:
+        if first and d.name == "to_connecter" and d.conn.welcome is not None and frames == [d.conn.welcome]:
             return "zmq.welcome"
         try:
             return self.classify(frames)

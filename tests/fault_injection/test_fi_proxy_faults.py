@@ -143,9 +143,13 @@ def test_target_down_is_refused_and_counted(ctx: zmq.Context, make_proxy: Callab
         target = srv.endpoint
     ep = proxy.add_link(LinkSpec(target, binder="gone", connecter="c"))
     proxy.start()
-    client = connect(ep)
-    assert recv_for(client, 1.0) == b"", "closed at once"
-    client.close()
+    try:
+        client = connect(ep)
+    except ConnectionResetError:
+        pass  # reset before connect() looked: closed at once all the same
+    else:
+        assert recv_for(client, 1.0) == b"", "closed at once"
+        client.close()
     assert wait_until(lambda: proxy.stats().refused == 1)
 
 

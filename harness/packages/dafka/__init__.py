@@ -153,4 +153,5 @@ PACKAGE = ProtocolPackage(
     suites=SUITES,
     wire=wire,
     command=command,
+    advertised={"bind": "advertise"},  # BEACON host and port (E-DAFKA-13)
 )
