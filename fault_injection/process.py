@@ -64,7 +64,7 @@ class ProcessFaults:
     def __init__(self, nodes: InProcessNodes | None, processes: Mapping[str, ExternalProcess],
                  clock: Callable[[], int], on_event: Callable[[FaultEvent], None] | None = None) -> None:
         self.nodes = nodes
-        self.processes = dict(processes)
+        self.processes = processes  # the caller may add processes later
         self.clock = clock
         self.on_event = on_event
         self.paused: set[str] = set()

@@ -191,7 +191,8 @@ class ChaosProxy:
                  clock: Callable[[], int] | None = None, host: str = "127.0.0.1", hostile: str = "pass",
                  max_message: int = DEFAULT_MAX_MESSAGE, on_event: Callable[[FaultEvent], None] | None = None,
                  name_socket: Callable[[str, str], str] | None = None,
-                 welcome_of: Callable[[str, str], bytes | None] | None = None) -> None:
+                 welcome_of: Callable[[str, str], bytes | None] | None = None,
+                 identify: Callable[[tuple[str, int]], str | None] | None = None) -> None:
         if hostile not in ("pass", "cut"):
             raise ValueError(f"hostile must be 'pass' or 'cut', got {hostile!r}")
         self.faults = NetworkFaults(rules, seed)
@@ -206,6 +207,7 @@ class ChaosProxy:
         # connects to the proxy's endpoint, a binder's that binds the link's target.
         self.name_socket = name_socket
         self.welcome_of = welcome_of  # (binder, target) -> its XPUB welcome, when the link names none
+        self.identify = identify  # (source address, port) -> node, for connecters nothing else names
         self._stats = ProxyStats()
         self._events: deque[FaultEvent] = deque()
         self._sources: dict[str, str] = {}
@@ -502,7 +504,7 @@ class ChaosProxy:
                 log.warning("proxy accept on %s failed: %s", endpoint, exc)
                 return
             self._stats.connections += 1
-            connecter = link.connecter or self._sources.get(addr[0], UNKNOWN)
+            connecter = link.connecter or self._sources.get(addr[0]) or self._identify(addr) or UNKNOWN
             if connecter == UNKNOWN:
                 self._stats.unidentified += 1
                 self._event(network_fault(self.clock(), "unidentified",
@@ -534,6 +536,15 @@ class ChaosProxy:
             return
         self._sel.register(client, _READ, (conn, "client"))
         self._sel.register(server, _WRITE, (conn, "server"))
+
+    def _identify(self, addr: tuple[str, int]) -> str | None:
+        if self.identify is None:
+            return None
+        try:
+            return self.identify(addr)
+        except Exception:
+            log.exception("proxy identify callback failed")
+            return None
 
     def _socket_name(self, node: str, endpoint: str) -> str:
         if self.name_socket is None or node == UNKNOWN:

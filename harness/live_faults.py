@@ -7,7 +7,8 @@ partition that separates them, a slow link between them): the binder keeps its r
 each connecter configured with it gets a listener of its own (so the proxy knows who it is),
 and a node that announces its endpoint to peers (the package's ``advertised`` keys, e.g. a
 Dafka node's beacon) announces a shared listener, where in-process connecters are named by
-the source address the runtime gives them (``127.0.1.x``).
+the source address the runtime gives them (``127.0.1.x``), external processes by which of them
+holds the connecting socket (``connection_owner``, from /proc).
 
 `LiveNemesis` is the nemesis target (`fault_injection.nemesis.NemesisTarget`) of a live run:
 crashes, restarts and pauses go to `ProcessFaults` (in-process nodes or processes), partitions
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import fnmatch
 import heapq
+import os
 import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -101,6 +103,59 @@ def source_addresses_work() -> bool:
     return True
 
 
+def _local_inode(addr: tuple[str, int]) -> str | None:
+    """The inode of the TCP socket whose local address is ``addr`` (Linux's /proc/net/tcp)."""
+    want = f"{socket.inet_aton(addr[0])[::-1].hex().upper()}:{addr[1]:04X}"
+    try:
+        with open("/proc/net/tcp") as f:
+            next(f, None)
+            for line in f:
+                fields = line.split()
+                if len(fields) > 9 and fields[1] == want:
+                    return fields[9]
+    except OSError:
+        return None
+    return None
+
+
+def _group_members(pgid: int) -> list[int]:
+    out = [pgid]
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != pgid:
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[2]) == pgid:
+                        out.append(int(entry))
+            except (OSError, ValueError, IndexError):
+                continue
+    return out
+
+
+def connection_owner(addr: tuple[str, int], pids: dict[str, int | None]) -> str | None:
+    """Which of the processes (node -> pid, each the leader of its process group) holds the
+    connecting socket whose local address is ``addr``; None if none does or the host has no
+    /proc. How the proxy names an external process that connects to a shared listener."""
+    inode = _local_inode(addr)
+    if inode is None:
+        return None
+    target = f"socket:[{inode}]"
+    for node, pid in pids.items():
+        if pid is None:
+            continue
+        for member in _group_members(pid):
+            try:
+                fds = os.listdir(f"/proc/{member}/fd")
+            except OSError:
+                continue
+            for fd in fds:
+                try:
+                    if os.readlink(f"/proc/{member}/fd/{fd}") == target:
+                        return node
+                except OSError:
+                    continue
+    return None
+
+
 @dataclass
 class ProxyPlacement:
     proxy: ChaosProxy
@@ -112,12 +167,13 @@ class ProxyPlacement:
 def place_proxy(scenario: Scenario, pkg: ProtocolPackage, configs: dict[str, tuple[str, dict[str, Any]]],
                 owners: dict[str, str], in_process: Sequence[str], seed: int, clock: Callable[[], int],
                 name_socket: Callable[[str, str], str] | None = None,
-                welcome_of: Callable[[str, str], bytes | None] | None = None) -> ProxyPlacement:
+                welcome_of: Callable[[str, str], bytes | None] | None = None,
+                identify: Callable[[tuple[str, int]], str | None] | None = None) -> ProxyPlacement:
     """Create the proxy and its listeners, and rewrite ``configs`` in place so connecters (and
     announcements) use the listeners. ``owners`` maps each real endpoint to the node binding it."""
     proxy = ChaosProxy(rules=scenario.rules, seed=seed, classify=codec_classifier(scenario.protocol,
                                                                                   scenario.dialect),
-                       clock=clock, name_socket=name_socket, welcome_of=welcome_of)
+                       clock=clock, name_socket=name_socket, welcome_of=welcome_of, identify=identify)
     placement = ProxyPlacement(proxy)
     touched = pair_touched(scenario)
     try:

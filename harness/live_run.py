@@ -24,7 +24,9 @@ from harness.checkers.base import Observer, Verdict
 from harness.composition import HARNESS, RunResult, _slug, build_checkers, node_configs, workload_schedule
 from harness.live.runtime import LiveRuntime
 from harness.live.supervisor import ManagedProcess, ReadyDelay, ReadyLine, ReadyPort, free_port
-from harness.live_faults import LiveNemesis, ProxyPlacement, emit_rows, needs_proxy, place_proxy, refusal
+from harness.live_faults import (
+    LiveNemesis, ProxyPlacement, connection_owner, emit_rows, needs_proxy, place_proxy, refusal,
+)
 from harness.probe import probed
 from harness.protocols import codec
 from harness.registry import package
@@ -81,12 +83,13 @@ def run_live(scenario: Scenario, seed: int, out_dir: str, *, wall_timeout_s: flo
     clock = runtime.now
     external = [n for n in configs if scenario.group_of(n).command]
     placement: ProxyPlacement | None = None
+    processes: dict[str, ManagedProcess] = {}
     if needs_proxy(scenario):
         owners = {ep: key.split("/", 1)[0] for key, ep in endpoints.items()}
         placement = place_proxy(scenario, pkg, configs, owners, [n for n in configs if n not in external], seed,
                                 clock, name_socket=lambda node, ep: _socket_on(runtime, node, ep),
-                                welcome_of=lambda node, ep: _welcome_on(runtime, node, ep))
-    processes: dict[str, ManagedProcess] = {}
+                                welcome_of=lambda node, ep: _welcome_on(runtime, node, ep),
+                                identify=lambda addr: connection_owner(addr, {n: p.pid for n, p in processes.items()}))
     pending: list[FaultEvent] = []
     faults = ProcessFaults(runtime, processes, clock, pending.append)
     target = LiveNemesis(faults, placement.proxy if placement else None, observer, runtime.call, clock,
@@ -96,7 +99,7 @@ def run_live(scenario: Scenario, seed: int, out_dir: str, *, wall_timeout_s: flo
         for name, (role, cfg) in configs.items():
             group = scenario.group_of(name)
             if group.command:
-                processes[name] = _process(scenario, name, group, endpoints, placement, seed, run_dir)
+                processes[name] = _process(scenario, name, group, cfg, endpoints, placement, seed, run_dir)
                 trace.register_node(name, role, group.implementation)
             else:
                 factory = probed(pkg.roles[role].factory, observer, clock)
@@ -185,20 +188,39 @@ def run_live(scenario: Scenario, seed: int, out_dir: str, *, wall_timeout_s: flo
     return result
 
 
-def _process(scenario: Scenario, name: str, group: Any, endpoints: dict[str, str],
+def _process(scenario: Scenario, name: str, group: Any, cfg: dict[str, Any], endpoints: dict[str, str],
              placement: ProxyPlacement | None, seed: int, run_dir: str) -> ManagedProcess:
     """An external implementation, with its placeholders filled: its own endpoints, the one it
-    announces (the proxy's when proxied), and a data directory that outlives restarts."""
+    announces (the proxy's when proxied), a data directory that outlives restarts, and every
+    text setting the protocol's wiring gave the node (``{connect}``, ``{towers}``: the proxy's
+    listeners where it stands between the node and its peers)."""
     bind = [e for k, e in endpoints.items() if k.startswith(name + "/")]
     ep = bind[0] if bind else ""
     port = int(ep.rsplit(":", 1)[1]) if ep else None
     datadir = os.path.join(run_dir, "data", name)
     os.makedirs(datadir, exist_ok=True)
     advertise = placement.advertised.get(ep, ep) if placement else ep
-    values = {"endpoint": ep, "port": port or "", "host": "127.0.0.1", "name": name, "seed": seed,
-              "advertise": advertise, "datadir": datadir, **{f"endpoint{i}": e for i, e in enumerate(bind)}}
+    values = {**_config_values(cfg), "endpoint": ep, "port": port or "", "host": "127.0.0.1", "name": name,
+              "seed": seed, "advertise": advertise, "datadir": datadir,
+              **{f"endpoint{i}": e for i, e in enumerate(bind)}}
     return ManagedProcess(group.command, values=values, ready=_ready(group.ready, port), name=name,
                           log_path=os.path.join(run_dir, f"{name}.log"))
+
+
+def _config_values(cfg: dict[str, Any]) -> dict[str, str]:
+    """Text settings as command-line values: a list joined with ``,``, a list of lists with
+    ``;`` between them (``--set towers=xsub,xpub;xsub2,xpub2``)."""
+    out = {}
+    for key, value in cfg.items():
+        if not key.isidentifier():
+            continue
+        if isinstance(value, str):
+            out[key] = value
+        elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+            out[key] = ",".join(value)
+        elif isinstance(value, (list, tuple)) and all(isinstance(v, (list, tuple)) for v in value):
+            out[key] = ";".join(",".join(map(str, v)) for v in value)
+    return out
 
 
 def _socket_on(runtime: LiveRuntime, node: str, endpoint: str) -> str:

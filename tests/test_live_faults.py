@@ -175,3 +175,22 @@ def test_an_announced_endpoint_gets_a_shared_listener() -> None:
         assert sorted(placement.sources) == ["cut", "producer", "tower"]
     finally:
         placement.proxy.stop()
+
+
+def test_an_external_node_behind_an_announced_endpoint_is_named_and_cut(tmp_path: Path) -> None:
+    """The consumer cut off by the partition is a process: the proxy names it on the producer's
+    and the store's shared listeners by the socket it holds, and the partition acts on it."""
+    cmd = (f"{sys.executable} -m harness.cli node dafka consumer --name cut --set bind={{endpoint}} "
+           "--set advertise={advertise} --set towers={towers} --set topics=orders --set offset_reset=earliest "
+           "--set beacon=200ms --set fetch_retry=200ms --set peer_expiry=0ms")
+    text = Path("scenarios/dafka/chaos/partition-heal.yaml").read_text().replace(
+        "cut: {role: consumer, config: {topics: orders, offset_reset: earliest, beacon: 200ms, fetch_retry: 200ms, "
+        "peer_expiry: 0ms}}", f'cut: {{role: consumer, command: "{cmd}", ready: {{line: READY}}}}')
+    scenario = parse_scenario(text, "external-cut.yaml")
+    assert scenario.groups["cut"].command
+    r = run_live(scenario, 1, str(tmp_path))
+    assert r.ok, [v.to_dict() for v in r.failed]
+    assert r.stats["proxy"]["unidentified"] == 0
+    rows = read_trace(r.trace_path).to_pylist()  # type: ignore[arg-type]
+    lost = [(x["node"], x["peer"]) for x in rows if x["kind"] == "drop" and x["fault"] == "partition"]
+    assert ("cut", "producer") in lost, "messages to the external consumer were lost in the partition"
