@@ -205,14 +205,12 @@ class LiveNemesis:
     empties in time order (``due``/``next_at``); faults act at once when called."""
 
     def __init__(self, processes: ProcessFaults, proxy: ChaosProxy | None, observer: Observer,
-                 on_observer: Callable[[Callable[[], None]], Any], clock: Callable[[], int],
-                 emit: Callable[[FaultEvent], None]) -> None:
+                 on_observer: Callable[[Callable[[], None]], Any], clock: Callable[[], int]) -> None:
         self.processes = processes
         self.proxy = proxy
         self.observer = observer
         self.on_observer = on_observer  # runs a call where the checkers live (the runtime loop)
         self.clock = clock
-        self.emit = emit
         self._heap: list[tuple[int, int, Callable[[], object]]] = []
         self._seq = 0
 

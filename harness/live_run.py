@@ -84,18 +84,18 @@ def run_live(scenario: Scenario, seed: int, out_dir: str, *, wall_timeout_s: flo
     external = [n for n in configs if scenario.group_of(n).command]
     placement: ProxyPlacement | None = None
     processes: dict[str, ManagedProcess] = {}
-    if needs_proxy(scenario):
-        owners = {ep: key.split("/", 1)[0] for key, ep in endpoints.items()}
-        placement = place_proxy(scenario, pkg, configs, owners, [n for n in configs if n not in external], seed,
-                                clock, name_socket=lambda node, ep: _socket_on(runtime, node, ep),
-                                welcome_of=lambda node, ep: _welcome_on(runtime, node, ep),
-                                identify=lambda addr: connection_owner(addr, {n: p.pid for n, p in processes.items()}))
-    pending: list[FaultEvent] = []
-    faults = ProcessFaults(runtime, processes, clock, pending.append)
-    target = LiveNemesis(faults, placement.proxy if placement else None, observer, runtime.call, clock,
-                         pending.append)
+    pending: list[FaultEvent] = []  # rows of process faults, written on the runtime's thread
     verdicts: list[Verdict] = []
     try:
+        if needs_proxy(scenario):
+            owners = {ep: key.split("/", 1)[0] for key, ep in endpoints.items()}
+            placement = place_proxy(
+                scenario, pkg, configs, owners, [n for n in configs if n not in external], seed, clock,
+                name_socket=lambda node, ep: _socket_on(runtime, node, ep),
+                welcome_of=lambda node, ep: _welcome_on(runtime, node, ep),
+                identify=lambda addr: connection_owner(addr, {n: p.pid for n, p in processes.items()}))
+        faults = ProcessFaults(runtime, processes, clock, pending.append)
+        target = LiveNemesis(faults, placement.proxy if placement else None, observer, runtime.call, clock)
         for name, (role, cfg) in configs.items():
             group = scenario.group_of(name)
             if group.command:

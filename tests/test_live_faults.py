@@ -73,9 +73,10 @@ def compare(path: str, tmp_path: Path) -> None:
     assert sim_process == live_process
 
 
-@pytest.mark.parametrize("path", ["scenarios/dcp/lossy.yaml", "scenarios/dafka/chaos/partition-heal.yaml"])
-def test_sim_and_live_agree(path: str, tmp_path: Path) -> None:
-    compare(path, tmp_path)
+def test_sim_and_live_agree(tmp_path: Path) -> None:
+    """DCP lossy: every rule kind but reorder; the slow suite compares every shipped scenario
+    (Dafka's partition also runs by default below, with an external consumer)."""
+    compare("scenarios/dcp/lossy.yaml", tmp_path)
 
 
 SHIPPED = sorted(str(p) for p in Path("scenarios/dcp").glob("*.yaml")) + \
