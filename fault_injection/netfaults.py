@@ -73,7 +73,7 @@ class NetworkFaults:
 
     def __init__(self, rules: RuleSet | None = None, seed: int = 0) -> None:
         self.seed = seed
-        self.rules = rules if rules is not None else RuleSet()
+        self.rules = rules.fresh() if rules is not None else RuleSet()  # counts (nth) are per run
         self.partitions = PartitionTable()
         self._closing: set[int] = set()  # partitions that close connections
         self._slow: dict[int, _Slow] = {}
@@ -84,7 +84,7 @@ class NetworkFaults:
     # -- rules
 
     def set_rules(self, rules: RuleSet) -> None:
-        self.rules = rules
+        self.rules = rules.fresh()
         self.version += 1
 
     def rng(self, src: str, dst: str) -> random.Random:

@@ -38,8 +38,9 @@ from concurrent.futures import Future
 from typing import Any, Callable, Sequence, TypeVar
 
 from fault_injection.netfaults import UNKNOWN, FaultEvent, NetworkFaults, network_fault
+from fault_injection.naming import Classifier, FieldsOf, codec_classifier
 from fault_injection.relay import (
-    Classifier, LinkSpec, ProxyError, ProxyStats, Relay, Connection, Direction, close_with_rst, codec_classifier, parse_tcp,
+    Connection, Direction, LinkSpec, ProxyError, ProxyStats, Relay, close_with_rst, parse_tcp,
 )
 from fault_injection.rules import DistSpec, RuleSet
 from fault_injection.zmtp import DEFAULT_MAX_MESSAGE
@@ -68,7 +69,8 @@ class ChaosProxy(Relay):
                  max_message: int = DEFAULT_MAX_MESSAGE, on_event: Callable[[FaultEvent], None] | None = None,
                  name_socket: Callable[[str, str], str] | None = None,
                  welcome_of: Callable[[str, str], bytes | None] | None = None,
-                 identify: Callable[[tuple[str, int]], str | None] | None = None) -> None:
+                 identify: Callable[[tuple[str, int]], str | None] | None = None,
+                 fields_of: FieldsOf | None = None) -> None:
         if hostile not in ("pass", "cut"):
             raise ValueError(f"hostile must be 'pass' or 'cut', got {hostile!r}")
         self.faults = NetworkFaults(rules, seed)
@@ -84,6 +86,7 @@ class ChaosProxy(Relay):
         self.name_socket = name_socket
         self.welcome_of = welcome_of  # (binder, target) -> its XPUB welcome, when the link names none
         self.identify = identify  # (source address, port) -> node, for connecters nothing else names
+        self.fields_of = fields_of  # decoded fields, for rules with field conditions
         self._stats = ProxyStats()
         self._events: deque[FaultEvent] = deque()
         self._sources: dict[str, str] = {}
@@ -402,4 +405,5 @@ class ChaosProxy(Relay):
 
 
 
-__all__ = ["ChaosProxy", "Classifier", "LinkSpec", "ProxyError", "ProxyStats", "codec_classifier", "parse_tcp"]
+__all__ = ["ChaosProxy", "Classifier", "FieldsOf", "LinkSpec", "ProxyError", "ProxyStats", "codec_classifier",
+           "parse_tcp"]

@@ -24,6 +24,7 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from fault_injection.naming import Classifier, FieldsOf
 from fault_injection.netfaults import UNKNOWN, FaultEvent, NetworkFaults, message_drop, message_fault
 from fault_injection.rules import PASS, Distribution
 from fault_injection.zmtp import CMD, MESSAGE, OPAQUE, Command, ZmtpStream
@@ -37,7 +38,6 @@ LOW_WATER = 1024 * 1024
 SUB_TYPES = frozenset(("PUB", "XPUB"))  # a one-frame \x00/\x01 message to these is a subscription
 COMMAND_TYPES = {"SUBSCRIBE": "zmq.subscribe", "CANCEL": "zmq.unsubscribe"}
 
-Classifier = Callable[[list[bytes]], str]
 _READ, _WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
 
 
@@ -72,25 +72,6 @@ class ProxyStats:
     lost_on_close: int = 0  # delayed messages lost with their connection
     resets: int = 0  # connections reset by a fault
     throttled: int = 0  # times a sender was paused because its peer was not reading
-
-
-def codec_classifier(protocol: str, dialect: str = "strict") -> Classifier:
-    """Message type names from the protocol's codec, as nodes name their sends; "" for
-    frames the codec does not recognise."""
-    from harness.protocols import DecodeError, codec
-
-    c = codec(protocol, dialect)
-
-    def classify(frames: list[bytes]) -> str:
-        names = c.candidates(frames)  # cheap: a look-up on the identifying bytes
-        if len(names) < 2:
-            return names[0] if names else ""
-        try:
-            return c.decode(frames).name
-        except DecodeError:
-            return names[0]
-
-    return classify
 
 
 def parse_tcp(endpoint: str) -> tuple[str, int]:
@@ -169,6 +150,7 @@ class Relay:
     max_message: int
     name_socket: Callable[[str, str], str] | None
     welcome_of: Callable[[str, str], bytes | None] | None
+    fields_of: FieldsOf | None
     _stats: ProxyStats
     _sel: selectors.BaseSelector
     _conns: list[Connection]
@@ -357,7 +339,11 @@ class Relay:
             return
         if d.rng is None:
             d.rng = faults.rng(d.src, d.dst)
-        v = rules.decide(d.src, d.dst, msg_type, d.socket, d.name, d.rng, d.label)
+        fields_of = self.fields_of
+        fields = None
+        if rules.needs_fields and fields_of is not None and frames is not None:
+            fields = lambda: fields_of(frames)  # noqa: E731 - decoded only if a rule asks
+        v = rules.decide(d.src, d.dst, msg_type, d.socket, d.name, d.rng, d.label, fields)
         if v is PASS:
             self._send_on(d, raw, (msg_type, size))
             return
@@ -538,4 +524,4 @@ def close_with_rst(sock: socket.socket) -> None:
     sock.close()
 
 
-__all__ = ["Classifier", "LinkSpec", "ProxyError", "ProxyStats", "Relay", "codec_classifier", "parse_tcp"]
+__all__ = ["LinkSpec", "ProxyError", "ProxyStats", "Relay", "parse_tcp"]

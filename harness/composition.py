@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from fault_injection import nemesis
+from fault_injection.naming import codec_fields
 from harness.checkers.base import CRASH, RESTART, Checker, NoNodeErrors, Observer, Verdict
 from harness.probe import probed
 from harness.protocols import codec
@@ -152,7 +153,8 @@ def run_sim(scenario: Scenario, seed: int, out_dir: str | None = None, *,
         trace.register_node(HARNESS, HARNESS, "")
     try:
         sim = Simulation(seed, trace, latency=_latency(scenario), rules=scenario.rules,
-                         record_frames=scenario.record_frames)
+                         record_frames=scenario.record_frames,
+                         fields_of=codec_fields(scenario.protocol, scenario.dialect))
         roles = {n: scenario.role_of(n) for n in scenario.node_names}
         observer = Observer(build_checkers(scenario), codec(scenario.protocol, scenario.dialect), roles)
         clock = lambda: sim.now_ns  # noqa: E731 - the observer's clock is virtual time

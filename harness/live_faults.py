@@ -29,7 +29,8 @@ from fault_injection import nemesis
 from fault_injection.netfaults import NEMESIS, FaultEvent
 from fault_injection.partitions import PartitionTable, matcher
 from fault_injection.process import ProcessFaults
-from fault_injection.proxy import ChaosProxy, LinkSpec, codec_classifier
+from fault_injection.naming import codec_classifier, codec_fields
+from fault_injection.proxy import ChaosProxy, LinkSpec
 from fault_injection.rules import DistSpec
 from harness.checkers.base import CRASH, RESTART, Observer
 from harness.packages.base import ProtocolPackage
@@ -173,7 +174,8 @@ def place_proxy(scenario: Scenario, pkg: ProtocolPackage, configs: dict[str, tup
     announcements) use the listeners. ``owners`` maps each real endpoint to the node binding it."""
     proxy = ChaosProxy(rules=scenario.rules, seed=seed, classify=codec_classifier(scenario.protocol,
                                                                                   scenario.dialect),
-                       clock=clock, name_socket=name_socket, welcome_of=welcome_of, identify=identify)
+                       clock=clock, name_socket=name_socket, welcome_of=welcome_of, identify=identify,
+                       fields_of=codec_fields(scenario.protocol, scenario.dialect))
     placement = ProxyPlacement(proxy)
     touched = pair_touched(scenario)
     try:

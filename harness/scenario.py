@@ -207,7 +207,7 @@ def _scenario_from(data: Any, locs: Locations, path: str) -> Scenario:
         resolve(v.get(link, lp, "to", as_str), lp + ("to",))
         v.get(link, lp, "latency", Distribution.parse)
 
-    rules, faults = _faults(v, top, resolve, duration)
+    rules, faults = _faults(v, top, resolve, duration, set(pkg.tables[dialect].fields))
     workload = _workload(v, top, pkg, groups, resolve, duration)
     checks = _checks(v, top, pkg)
     settle = v.get(top, (), "settle", as_duration, 0)
@@ -255,7 +255,8 @@ def _groups(v: _Validator, top: dict[str, Any], pkg: ProtocolPackage) -> dict[st
 _FAULT_KINDS = ("rule", "crash", "partition", "pause", "clock_skew", "slow_link")
 
 
-def _faults(v: _Validator, top: dict[str, Any], resolve: Callable[..., list[str]], duration: int) -> tuple[RuleSet, list[Any]]:
+def _faults(v: _Validator, top: dict[str, Any], resolve: Callable[..., list[str]], duration: int,
+            field_names: set[str]) -> tuple[RuleSet, list[Any]]:
     items = top.get("faults", []) or []
     if not isinstance(items, list):
         raise v.fail(("faults",), "faults must be a list")
@@ -285,6 +286,10 @@ def _faults(v: _Validator, top: dict[str, Any], resolve: Callable[..., list[str]
                 for key in ("from", "to", "src", "dst"):
                     if key in rule and isinstance(rule[key], str) and not any(c in rule[key] for c in "*?["):
                         resolve(rule[key], p + ("rule", key))
+                for name in rule.get("fields") or {} if isinstance(rule.get("fields"), dict) else {}:
+                    if name not in field_names:
+                        raise v.fail(p + ("rule", "fields", name), f"no message has a field {name!r}"
+                                     f"{_closest(str(name), sorted(field_names))} (fields: {', '.join(sorted(field_names))})")
                 try:
                     rules.append(rule_from_dict(rule, i))
                 except ValueError as e:

@@ -132,7 +132,8 @@ class Simulation:
 
     def __init__(self, seed: int, trace: TraceWriter | None = None, *,
                  latency: LatencyModel | None = None, rules: RuleSet | None = None,
-                 record_frames: bool = True) -> None:
+                 record_frames: bool = True,
+                 fields_of: Callable[[list[bytes]], Any] | None = None) -> None:
         self.seed = seed
         self.trace = trace
         self.stats = SimStats()
@@ -142,7 +143,9 @@ class Simulation:
         self._queue: list[tuple[int, int, int, Event]] = self._env._queue  # type: ignore[assignment]
         self._eid = self._env._eid
         self._net = Network(seed, latency or LatencyModel())
-        self._rules = rules if rules is not None and len(rules) else None
+        # A fresh copy: rules that pick messages by count (nth) count per run.
+        self._rules = rules.fresh() if rules is not None and len(rules) else None
+        self._fields_of = fields_of  # decoded fields of a message, for rules with field conditions
         self._emit = trace.emit if trace is not None else None
         self._emit_message = trace.emit_message if trace is not None else None
         self._pack = trace is not None and record_frames
@@ -615,8 +618,12 @@ class Simulation:
         extra = 0
         copies = 0
         if self._rules is not None:
+            fields = None
+            if self._rules.needs_fields and self._fields_of is not None:
+                fields_of = self._fields_of
+                fields = lambda: fields_of(msg.frames)  # noqa: E731 - decoded only if a rule asks
             verdict = self._rules.decide(link.src, link.dst, msg.msg_type, pipe.socket.name,
-                                         pipe.direction, link.rule_rng, pipe.endpoint)
+                                         pipe.direction, link.rule_rng, pipe.endpoint, fields)
             if verdict is not PASS:
                 fault = verdict.label
                 effect = verdict.effect

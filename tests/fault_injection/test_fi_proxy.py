@@ -232,3 +232,21 @@ def test_plain_pub_sub(ctx: zmq.Context, make_proxy: Callable[..., ChaosProxy]) 
 
     assert wait_until(arrived), "the subscription reached the PUB through the proxy"
     assert sub.recv_multipart() == [b"t", b"1"]
+
+
+def test_the_third_ping_and_requests_by_service(router_link: Callable[..., Any]) -> None:
+    """What byte-level proxies cannot do: drop the third PING, and every REQUEST of one service
+    (a field of the decoded message)."""
+    from fault_injection.naming import codec_fields
+
+    proxy, router, (dealer,) = router_link(fields_of=codec_fields("dcp"), rules=rules(
+        {"message": "PING", "nth": 3, "drop": True},
+        {"message": "REQUEST", "fields": {"service": "other"}, "drop": True}))
+    for _ in range(5):
+        dealer.send_multipart(PING)
+    for service in ("echo", "other", "echo"):
+        dealer.send_multipart(DCP.encode("REQUEST", {"service": service, "data": [b"x"]}))
+    got = [DCP.decode(m[1:]) for m in drain(router)]
+    assert [m.name for m in got] == ["PING"] * 4 + ["REQUEST"] * 2
+    assert {m["service"] for m in got if m.name == "REQUEST"} in ({"echo"}, {b"echo"})
+    assert proxy.stats().effects == {"drop:rule-0": 1, "drop:rule-1": 1}
