@@ -263,11 +263,16 @@ class ChaosProxy(Relay):
 
         return self._call(snapshot)
 
+    def link_count(self) -> int:
+        """Listeners added (one per proxied endpoint and connecter, or shared)."""
+        return self._call(lambda: len(self._listeners))
+
     def open_connections(self) -> int:
         return self._call(lambda: len(self._conns))
 
     def drain_events(self) -> list[FaultEvent]:
-        """The fault rows recorded since the last call (safe from any thread)."""
+        """The fault rows recorded since the last call, when no ``on_event`` takes them (safe
+        from any thread)."""
         out = []
         events = self._events
         while events:
@@ -362,15 +367,16 @@ class ChaosProxy(Relay):
             fn(arg)
 
     def _event(self, ev: FaultEvent) -> None:
-        self._events.append(ev)
-        if self.on_event is not None:
-            try:
-                self.on_event(ev)
-            except Exception:
-                log.exception("proxy on_event callback failed; it is removed")
-                self.on_event = None
-
-    # ---- connections ----------------------------------------------------------------------
+        """A fault row: to ``on_event`` when there is one, else kept for ``drain_events``."""
+        if self.on_event is None:
+            self._events.append(ev)
+            return
+        try:
+            self.on_event(ev)
+        except Exception:
+            log.exception("proxy on_event callback failed; rows go to drain_events from now on")
+            self.on_event = None
+            self._events.append(ev)
 
     def _accept(self, lsock: socket.socket) -> None:
         link, endpoint = self._listeners[lsock]

@@ -1,24 +1,23 @@
-"""A scenario's fault schedule over real sockets: where the chaos proxy goes, and the nemesis
-target that carries every fault kind out on a live run.
+"""Where the chaos proxy goes on a live run, so a scenario's message rules, partitions and slow
+links act over real sockets as they do in simulation.
 
 `place_proxy` puts a `ChaosProxy` listener in front of each endpoint a node binds, for every
 pair of nodes a fault of the scenario may touch (a rule whose ``from``/``to`` globs cover them, a
-partition that separates them, a slow link between them): the binder keeps its real endpoint,
-each connecter configured with it gets a listener of its own (so the proxy knows who it is),
-and a node that announces its endpoint to peers (the package's ``advertised`` keys, e.g. a
-Dafka node's beacon) announces a shared listener, where in-process connecters are named by
-the source address the runtime gives them (``127.0.1.x``), external processes by which of them
-holds the connecting socket (``connection_owner``, from /proc).
+partition that may separate them, a slow link that may join them; a target known only when its
+fault fires — ``any``, ``random``, ``leader`` — may touch any node): the binder keeps its real
+endpoint, each connecter configured with it gets a listener of its own (so the proxy knows who
+it is), and a node that announces its endpoint to peers (the package's ``advertised`` keys, e.g.
+a Dafka node's beacon) announces a shared listener, where in-process connecters are named by the
+source address the runtime gives them (``127.0.1.x``) and processes by which of them holds the
+connecting socket (`connection_owner`, from /proc).
 
-`LiveNemesis` is the nemesis target (`fault_injection.nemesis.NemesisTarget`) of a live run:
-crashes, restarts and pauses go to `ProcessFaults` (in-process nodes or processes), partitions
-and slow links to the proxy, on a wall-clock schedule; clock skew is refused before the run.
+The live runtime then carries the faults out through the proxy (`LiveRuntime.attach_proxy`);
+the nemesis schedules them the same way as in simulation.
 """
 
 from __future__ import annotations
 
 import fnmatch
-import heapq
 import os
 import socket
 from collections.abc import Callable, Sequence
@@ -26,26 +25,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fault_injection import nemesis
-from fault_injection.netfaults import NEMESIS, FaultEvent
-from fault_injection.partitions import PartitionTable, matcher
-from fault_injection.process import ProcessFaults
 from fault_injection.naming import codec_classifier, codec_fields
 from fault_injection.proxy import ChaosProxy, LinkSpec
-from fault_injection.rules import DistSpec
-from harness.checkers.base import CRASH, RESTART, Observer
 from harness.packages.base import ProtocolPackage
 from harness.scenario import Scenario
 
 SOURCE_NET = "127.0.1."  # in-process node i connects from 127.0.1.(i + 2)
-CLOCK_SKEW_REFUSED = ("clock_skew cannot run --live: real processes read the host's clock, which the "
-                      "harness cannot move (run this scenario in simulation)")
-
-
-def refusal(scenario: Scenario) -> str | None:
-    """Why the scenario's faults cannot run live, in one line, or None."""
-    if any(isinstance(f, nemesis.ClockSkew) for f in scenario.faults):
-        return CLOCK_SKEW_REFUSED
-    return None
 
 
 def needs_proxy(scenario: Scenario) -> bool:
@@ -53,21 +38,30 @@ def needs_proxy(scenario: Scenario) -> bool:
                                             for f in scenario.faults)
 
 
+def _nodes_of(scenario: Scenario, target: str) -> set[str]:
+    """The nodes a target may name when its fault fires: all of them for a dynamic one."""
+    if target == nemesis.REST:
+        return set(scenario.node_names)
+    static = scenario.targets.static(target)
+    return set(scenario.node_names) if static is None else set(static)
+
+
 def pair_touched(scenario: Scenario) -> Callable[[str, str], bool]:
     """Whether some network fault of the scenario may act between two nodes (either way)."""
     rules = scenario.rules.rules
-    parts = PartitionTable()
-    slow: list[tuple[Callable[[str], bool], Callable[[str], bool]]] = []
+    apart: list[list[set[str]]] = []  # per partition, the nodes each side may name
+    joined: list[tuple[set[str], set[str]]] = []
     for f in scenario.faults:
         if isinstance(f, nemesis.Partition):
-            parts.add(f.groups, f.one_way)
+            apart.append([set().union(*(_nodes_of(scenario, t) for t in side)) for side in f.sides])
         elif isinstance(f, nemesis.SlowLink):
-            slow.append((matcher(f.src), matcher(f.dst)))
+            joined.append((_nodes_of(scenario, f.src), _nodes_of(scenario, f.dst)))
 
     def one_way(a: str, b: str) -> bool:
         return (any(fnmatch.fnmatchcase(a, r.match.src) and fnmatch.fnmatchcase(b, r.match.dst) for r in rules)
-                or any(parts.cut_by(pid, a, b) for pid in parts.active())
-                or any(s(a) and d(b) for s, d in slow))
+                or any(a in sides[i] and b in sides[j] for sides in apart
+                       for i in range(len(sides)) for j in range(len(sides)) if i != j)
+                or any(a in s and b in d for s, d in joined))
 
     return lambda a, b: one_way(a, b) or one_way(b, a)
 
@@ -167,15 +161,12 @@ class ProxyPlacement:
 
 def place_proxy(scenario: Scenario, pkg: ProtocolPackage, configs: dict[str, tuple[str, dict[str, Any]]],
                 owners: dict[str, str], in_process: Sequence[str], seed: int, clock: Callable[[], int],
-                name_socket: Callable[[str, str], str] | None = None,
-                welcome_of: Callable[[str, str], bytes | None] | None = None,
-                identify: Callable[[tuple[str, int]], str | None] | None = None) -> ProxyPlacement:
+                **callbacks: Any) -> ProxyPlacement:
     """Create the proxy and its listeners, and rewrite ``configs`` in place so connecters (and
-    announcements) use the listeners. ``owners`` maps each real endpoint to the node binding it."""
-    proxy = ChaosProxy(rules=scenario.rules, seed=seed, classify=codec_classifier(scenario.protocol,
-                                                                                  scenario.dialect),
-                       clock=clock, name_socket=name_socket, welcome_of=welcome_of, identify=identify,
-                       fields_of=codec_fields(scenario.protocol, scenario.dialect))
+    announcements) use the listeners. ``owners`` maps each real endpoint to the node binding it;
+    ``callbacks`` are the proxy's ``name_socket``, ``welcome_of`` and ``identify``."""
+    proxy = ChaosProxy(rules=scenario.rules, seed=seed, classify=codec_classifier(scenario.protocol, scenario.dialect),
+                       clock=clock, fields_of=codec_fields(scenario.protocol, scenario.dialect), **callbacks)
     placement = ProxyPlacement(proxy)
     touched = pair_touched(scenario)
     try:
@@ -202,76 +193,54 @@ def place_proxy(scenario: Scenario, pkg: ProtocolPackage, configs: dict[str, tup
     return placement
 
 
-class LiveNemesis:
-    """The nemesis target of a live run. ``schedule`` keeps callbacks in a heap the run loop
-    empties in time order (``due``/``next_at``); faults act at once when called."""
-
-    def __init__(self, processes: ProcessFaults, proxy: ChaosProxy | None, observer: Observer,
-                 on_observer: Callable[[Callable[[], None]], Any], clock: Callable[[], int]) -> None:
-        self.processes = processes
-        self.proxy = proxy
-        self.observer = observer
-        self.on_observer = on_observer  # runs a call where the checkers live (the runtime loop)
-        self.clock = clock
-        self._heap: list[tuple[int, int, Callable[[], object]]] = []
-        self._seq = 0
-
-    # -- the schedule
-
-    def schedule(self, at_ns: int, fn: Callable[[], object]) -> None:
-        self._seq += 1
-        heapq.heappush(self._heap, (at_ns, self._seq, fn))
-
-    def next_at(self) -> int | None:
-        return self._heap[0][0] if self._heap else None
-
-    def pop(self) -> Callable[[], object]:
-        return heapq.heappop(self._heap)[2]
-
-    # -- process faults
-
-    def crash(self, node: str) -> None:
-        self.processes.crash(node)
-        self.on_observer(lambda: self.observer.emit(self.clock(), node, CRASH))
-
-    def restart(self, node: str) -> None:
-        self.processes.restart(node)
-        self.on_observer(lambda: self.observer.emit(self.clock(), node, RESTART))
-
-    def pause(self, node: str) -> None:
-        self.processes.pause(node)
-
-    def resume(self, node: str) -> None:
-        self.processes.resume(node)
-
-    # -- network faults
-
-    def partition(self, groups: Sequence[Sequence[str]], one_way: bool = False) -> int:
-        return self._proxy().partition(groups, one_way)
-
-    def heal(self, pid: int | None = None) -> None:
-        self._proxy().heal(pid)
-
-    def slow_link(self, src: str, dst: str, latency: DistSpec) -> int:
-        return self._proxy().slow_link(src, dst, latency)
-
-    def restore_link(self, lid: int) -> None:
-        self._proxy().restore_link(lid)
-
-    def set_clock(self, node: str, offset_ns: int, drift: float = 0.0) -> None:
-        raise RuntimeError(CLOCK_SKEW_REFUSED)
-
-    def _proxy(self) -> ChaosProxy:
-        if self.proxy is None:  # needs_proxy said no: the fault touches no proxied pair
-            raise RuntimeError("a network fault fired on a run without the proxy")
-        return self.proxy
+def place_for_run(scenario: Scenario, pkg: ProtocolPackage, configs: dict[str, tuple[str, dict[str, Any]]],
+                  assigned: dict[str, str], runtime: Any, processes: dict[str, Any], seed: int) -> ProxyPlacement:
+    """`place_proxy` for a live run of the run driver, and the proxy handed to its runtime.
+    ``assigned``: the endpoint allocator's ``node/purpose -> endpoint``; ``processes``: the run's
+    external nodes (filled in later; read when a connection needs naming)."""
+    owners = {ep: key.split("/", 1)[0] for key, ep in assigned.items()}
+    in_process = [n for n in configs if not scenario.group_of(n).command]
+    placement = place_proxy(
+        scenario, pkg, configs, owners, in_process, seed, lambda: runtime.now_ns,
+        name_socket=lambda node, ep: socket_on(runtime, node, ep),
+        welcome_of=lambda node, ep: welcome_on(runtime, node, ep),
+        identify=lambda addr: connection_owner(addr, {n: p.process.pid for n, p in processes.items()}))
+    runtime.attach_proxy(placement.proxy, placement.sources)
+    return placement
 
 
-def emit_rows(trace: Any, events: Sequence[FaultEvent]) -> None:
-    """Write fault rows into a TraceWriter (on the thread that owns it)."""
-    for ev in events:
-        trace.emit(ev.node, ev.kind, ev.time_ns, **ev.row())
+def stop_proxy(placement: ProxyPlacement, runtime: Any) -> None:
+    """Stop the proxy, then let the runtime write the fault rows it was handed last."""
+    placement.proxy.stop()
+    if getattr(runtime, "running", False):
+        runtime.call(lambda: None)  # after every row posted before it
 
 
-__all__ = ["CLOCK_SKEW_REFUSED", "LiveNemesis", "NEMESIS", "ProxyPlacement", "emit_rows", "needs_proxy",
-           "pair_touched", "place_proxy", "refusal"]
+def socket_on(runtime: Any, node: str, endpoint: str) -> str:
+    """The name of the node's socket that binds or connects to ``endpoint`` ("" if unknown)."""
+    for sockets in (runtime.endpoints(node), runtime.connected(node)):
+        for name, eps in sockets.items():
+            if endpoint in eps:
+                return name
+    return ""
+
+
+def welcome_on(runtime: Any, node: str, endpoint: str) -> bytes | None:
+    """The welcome message of the node's XPUB bound at ``endpoint`` (the simulator names it
+    zmq.welcome), or None."""
+    current = runtime.node(node)
+    for spec in current.sockets() if current is not None else ():
+        if endpoint in spec.bind:
+            return spec.welcome
+    return None
+
+
+def proxy_stats(proxy: ChaosProxy) -> dict[str, Any]:
+    s = proxy.stats()
+    return {"connections": s.connections, "messages": s.messages, "by_type": dict(s.by_type),
+            "effects": dict(s.effects), "opaque": dict(s.opaque), "unidentified": s.unidentified,
+            "refused": s.refused, "resets": s.resets, "links": proxy.link_count()}
+
+
+__all__ = ["ProxyPlacement", "connection_owner", "needs_proxy", "pair_touched", "place_for_run", "place_proxy",
+           "proxy_stats", "stop_proxy"]

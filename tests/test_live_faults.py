@@ -11,10 +11,9 @@ from pathlib import Path
 import pytest
 
 from fault_injection.proxy import ChaosProxy
-from harness.composition import run_sim
+from harness.composition import run_live, run_sim
 from harness.live.supervisor import running_processes
 from harness.live_faults import pair_touched, place_proxy
-from harness.live_run import run_live
 from harness.registry import package
 from harness.scenario import load_scenario, parse_scenario
 from harness.trace import read_trace

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.live.supervisor import running_processes
-from harness.live_run import LiveRunError, run_live
+from harness.composition import LiveRunError, run_live
 from harness.scenario import load_scenario, parse_scenario
 
 pytestmark = [pytest.mark.live, pytest.mark.timeout(120)]
@@ -44,7 +44,7 @@ def test_external_broker_process(tmp_path: Path) -> None:
 
 def test_clock_skew_is_refused_with_a_one_line_reason(tmp_path: Path) -> None:
     text = short(Path("scenarios/dcp/clean.yaml").read_text()) + "faults:\n  - {clock_skew: broker, offset: 50ms}\n"
-    with pytest.raises(LiveRunError, match="^clock_skew cannot run --live: .*simulation") as err:
+    with pytest.raises(LiveRunError, match="^clock_skew faults cannot run live: .*host's clock") as err:
         run_live(parse_scenario(text, "skew.yaml"), 1, str(tmp_path))
     assert "\n" not in str(err.value)
 

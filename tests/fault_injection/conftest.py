@@ -10,7 +10,6 @@ import zmq
 
 from fault_injection.proxy import ChaosProxy, LinkSpec, codec_classifier
 from tests.fault_injection.zmtp_peers import proxy_threads, wait_until
-from tests.live.conftest import no_thread_leak  # noqa: F401 - a fixture these tests use too
 
 
 @pytest.fixture
