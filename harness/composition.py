@@ -241,14 +241,17 @@ def run_scenario(scenario: Scenario, seed: int, mode: str, out_dir: str | None =
             for v in verdicts:
                 trace.verdict(HARNESS, now, v.check, "pass" if v.ok else "fail", v.clause or v.check, v.detail)
     finally:
-        # Always: stop the proxy, the runtime, reap every process, flush the trace (also on abort).
+        # Always: stop the runtime (then the proxy: stopped first, it would cut connections under
+        # nodes still running), reap every process, flush the trace (also on abort).
         try:
             if placement is not None:
-                live_faults.stop_proxy(placement, runtime)
+                live_faults.take_rows_back(placement, runtime)
             stop = getattr(runtime, "stop", None)
             if stop is not None:
                 stop()
         finally:
+            if placement is not None:
+                live_faults.stop_proxy(placement, trace)
             for proc in processes.values():
                 proc.process.stop()
             if trace is not None:

@@ -209,11 +209,20 @@ def place_for_run(scenario: Scenario, pkg: ProtocolPackage, configs: dict[str, t
     return placement
 
 
-def stop_proxy(placement: ProxyPlacement, runtime: Any) -> None:
-    """Stop the proxy, then let the runtime write the fault rows it was handed last."""
-    placement.proxy.stop()
+def take_rows_back(placement: ProxyPlacement, runtime: Any) -> None:
+    """Before the runtime stops: the proxy keeps its fault rows from now on (`stop_proxy`
+    writes them), and the runtime writes those it was handed already."""
+    placement.proxy.on_event = None
     if getattr(runtime, "running", False):
-        runtime.call(lambda: None)  # after every row posted before it
+        runtime.call(lambda: None)  # runs after every row posted before it
+
+
+def stop_proxy(placement: ProxyPlacement, trace: Any) -> None:
+    """After the runtime stopped: stop the proxy and write the rows it kept."""
+    placement.proxy.stop()
+    if trace is not None and not trace.closed:
+        for ev in placement.proxy.drain_events():
+            trace.emit(ev.node, ev.kind, ev.time_ns, **ev.row())
 
 
 def socket_on(runtime: Any, node: str, endpoint: str) -> str:
@@ -243,4 +252,4 @@ def proxy_stats(proxy: ChaosProxy) -> dict[str, Any]:
 
 
 __all__ = ["ProxyPlacement", "connection_owner", "needs_proxy", "pair_touched", "place_for_run", "place_proxy",
-           "proxy_stats", "stop_proxy"]
+           "proxy_stats", "stop_proxy", "take_rows_back"]

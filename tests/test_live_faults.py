@@ -194,3 +194,26 @@ def test_an_external_node_behind_an_announced_endpoint_is_named_and_cut(tmp_path
     rows = read_trace(r.trace_path).to_pylist()  # type: ignore[arg-type]
     lost = [(x["node"], x["peer"]) for x in rows if x["kind"] == "drop" and x["fault"] == "partition"]
     assert ("cut", "producer") in lost, "messages to the external consumer were lost in the partition"
+
+
+def test_an_external_node_restarts_with_the_same_command_and_data_directory(tmp_path: Path) -> None:
+    """A crash is SIGKILL; the restart runs the same command line, whose {datadir} kept what
+    the first life wrote there."""
+    # A process takes a second or more to come back on a loaded machine: the clients have until
+    # the end (6 s) to get every request of the first 2 s answered.
+    text = Path("scenarios/dcp/broker-restart.yaml").read_text().replace("duration: 8s", "duration: 6s").replace(
+        "until: 6s", "until: 2s").replace("{at: 2s, crash: broker, restart_after: 500ms}",
+                                              "{at: 1s, crash: broker, restart_after: 300ms}").replace(
+        "broker: {role: broker, config: {heartbeat: 200ms, liveness: 3}}",
+        "broker: {role: broker, command: \"sh -c 'echo boot >> {datadir}/boots; exec {zmq_harness} node dcp broker "
+        "--bind {endpoint} --set heartbeat=200ms --set liveness=3'\", ready: {line: READY}}").replace(
+        "service_time: 5ms}", "service_time: 5ms, heartbeat: 200ms, liveness: 3}")
+    scenario = parse_scenario(text, "external-restart.yaml")
+    assert scenario.groups["broker"].command
+    r = run_live(scenario, 1, str(tmp_path))
+    assert r.ok, [v.to_dict() for v in r.failed]
+    boots = Path(tmp_path, "dcp-broker-restart", "data", "broker", "boots").read_text().split()
+    assert boots == ["boot", "boot"]
+    rows = read_trace(r.trace_path).to_pylist()  # type: ignore[arg-type]
+    assert [x["kind"] for x in rows if x["node"] == "broker" and x["kind"] in ("crash", "restart")] == \
+        ["crash", "restart"]
