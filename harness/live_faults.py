@@ -42,6 +42,9 @@ def _nodes_of(scenario: Scenario, target: str) -> set[str]:
     """The nodes a target may name when its fault fires: all of them for a dynamic one."""
     if target == nemesis.REST:
         return set(scenario.node_names)
+    for prefix in ("any:", "random:"):  # one node of a set: some node of that set
+        if target.startswith(prefix):
+            target = target[len(prefix):]
     static = scenario.targets.static(target)
     return set(scenario.node_names) if static is None else set(static)
 

@@ -217,3 +217,14 @@ def test_an_external_node_restarts_with_the_same_command_and_data_directory(tmp_
     rows = read_trace(r.trace_path).to_pylist()  # type: ignore[arg-type]
     assert [x["kind"] for x in rows if x["node"] == "broker" and x["kind"] in ("crash", "restart")] == \
         ["crash", "restart"]
+
+
+def test_targets_known_only_when_a_fault_fires_may_name_any_node() -> None:
+    base = PAUSE_AND_SLOW.split("faults:")[0]
+    touched = pair_touched(parse_scenario(base + "faults:\n  - {from: 1s, until: 2s, partition: [[random:workers], [broker]]}\n"
+                                          "check: [exactly-once]\n", "dyn.yaml"))
+    assert touched("workers.0", "broker") and touched("broker", "workers.1")
+    assert not touched("clients.0", "broker"), "random:workers names a worker, never a client"
+    touched = pair_touched(parse_scenario(base + "faults:\n  - {from: 1s, until: 2s, partition: [[any], [rest]]}\n"
+                                          "check: [exactly-once]\n", "any.yaml"))
+    assert touched("clients.0", "broker") and touched("workers.1", "clients.1")
