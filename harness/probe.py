@@ -33,19 +33,11 @@ class Probe:
     def _report(self, actions: list[Action]) -> list[Action]:
         if not actions:
             return actions
-        emit = self.observer.emit
         now = self.clock()
         for a in actions:
-            cls = a.__class__
-            if cls is Send:
-                emit(now, self.name, SEND, socket=a.socket, frames=a.frames, msg_type=a.msg_type)
-            elif cls is Deliver:
-                emit(now, self.name, DELIVER, msg_type=a.kind, data=a.data)
-            elif cls is Note:
-                emit(now, self.name, NOTE, msg_type=a.kind, data=a.data)
-            elif cls is Discard:
-                emit(now, self.name, DISCARD, socket=a.socket, frames=a.frames,
-                     data={"reason": a.reason, "clause": a.clause})
+            report = _REPORTS.get(a.__class__)
+            if report is not None:
+                report(self.observer.emit, now, self.name, a)
         return actions
 
     def start(self, now: int) -> list[Action]:
@@ -73,3 +65,13 @@ def probed(factory: NodeFactory, observer: Observer, clock: Callable[[], int]) -
         return Probe(factory(ctx), observer, clock)  # type: ignore[return-value]
 
     return build
+
+
+# What the observer hears of each kind of action (connects and subscriptions: nothing).
+_REPORTS: dict[type, Callable[[Callable[..., None], int, str, Any], None]] = {
+    Send: lambda emit, now, name, a: emit(now, name, SEND, socket=a.socket, frames=a.frames, msg_type=a.msg_type),
+    Deliver: lambda emit, now, name, a: emit(now, name, DELIVER, msg_type=a.kind, data=a.data),
+    Note: lambda emit, now, name, a: emit(now, name, NOTE, msg_type=a.kind, data=a.data),
+    Discard: lambda emit, now, name, a: emit(now, name, DISCARD, socket=a.socket, frames=a.frames,
+                                             data={"reason": a.reason, "clause": a.clause}),
+}
