@@ -329,10 +329,8 @@ class Relay:
         stats.by_type[msg_type] += 1
         faults = self.faults
         size = len(raw)
-        if faults.partitions.partitioned and faults.is_cut(d.src, d.dst):
-            stats.effects["partition"] += 1
-            self._event(FaultEvent(self.clock(), d.dst, DROP, "partition", d.src, None, msg_type, size, "proxy"))
-            return
+        # As in the simulator: the rules judge a message when it is sent (drawing from the
+        # path's generator even on a cut path), a partition loses it when it would arrive.
         rules = faults.rules
         if not len(rules):
             self._send_on(d, raw, (msg_type, size))
@@ -383,7 +381,7 @@ class Relay:
             return
         delay = extra_ns + self._latency(d)
         if delay == 0 and d.bandwidth is None and not d.queue:
-            self._write(d, raw)
+            self._leave(d, raw, info)
         else:
             at = time.monotonic_ns() + delay
             if d.bandwidth is not None:
@@ -431,8 +429,8 @@ class Relay:
         self._unthrottle(d)
 
     def _leave(self, d: Direction, raw: bytes, info: tuple[str, int] | None) -> None:
-        """A delayed message reaches its destination now, unless a partition cut the path
-        meanwhile (as the simulator decides at arrival)."""
+        """A message reaches its destination now (at once, or after its delay), unless a
+        partition cuts the path (as the simulator decides at arrival)."""
         if info is not None and self.faults.partitions.partitioned and self.faults.is_cut(d.src, d.dst):
             self._stats.effects["partition"] += 1
             self._event(FaultEvent(self.clock(), d.dst, DROP, "partition", d.src, None, info[0], info[1], "proxy"))
