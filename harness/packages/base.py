@@ -259,6 +259,10 @@ class ProtocolPackage:
     targets: dict[str, str] = field(default_factory=dict)  # symbolic fault target -> what it names
     resolve_target: Resolver | None = None
     capture: CaptureHints = field(default_factory=CaptureHints)  # reading its traffic from a pcap
+    # Config key of an endpoint a node binds -> config key of the endpoint it announces to its
+    # peers for them to connect to (discovery). A live run behind the chaos proxy announces the
+    # proxy's listener there, so peers that learn the endpoint at run time connect through it.
+    advertised: dict[str, str] = field(default_factory=dict)
 
     @property
     def dialects(self) -> list[str]:

@@ -53,6 +53,7 @@ EXPIRY = Setting("peer_expiry_ms", as_ms, "forget a peer after this long without
 NODE_WIRING = {
     "bind": Setting("bind", as_str, "the XPUB endpoint tcp://host:port it binds and announces"),
     "towers": Setting("towers", _towers, "towers to connect to: 'xsub,xpub' or [[xsub, xpub], ...]"),
+    "advertise": Setting("advertise", as_str, "the endpoint it announces in beacons, if not the one it binds"),
     "address": Setting("address", as_str, "a fixed node address (default: a new UUID)"),
 }
 
@@ -190,4 +191,5 @@ PACKAGE = ProtocolPackage(
     command=command,
     capture=CaptureHints(channels={("PUB", "XSUB"): "to-tower"}, role=wire_role, subscriber=wire_subscriber,
                          announcing=frozenset({"BEACON"}), announces=wire_announces),
+    advertised={"bind": "advertise"},  # BEACON host and port (E-DAFKA-13)
 )
