@@ -18,7 +18,8 @@ from typing import Any, Callable
 
 from harness.checkers import eventbus as checks
 from harness.packages.base import (
-    Check, Operation, ProtocolPackage, Role, Setting, TargetView, as_int, as_ms, as_positive_int, as_str, one_of,
+    CaptureHints, Check, Operation, ProtocolPackage, Role, Setting, TargetView, as_int, as_ms, as_positive_int,
+    as_str, one_of,
 )
 from harness.packages.eventbus.suites import SUITES
 from harness.protocols.eventbus import TABLES
@@ -169,6 +170,15 @@ def command(op: str, node: str, params: dict[str, Any], k: int, rng: Any) -> dic
     return {"op": "publish", "topic": topic, "data": {"k": k, "from": node, "pad": rng.randbytes(params.get("size", 32))}}
 
 
+def wire_role(socket_type: str, sent: frozenset[str]) -> str | None:
+    """The role of an endpoint in a capture, from what it sent."""
+    if sent & {"SYNC", "SYNCEND", "BROADCAST"}:
+        return "server"
+    if sent & {"SYNCSTART", "PUB"}:
+        return "client"
+    return None
+
+
 def primary(view: TargetView) -> list[str]:
     """Every running server whose latest ``ha-state`` note says primary (one, unless both
     servers believe they are primary), in scenario order; [] when none does."""
@@ -203,4 +213,7 @@ PACKAGE = ProtocolPackage(
     command=command,
     targets={"primary": "the running server whose latest 'ha-state' note says primary"},
     resolve_target=resolve_target,
+    # BROADCAST and PUB have the same frames: PUB -> SUB is the publisher port. DEALER -> ROUTER
+    # carries both the snapshot commands and PUBs, which the socket types cannot tell apart.
+    capture=CaptureHints(channels={("PUB", "SUB"): "publisher", ("PUB", "XSUB"): "publisher"}, role=wire_role),
 )
