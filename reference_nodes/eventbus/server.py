@@ -24,7 +24,9 @@ its snapshot that asks for the events above what it holds every ``poll_ms``; PUB
 own collector wait in a pending list until the peer's broadcast of the same UUID arrives. It
 takes over when the peer has been silent for ``ha_timeout_ms`` *and* a client came to it for a
 snapshot (the client's vote: the peer is gone for the clients too, not just for the backup),
-then broadcasts what is still pending. A server configured ``primary`` first asks its peer for
+then broadcasts what is still pending; should the primary turn out to be alive after all (its
+BROADCASTs reach the active backup), the backup yields and stands by again. A server
+configured ``primary`` first asks its peer for
 ``check_ms``: if the peer answers, it is active (the primary restarted after a failover) and
 this one becomes the passive replica (its history replaced by the peer's); if not, this one is
 active. A passive server ignores the snapshot requests of clients.
@@ -264,6 +266,9 @@ class Server(EventBusNode):
         if msg is None:
             return dropped
         if self.state == ACTIVE:
+            if self.ha == BACKUP:  # both active (it took over from a primary that was only slow): yield
+                self._heard(now)
+                return self._become_passive(now, "the primary is active too")
             return []
         self._heard(now)
         if self.state == CHECKING:
@@ -282,7 +287,7 @@ class Server(EventBusNode):
         self._keep(Event(seq, msg["topic"], msg["uuid"], event_frames(body)))
         self.pending.pop(msg["uuid"], None)
 
-    def _become_passive(self, now: int) -> list[Action]:
+    def _become_passive(self, now: int, why: str = "the peer is active") -> list[Action]:
         """Stand by as the peer's replica, starting from an empty history (the peer's numbering
         is the one clients see now); the own counter is kept for E-EVENTBUS-10."""
         self.state = PASSIVE
@@ -292,7 +297,7 @@ class Server(EventBusNode):
         self.marks = [0, 0]
         self.next_poll = now
         self.check_until = None
-        return [Note("ha-state", {"state": BACKUP})] + self.handle_timer(now)
+        return [Note("ha-state", {"state": BACKUP, "why": why})] + self.handle_timer(now)
 
     def _activate(self, now: int, why: str) -> list[Action]:
         """Take over: number on from everything held, then broadcast what is still pending."""

@@ -175,6 +175,17 @@ def test_backup_takes_over_only_when_the_peer_is_silent_and_a_client_came() -> N
     assert S.decode(bc.frames, channel="publisher")["uuid"] == U[0]
 
 
+def test_an_active_backup_yields_when_the_primary_broadcasts_too() -> None:
+    a, b = ha_pair()
+    a.start(0)
+    a.handle_timer(300 * MS)
+    b.start(0)
+    b.receive("snapshot", [b"c", *S.encode("SYNCSTART", {"subtrees": [], "sequence": 0})], 700 * MS)
+    assert notes(b.handle_timer(800 * MS), "ha-state")[0].data["state"] == "primary"
+    out = b.receive("feed", publish(a, "/a/1", U[0]).frames, 2000 * MS)  # the primary was only slow
+    assert notes(out, "ha-state")[0].data["state"] == "backup" and b.state == "passive"
+
+
 class View:
     def __init__(self, notes_: dict[str, dict[str, Any]], running: set[str]) -> None:
         self.notes, self.running = notes_, running
