@@ -1,0 +1,151 @@
+"""Raft elections and terms, judged from the wire: election safety, one vote per term, and
+the adoption of higher terms."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.checkers.base import NOTE, RECV, SEND, Checker, Event, Verdict
+from harness.checkers.raft.wire import PEER_RPCS, Listener, Tracker, show
+from harness.protocols.codec import Message
+
+
+class RaftChecker(Checker, Listener):
+    """A checker fed by a `Tracker` (SEND and RECV events) and, if it asks, by other events."""
+
+    kinds = frozenset({SEND, RECV})
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self.tracker = Tracker(self)
+
+    def on_event(self, ev: Event) -> None:
+        if ev.kind == SEND or ev.kind == RECV:
+            self.tracker.feed(ev)
+        else:
+            self.on_other(ev)
+
+    def on_other(self, ev: Event) -> None:
+        pass
+
+    def verdict(self, problems: list[tuple[str, list[dict[str, Any]]]], ok: str,
+                clause: str | None = None) -> list[Verdict]:
+        if not problems:
+            return [self.ok(ok)]
+        detail = f"{len(problems)} violation(s): " + "; ".join(p for p, _ in problems[:3])
+        return [self.fail(detail, [e for _, evs in problems[:5] for e in evs], clause)]
+
+
+class ElectionSafety(RaftChecker):
+    """At most one leader per term (Raft's Election Safety). Reads every AppendEntries and
+    InstallSnapshot a peer sends (only a leader sends them; frame 4 names it, frame 5 its term)
+    and the peers' ``role`` notes saying ``leader``. Two different peers leading one term fail."""
+
+    name = "election-safety"
+    clause = "raft.safety.election-safety"
+    kinds = frozenset({SEND, RECV, NOTE})
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self.leaders: dict[int, tuple[str, dict[str, Any]]] = {}  # term -> (node, evidence)
+        self.problems: list[tuple[str, list[dict[str, Any]]]] = []
+
+    def claim(self, term: int, node: str, evidence: dict[str, Any]) -> None:
+        first = self.leaders.setdefault(term, (node, evidence))
+        if first[0] != node and len(self.problems) < 50:
+            self.problems.append((f"term {term} has two leaders, {first[0]} and {node}", [first[1], evidence]))
+
+    def request_sent(self, ev: Event, msg: Message) -> None:
+        if msg.name in ("AppendEntries", "InstallSnapshot"):
+            self.claim(msg["term"], ev.node, show(ev, msg))
+
+    def on_other(self, ev: Event) -> None:
+        if ev.kind == NOTE and ev.msg_type == "role" and ev.data and ev.data.get("role") == "leader":
+            term = ev.data.get("term")
+            if isinstance(term, int):
+                self.claim(term, ev.node, show(ev))
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        return self.verdict(self.problems, f"{len(self.leaders)} term(s) with a leader, one leader each")
+
+
+class VoteOnce(RaftChecker):
+    """A peer grants at most one candidate its vote in a term, across its restarts (Raft 5.2;
+    the vote must be durable). Reads the RequestVote requests a peer receives (frame 4: the
+    candidate) and its responses (frame 2: its term, frame 3: granted)."""
+
+    name = "vote-once"
+    clause = "raft.algorithm.vote-once"
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self.votes: dict[tuple[str, int], tuple[str, dict[str, Any]]] = {}  # (voter, term) -> candidate
+        self.problems: list[tuple[str, list[dict[str, Any]]]] = []
+        self.granted = 0
+
+    def response_sent(self, ev: Event, request: Message, msg: Message) -> None:
+        if request.name != "RequestVote" or not msg["vote_granted"]:
+            return
+        self.granted += 1
+        key, cand = (ev.node, msg["term"]), request["peer_id"]
+        first = self.votes.setdefault(key, (cand, show(ev, msg, candidate=cand)))
+        if first[0] != cand and len(self.problems) < 50:
+            self.problems.append((f"{ev.node} voted for {first[0]} and for {cand} in term {msg['term']}",
+                                  [first[1], show(ev, msg, candidate=cand)]))
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        return self.verdict(self.problems, f"{self.granted} vote(s) granted, never two candidates in one term")
+
+
+class TermUpdate(RaftChecker):
+    """A peer that has received a higher term adopts it (Raft: a request or response with term
+    T > currentTerm sets currentTerm = T): every peer request and response it sends afterwards
+    carries a term at least as high. Reads the term frame of every RequestVote, AppendEntries
+    and InstallSnapshot request and response a peer receives and sends; ``grace`` (default 0)
+    allows an implementation that handles its input asynchronously that long to catch up."""
+
+    name = "term-update"
+    clause = "raft.algorithm.higher-term"
+
+    def __init__(self, grace_ms: int = 0, **params: Any) -> None:
+        super().__init__(**params)
+        self.grace_ns = grace_ms * 1_000_000
+        self.seen: dict[str, list[tuple[int, int, dict[str, Any]]]] = {}  # node -> rising (term, at, evidence)
+        self.problems: list[tuple[str, list[dict[str, Any]]]] = []
+        self.checked = 0
+
+    def saw(self, ev: Event, msg: Message) -> None:
+        hist = self.seen.setdefault(ev.node, [])
+        if not hist or msg["term"] > hist[-1][0]:
+            hist.append((msg["term"], ev.time_ns, show(ev, msg)))
+
+    def sent(self, ev: Event, msg: Message) -> None:
+        self.checked += 1
+        hist = self.seen.get(ev.node)
+        if not hist or msg["term"] >= hist[-1][0]:
+            return
+        for term, at, evidence in reversed(hist):  # the highest term it had received in time
+            if at + self.grace_ns <= ev.time_ns and term > msg["term"]:
+                if len(self.problems) < 50:
+                    self.problems.append((f"{ev.node} sent {msg.name} with term {msg['term']} after receiving "
+                                          f"term {term}", [evidence, show(ev, msg)]))
+                return
+
+    def request_received(self, ev: Event, msg: Message) -> None:
+        if msg.name in PEER_RPCS:
+            self.saw(ev, msg)
+
+    def response_received(self, ev: Event, request: Message, msg: Message) -> None:
+        if request.name in PEER_RPCS:
+            self.saw(ev, msg)
+
+    def request_sent(self, ev: Event, msg: Message) -> None:
+        if msg.name in PEER_RPCS:
+            self.sent(ev, msg)
+
+    def response_sent(self, ev: Event, request: Message, msg: Message) -> None:
+        if request.name in PEER_RPCS:
+            self.sent(ev, msg)
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        return self.verdict(self.problems, f"{self.checked} peer message(s) sent, none behind a term received")

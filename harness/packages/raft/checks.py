@@ -1,0 +1,63 @@
+"""The Raft package's checks: each a checker of `harness.checkers.raft` with its parameters
+taken from the scenario (the number of peers, when the last fault heals)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from fault_injection import nemesis
+from harness.checkers import raft as checkers
+from harness.packages.base import Check, Setting, as_ms
+
+PEER_COUNTED = (checkers.CommitRule, checkers.LeaderCompleteness, checkers.CommittedDurable, checkers.UpdateOnce)
+
+
+def peer_count(scenario: Any) -> int:
+    return sum(len(g.nodes) for g in scenario.groups.values() if g.role == "peer")
+
+
+def last_heal_ns(scenario: Any) -> int:
+    """When the last fault of the scenario is over: the end of its last partition, pause or slow
+    link, its last restart (or crash without one), its last clock change. Message rules apply
+    all the time and are not counted."""
+    heal = 0
+    for f in scenario.faults:
+        if isinstance(f, nemesis.Crash):
+            heal = max(heal, f.at + (f.restart_after or 0))
+        elif isinstance(f, (nemesis.Partition, nemesis.Pause, nemesis.SlowLink)):
+            heal = max(heal, f.end if f.end is not None else 1 << 62)
+        elif isinstance(f, nemesis.ClockSkew):
+            heal = max(heal, f.at)
+    return heal
+
+
+def _factory(cls: type) -> Callable[..., Any]:
+    if cls in PEER_COUNTED:
+        return lambda scenario, **params: cls(peers=peer_count(scenario), **params)
+    if cls is checkers.LiveAfterHeal:
+        return lambda scenario, **params: cls(heal_ns=last_heal_ns(scenario), **params)
+    return lambda scenario, **params: cls(**params)
+
+
+def _check(name: str, cls: type, params: dict[str, Setting] | None = None) -> Check:
+    return Check(name, _factory(cls), params or {}, doc=cls.__doc__ or "", clause=cls.clause, checker=cls)
+
+
+CHECKS = {
+    "election-safety": _check("election-safety", checkers.ElectionSafety),
+    "vote-once": _check("vote-once", checkers.VoteOnce),
+    "term-update": _check("term-update", checkers.TermUpdate, {
+        "grace": Setting("grace_ms", as_ms, "how long a peer may take to adopt a higher term (default 0ms)")}),
+    "log-matching": _check("log-matching", checkers.LogMatching),
+    "leader-append-only": _check("leader-append-only", checkers.LeaderAppendOnly),
+    "leader-completeness": _check("leader-completeness", checkers.LeaderCompleteness),
+    "state-machine-safety": _check("state-machine-safety", checkers.StateMachineSafety),
+    "committed-durable": _check("committed-durable", checkers.CommittedDurable),
+    "commit-rule": _check("commit-rule", checkers.CommitRule),
+    "update-once": _check("update-once", checkers.UpdateOnce),
+    "live-after-heal": _check("live-after-heal", checkers.LiveAfterHeal, {
+        "within": Setting("within_ms", as_ms, "the bound after the last heal (default 5s)"),
+        "value": Setting("within_ms", as_ms, "the bound, written as 'live-after-heal: 5s'")}),
+}
+
+DEFAULT_CHECKS = tuple(CHECKS)
