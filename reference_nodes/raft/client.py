@@ -44,7 +44,7 @@ from typing import Any
 from harness.node import Action, Connect, Deliver, Disconnect, Discard, NodeContext, Send, SocketSpec, SocketType
 from harness.protocols import DecodeError
 from harness.protocols.raft import NULL, Entry
-from reference_nodes.raft.client_reader import SUB, LogReader
+from reference_nodes.raft.client_reader import COMPACTED, SUB, LogReader
 from reference_nodes.raft.common import (
     DEFAULT_ELECTION_GRACE_MS, DEFAULT_RESPONSE_TTL_MS, RaftNode, peer_list, positive_int,
 )
@@ -185,6 +185,11 @@ class Client(LogReader, RaftNode):
             at = "nowhere" if found is None else f"at {found[0]}"
             return self.complete("info", self.now, reason=f"acknowledged at index {o.index}, but the log has "
                                  f"its entry {at}")
+        if found[1] is COMPACTED:  # read from a snapshot: a put or delete returns nothing anyway
+            if o.op in ("put", "delete"):
+                return self.complete("ok", self.now)
+            return self.complete("info", self.now, reason="its entry was compacted into a snapshot before the "
+                                                           "client read it: applied, result unknown")
         return self.complete("ok", self.now, found[1])
 
     # ---- inputs --------------------------------------------------------------------------------------

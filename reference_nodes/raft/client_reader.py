@@ -21,6 +21,7 @@ from reference_nodes.raft.log import entry_reqid
 from reference_nodes.raft.state_machine import KVStateMachine, unpack_snapshot
 
 SUB = "sub"
+COMPACTED = object()  # the result of an entry the replica only knows from a snapshot
 
 
 class Read:
@@ -74,9 +75,12 @@ class LogReader:
         return out
 
     def restore_snapshot(self, index: int, data: bytes) -> None:
-        state, _ = unpack_snapshot(data)
+        state, reqids = unpack_snapshot(data)
         self.sm.restore(state)
         self.applied = index
+        for r in self.my_reqids:  # our entries inside it: where they are, not what they returned
+            if r in reqids and r not in self.results:
+                self.results[r] = (reqids[r], COMPACTED)
 
     # ---- RequestEntries ---------------------------------------------------------------------------
     def read_to(self, target: int, now: int) -> list[Action]:

@@ -31,6 +31,7 @@ Config: ``id`` (default: the node name), ``endpoint`` (its ROUTER URL), ``peers`
 URL, optional), ``election_min_ms`` / ``election_max_ms`` (200 / 300), ``rpc_timeout_ms`` (50),
 ``heartbeat_ms`` (70), ``client_heartbeat_ms`` (500), ``max_entries`` (64 per AppendEntries),
 ``snapshot_every`` (compact after this many applied entries, 0 = never; default 0),
+``snapshot_keep`` (applied entries left in the log after compaction, for readers a little behind; 0),
 ``chunk_size`` (snapshot chunk bytes, 4096), ``update_ttl_ms`` (8 h), ``entries_pipeline`` (5),
 ``state_machine`` (``kv``), ``dialect``, ``epoch_s``.
 """
@@ -127,6 +128,7 @@ class Peer(RequestHandling, RaftNode):
                              "election_min_ms / 2")
         self.max_entries = positive_int(cfg.get("max_entries", 64), "max_entries")
         self.snapshot_every = int(cfg.get("snapshot_every", 0))
+        self.snapshot_keep = int(cfg.get("snapshot_keep", 0))
         self.chunk_size = positive_int(cfg.get("chunk_size", 4096), "chunk_size")
         self.broadcast_url = cfg.get("broadcast")
         self.sm = make_state_machine(cfg.get("state_machine", "kv"))
@@ -400,7 +402,7 @@ class Peer(RequestHandling, RaftNode):
 
     def apply_committed(self, now: int) -> list[Action]:
         first = self.applied + 1
-        last = min(self.commit_index, self.log.last_index)
+        last = self.apply_limit()
         if last < first:
             return []
         raws = self.log.slice(first, last)
@@ -414,12 +416,16 @@ class Peer(RequestHandling, RaftNode):
             out += self.answer_committed(now)
             if self.broadcast_url:
                 out += self.broadcast(raws, now)
-        if self.snapshot_every > 0 and self.applied - log.snapshot_index >= self.snapshot_every:
+        if self.snapshot_every > 0 and self.applied - self.snapshot_keep - log.snapshot_index >= self.snapshot_every:
             out += self.compact()
         return out
 
+    def apply_limit(self) -> int:
+        """The last index that may be applied: the commit index (within the log)."""
+        return min(self.commit_index, self.log.last_index)
+
     def compact(self) -> list[Action]:
-        upto = self.applied
+        upto = self.applied - self.snapshot_keep
         reqids = {r: i for r, i in self.reqids.items() if i <= upto}
         self.log.compact(upto, pack_snapshot(self.sm.snapshot(), reqids))
         return [Note("snapshot", {"index": upto, "term": self.log.snapshot_term})]

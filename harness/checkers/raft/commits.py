@@ -88,12 +88,23 @@ class Leaders(RaftChecker):
             if msg["success"]:
                 acked = request["prev_log_index"] + len(request["entries"])
                 lead.matches[ev.socket] = max(lead.matches.get(ev.socket, 0), acked)
+                self.acknowledged(lead)
         else:
             nxt = msg.get("next_offset")
             done = nxt >= request["snapshot_size"] if nxt is not None else \
                 request["snapshot_offset"] + len(request["chunk"]) >= request["snapshot_size"]
             if done:
                 lead.matches[ev.socket] = max(lead.matches.get(ev.socket, 0), request["last_included_index"])
+
+    def majority_index(self, lead: Leadership) -> int | None:
+        """The highest index the leader and its acknowledging followers hold on a majority."""
+        majority = self.peers // 2 + 1
+        if majority < 2:
+            return None
+        acked = sorted(lead.matches.values(), reverse=True)
+        return acked[majority - 2] if len(acked) >= majority - 1 else None
+
+    def acknowledged(self, lead: Leadership) -> None: ...
 
     def appended(self, ev: Event, msg: Message, lead: Leadership) -> None: ...
 
@@ -107,7 +118,8 @@ class CommitRule(Leaders):
     message id (a success acknowledges prev_log_index + the entries sent). A commit index is
     justified when it is at most one justified before (by any leader), or when the leader's
     entry at some N >= it has the leader's term and the leader and its acknowledging followers
-    holding N are a majority. An InstallSnapshot's last included index counts as a commit index
+    holding N are a majority (whenever that came to be: a leader may commit and step down before
+    it announces the index, and announce it in a later term). An InstallSnapshot's last included index counts as a commit index
     (a snapshot holds committed entries only)."""
 
     name = "commit-rule"
@@ -119,18 +131,27 @@ class CommitRule(Leaders):
         self.problems: dict[str, list[tuple[str, list[dict[str, Any]]]]] = {}
         self.checked = 0
 
+    def acknowledged(self, lead: Leadership) -> None:
+        """An entry of the leader's term on a majority is committed, announced or not (a leader
+        may step down before it says so; its commit index lives on in its next leadership)."""
+        n = self.majority_index(lead)
+        if n is not None and n > self.justified and lead.claims.get(n, (None,))[0] == lead.term:
+            self.justified = n
+
     def judge(self, ev: Event, msg: Message, lead: Leadership, c: int) -> None:
         if c <= self.justified or c <= lead.announced:
             lead.announced = max(lead.announced, c)
             return
         self.checked += 1
         majority = self.peers // 2 + 1
-        acked = sorted(lead.matches.values(), reverse=True)
-        n = acked[majority - 2] if majority >= 2 and len(acked) >= majority - 1 else None
+        n = self.majority_index(lead)
         term_n = lead.claims.get(n, (None,))[0] if n is not None else None
         lead.announced = max(lead.announced, c)
         if n is not None and n >= c and term_n == lead.term:
             self.justified = max(self.justified, c)
+            return
+        self.justified = max(self.justified, c)  # judged once; later leaders build on it
+        if sum(len(p) for p in self.problems.values()) >= 50:
             return
         ref = show(ev, msg, acknowledged=dict(lead.matches), majority=majority)
         if n is not None and n >= c:
@@ -141,7 +162,6 @@ class CommitRule(Leaders):
             self.problems.setdefault("raft.algorithm.commit-majority", []).append((
                 f"{lead.node}, leader of term {lead.term}, sent commit index {c}, held by no majority "
                 f"(acknowledged: {sorted(lead.matches.values(), reverse=True)}, majority {majority})", [ref]))
-        self.justified = max(self.justified, c)  # judged once; later leaders build on it
 
     def appended(self, ev: Event, msg: Message, lead: Leadership) -> None:
         self.judge(ev, msg, lead, msg["commit_index"])

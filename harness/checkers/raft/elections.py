@@ -11,19 +11,35 @@ from harness.protocols.codec import Message
 
 
 class RaftChecker(Checker, Listener):
-    """A checker fed by a `Tracker` (SEND and RECV events) and, if it asks, by other events."""
+    """A checker fed by a `Tracker` (SEND and RECV events) and, if it asks (``kinds``), by
+    other events (``on_other``).
+
+    Checkers of one run may share a tracker: ``join(owner)`` hands this checker's events to
+    ``owner``, which classifies each SEND and RECV once and calls only the checkers that want
+    it; the joined checker then asks the observer for nothing itself."""
 
     kinds = frozenset({SEND, RECV})
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
-        self.tracker = Tracker(self)
+        self.tracker = Tracker()
+        self.tracker.add(self)
+        self.members: list[RaftChecker] = [self]
+
+    def join(self, owner: "RaftChecker") -> None:
+        owner.tracker.add(self)
+        owner.members.append(self)
+        owner.kinds = owner.kinds | type(self).kinds
+        self.kinds = frozenset()
 
     def on_event(self, ev: Event) -> None:
-        if ev.kind == SEND or ev.kind == RECV:
+        kind = ev.kind
+        if kind == SEND or kind == RECV:
             self.tracker.feed(ev)
-        else:
-            self.on_other(ev)
+            return
+        for m in self.members:
+            if kind in type(m).kinds:
+                m.on_other(ev)
 
     def on_other(self, ev: Event) -> None:
         pass
@@ -72,26 +88,36 @@ class ElectionSafety(RaftChecker):
 class VoteOnce(RaftChecker):
     """A peer grants at most one candidate its vote in a term, across its restarts (Raft 5.2;
     the vote must be durable). Reads the RequestVote requests a peer receives (frame 4: the
-    candidate) and its responses (frame 2: its term, frame 3: granted)."""
+    candidate) and its responses (frame 2: its term, frame 3: granted), and the RequestVotes a
+    peer sends: a candidate has voted for itself in its term."""
 
     name = "vote-once"
     clause = "raft.algorithm.vote-once"
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
-        self.votes: dict[tuple[str, int], tuple[str, dict[str, Any]]] = {}  # (voter, term) -> candidate
+        self.votes: dict[tuple[str, int], tuple[str, tuple[Event, Message]]] = {}  # (voter, term) -> candidate
         self.problems: list[tuple[str, list[dict[str, Any]]]] = []
         self.granted = 0
+        self.reported: set[tuple[str, int, str]] = set()
+
+    def vote(self, ev: Event, msg: Message, term: int, cand: str) -> None:
+        self.granted += 1
+        first = self.votes.get((ev.node, term))
+        if first is None:
+            self.votes[(ev.node, term)] = (cand, (ev, msg))
+        elif first[0] != cand and (ev.node, term, cand) not in self.reported and len(self.problems) < 50:
+            self.reported.add((ev.node, term, cand))
+            self.problems.append((f"{ev.node} voted for {first[0]} and for {cand} in term {term}",
+                                  [show(*first[1]), show(ev, msg, candidate=cand)]))
 
     def response_sent(self, ev: Event, request: Message, msg: Message) -> None:
-        if request.name != "RequestVote" or not msg["vote_granted"]:
-            return
-        self.granted += 1
-        key, cand = (ev.node, msg["term"]), request["peer_id"]
-        first = self.votes.setdefault(key, (cand, show(ev, msg, candidate=cand)))
-        if first[0] != cand and len(self.problems) < 50:
-            self.problems.append((f"{ev.node} voted for {first[0]} and for {cand} in term {msg['term']}",
-                                  [first[1], show(ev, msg, candidate=cand)]))
+        if request.name == "RequestVote" and msg["vote_granted"]:
+            self.vote(ev, msg, msg["term"], request["peer_id"])
+
+    def request_sent(self, ev: Event, msg: Message) -> None:
+        if msg.name == "RequestVote":  # a candidate's own vote (retries count again)
+            self.vote(ev, msg, msg["term"], msg["peer_id"])
 
     def finish(self, end_ns: int) -> list[Verdict]:
         return self.verdict(self.problems, f"{self.granted} vote(s) granted, never two candidates in one term")

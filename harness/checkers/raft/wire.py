@@ -85,26 +85,32 @@ class Listener:
     def broadcast(self, ev: Event, msg: Message) -> None: ...
 
 
-class Tracker:
-    """Pairs responses with requests and calls a listener. What an event turns out to be is
-    cached on the event: every Raft checker of a run has its own tracker, all see the same
-    SEND and RECV events in the same order, and only the first to see an event does the work
-    (its pairing tables are complete; the others' stay empty and are not needed)."""
+LISTENER_METHODS = ("request_sent", "request_received", "response_sent", "response_received", "broadcast")
 
-    def __init__(self, listener: Listener) -> None:
-        self.listener = listener
+
+class Tracker:
+    """Pairs responses with requests and calls every listener that overrides the callback.
+    One tracker may serve several checkers (`RaftChecker.join`): each event is then
+    classified once, and only the checkers that want what it is are called."""
+
+    def __init__(self) -> None:
+        self.subscribers: dict[str, list[Any]] = {m: [] for m in LISTENER_METHODS}
         self.received: dict[tuple[str, bytes, bytes], Message] = {}  # requests on a ROUTER
         self.sent: dict[tuple[str, str, bytes], Message] = {}  # requests from a DEALER
 
+    def add(self, listener: Listener) -> None:
+        for m in LISTENER_METHODS:
+            if getattr(type(listener), m) is not getattr(Listener, m):
+                self.subscribers[m].append(getattr(listener, m))
+
     def feed(self, ev: Event) -> None:
-        what = ev.__dict__.get("_raft_what")
-        if what is None:
-            what = ev.__dict__["_raft_what"] = self.classify(ev)
+        what = self.classify(ev)
         if what:
-            getattr(self.listener, what[0])(ev, *what[1:])
+            for fn in self.subscribers[what[0]]:
+                fn(ev, *what[1:])
 
     def classify(self, ev: Event) -> tuple[Any, ...]:
-        """(listener method, its arguments after the event), or () for nothing."""
+        """(listener callback, its arguments after the event), or () for nothing."""
         frames = ev.frames
         if not frames:
             return ()

@@ -66,6 +66,7 @@ ROLES = {
         "max_entries": Setting("max_entries", as_positive_int, "entries per AppendEntries / RequestEntries (64)"),
         "snapshot_every": Setting("snapshot_every", as_int, "compact the log after this many applied entries "
                                                             "(0: never, the default)"),
+        "snapshot_keep": Setting("snapshot_keep", as_int, "applied entries kept in the log after compaction (0)"),
         "chunk_size": Setting("chunk_size", as_positive_int, "snapshot chunk bytes (4096)"),
         "update_ttl": Setting("update_ttl_ms", as_ms, "REQUEST_UPDATE_TTL (8h)"),
         "entries_pipeline": Setting("entries_pipeline", as_positive_int, "REQUEST_ENTRIES_PIPELINES (5)"),

@@ -31,12 +31,29 @@ def last_heal_ns(scenario: Any) -> int:
     return heal
 
 
+def _share(scenario: Any, checker: Any) -> Any:
+    """The Raft checkers of one run share one tracker (each event classified once): the first
+    built for a run owns it, the others join. `harness.composition.build_checkers` builds a
+    run's checkers one after the other, once per check of the scenario; a group holding as many
+    checkers as the scenario has checks belongs to the previous run."""
+    group = scenario.__dict__.get("_raft_checkers")
+    if group is None or len(group) >= len(scenario.checks):
+        group = scenario.__dict__["_raft_checkers"] = []
+    if group:
+        checker.join(group[0])
+    group.append(checker)
+    return checker
+
+
 def _factory(cls: type) -> Callable[..., Any]:
-    if cls in PEER_COUNTED:
-        return lambda scenario, **params: cls(peers=peer_count(scenario), **params)
-    if cls is checkers.LiveAfterHeal:
-        return lambda scenario, **params: cls(heal_ns=last_heal_ns(scenario), **params)
-    return lambda scenario, **params: cls(**params)
+    def make(scenario: Any, **params: Any) -> Any:
+        if cls in PEER_COUNTED:
+            params["peers"] = peer_count(scenario)
+        elif cls is checkers.LiveAfterHeal:
+            params["heal_ns"] = last_heal_ns(scenario)
+        return _share(scenario, cls(**params))
+
+    return make
 
 
 def _check(name: str, cls: type, params: dict[str, Setting] | None = None) -> Check:
