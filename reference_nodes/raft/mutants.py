@@ -172,11 +172,13 @@ class TruncatingLeaderPeer(Peer):
         hint = msg.get("conflict_index")
         if not msg["success"] and hint is not None and self.log.snapshot_index < hint <= self.log.last_index:
             self.truncate_log(hint)
-            last = self.log.last_index
-            for other in self.links.values():
-                other.next_index = min(other.next_index, last + 1)
-                other.match_index = min(other.match_index, last)
         return super().on_append_response(link, out, msg, now)
+
+    def replicate(self, link: Link, now: int) -> list[Action]:
+        last = self.log.last_index  # acknowledgements of entries it has since deleted point past its log
+        link.next_index = min(link.next_index, last + 1)
+        link.match_index = min(link.match_index, last)
+        return super().replicate(link, now)
 
 
 class ApplyUncommittedPeer(Peer):
