@@ -22,12 +22,11 @@ def last_heal_ns(scenario: Any) -> int:
     all the time and are not counted."""
     heal = 0
     for f in scenario.faults:
-        if isinstance(f, nemesis.Crash):
-            heal = max(heal, f.at + (f.restart_after or 0))
-        elif isinstance(f, (nemesis.Partition, nemesis.Pause, nemesis.SlowLink)):
-            heal = max(heal, f.end if f.end is not None else 1 << 62)
-        elif isinstance(f, nemesis.ClockSkew):
-            heal = max(heal, f.at)
+        end = getattr(f, "end", None)
+        if end is None:  # a node that stays down, a clock that stays skewed: over once it happened;
+            # a partition, pause or slow link that never ends: never over
+            end = f.start if isinstance(f, (nemesis.Crash, nemesis.ClockSkew)) else 1 << 62
+        heal = max(heal, end)
     return heal
 
 
