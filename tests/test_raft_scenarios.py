@@ -26,6 +26,7 @@ def test_scenario_passes_a_few_seeds(path: str) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(4 * 3600)
 @pytest.mark.parametrize("path", RAFT)
 def test_scenario_passes_1000_seeds(path: str) -> None:
     sweep(path, load_scenario(path).seeds[:1000])

@@ -22,7 +22,9 @@ once; a timeout after ``response_ttl_ms`` (SERVER_RESPONSE_TTL, 500) or a negati
 without a leader (scenario 2) reconnects to every peer, waits ``election_grace_ms``
 (SERVER_ELECTION_GRACE_MS, 300) and sends again, one peer at a time (DEALER round-robin). An
 "accepted" RequestUpdate response restarts the timeout. Every attempt carries the same reqid,
-so the update is applied at most once (E-RAFT-16).
+so the update is applied at most once (E-RAFT-16). An operation whose entry shows up in the
+committed log the client reads (a StateBroadcast, RequestEntries) is complete even if the
+"committed" response was lost.
 
 Each operation ends in one ``Deliver("op", {...})`` with ``id``, ``op``, ``key``, ``value``,
 ``expected``, ``output`` (get: the value or None; cas: True/False; put, delete: None),
@@ -178,9 +180,13 @@ class Client(LogReader, RaftNode):
     def on_applied(self) -> list[Action]:
         """The replica advanced: the current operation may be complete."""
         o = self.current
-        if o is None or o.index is None or self.applied < o.index:
+        if o is None:
             return []
         found = self.results.get(o.reqid)
+        if o.index is None and found is not None:
+            o.index = found[0]  # its entry is in the committed log: done, whatever became of the answer
+        if o.index is None or self.applied < o.index:
+            return []
         if found is None or found[0] != o.index:
             at = "nowhere" if found is None else f"at {found[0]}"
             return self.complete("info", self.now, reason=f"acknowledged at index {o.index}, but the log has "
