@@ -139,10 +139,11 @@ class CommitRule(Leaders):
             self.justified = n
 
     def judge(self, ev: Event, msg: Message, lead: Leadership, c: int) -> None:
+        if c > lead.announced:
+            self.checked += 1
         if c <= self.justified or c <= lead.announced:
             lead.announced = max(lead.announced, c)
             return
-        self.checked += 1
         majority = self.peers // 2 + 1
         n = self.majority_index(lead)
         term_n = lead.claims.get(n, (None,))[0] if n is not None else None

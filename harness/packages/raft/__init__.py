@@ -22,6 +22,7 @@ from harness.packages.raft.checks import CHECKS, DEFAULT_CHECKS
 from harness.protocols.raft import TABLES
 from harness.protocols.raft_clauses import CATALOGUE
 from reference_nodes.raft.client import Client
+from reference_nodes.raft.common import peer_list
 from reference_nodes.raft.mutants import MUTANTS
 from reference_nodes.raft.peer import Peer
 
@@ -56,6 +57,21 @@ def resolve_target(name: str, view: TargetView) -> list[str] | None:
 
 CLUSTER = Setting("cluster", as_str, "cluster ident, the same on every peer and client (default empty)")
 
+
+def _peers(v: Any) -> list[list[str]]:
+    return [list(p) for p in peer_list(v)]
+
+
+# How a standalone node (`zmq-harness node raft peer --set ...`) is wired; scenarios assign these
+# themselves (`wire`), over anything set here.
+PEERS = Setting("peers", _peers, "standalone: every peer as ID=URL,ID=URL (itself included)")
+NODE_WIRING = {
+    "id": Setting("id", as_str, "standalone: this peer's PEER ID"),
+    "endpoint": Setting("endpoint", as_str, "standalone: the ROUTER URL it binds"),
+    "broadcast_url": Setting("broadcast", as_str, "standalone: the StateBroadcast PUB URL it binds"),
+    "peers": PEERS,
+}
+
 ROLES = {
     "peer": Role("peer", Peer, {
         "election_min": Setting("election_min_ms", as_ms, "ELECTION_TIMEOUT_MIN (default 200ms)"),
@@ -72,7 +88,7 @@ ROLES = {
         "entries_pipeline": Setting("entries_pipeline", as_positive_int, "REQUEST_ENTRIES_PIPELINES (5)"),
         "broadcast": Setting("broadcast_enabled", as_bool, "run the BroadcastStateMachine's PUB (default true)"),
         "state_machine": Setting("state_machine", one_of("kv", "none"), "kv (default) or none"),
-        "cluster": CLUSTER,
+        "cluster": CLUSTER, **NODE_WIRING,
     }, "a Raft peer: ROUTER for requests, one DEALER per other peer, PUB for StateBroadcast"),
     "client": Role("client", Client, {
         "response_ttl": Setting("response_ttl_ms", as_ms, "SERVER_RESPONSE_TTL (500ms)"),
@@ -80,7 +96,7 @@ ROLES = {
         "op_timeout": Setting("op_timeout_ms", as_ms, "give an operation up (status info) after this (10s)"),
         "max_queue": Setting("max_queue", as_positive_int, "operations waiting their turn (1000)"),
         "subscribe": Setting("subscribe", as_bool, "follow the leader's StateBroadcast (default false)"),
-        "cluster": CLUSTER,
+        "cluster": CLUSTER, "peers": PEERS,
     }, "a key-value client: every operation a RequestUpdate, results from the replayed log"),
 }
 
