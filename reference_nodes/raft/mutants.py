@@ -124,26 +124,14 @@ class WrongPrevTermPeer(Peer):
 
 
 class IgnoreHigherTermPeer(Peer):
-    """Breaks ``raft.algorithm.higher-term``: as leader, a higher term in a response does not
-    make it a follower; it takes the response for a refusal and goes on sending requests of its
-    old term (until an AppendEntries of the new leader reaches it)."""
-
-    in_response = False
+    """Breaks ``raft.algorithm.higher-term``: as leader, a higher term in a request or response
+    does not make it a follower of that term; it answers the new leader's AppendEntries and a
+    candidate's RequestVote with its old term."""
 
     def observe_term(self, term: int, now: int) -> list[Action]:
-        if self.in_response and self.state == "leader":
+        if self.state == "leader":
             return []
         return super().observe_term(term, now)
-
-    def on_response(self, link: Link, frames: list[bytes], now: int) -> list[Action]:
-        self.in_response = True
-        try:
-            out = super().on_response(link, frames, now)
-        finally:
-            self.in_response = False
-        if self.state == "leader" and link.out is None and link.deadline is None:
-            out += self.replicate(link, now)  # it carries on with the follower that refused it
-        return out
 
 
 class ReapplyReqidPeer(Peer):

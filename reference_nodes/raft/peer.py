@@ -330,8 +330,10 @@ class Peer(RequestHandling, RaftNode):
         except DecodeError as e:
             return self.malformed(link.socket, frames, e)
         if not self.answers(out, msg["message_id"]):
+            # Not the answer to the outstanding request; its term still counts (Raft 5.1).
             return self.unexpected(link.socket, frames, f"response id {msg['message_id']} is not that of the "
-                                   f"outstanding request ({out.msg_id})", "raft.rpc.response-id")
+                                   f"outstanding request ({out.msg_id})", "raft.rpc.response-id") + \
+                self.observe_term(msg["term"], now)
         link.out = None
         link.deadline = None
         if msg["term"] > self.term:

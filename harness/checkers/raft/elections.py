@@ -124,11 +124,14 @@ class VoteOnce(RaftChecker):
 
 
 class TermUpdate(RaftChecker):
-    """A peer that has received a higher term adopts it (Raft: a request or response with term
-    T > currentTerm sets currentTerm = T): every peer request and response it sends afterwards
-    carries a term at least as high. Reads the term frame of every RequestVote, AppendEntries
-    and InstallSnapshot request and response a peer receives and sends; ``grace`` (default 0)
-    allows an implementation that handles its input asynchronously that long to catch up."""
+    """A peer that has taken in a higher term adopts it (Raft: a request or response with term
+    T > currentTerm sets currentTerm = T). A peer that answers a request has read it, so its
+    answer carries at least the request's term, and every peer request and response it sends
+    afterwards too. Reads the term frame of the RequestVote, AppendEntries and InstallSnapshot
+    requests a peer answers and of every peer request and response it sends. Responses a peer
+    receives are not counted: it may drop one unread (a superseded request's, E-RAFT-04), and
+    not taking in a message is as safe as the network losing it. ``grace`` (default 0) allows
+    an implementation that handles its input asynchronously that long to catch up."""
 
     name = "term-update"
     clause = "raft.algorithm.higher-term"
@@ -140,38 +143,35 @@ class TermUpdate(RaftChecker):
         self.problems: list[tuple[str, list[dict[str, Any]]]] = []
         self.checked = 0
 
-    def saw(self, ev: Event, msg: Message) -> None:
-        hist = self.seen.setdefault(ev.node, [])
-        if not hist or msg["term"] > hist[-1][0]:
-            hist.append((msg["term"], ev.time_ns, show(ev, msg)))
+    def problem(self, text: str, evidence: list[dict[str, Any]]) -> None:
+        if len(self.problems) < 50:
+            self.problems.append((text, evidence))
 
     def sent(self, ev: Event, msg: Message) -> None:
         self.checked += 1
         hist = self.seen.get(ev.node)
         if not hist or msg["term"] >= hist[-1][0]:
             return
-        for term, at, evidence in reversed(hist):  # the highest term it had received in time
+        for term, at, evidence in reversed(hist):  # the highest term it had taken in, in time
             if at + self.grace_ns <= ev.time_ns and term > msg["term"]:
-                if len(self.problems) < 50:
-                    self.problems.append((f"{ev.node} sent {msg.name} with term {msg['term']} after receiving "
-                                          f"term {term}", [evidence, show(ev, msg)]))
+                self.problem(f"{ev.node} sent {msg.name} with term {msg['term']} after taking in term {term}",
+                             [evidence, show(ev, msg)])
                 return
-
-    def request_received(self, ev: Event, msg: Message) -> None:
-        if msg.name in PEER_RPCS:
-            self.saw(ev, msg)
-
-    def response_received(self, ev: Event, request: Message, msg: Message) -> None:
-        if request.name in PEER_RPCS:
-            self.saw(ev, msg)
 
     def request_sent(self, ev: Event, msg: Message) -> None:
         if msg.name in PEER_RPCS:
             self.sent(ev, msg)
 
     def response_sent(self, ev: Event, request: Message, msg: Message) -> None:
-        if request.name in PEER_RPCS:
-            self.sent(ev, msg)
+        if request.name not in PEER_RPCS:
+            return
+        self.sent(ev, msg)
+        if msg["term"] < request["term"]:
+            self.problem(f"{ev.node} answered a {request.name} of term {request['term']} with term {msg['term']}",
+                         [show(ev, msg, request_term=request["term"])])
+        hist = self.seen.setdefault(ev.node, [])
+        if not hist or request["term"] > hist[-1][0]:
+            hist.append((request["term"], ev.time_ns, show(ev, msg, request_term=request["term"])))
 
     def finish(self, end_ns: int) -> list[Verdict]:
-        return self.verdict(self.problems, f"{self.checked} peer message(s) sent, none behind a term received")
+        return self.verdict(self.problems, f"{self.checked} peer message(s) sent, none behind a term taken in")
