@@ -4,7 +4,9 @@ suite, 1,000 in the slow suite (ZMQ_HARNESS_SLOW=1 ./scripts/test, or -m slow)."
 from __future__ import annotations
 
 import glob
+from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from harness.composition import run_sim
@@ -41,3 +43,23 @@ def test_faults_really_happen() -> None:
     assert sum(lossy.stats["dropped"].values()) > 30
     part = run_sim(load_scenario("scenarios/raft/chaos/partitions.yaml"), 1)
     assert part.stats["dropped"].get("partition", 0) > 50
+
+
+def test_snapshots_are_installed_and_read(tmp_path: Path) -> None:
+    r = run_sim(load_scenario("scenarios/raft/chaos/snapshot-install.yaml"), 1, str(tmp_path))
+    rows = pq.read_table(r.trace_path, columns=["node", "kind", "msg_type"]).to_pylist()
+    sent = [x["msg_type"] for x in rows if x["kind"] == "send"]
+    assert sent.count("InstallSnapshot") >= 2  # in chunks
+    late = [x for x in rows if x["node"] == "late" and x["kind"] == "recv" and x["msg_type"] == "RequestEntriesResponse"]
+    assert late and r.ok
+
+
+def test_the_deployed_dialect_passes_too() -> None:
+    text = Path("scenarios/raft/chaos/leader-crash.yaml").read_text().replace(
+        "name: raft-leader-crash", "name: raft-leader-crash-0.7\ndialect: \"raft:zmq-raft\"")
+    from harness.scenario import parse_scenario
+
+    r = run_sim(parse_scenario(text, "leader-crash-0.7.yaml"), 1)
+    assert r.ok, [(v.check, v.detail) for v in r.failed]
+    updates = next(v for v in r.verdicts if v.check == "update-once")
+    assert int(updates.detail.split()[0]) > 50
