@@ -156,9 +156,9 @@ class LogReader:
     def reader_timer(self, now: int) -> list[Action]:
         out: list[Action] = []
         r = self.read
-        if r is not None and r.deadline <= now:
+        if r is not None and r.deadline <= now:  # no answer within SERVER_RESPONSE_TTL: scenario 2
             self.read = None
-            out += self.read_to(self.read_target, now)
+            out += self.search(now)
         if self.url_deadline is not None and self.url_deadline <= now:
             self.url_deadline = None
             out += self.ask_broadcast_url(now)
