@@ -2,12 +2,12 @@
 what the probes observe (docs/raft.md lists what each reads)."""
 
 from harness.checkers.raft.commits import CommitRule, CommittedDurable, LeaderCompleteness
-from harness.checkers.raft.elections import ElectionSafety, TermUpdate, VoteOnce
+from harness.checkers.raft.elections import ElectionSafety, RaftChecker, TermUpdate, VoteOnce
 from harness.checkers.raft.liveness import LiveAfterHeal
 from harness.checkers.raft.logs import LeaderAppendOnly, LogMatching, StateMachineSafety
 from harness.checkers.raft.updates import UpdateOnce
 
 __all__ = [
     "CommitRule", "CommittedDurable", "ElectionSafety", "LeaderAppendOnly", "LeaderCompleteness", "LiveAfterHeal",
-    "LogMatching", "StateMachineSafety", "TermUpdate", "UpdateOnce", "VoteOnce",
+    "LogMatching", "RaftChecker", "StateMachineSafety", "TermUpdate", "UpdateOnce", "VoteOnce",
 ]

@@ -63,23 +63,24 @@ class ElectionSafety(RaftChecker):
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
-        self.leaders: dict[int, tuple[str, dict[str, Any]]] = {}  # term -> (node, evidence)
+        self.leaders: dict[int, tuple[str, tuple[Event, Message | None]]] = {}  # term -> (node, evidence)
         self.problems: list[tuple[str, list[dict[str, Any]]]] = []
 
-    def claim(self, term: int, node: str, evidence: dict[str, Any]) -> None:
-        first = self.leaders.setdefault(term, (node, evidence))
+    def claim(self, term: int, node: str, ev: Event, msg: Message | None) -> None:
+        first = self.leaders.setdefault(term, (node, (ev, msg)))
         if first[0] != node and len(self.problems) < 50:
-            self.problems.append((f"term {term} has two leaders, {first[0]} and {node}", [first[1], evidence]))
+            self.problems.append((f"term {term} has two leaders, {first[0]} and {node}",
+                                  [show(*first[1]), show(ev, msg)]))
 
     def request_sent(self, ev: Event, msg: Message) -> None:
         if msg.name in ("AppendEntries", "InstallSnapshot"):
-            self.claim(msg["term"], ev.node, show(ev, msg))
+            self.claim(msg["term"], ev.node, ev, msg)
 
     def on_other(self, ev: Event) -> None:
         if ev.kind == NOTE and ev.msg_type == "role" and ev.data and ev.data.get("role") == "leader":
             term = ev.data.get("term")
             if isinstance(term, int):
-                self.claim(term, ev.node, show(ev))
+                self.claim(term, ev.node, ev, None)
 
     def finish(self, end_ns: int) -> list[Verdict]:
         return self.verdict(self.problems, f"{len(self.leaders)} term(s) with a leader, one leader each")
@@ -139,7 +140,7 @@ class TermUpdate(RaftChecker):
     def __init__(self, grace_ms: int = 0, **params: Any) -> None:
         super().__init__(**params)
         self.grace_ns = grace_ms * 1_000_000
-        self.seen: dict[str, list[tuple[int, int, dict[str, Any]]]] = {}  # node -> rising (term, at, evidence)
+        self.seen: dict[str, list[tuple[int, int, tuple[Event, Message]]]] = {}  # node -> rising (term, at, evidence)
         self.problems: list[tuple[str, list[dict[str, Any]]]] = []
         self.checked = 0
 
@@ -152,10 +153,10 @@ class TermUpdate(RaftChecker):
         hist = self.seen.get(ev.node)
         if not hist or msg["term"] >= hist[-1][0]:
             return
-        for term, at, evidence in reversed(hist):  # the highest term it had taken in, in time
+        for term, at, (e, m) in reversed(hist):  # the highest term it had taken in, in time
             if at + self.grace_ns <= ev.time_ns and term > msg["term"]:
                 self.problem(f"{ev.node} sent {msg.name} with term {msg['term']} after taking in term {term}",
-                             [evidence, show(ev, msg)])
+                             [show(e, m), show(ev, msg)])
                 return
 
     def request_sent(self, ev: Event, msg: Message) -> None:
@@ -171,7 +172,7 @@ class TermUpdate(RaftChecker):
                          [show(ev, msg, request_term=request["term"])])
         hist = self.seen.setdefault(ev.node, [])
         if not hist or request["term"] > hist[-1][0]:
-            hist.append((request["term"], ev.time_ns, show(ev, msg, request_term=request["term"])))
+            hist.append((request["term"], ev.time_ns, (ev, msg)))
 
     def finish(self, end_ns: int) -> list[Verdict]:
         return self.verdict(self.problems, f"{self.checked} peer message(s) sent, none behind a term taken in")

@@ -38,8 +38,9 @@ def _share(scenario: Any, checker: Any) -> Any:
     group = scenario.__dict__.get("_raft_checkers")
     if group is None or len(group) >= len(scenario.checks):
         group = scenario.__dict__["_raft_checkers"] = []
-    if group:
-        checker.join(group[0])
+    owner = next((c for c in group if isinstance(c, checkers.RaftChecker)), None)
+    if owner is not None and isinstance(checker, checkers.RaftChecker):
+        checker.join(owner)
     group.append(checker)
     return checker
 
