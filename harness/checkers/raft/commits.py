@@ -18,21 +18,20 @@ from typing import Any
 from harness.checkers.base import NOTE, RECV, SEND, Event, Verdict
 from harness.checkers.raft.elections import RaftChecker
 from harness.checkers.raft.logs import Ref, _skip
-from harness.checkers.raft.wire import entries_of, entry_id, show
+from harness.checkers.raft.wire import Listener, Tracker, entries_of, entry_id, show
 from harness.protocols.codec import Message
 
 
 class Leadership:
     """One peer leading one term, as its AppendEntries show it."""
 
-    __slots__ = ("node", "term", "claims", "matches", "announced", "vote", "vote_at", "first_ref")
+    __slots__ = ("node", "term", "claims", "matches", "vote", "vote_at", "first_ref")
 
     def __init__(self, node: str, term: int, ref: Ref) -> None:
         self.node = node
         self.term = term
         self.claims: dict[int, tuple[int, int | None, bytes | None]] = {}  # index -> (term, crc, reqid)
         self.matches: dict[str, int] = {}  # follower connection -> highest index it acknowledged
-        self.announced = 0  # highest commit index it sent
         self.vote: Message | None = None  # its RequestVote of this term: last log index and term
         self.vote_at: int | None = None  # when it sent it (its candidacy)
         self.first_ref = ref
@@ -47,14 +46,39 @@ class Leadership:
             self.claims[first + k] = (t, crc, raw[:12])
 
 
-class Leaders(RaftChecker):
-    """Follows every leadership (AppendEntries sent), its RequestVote and its followers' acks."""
+class KnowledgeBase(Listener):
+    """What the wire says about leaderships and commitment, kept once per run for every checker
+    that needs it (`uses`): each leadership (its AppendEntries, its RequestVote, its followers'
+    acknowledgements) and each committed index (a `Fact`, as first learned). Checkers subscribe
+    to what happens: ``appended(ev, msg, lead)``, ``snapshot_sent(ev, msg, lead)``,
+    ``acknowledged(lead)`` (a follower acknowledged entries), ``claimed(i, term, crc, reqid, ref,
+    lead)`` (something is shown at index i: an AppendEntries entry of ``lead``, or with ``lead``
+    None a committed entry), ``learned(i, term, crc, reqid, commit_term, ref)`` (i is committed)
+    and ``acked(ev, request, msg)`` (a RequestUpdate answered with its index)."""
 
-    def __init__(self, peers: int = 0, **params: Any) -> None:
-        super().__init__(**params)
-        self.peers = peers
+    HOOKS = ("appended", "snapshot_sent", "acknowledged", "claimed", "learned", "acked")
+
+    def __init__(self) -> None:
         self.leaderships: dict[tuple[str, int], Leadership] = {}
         self.votes: dict[tuple[str, int], tuple[Message, int]] = {}  # (candidate, term) -> its RequestVote, when
+        self.committed: dict[int, Fact] = {}
+        self.learned_upto: dict[tuple[str, int], int] = {}  # leadership -> highest commit index learned from it
+        self.hooks: dict[str, list[Any]] = {h: [] for h in self.HOOKS}
+
+    @staticmethod
+    def uses(tracker: Tracker) -> "KnowledgeBase":
+        """The run's knowledge base on this tracker (made and fed on first use)."""
+        kb = tracker.shared.get("knowledge")
+        if kb is None:
+            kb = tracker.shared["knowledge"] = KnowledgeBase()
+            tracker.add(kb)
+        return kb
+
+    def subscribe(self, checker: Any) -> None:
+        for h in self.HOOKS:
+            fn = getattr(checker, "on_" + h, None)
+            if fn is not None:
+                self.hooks[h].append(fn)
 
     def leadership(self, ev: Event, msg: Message) -> Leadership:
         key = (ev.node, msg["term"])
@@ -66,6 +90,7 @@ class Leaders(RaftChecker):
                 lead.vote, lead.vote_at = vote
         return lead
 
+    # ---- the wire --------------------------------------------------------------------------
     def request_sent(self, ev: Event, msg: Message) -> None:
         name = msg.name
         if name == "RequestVote":
@@ -73,28 +98,126 @@ class Leaders(RaftChecker):
         elif name == "AppendEntries":
             lead = self.leadership(ev, msg)
             lead.claim_append(ev, msg)
-            self.appended(ev, msg, lead)
+            for fn in self.hooks["appended"]:
+                fn(ev, msg, lead)
+            self.append_claims(ev, msg, lead)
         elif name == "InstallSnapshot":
-            self.snapshot_sent(ev, msg, self.leadership(ev, msg))
+            lead = self.leadership(ev, msg)
+            for fn in self.hooks["snapshot_sent"]:
+                fn(ev, msg, lead)
+
+    def append_claims(self, ev: Event, msg: Message, lead: Leadership) -> None:
+        first, raws = entries_of(ev, msg)
+        ref = (ev, msg)
+        claimed = self.hooks["claimed"]
+        for k, raw in enumerate(raws):  # what it sends now, judged against earlier commits
+            t, crc = entry_id(raw)
+            for fn in claimed:
+                fn(first + k, t, crc, raw[:12], ref, lead)
+        c = msg["commit_index"]
+        key = (lead.node, lead.term)
+        done = self.learned_upto.get(key, 0)
+        if c > done:
+            for i in range(done + 1, c + 1):
+                claim = lead.claims.get(i)
+                if claim is not None and claim[1] is not None:
+                    self.learn(i, claim[0], claim[1], claim[2], lead.term, ref)
+            self.learned_upto[key] = c
 
     def response_received(self, ev: Event, request: Message, msg: Message) -> None:
         name = request.name
-        if name not in ("AppendEntries", "InstallSnapshot"):
-            return
+        if name in ("AppendEntries", "InstallSnapshot"):
+            self.peer_answer(ev, request, msg)
+        else:
+            self.client_response(ev, request, msg)
+
+    def response_sent(self, ev: Event, request: Message, msg: Message) -> None:
+        self.client_response(ev, request, msg)
+
+    def peer_answer(self, ev: Event, request: Message, msg: Message) -> None:
         lead = self.leaderships.get((ev.node, request["term"]))
         if lead is None or msg["term"] != request["term"]:
             return
-        if name == "AppendEntries":
-            if msg["success"]:
-                acked = request["prev_log_index"] + len(request["entries"])
-                lead.matches[ev.socket] = max(lead.matches.get(ev.socket, 0), acked)
-                self.acknowledged(lead)
+        if request.name == "AppendEntries":
+            if not msg["success"]:
+                return
+            acked = request["prev_log_index"] + len(request["entries"])
         else:
             nxt = msg.get("next_offset")
             done = nxt >= request["snapshot_size"] if nxt is not None else \
                 request["snapshot_offset"] + len(request["chunk"]) >= request["snapshot_size"]
-            if done:
-                lead.matches[ev.socket] = max(lead.matches.get(ev.socket, 0), request["last_included_index"])
+            if not done:
+                return
+            acked = request["last_included_index"]
+        lead.matches[ev.socket] = max(lead.matches.get(ev.socket, 0), acked)
+        for fn in self.hooks["acknowledged"]:
+            fn(lead)
+
+    def client_response(self, ev: Event, request: Message, msg: Message) -> None:
+        if msg.name == "RequestEntriesResponse":
+            self.entries(ev, msg, None)
+        elif msg.name == "RequestUpdateResponse" and msg["success"] and msg.get("log_index") is not None:
+            for fn in self.hooks["acked"]:
+                fn(ev, request, msg)
+            self.learn(msg["log_index"], None, None, msg["reqid"], None, (ev, msg))
+
+    def broadcast(self, ev: Event, msg: Message) -> None:
+        self.entries(ev, msg, msg["term"])
+
+    def entries(self, ev: Event, msg: Message, term: int | None) -> None:
+        first, raws = entries_of(ev, msg, _skip(ev))
+        for k, raw in enumerate(raws):
+            t, crc = entry_id(raw)
+            self.learn(first + k, t, crc, raw[:12], term, (ev, msg))
+
+    def learn(self, i: int, t: int | None, crc: int | None, reqid: bytes | None, term: int | None,
+              ref: Ref) -> None:
+        old = self.committed.get(i)
+        if old is None:
+            self.committed[i] = Fact(t, crc, reqid, ref[0].time_ns, term, ref)
+        elif old.term is None and t is not None:  # an index known by reqid only gets its content
+            old.term, old.crc, old.reqid = t, crc, old.reqid or reqid
+        for fn in self.hooks["learned"]:
+            fn(i, t, crc, reqid, term, ref)
+        for fn in self.hooks["claimed"]:
+            fn(i, t, crc, reqid, ref, None)
+
+
+class KnowledgeChecker(RaftChecker):
+    """A checker that reads the run's `KnowledgeBase` (shared with the checkers it joins)."""
+
+    def __init__(self, peers: int = 0, **params: Any) -> None:
+        super().__init__(**params)
+        self.peers = peers
+        self.kb = KnowledgeBase.uses(self.tracker)
+        self.kb.subscribe(self)
+
+    def join(self, owner: RaftChecker) -> None:
+        super().join(owner)
+        self.kb = KnowledgeBase.uses(owner.tracker)
+        self.kb.subscribe(self)
+
+
+class CommitRule(KnowledgeChecker):
+    """A leader advances its commit index only over an entry of its own term stored on a
+    majority (Raft 5.3, 5.4.2). Reads each leader's AppendEntries (what it claims at each index,
+    the commit index it sends) and the responses it receives, each paired with its request by
+    message id (a success acknowledges prev_log_index + the entries sent). A commit index is
+    justified when it is at most one justified before (by any leader), or when the leader's
+    entry at some N >= it has the leader's term and the leader and its acknowledging followers
+    holding N are a majority (whenever that came to be: a leader may commit and step down
+    before it announces the index, and announce it in a later term). An InstallSnapshot's last
+    included index counts as a commit index (a snapshot holds committed entries only)."""
+
+    name = "commit-rule"
+    clause = "raft.algorithm.commit-majority"
+
+    def __init__(self, peers: int = 0, **params: Any) -> None:
+        super().__init__(peers, **params)
+        self.justified = 0  # highest commit index justified so far, by any leader
+        self.judged: dict[tuple[str, int], int] = {}  # leadership -> highest commit index it sent
+        self.problems: dict[str, list[tuple[str, list[dict[str, Any]]]]] = {}
+        self.checked = 0
 
     def majority_index(self, lead: Leadership) -> int | None:
         """The highest index the leader and its acknowledging followers hold on a majority."""
@@ -104,34 +227,7 @@ class Leaders(RaftChecker):
         acked = sorted(lead.matches.values(), reverse=True)
         return acked[majority - 2] if len(acked) >= majority - 1 else None
 
-    def acknowledged(self, lead: Leadership) -> None: ...
-
-    def appended(self, ev: Event, msg: Message, lead: Leadership) -> None: ...
-
-    def snapshot_sent(self, ev: Event, msg: Message, lead: Leadership) -> None: ...
-
-
-class CommitRule(Leaders):
-    """A leader advances its commit index only over an entry of its own term stored on a
-    majority (Raft 5.3, 5.4.2). Reads each leader's AppendEntries (what it claims at each index,
-    the commit index it sends) and the responses it receives, each paired with its request by
-    message id (a success acknowledges prev_log_index + the entries sent). A commit index is
-    justified when it is at most one justified before (by any leader), or when the leader's
-    entry at some N >= it has the leader's term and the leader and its acknowledging followers
-    holding N are a majority (whenever that came to be: a leader may commit and step down before
-    it announces the index, and announce it in a later term). An InstallSnapshot's last included index counts as a commit index
-    (a snapshot holds committed entries only)."""
-
-    name = "commit-rule"
-    clause = "raft.algorithm.commit-majority"
-
-    def __init__(self, peers: int = 0, **params: Any) -> None:
-        super().__init__(peers, **params)
-        self.justified = 0  # highest commit index justified so far, by any leader
-        self.problems: dict[str, list[tuple[str, list[dict[str, Any]]]]] = {}
-        self.checked = 0
-
-    def acknowledged(self, lead: Leadership) -> None:
+    def on_acknowledged(self, lead: Leadership) -> None:
         """An entry of the leader's term on a majority is committed, announced or not (a leader
         may step down before it says so; its commit index lives on in its next leadership)."""
         n = self.majority_index(lead)
@@ -139,20 +235,20 @@ class CommitRule(Leaders):
             self.justified = n
 
     def judge(self, ev: Event, msg: Message, lead: Leadership, c: int) -> None:
-        if c > lead.announced:
-            self.checked += 1
-        if c <= self.justified or c <= lead.announced:
-            lead.announced = max(lead.announced, c)
+        key = (lead.node, lead.term)
+        before = self.judged.get(key, 0)
+        if c <= before:
+            return
+        self.checked += 1
+        self.judged[key] = c
+        if c <= self.justified:
             return
         majority = self.peers // 2 + 1
         n = self.majority_index(lead)
         term_n = lead.claims.get(n, (None,))[0] if n is not None else None
-        lead.announced = max(lead.announced, c)
-        if n is not None and n >= c and term_n == lead.term:
-            self.justified = max(self.justified, c)
-            return
+        justified = n is not None and n >= c and term_n == lead.term
         self.justified = max(self.justified, c)  # judged once; later leaders build on it
-        if sum(len(p) for p in self.problems.values()) >= 50:
+        if justified or sum(len(p) for p in self.problems.values()) >= 50:
             return
         ref = show(ev, msg, acknowledged=dict(lead.matches), majority=majority)
         if n is not None and n >= c:
@@ -164,10 +260,10 @@ class CommitRule(Leaders):
                 f"{lead.node}, leader of term {lead.term}, sent commit index {c}, held by no majority "
                 f"(acknowledged: {sorted(lead.matches.values(), reverse=True)}, majority {majority})", [ref]))
 
-    def appended(self, ev: Event, msg: Message, lead: Leadership) -> None:
+    def on_appended(self, ev: Event, msg: Message, lead: Leadership) -> None:
         self.judge(ev, msg, lead, msg["commit_index"])
 
-    def snapshot_sent(self, ev: Event, msg: Message, lead: Leadership) -> None:
+    def on_snapshot_sent(self, ev: Event, msg: Message, lead: Leadership) -> None:
         self.judge(ev, msg, lead, msg["last_included_index"])
 
     def finish(self, end_ns: int) -> list[Verdict]:
@@ -177,69 +273,6 @@ class CommitRule(Leaders):
         for clause, problems in self.problems.items():
             out += self.verdict(problems, "", clause)
         return out
-
-
-class Knowledge(Leaders):
-    """What the wire says is committed: index -> `Fact`, as first learned."""
-
-    kinds = frozenset({SEND, RECV, NOTE})
-
-    def __init__(self, peers: int = 0, **params: Any) -> None:
-        super().__init__(peers, **params)
-        self.committed: dict[int, Fact] = {}
-
-    def learn(self, i: int, t: int | None, crc: int | None, reqid: bytes | None, term: int | None,
-              ref: Ref) -> None:
-        old = self.committed.get(i)
-        if old is None:
-            self.committed[i] = Fact(t, crc, reqid, ref[0].time_ns, term, ref)
-        elif old.term is None and t is not None:  # an index known by reqid only gets its content
-            old.term, old.crc, old.reqid = t, crc, old.reqid or reqid
-        self.claimed(i, t, crc, reqid, ref, None)
-
-    def claimed(self, i: int, t: int | None, crc: int | None, reqid: bytes | None, ref: Ref,
-                lead: Leadership | None) -> None:
-        """Something shown at index ``i`` (by leadership ``lead`` when it is an AppendEntries
-        entry); subclasses judge it against what is committed there."""
-
-    def appended(self, ev: Event, msg: Message, lead: Leadership) -> None:
-        c = msg["commit_index"]
-        first, raws = entries_of(ev, msg)
-        ref = (ev, msg)
-        for k, raw in enumerate(raws):  # what it sends now, judged against earlier commits
-            t, crc = entry_id(raw)
-            self.claimed(first + k, t, crc, raw[:12], ref, lead)
-        if c > lead.announced:
-            for i in range(lead.announced + 1, c + 1):
-                claim = lead.claims.get(i)
-                if claim is not None and claim[1] is not None:
-                    self.learn(i, claim[0], claim[1], claim[2], lead.term, ref)
-            lead.announced = c
-
-    def entries(self, ev: Event, msg: Message, term: int | None) -> None:
-        first, raws = entries_of(ev, msg, _skip(ev))
-        for k, raw in enumerate(raws):
-            t, crc = entry_id(raw)
-            self.learn(first + k, t, crc, raw[:12], term, (ev, msg))
-
-    def response_sent(self, ev: Event, request: Message, msg: Message) -> None:
-        self.client_response(ev, request, msg)
-
-    def response_received(self, ev: Event, request: Message, msg: Message) -> None:
-        super().response_received(ev, request, msg)
-        self.client_response(ev, request, msg)
-
-    def client_response(self, ev: Event, request: Message, msg: Message) -> None:
-        if msg.name == "RequestEntriesResponse":
-            self.entries(ev, msg, None)
-        elif msg.name == "RequestUpdateResponse" and msg["success"] and msg.get("log_index") is not None:
-            self.acked(ev, request, msg)
-            self.learn(msg["log_index"], None, None, msg["reqid"], None, (ev, msg))
-
-    def acked(self, ev: Event, request: Message, msg: Message) -> None: ...
-
-    def broadcast(self, ev: Event, msg: Message) -> None:
-        self.entries(ev, msg, msg["term"])
 
 
 class Fact:
@@ -271,7 +304,7 @@ class Fact:
         return reqid is not None and self.reqid is not None and reqid != self.reqid
 
 
-class LeaderCompleteness(Knowledge):
+class LeaderCompleteness(KnowledgeChecker):
     """Leader Completeness: an entry committed in a term is in the log of every leader of a
     later term. Committed entries (see the module) are compared with the RequestVote each later
     leader sent for its term (its last log index must reach the entry, its last log term be at
@@ -284,8 +317,8 @@ class LeaderCompleteness(Knowledge):
 
     def finish(self, end_ns: int) -> list[Verdict]:
         problems: list[tuple[str, list[dict[str, Any]]]] = []
-        facts = sorted(self.committed.items())
-        for lead in self.leaderships.values():
+        facts = sorted(self.kb.committed.items())
+        for lead in self.kb.leaderships.values():
             vote = lead.vote
             for i, f in facts:
                 if len(problems) >= 50 or not f.binds(lead):
@@ -302,10 +335,10 @@ class LeaderCompleteness(Knowledge):
                                      f"where an entry of term {f.term} was committed", [show(*f.ref),
                                                                                          show(*lead.first_ref)]))
         return self.verdict(problems, f"{len(facts)} committed index(es) in the logs of every later leader "
-                                      f"({len(self.leaderships)} leadership(s))")
+                                      f"({len(self.kb.leaderships)} leadership(s))")
 
 
-class CommittedDurable(Knowledge):
+class CommittedDurable(KnowledgeChecker):
     """Committed entries are never lost, also across crashes: once the wire shows an entry
     committed (see the module), nothing shown later at its index differs from it: not an entry
     in the AppendEntries of a leader bound to hold it (see `Fact.binds`), a RequestEntries or
@@ -314,14 +347,15 @@ class CommittedDurable(Knowledge):
 
     name = "committed-durable"
     clause = "raft.algorithm.persist-before-reply"
+    kinds = frozenset({SEND, RECV, NOTE})
 
     def __init__(self, peers: int = 0, **params: Any) -> None:
         super().__init__(peers, **params)
         self.problems: list[tuple[str, list[dict[str, Any]]]] = []
 
-    def claimed(self, i: int, t: int | None, crc: int | None, reqid: bytes | None, ref: Ref,
-                lead: Leadership | None) -> None:
-        f = self.committed.get(i)
+    def on_claimed(self, i: int, t: int | None, crc: int | None, reqid: bytes | None, ref: Ref,
+                   lead: Leadership | None) -> None:
+        f = self.kb.committed.get(i)
         if f is None or f.at >= ref[0].time_ns or len(self.problems) >= 50:
             return
         if lead is not None and not f.binds(lead):
@@ -336,7 +370,7 @@ class CommittedDurable(Knowledge):
         first = ev.data.get("first")
         if isinstance(first, int):
             for k, (t, crc) in enumerate(zip(ev.data.get("terms") or [], ev.data.get("crcs") or [])):
-                self.claimed(first + k, t, crc, None, (ev, None), None)
+                self.on_claimed(first + k, t, crc, None, (ev, None), None)
 
     def finish(self, end_ns: int) -> list[Verdict]:
-        return self.verdict(self.problems, f"{len(self.committed)} committed index(es), none replaced later")
+        return self.verdict(self.problems, f"{len(self.kb.committed)} committed index(es), none replaced later")

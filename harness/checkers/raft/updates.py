@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.checkers.base import Event, Verdict
-from harness.checkers.raft.commits import Knowledge
+from harness.checkers.raft.commits import KnowledgeChecker
 from harness.checkers.raft.logs import Ref
 from harness.checkers.raft.wire import show
 from harness.protocols.codec import Message
@@ -14,7 +14,7 @@ from harness.protocols.codec import Message
 NO_REQID = bytes(12)
 
 
-class UpdateOnce(Knowledge):
+class UpdateOnce(KnowledgeChecker):
     """Every acknowledged RequestUpdate is applied exactly once, at its acknowledged index
     (E-RAFT-15, E-RAFT-16). Reads the RequestUpdate responses "true" with an index (sent by peers
     or received by clients; frame 1 is the reqid) and the committed entries the wire shows with
@@ -32,16 +32,15 @@ class UpdateOnce(Knowledge):
         self.content: dict[int, tuple[bytes, Ref]] = {}  # committed index -> the reqid of its entry
         self.where: dict[bytes, dict[int, Ref]] = {}  # reqid -> committed indexes holding it
 
-    def acked(self, ev: Event, request: Message, msg: Message) -> None:
+    def on_acked(self, ev: Event, request: Message, msg: Message) -> None:
         self.acks.setdefault(msg["reqid"], {}).setdefault(msg["log_index"], (ev, msg))
 
-    def learn(self, i: int, t: int | None, crc: int | None, reqid: bytes | None, term: int | None,
-              ref: Ref) -> None:
+    def on_learned(self, i: int, t: int | None, crc: int | None, reqid: bytes | None, term: int | None,
+                   ref: Ref) -> None:
         if t is not None and reqid is not None and i not in self.content:
             self.content[i] = (reqid, ref)
             if reqid != NO_REQID:
                 self.where.setdefault(reqid, {}).setdefault(i, ref)
-        super().learn(i, t, crc, reqid, term, ref)
 
     def finish(self, end_ns: int) -> list[Verdict]:
         problems: list[tuple[str, list[dict[str, Any]]]] = []

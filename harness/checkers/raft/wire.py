@@ -97,6 +97,7 @@ class Tracker:
         self.subscribers: dict[str, list[Any]] = {m: [] for m in LISTENER_METHODS}
         self.received: dict[tuple[str, bytes, bytes], Message] = {}  # requests on a ROUTER
         self.sent: dict[tuple[str, str, bytes], Message] = {}  # requests from a DEALER
+        self.shared: dict[str, Any] = {}  # state several listeners read (a knowledge base)
 
     def add(self, listener: Listener) -> None:
         for m in LISTENER_METHODS:
