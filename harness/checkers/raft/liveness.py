@@ -13,7 +13,8 @@ from harness.protocols.codec import Message
 class LiveAfterHeal(RaftChecker):
     """Once the last fault has healed (``heal_ns``: the end of the last partition, pause or slow
     link, the last restart, the last clock change; 0 without faults), within ``within`` (default
-    5 s): some leader's AppendEntries is acknowledged by a follower (a working leader), and
+    5 s): some leader's AppendEntries is acknowledged by a follower, or a client operation
+    completes (either shows a working leader; the second also when the peers are not probed), and
     every client operation invoked after the heal completes with status ``ok`` within ``within``
     of its invocation. Reads AppendEntries and their responses at the leaders, the clients'
     commands and their ``op`` deliveries. Operations invoked too close to the end of the run to
@@ -45,6 +46,9 @@ class LiveAfterHeal(RaftChecker):
             self.invoked.setdefault((ev.node, data["id"]), ev)
         elif ev.kind == DELIVER and ev.msg_type == "op":
             self.done.setdefault((ev.node, data.get("id")), ev)
+            if self.leader_at is None and ev.time_ns >= self.heal_ns and data.get("status") == "ok":
+                self.leader_at = ev.time_ns  # a committed update: some leader works (peers unseen)
+                self.leader_ref = show(ev)
 
     def finish(self, end_ns: int) -> list[Verdict]:
         deadline = self.heal_ns + self.within_ns

@@ -125,12 +125,14 @@ def wire(nodes: dict[str, tuple[str, dict[str, Any]]], endpoint: Callable[[str, 
     if not peers:
         raise ValueError("a Raft scenario needs at least one peer")
     listing = [[n, endpoint(n, "router")] for n in peers]
+    # As text "ID=URL,ID=URL": what an implementation's command line gets as {peers}.
+    text = ",".join(f"{n}={url}" for n, url in listing)
     clusters = {nodes[n][1].get("cluster", "") for n in peers}
     if len(clusters) > 1:
         raise ValueError(f"every peer of a cluster needs the same cluster ident, got {sorted(clusters)}")
     cluster = clusters.pop()
     for name, (role, cfg) in nodes.items():
-        cfg["peers"] = [list(p) for p in listing]
+        cfg["peers"] = text
         cfg.setdefault("cluster", cluster)
         if role == "peer":
             cfg["id"] = name
