@@ -239,6 +239,10 @@ class ProtocolPackage:
     command: Command | None = None  # the application command of a workload operation
     targets: dict[str, str] = field(default_factory=dict)  # symbolic fault target -> what it names
     resolve_target: Resolver | None = None
+    # The standard-output line of an application delivery, (kind, data) -> line or None: what a
+    # reference node run standalone (`zmq-harness node`) prints, and what conformance cases
+    # read back from any implementation (expect_output).
+    output: Callable[[str, dict[str, Any]], str | None] | None = None
 
     @property
     def dialects(self) -> list[str]:
