@@ -30,15 +30,20 @@ class ExactlyOnce(PpppCheck):
     silent for longer than 5 x idle + grace) is owed only what comes after its return; a
     subscriber that is down at the end is judged on duplicates only. A channel a subscriber
     subscribed to but never received anything of, although messages were published on it after
-    the publisher had its SUBSCRIBE, is a failure too."""
+    the publisher had its SUBSCRIBE, is a failure too. With ``sync: full-dump`` (a publisher that
+    syncs a returning subscriber by a state dump, E-PPPP-16) a silence of 3 x idle already
+    starts anew what the subscriber is owed."""
 
     name = "exactly-once"
     clause = "pppp.subscriber.exactly-once"
     kinds = frozenset({SEND, RECV, DELIVER, NOTE, CRASH, RESTART})
     roles = BOTH
 
-    def __init__(self, **params: Any) -> None:
+    def __init__(self, sync: str = "backlog", **params: Any) -> None:
         super().__init__(**params)
+        if sync not in ("backlog", "full-dump"):
+            raise ValueError(f"sync must be backlog or full-dump, got {sync!r}")
+        self.forget_after = self.must_drop + self.grace if sync == "backlog" else self.may_drop
         self.got: dict[tuple[str, bytes], dict[int, Event]] = {}
         self.start: dict[tuple[str, bytes], int] = {}  # (subscriber, channel) -> first number of its epoch
         self.top: dict[bytes, int] = {}  # channel -> highest number published
@@ -80,7 +85,7 @@ class ExactlyOnce(PpppCheck):
                 self._published(msg["channel"], msg["sequence"], ev.time_ns)
             elif ev.kind == RECV:
                 last = self.heard.get(sub)
-                if last is not None and ev.time_ns - last > self.must_drop + self.grace:
+                if last is not None and ev.time_ns - last >= self.forget_after:
                     self._new_epoch(sub)  # it may have been dropped for good meanwhile
                 self.heard[sub] = ev.time_ns
                 if msg.name == "SUBSCRIBE":
@@ -126,7 +131,9 @@ class ExactlyOnce(PpppCheck):
 class AckTiming(PpppCheck):
     """A subscriber ACK/NACKs every PUBLISH it receives, duplicates included, with an ACK/NACK
     of the channel whose number is at least the message's, sent within ``first_idle`` (plus the
-    tolerance) of receiving it (E-PPPP-14). A crash of the subscriber cancels what it owed."""
+    tolerance) of receiving it (E-PPPP-14). A crash of the subscriber cancels what it owed. A
+    duplicate covered late or never fails ``pppp.subscriber.ack-duplicates``, another message
+    covered late ``ack-within-first-idle`` and never ``ack-every-message``."""
 
     name = "ack-timing"
     clause = "pppp.subscriber.ack-within-first-idle"
@@ -166,9 +173,10 @@ class AckTiming(PpppCheck):
             still = []
             for o in self.overdue.get(key, []):
                 if o[1] <= h:
-                    self.late.append((f"{ev.node} ACKed {key[1]!r} #{o[1]} {(ev.time_ns - o[0]) / 1e6:.1f} ms after "
-                                      f"receiving it (first idle time {self.first_idle / 1e6:g} ms)", [o[3], ev],
-                                      self.clause))
+                    what, clause = ("the duplicate ", "pppp.subscriber.ack-duplicates") if o[2] else ("", self.clause)
+                    self.late.append((f"{ev.node} ACKed {what}{key[1]!r} #{o[1]} {(ev.time_ns - o[0]) / 1e6:.1f} ms "
+                                      f"after receiving it (first idle time {self.first_idle / 1e6:g} ms)", [o[3], ev],
+                                      clause))
                 else:
                     still.append(o)
             self.overdue[key] = still

@@ -99,6 +99,15 @@ class SlowFirstHeartbeatPublisher(Publisher):
         self.timing.first_idle = self.timing.idle
 
 
+class SlowHeartbeatPublisher(Publisher):
+    """Breaks ``pppp.heartbeat.interval``: after a heartbeat, the next one comes after twice the
+    idle time."""
+
+    def __init__(self, ctx: NodeContext) -> None:
+        super().__init__(ctx)
+        self.timing.idle *= 2  # disconnect detection keeps the agreed time (computed before)
+
+
 class NeverStopsPublisher(Publisher):
     """Breaks ``pppp.publisher.stop-to-disconnected`` (SHOULD): never counts a subscriber as
     disconnected and heartbeats it forever."""
@@ -195,6 +204,15 @@ class SlowFirstHeartbeatSubscriber(Subscriber):
         self.timing.first_idle = self.timing.idle
 
 
+class SlowHeartbeatSubscriber(Subscriber):
+    """Breaks ``pppp.heartbeat.interval``: after a heartbeat, the next one comes after twice the
+    idle time."""
+
+    def __init__(self, ctx: NodeContext) -> None:
+        super().__init__(ctx)
+        self.timing.idle *= 2  # disconnect detection keeps the agreed time (computed before)
+
+
 class NoResubscribeSubscriber(Subscriber):
     """Breaks ``pppp.subscriber.resubscribe``: notices that the publisher is gone and does
     nothing about it."""
@@ -241,6 +259,7 @@ _MUTANTS: list[tuple[str, str, Any, str]] = [
     ("ignores-implicit-nack", "publisher", IgnoresImplicitNackPublisher, "pppp.publisher.implicit-nack"),
     ("publisher-no-heartbeat", "publisher", NoHeartbeatPublisher, "pppp.heartbeat.interval"),
     ("publisher-slow-first-heartbeat", "publisher", SlowFirstHeartbeatPublisher, "pppp.heartbeat.first-idle"),
+    ("publisher-slow-heartbeat", "publisher", SlowHeartbeatPublisher, "pppp.heartbeat.interval"),
     ("never-stops", "publisher", NeverStopsPublisher, "pppp.publisher.stop-to-disconnected"),
     ("talks-first", "publisher", TalksFirstPublisher, "pppp.conversation.subscribe-first"),
     ("numbers-from-zero", "publisher", NumbersFromZeroPublisher, "pppp.publisher.sequence-consecutive"),
@@ -252,6 +271,7 @@ _MUTANTS: list[tuple[str, str, Any, str]] = [
     ("ignores-duplicates", "subscriber", IgnoresDuplicatesSubscriber, "pppp.subscriber.ack-duplicates"),
     ("subscriber-no-heartbeat", "subscriber", NoHeartbeatSubscriber, "pppp.heartbeat.interval"),
     ("subscriber-slow-first-heartbeat", "subscriber", SlowFirstHeartbeatSubscriber, "pppp.heartbeat.first-idle"),
+    ("subscriber-slow-heartbeat", "subscriber", SlowHeartbeatSubscriber, "pppp.heartbeat.interval"),
     ("no-resubscribe", "subscriber", NoResubscribeSubscriber, "pppp.subscriber.resubscribe"),
     ("resubscribes-one", "subscriber", ResubscribesOneSubscriber, "pppp.subscriber.resubscribe"),
     ("heartbeat-first", "subscriber", HeartbeatFirstSubscriber, "pppp.conversation.subscribe-first"),
@@ -262,7 +282,10 @@ MUTANTS: dict[str, tuple[str, Any, str]] = {name: (role, cls, clause) for name, 
 for _name, (_role, _cls, _clause) in MUTANTS.items():
     _cls.implementation = f"mutant:{_name}"
 
+_NO_FIRST = "a node that never heartbeats also misses the first heartbeat, due first_idle after other traffic"
 ALSO_BREAKS: dict[str, dict[str, str]] = {
+    "publisher-no-heartbeat": {"pppp.heartbeat.first-idle": _NO_FIRST},
+    "subscriber-no-heartbeat": {"pppp.heartbeat.first-idle": _NO_FIRST},
     "ignores-implicit-nack": {"pppp.publisher.resend-prefer-last": "it resends the lowest message on silence, "
                                                                    "which is what makes the implicit NACK matter"},
 }

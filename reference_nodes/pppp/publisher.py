@@ -482,7 +482,7 @@ class Publisher(PpppNode):
             return sub.down_since + t.grace
         due = sub.last_heard + t.dead_after
         if sub.subscribed:
-            hb = sub.last_sent + (t.idle if sub.last_hb else t.first_idle)
+            hb = t.next_due(sub.last_sent, sub.last_hb)
             if hb < due:
                 due = hb
             silence = sub.silence_from + t.silence_after

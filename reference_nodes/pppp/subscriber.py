@@ -260,7 +260,7 @@ class Subscriber(PpppNode):
     def get_timer(self) -> int | None:
         t = self.timing
         at = self.last_heard + t.dead_after
-        hb = self.last_sent + (t.idle if self.last_hb else t.first_idle)
+        hb = t.next_due(self.last_sent, self.last_hb)
         if hb < at:
             at = hb
         if self.ack_at is not None and self.ack_at < at:

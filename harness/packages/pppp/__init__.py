@@ -13,7 +13,8 @@ from typing import Any, Callable
 
 from harness.checkers import pppp as checks
 from harness.packages.base import (
-    Check, Operation, ProtocolPackage, Role, Setting, TargetView, as_int, as_ms, as_rate, as_str, running_with_role,
+    Check, Operation, ProtocolPackage, Role, Setting, TargetView, as_int, as_ms, as_rate, as_str, one_of,
+    running_with_role,
 )
 from harness.packages.pppp.suites import SUITES
 from harness.protocols.pppp import TABLES
@@ -88,9 +89,14 @@ def _timed(cls: type) -> Callable[..., Any]:
     return lambda scenario, **params: cls(**timing_of(scenario), **params)
 
 
+TOLERANCE = {"tolerance": Setting("tolerance_ms", as_ms, "timing slack on top of the agreed times (default 25ms)")}
+EXTRA_PARAMS = {"exactly-once": {"sync": Setting("sync", one_of("backlog", "full-dump"),
+                                                 "how the publisher syncs a returning subscriber (default backlog)")}}
+
+
 def _check(name: str, cls: type) -> Check:
-    tolerance = {"tolerance": Setting("tolerance_ms", as_ms, "timing slack on top of the agreed times")}
-    return Check(name, _timed(cls), params=tolerance, doc=cls.__doc__ or "", clause=cls.clause, checker=cls)
+    return Check(name, _timed(cls), params={**TOLERANCE, **EXTRA_PARAMS.get(name, {})}, doc=cls.__doc__ or "",
+                 clause=cls.clause, checker=cls)
 
 
 CHECKS = {c.name: _check(c.name, c) for c in checks.ALL}
