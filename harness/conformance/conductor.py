@@ -32,10 +32,16 @@ see `PeerPlan`) add, all optional and unused by the other suites:
   placeholder (``PeerPlan.values``: ``{topic}``, ``{port}``, ...);
 * evidence: a received message equal to one already logged (periodic beacons and heads) is
   counted on that entry (``repeats``) instead of logged again (``fold_repeats``).
+
+What the implementation prints for its application (``expect_output`` steps) reaches the
+conductor as commands ``{"op": "output", "line": text}`` from the runner (the implementation's
+standard output live; its deliveries, through the protocol's ``output``, in simulation). A line
+that is a JSON object is kept until a step takes it; other lines are ignored.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -150,6 +156,7 @@ class Conductor(BaseNode):
         self._ann_due: list[int | None] = [None] * len(self.announce)
         self._folded: dict[tuple[str, str, str], dict[str, Any]] | None = \
             {} if self.config.get("fold_repeats") else None
+        self.outputs: list[dict[str, Any]] = []  # output lines no expect_output took yet
 
     # ---- node contract --------------------------------------------------------------------
 
@@ -206,7 +213,19 @@ class Conductor(BaseNode):
         return self._announce_due(now) + self._advance(now)
 
     def command(self, request: dict[str, Any], now: int) -> list[Action]:
-        return []
+        if request.get("op") != "output" or self.done:
+            return []
+        try:
+            line = json.loads(str(request.get("line", "")))
+        except ValueError:
+            return []
+        if not isinstance(line, dict):
+            return []
+        self.outputs.append(line)
+        if len(self.log) < 500:
+            self.log.append({"t_ms": round((now - self.t0) / 1e6, 3), "dir": "in", "peer": "(output)",
+                             "message": "(output)", "fields": line})
+        return self._advance(now)
 
     # ---- the script -----------------------------------------------------------------------
 
@@ -253,6 +272,9 @@ class Conductor(BaseNode):
                 if self.deadline is None:
                     self.deadline = now + step.within_ns
                     self.step_seen = len(self.seen.get(step.peer, [])) - len(self.buffers[step.peer])
+                wrong = self._not_first(step)
+                if wrong is not None:
+                    return out + self._fail(now, wrong, self._clause(step))
                 found = self._take(step)
                 if found is None:
                     if now >= self.deadline:
@@ -274,6 +296,28 @@ class Conductor(BaseNode):
                                                  f"{_brief(self.codec, hit)} where nothing was expected", self._clause(step))
                 if now < self.deadline:
                     return out  # waiting: get_timer() names the deadline
+            elif kind == "expect_output":
+                if self.deadline is None:
+                    self.deadline = now + step.within_ns
+                k = self._output(step)
+                if k is None:
+                    if now >= self.deadline:
+                        got = "; ".join(json.dumps(o) for o in self.outputs[-5:]) or "none"
+                        return out + self._fail(now, f"expected an output line with {_fmt(step.fields)} within "
+                                                     f"{step.within_ns / 1e6:g} ms (line {step.line}); lines not "
+                                                     f"taken yet: {got}", self._clause(step))
+                    return out  # waiting: get_timer() names the deadline
+                del self.outputs[k]
+            elif kind == "expect_no_output":
+                if self.deadline is None:
+                    self.deadline = now + step.within_ns
+                k = self._output(step)
+                if k is not None:
+                    return out + self._fail(now, f"the implementation output {json.dumps(self.outputs[k])} where no "
+                                                 f"line with {_fmt(step.fields)} was expected (line {step.line})",
+                                            self._clause(step))
+                if now < self.deadline:
+                    return out  # waiting: get_timer() names the deadline
             self.i += 1
             self.deadline = None
         if not self.done and self.i >= len(self.case.steps):
@@ -291,6 +335,24 @@ class Conductor(BaseNode):
                                        "and sent anything to it", self._clause(step), error=True)
             frames = [ident, *frames]
         return [Send(peer.name, frames, step.message or "raw")]
+
+    def _not_first(self, step: Step) -> str | None:
+        """For ``first: true``: why the first message the peer got is not the expected one."""
+        buf = self.buffers[step.peer]
+        if not step.first or not buf:
+            return None
+        msg = buf[0][1]
+        if msg is not None and msg.name == step.message and self._match(step, msg):
+            return None
+        got = "a malformed message" if msg is None else f"{msg.name} {_brief(self.codec, msg)}"
+        return f"{step.peer} expected {step.message} first (line {step.line}); the first message was {got}"
+
+    def _output(self, step: Step) -> int | None:
+        """The index of the first output line not taken yet whose keys match the step."""
+        for k, line in enumerate(self.outputs):
+            if all(_matches(self._resolve_matcher(m), line.get(f)) for f, m in step.fields.items()):
+                return k
+        return None
 
     def _take(self, step: Step, consume: bool = True) -> Message | None:
         buf = self.buffers[step.peer]
@@ -534,6 +596,8 @@ def _as_bytes(v: Any) -> Any:
 def _equal(expected: Any, actual: Any) -> bool:
     if expected == actual:
         return True
+    if isinstance(expected, (list, tuple)) and isinstance(actual, (list, tuple)) and len(expected) == len(actual):
+        return all(_equal(e, a) for e, a in zip(expected, actual))  # [[3, 3]] equals [SeqRange(3, 3)]
     if isinstance(actual, (bytes, list)):
         return _as_bytes(expected) == actual
     return False

@@ -11,13 +11,14 @@ from __future__ import annotations
 import os
 import shlex
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.conformance.case import Case, load_case
+from harness.conformance.case import TIMED_KINDS, Case, load_case
 from harness.conformance.conductor import Conductor, PeerPlan, PeerSocket
-from harness.node import NodeFactory
+from harness.node import Deliver, NodeFactory
 from harness.packages.base import RoleSuite
 from harness.protocols import catalogue, codec
 from harness.registry import package, suite
@@ -66,10 +67,37 @@ def load_suite(protocol: str, role: str, root: str = "scenarios", only: list[str
 def _peers(case: Case, rs: RoleSuite, endpoint: str, tag: str) -> dict[str, PeerSocket]:
     out = {}
     for name in case.peers:
-        role, stype, binds = rs.peers[name.split(".")[0]]
+        prefix = name.split(".")[0]
+        role, stype, binds = rs.peers[prefix]
         ident = None if binds else f"{name}{tag}".encode()
-        out[name] = PeerSocket(name, stype, endpoint, binds, ident)
+        out[name] = PeerSocket(name, stype, endpoint, binds, ident, channel=rs.peer_channels.get(prefix))
     return out
+
+
+class _OutputFeed:
+    """Hands the implementation's standard output to the conductor, line by line (from the
+    process's reader thread), once the conductor runs; earlier lines wait."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._runtime: Any = None
+        self._early: list[str] = []
+
+    def line(self, stream: str, text: str) -> None:
+        if stream != "stdout":
+            return
+        with self._lock:
+            if self._runtime is None:
+                self._early.append(text)
+                return
+            runtime = self._runtime
+        runtime.command(CONDUCTOR, {"op": "output", "line": text})
+
+    def attach(self, runtime: Any) -> None:
+        with self._lock:
+            self._runtime, early, self._early = runtime, self._early, []
+        for text in early:
+            runtime.command(CONDUCTOR, {"op": "output", "line": text})
 
 
 def _values(case: Case, rs: RoleSuite, dialect: str, endpoint: str, alloc: Any = None) -> dict[str, Any]:
@@ -122,7 +150,7 @@ def _finish(case: Case, data: dict[str, Any] | None, rerun: str) -> CaseResult:
 
 
 def case_budget_ns(case: Case) -> int:
-    return sum(s.within_ns for s in case.steps if s.kind in ("expect", "expect_nothing", "wait")) + 2_000_000_000
+    return sum(s.within_ns for s in case.steps if s.kind in TIMED_KINDS) + 2_000_000_000
 
 
 # ---- simulation ---------------------------------------------------------------------------
@@ -144,10 +172,15 @@ def run_case_sim(case: Case, factory: NodeFactory, *, dialect: str = "strict", s
     sim = Simulation(seed, trace)
     result: dict[str, Any] = {}
     restarts: list[int] = []
+    output = package(case.protocol).output
 
     def hook(node: str, action: Any, t: int) -> None:
         kind = getattr(action, "kind", None)
-        if node == CONDUCTOR and kind == "case-result":
+        if node == IUT and output is not None and isinstance(action, Deliver):
+            line = output(action.kind, action.data)  # what the node prints standalone
+            if line is not None:
+                sim.command(t, CONDUCTOR, {"op": "output", "line": line})
+        elif node == CONDUCTOR and kind == "case-result":
             result.update(action.data)
         elif node == CONDUCTOR and kind == "iut-control":
             if action.data["action"] == "kill_iut":
@@ -235,21 +268,24 @@ def _run_case_live(case: Case, *, cmd: str | None = None, endpoint: str | None =
                                     case.protocol))
         trace.register_node(IUT, case.role, "external" if cmd or endpoint else "reference")
     runtime = LiveRuntime(trace)
+    feed = _OutputFeed()
     try:
         if cmd and not rs.iut_binds:
             # The harness binds; the IUT connects: start the conductor first.
             pass
         elif cmd:
             ready = ReadyPort(int(values["port"]), timeout=15)
-            proc = ManagedProcess(cmd, values=values, ready=ready, name=f"iut-{case.id}").start()
+            proc = ManagedProcess(cmd, values=values, ready=ready, name=f"iut-{case.id}", on_line=feed.line).start()
         conductor, budget = _conductor_config(case, rs, dialect, ep, tag, values, _live_endpoint)
         runtime.add_node(CONDUCTOR, Conductor, role="conductor", config=conductor)
         control: list[str] = []
         runtime.on_action(lambda n, a, t: control.append(a.data["action"])
                           if n == CONDUCTOR and getattr(a, "kind", None) == "iut-control" else None)
         runtime.start()
+        feed.attach(runtime)
         if cmd and not rs.iut_binds:
-            proc = ManagedProcess(cmd, values=values, ready=ReadyDelay(0.0), name=f"iut-{case.id}").start()
+            proc = ManagedProcess(cmd, values=values, ready=ReadyDelay(0.0), name=f"iut-{case.id}",
+                                  on_line=feed.line).start()
         deadline = time.monotonic() + budget / 1e9 + 5
         data = None
         while time.monotonic() < deadline:

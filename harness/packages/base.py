@@ -166,6 +166,9 @@ class RoleSuite:
     # Fields whose text values get a per-case suffix when one running implementation serves
     # every case (--endpoint), so that what one case registers cannot answer the next.
     isolate_fields: tuple[str, ...] = ()
+    # Scripted peer prefix -> the decode channel of what the IUT sends it, for protocols whose
+    # messages are told apart by direction (PPPP: "to-subscriber" / "to-publisher").
+    peer_channels: dict[str, str] = field(default_factory=dict)
 
     @property
     def peer_roles(self) -> dict[str, str]:

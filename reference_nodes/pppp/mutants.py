@@ -128,6 +128,29 @@ class TalksFirstPublisher(Publisher):
         return super().receive(socket, frames, now)
 
 
+class OnlyHeartbeatsCountPublisher(Publisher):
+    """Breaks ``pppp.heartbeat.implicit``: takes only HEARTBEATs (and SUBSCRIBE) as a sign of
+    life, so a subscriber that talks with other messages is counted as disconnected."""
+
+    def receive(self, socket: str, frames: list[bytes], now: int) -> list[Action]:
+        self.heartbeat_in = frames[1:] == [b"\x03"]
+        return super().receive(socket, frames, now)
+
+    def _heard(self, sub: Sub, now: int, out: list[Action]) -> None:
+        if self.heartbeat_in:
+            super()._heard(sub, now, out)
+
+
+class ShortSequencePublisher(Publisher):
+    """Breaks ``pppp.wire.sequence-format``: writes PUBLISH numbers as 4 bytes, not 8."""
+
+    def _send(self, sub: Sub, frames: list[bytes], msg_type: str, meta: dict[str, Any] | None, now: int, *,
+              heartbeat: bool = False, out: list[Action]) -> None:
+        if msg_type == "PUBLISH":
+            frames = [frames[0], frames[1][4:], *frames[2:]]
+        super()._send(sub, frames, msg_type, meta, now, heartbeat=heartbeat, out=out)
+
+
 class NumbersFromZeroPublisher(Publisher):
     """Breaks ``pppp.publisher.sequence-consecutive``: the first message of a channel is number 0."""
 
@@ -213,6 +236,39 @@ class SlowHeartbeatSubscriber(Subscriber):
         self.timing.idle *= 2  # disconnect detection keeps the agreed time (computed before)
 
 
+class OnlyHeartbeatsCountSubscriber(Subscriber):
+    """Breaks ``pppp.heartbeat.implicit``: takes only HEARTBEATs as a sign of the publisher's
+    life, so a publisher that only publishes is given up and SUBSCRIBEd to again."""
+
+    def receive(self, socket: str, frames: list[bytes], now: int) -> list[Action]:
+        heard = self.last_heard
+        out = super().receive(socket, frames, now)
+        if frames != [b"\x03"]:
+            self.last_heard = heard
+        return out
+
+
+class ShortSequenceSubscriber(Subscriber):
+    """Breaks ``pppp.wire.sequence-format``: writes the ACK's number as 4 bytes, not 8."""
+
+    def _send(self, frames: list[bytes], msg_type: str, meta: dict[str, Any] | None, now: int, out: list[Action],
+              heartbeat: bool = False) -> None:
+        if msg_type == "ACK":
+            frames = [frames[0], frames[1][4:], *frames[2:]]
+        super()._send(frames, msg_type, meta, now, out, heartbeat)
+
+
+class SingleNumberNackSubscriber(Subscriber):
+    """Breaks ``pppp.wire.nack-range-format``: NACKs a single missing number as one 8-byte
+    frame instead of a 16-byte range."""
+
+    def _send(self, frames: list[bytes], msg_type: str, meta: dict[str, Any] | None, now: int, out: list[Action],
+              heartbeat: bool = False) -> None:
+        if msg_type == "ACK":
+            frames = frames[:2] + [f[:8] if f[:8] == f[8:] else f for f in frames[2:]]
+        super()._send(frames, msg_type, meta, now, out, heartbeat)
+
+
 class NoResubscribeSubscriber(Subscriber):
     """Breaks ``pppp.subscriber.resubscribe``: notices that the publisher is gone and does
     nothing about it."""
@@ -262,6 +318,8 @@ _MUTANTS: list[tuple[str, str, Any, str]] = [
     ("publisher-slow-heartbeat", "publisher", SlowHeartbeatPublisher, "pppp.heartbeat.interval"),
     ("never-stops", "publisher", NeverStopsPublisher, "pppp.publisher.stop-to-disconnected"),
     ("talks-first", "publisher", TalksFirstPublisher, "pppp.conversation.subscribe-first"),
+    ("only-heartbeats-count", "publisher", OnlyHeartbeatsCountPublisher, "pppp.heartbeat.implicit"),
+    ("short-sequence", "publisher", ShortSequencePublisher, "pppp.wire.sequence-format"),
     ("numbers-from-zero", "publisher", NumbersFromZeroPublisher, "pppp.publisher.sequence-consecutive"),
     ("publisher-crash-on-malformed", "publisher", CrashOnMalformedPublisher, "pppp.wire.grammar"),
     ("no-replay", "publisher", NoReplayPublisher, "pppp.conversation.sync-optional"),
@@ -272,6 +330,9 @@ _MUTANTS: list[tuple[str, str, Any, str]] = [
     ("subscriber-no-heartbeat", "subscriber", NoHeartbeatSubscriber, "pppp.heartbeat.interval"),
     ("subscriber-slow-first-heartbeat", "subscriber", SlowFirstHeartbeatSubscriber, "pppp.heartbeat.first-idle"),
     ("subscriber-slow-heartbeat", "subscriber", SlowHeartbeatSubscriber, "pppp.heartbeat.interval"),
+    ("subscriber-only-heartbeats-count", "subscriber", OnlyHeartbeatsCountSubscriber, "pppp.heartbeat.implicit"),
+    ("subscriber-short-sequence", "subscriber", ShortSequenceSubscriber, "pppp.wire.sequence-format"),
+    ("single-number-nack", "subscriber", SingleNumberNackSubscriber, "pppp.wire.nack-range-format"),
     ("no-resubscribe", "subscriber", NoResubscribeSubscriber, "pppp.subscriber.resubscribe"),
     ("resubscribes-one", "subscriber", ResubscribesOneSubscriber, "pppp.subscriber.resubscribe"),
     ("heartbeat-first", "subscriber", HeartbeatFirstSubscriber, "pppp.conversation.subscribe-first"),
@@ -284,6 +345,9 @@ for _name, (_role, _cls, _clause) in MUTANTS.items():
 
 _NO_FIRST = "a node that never heartbeats also misses the first heartbeat, due first_idle after other traffic"
 ALSO_BREAKS: dict[str, dict[str, str]] = {
+    "renumbers-resends": {"pppp.publisher.preserve-until-acked": "the NACKed message is no longer kept under its "
+                                                                 "number, so another subscriber's NACK of it cannot "
+                                                                 "be answered"},
     "publisher-no-heartbeat": {"pppp.heartbeat.first-idle": _NO_FIRST},
     "subscriber-no-heartbeat": {"pppp.heartbeat.first-idle": _NO_FIRST},
     "ignores-implicit-nack": {"pppp.publisher.resend-prefer-last": "it resends the lowest message on silence, "

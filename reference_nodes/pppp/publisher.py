@@ -30,7 +30,8 @@ subscriber (E-PPPP-09), and every message sent starts with the recipient's routi
   it is a new subscriber; this publisher has no application state besides the messages, so
   its full state dump is empty (E-PPPP-08).
 - CUSTOM (E-PPPP-17): handed to the application (``Deliver("custom")``); with ``reply_channel``
-  the payload is published back on that channel, as an ordinary message.
+  (standalone: by default the first of ``channels``) the payload is published back on that
+  channel, as an ordinary message.
 - Durable state (``DurableStore``): the next number per channel, every kept message, and each
   subscriber's subscriptions with the first number it is owed per channel. After a restart
   the publisher sends nothing to a subscriber until it SUBSCRIBEs again (it will: it hears
@@ -40,11 +41,12 @@ subscriber (E-PPPP-09), and every message sent starts with the recipient's routi
 Application commands: ``{"op": "publish", "channel": c, "payload": bytes | [bytes, ...]}``
 (Deliver ``published`` with the number) and ``{"op": "status"}``. Standalone mode: with
 ``channels`` and ``count``, the publisher publishes ``count`` messages on each channel, one per
-channel every 1/``rate`` seconds, from its first SUBSCRIBE on (payload ``<channel>:<n>``).
+channel every 1/``rate`` seconds, beginning ``start_delay_ms`` (200) after its first SUBSCRIBE, so
+that subscribers connecting at the same time are in (payload ``<channel>:<n>``).
 
 Config: ``bind`` (endpoint or list, default ``tcp://127.0.0.1:5560``), the timing keys of
 `reference_nodes.pppp.common`, ``channels``, ``count`` (0), ``rate`` (per second, 10),
-``reply_channel`` (none), ``dialect``.
+``start_delay_ms`` (200), ``reply_channel`` (none), ``dialect``.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ from harness.node import Action, Deliver, Discard, Note, NodeContext, Send, Sock
 from harness.protocols import DecodeError
 from reference_nodes import config
 from reference_nodes.pppp.common import (
-    PROTOCOL, DEFAULT_ENDPOINT, ROUTER, PpppNode, as_bytes, channel_list, channel_name, channel_text,
+    PROTOCOL, DEFAULT_ENDPOINT, ROUTER, PpppNode, as_bytes, channel_list, channel_name, channel_text, ms_to_ns,
 )
 
 SOCKET = ROUTER
@@ -108,9 +110,12 @@ class Publisher(PpppNode):
         if rate <= 0:
             raise ValueError(f"pppp publisher config 'rate' must be positive, got {rate!r}")
         self.auto_every = int(1e9 / rate)
+        self.auto_delay = ms_to_ns(self.config.get("start_delay_ms", 200), "start_delay_ms")
         self.auto_sent = 0
         self.auto_next: int | None = None
         reply = self.config.get("reply_channel")
+        if reply is None and self.auto_channels:
+            reply = self.auto_channels[0]  # standalone: answer CUSTOM on the first channel
         self.reply_channel = None if reply is None else channel_name(reply, "pppp config 'reply_channel'")
         self.subs: dict[bytes, Sub] = {}
         self.next_seq: dict[bytes, int] = {}
@@ -281,7 +286,7 @@ class Publisher(PpppNode):
         sub.silence_from = now
         self._dirty[identity] = sub
         if self.auto_count and self.auto_channels and self.auto_next is None and self.auto_sent == 0:
-            self.auto_next = now  # standalone: publishing begins at the first subscription
+            self.auto_next = now + self.auto_delay  # standalone: publishing begins after the first SUBSCRIBE
         if again:
             self._replay(sub, prefix, now, out)
 
