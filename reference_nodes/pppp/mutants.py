@@ -194,6 +194,15 @@ class LateAckSubscriber(Subscriber):
         self.ack_delay = 2 * self.timing.first_idle
 
 
+class NeverAcksSubscriber(Subscriber):
+    """Breaks ``pppp.subscriber.ack-every-message``: never sends an ACK/NACK."""
+
+    def send_acks(self, now: int, out: list[Action]) -> None:
+        self.ack_at = None
+        for conv in self.conv.values():
+            conv.ack = False
+
+
 class NoNackSubscriber(Subscriber):
     """Breaks ``pppp.subscriber.ack-highest``: never NACKs, so its ACK acknowledges the numbers
     it never received (E-PPPP-04) and the publisher lets them go."""
@@ -325,6 +334,7 @@ _MUTANTS: list[tuple[str, str, Any, str]] = [
     ("no-replay", "publisher", NoReplayPublisher, "pppp.conversation.sync-optional"),
     ("no-dedup", "subscriber", NoDedupSubscriber, "pppp.subscriber.exactly-once"),
     ("late-ack", "subscriber", LateAckSubscriber, "pppp.subscriber.ack-within-first-idle"),
+    ("never-acks", "subscriber", NeverAcksSubscriber, "pppp.subscriber.ack-every-message"),
     ("no-nack", "subscriber", NoNackSubscriber, "pppp.subscriber.ack-highest"),
     ("ignores-duplicates", "subscriber", IgnoresDuplicatesSubscriber, "pppp.subscriber.ack-duplicates"),
     ("subscriber-no-heartbeat", "subscriber", NoHeartbeatSubscriber, "pppp.heartbeat.interval"),
@@ -345,6 +355,9 @@ for _name, (_role, _cls, _clause) in MUTANTS.items():
 
 _NO_FIRST = "a node that never heartbeats also misses the first heartbeat, due first_idle after other traffic"
 ALSO_BREAKS: dict[str, dict[str, str]] = {
+    "never-acks": {"pppp.subscriber.ack-within-first-idle": "an ACK/NACK that never comes does not come in time "
+                                                            "either",
+                   "pppp.subscriber.ack-duplicates": "nor for a duplicate"},
     "renumbers-resends": {"pppp.publisher.preserve-until-acked": "the NACKed message is no longer kept under its "
                                                                  "number, so another subscriber's NACK of it cannot "
                                                                  "be answered"},
