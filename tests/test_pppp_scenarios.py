@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.live_run import run_live
+from harness.composition import run_live
 from harness.scenario import load_scenario
 from tests.sweeps import sweep
 
