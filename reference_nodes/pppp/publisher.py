@@ -69,7 +69,7 @@ class Sub:
     """What the publisher knows of one subscriber (keyed by routing id)."""
 
     __slots__ = ("identity", "prefixes", "live", "subscribed", "last_heard", "down_since", "last_sent", "last_hb",
-                 "silence_from", "pending", "start", "resent", "version")
+                 "silence_from", "pending", "start", "resent", "version", "entry_due")
 
     def __init__(self, identity: bytes, now: int) -> None:
         self.identity = identity
@@ -85,6 +85,7 @@ class Sub:
         self.start: dict[bytes, int] = {}  # channel -> first number owed
         self.resent: dict[bytes, tuple[int, int]] = {}  # channel -> (k, L) of the last resend on silence
         self.version = 0  # of its entry in the publisher's timer heap
+        self.entry_due: int | None = None  # when that entry fires (None: no entry)
 
     def matches(self, channel: bytes) -> bool:
         for p in self.prefixes:
@@ -181,6 +182,7 @@ class Publisher(PpppNode):
             _, _, version, ident = heapq.heappop(heap)
             sub = self.subs.get(ident)
             if sub is not None and sub.version == version:
+                sub.entry_due = None
                 self._tick(sub, now, out)
                 self._dirty[ident] = sub
         return out
@@ -503,9 +505,13 @@ class Publisher(PpppNode):
         for ident, sub in self._dirty.items():
             if self.subs.get(ident) is not sub:
                 continue  # dropped meanwhile
-            sub.version += 1
+            due = self._due(sub)
+            if sub.entry_due is not None and sub.entry_due <= due:
+                continue  # its entry fires first; _tick finds what is due then and asks again
             self._pushes += 1
-            heapq.heappush(heap, (self._due(sub), self._pushes, sub.version, ident))
+            sub.version = self._pushes  # unique: a subscriber dropped and made anew is not fooled
+            sub.entry_due = due
+            heapq.heappush(heap, (due, self._pushes, sub.version, ident))
         self._dirty.clear()
         if len(heap) > 8 * len(self.subs) + 64:  # mostly stale entries: rebuild
             self._heap = [e for e in heap if (s := self.subs.get(e[3])) is not None and s.version == e[2]]
