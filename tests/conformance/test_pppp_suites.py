@@ -108,7 +108,9 @@ def test_reference_passes_every_case_in_simulation(case: Case) -> None:
     assert r.verdict == "pass", (r.clause, r.reason, r.exchange[-6:])
 
 
-LIVE_SUBSET = {"publisher": ("publish-format", "resend-nacked", "survives-malformed"),
+# Cases whose windows are wide (half a second or more on top of the implementation's own
+# times), so that a loaded machine does not fail them; every case runs live in the slow suite.
+LIVE_SUBSET = {"publisher": ("publish-format", "preserve-until-acked", "survives-malformed"),
                "subscriber": ("exactly-once", "nack-gaps", "resubscribe")}
 
 
