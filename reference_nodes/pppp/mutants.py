@@ -173,6 +173,15 @@ class NoReplayPublisher(Publisher):
         return None
 
 
+class NoCustomReplyPublisher(Publisher):
+    """Breaks ``pppp.custom.reply-optional`` (MAY, so no run fails on it): never publishes a
+    reply to CUSTOM."""
+
+    def __init__(self, ctx: NodeContext) -> None:
+        super().__init__(ctx)
+        self.reply_channel = None
+
+
 # ---- subscriber ----------------------------------------------------------------------------
 
 
@@ -332,6 +341,7 @@ _MUTANTS: list[tuple[str, str, Any, str]] = [
     ("numbers-from-zero", "publisher", NumbersFromZeroPublisher, "pppp.publisher.sequence-consecutive"),
     ("publisher-crash-on-malformed", "publisher", CrashOnMalformedPublisher, "pppp.wire.grammar"),
     ("no-replay", "publisher", NoReplayPublisher, "pppp.conversation.sync-optional"),
+    ("no-custom-reply", "publisher", NoCustomReplyPublisher, "pppp.custom.reply-optional"),
     ("no-dedup", "subscriber", NoDedupSubscriber, "pppp.subscriber.exactly-once"),
     ("late-ack", "subscriber", LateAckSubscriber, "pppp.subscriber.ack-within-first-idle"),
     ("never-acks", "subscriber", NeverAcksSubscriber, "pppp.subscriber.ack-every-message"),

@@ -22,6 +22,7 @@ docs/conformance-pppp.md from the case files.
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 from pathlib import Path
@@ -181,14 +182,32 @@ def test_every_mutant_clause_is_covered_by_its_roles_suite_or_out_of_reach() -> 
             assert extra in CAT, (name, extra)
 
 
+@functools.lru_cache(maxsize=None)
+def mutant_results(name: str) -> tuple[CaseResult, ...]:
+    """Every case of the mutant's role, run in simulation against it (once per test session)."""
+    role, factory, _ = M.MUTANTS[name]
+    return tuple(run_case_sim(c, factory) for c in CASES[role])
+
+
 @pytest.mark.parametrize("name", sorted(M.MUTANTS))
 def test_mutant_fails_its_suite_on_its_clause_in_simulation(name: str) -> None:
-    role, factory, clause = M.MUTANTS[name]
-    failed = failures([run_case_sim(c, factory) for c in CASES[role]])
+    role, _, clause = M.MUTANTS[name]
+    failed = failures(list(mutant_results(name)))
     if name not in CHECKER_ONLY:
         assert failed, f"{name} passes every {role} case: the suite has a hole for {clause}"
     wrong = [f for f in failed if f[1] != "fail" or f[2] not in acceptable(name)]
     assert not wrong, f"{name} breaks {clause}, but cases failed on: {wrong}"
+
+
+def test_every_case_fails_against_a_mutant_of_its_own_clauses() -> None:
+    """Each case can fail: some mutant that breaks one of the case's clauses fails it."""
+    failing: dict[str, set[str]] = {}
+    for name, (role, _, clause) in M.MUTANTS.items():
+        for r in mutant_results(name):
+            if r.verdict == "fail" and clause in r.case.clauses:
+                failing.setdefault(f"{role}/{r.case.id}", set()).add(name)
+    every = {f"{role}/{c.id}" for role in ROLES for c in CASES[role]}
+    assert every - set(failing) == set(), "cases no mutant of their clauses fails"
 
 
 LIVE_MUTANTS = ("ignores-nacks", "releases-on-first-ack", "publisher-slow-first-heartbeat", "talks-first",
