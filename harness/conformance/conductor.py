@@ -42,11 +42,11 @@ that is a JSON object is kept until a step takes it; other lines are ignored.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from harness.conformance.case import Case, Step
+from harness.conformance.matchers import matches
 from harness.node import Action, BaseNode, Deliver, Disconnect, Note, Send, SocketSpec, SocketType
 from harness.protocols import Codec, DecodeError
 from harness.protocols.codec import Message
@@ -350,7 +350,7 @@ class Conductor(BaseNode):
     def _output(self, step: Step) -> int | None:
         """The index of the first output line not taken yet whose keys match the step."""
         for k, line in enumerate(self.outputs):
-            if all(_matches(self._resolve_matcher(m), line.get(f)) for f, m in step.fields.items()):
+            if all(matches(self._resolve_matcher(m), line.get(f)) for f, m in step.fields.items()):
                 return k
         return None
 
@@ -364,7 +364,7 @@ class Conductor(BaseNode):
         return None
 
     def _match(self, step: Step, msg: Message) -> bool:
-        return all(_matches(self._resolve_matcher(m), msg.fields.get(f)) for f, m in step.fields.items())
+        return all(matches(self._resolve_matcher(m), msg.fields.get(f)) for f, m in step.fields.items())
 
     def _resolve(self, fields: dict[str, Any]) -> dict[str, Any]:
         out = {}
@@ -431,7 +431,7 @@ class Conductor(BaseNode):
         near = [m for _, m, _ in fresh if m is not None and m.name == step.message]
         if near:
             m = near[-1]
-            wrong = [f for f, matcher in step.fields.items() if not _matches(self._resolve_matcher(matcher), m.fields.get(f))]
+            wrong = [f for f, matcher in step.fields.items() if not matches(self._resolve_matcher(matcher), m.fields.get(f))]
             shown = self.codec.show(m)
             detail = "; ".join(f"{f} was {shown.get(f)!r}" for f in wrong)
             clause = next((step.field_clauses[f] for f in wrong if f in step.field_clauses), self._clause(step))
@@ -581,46 +581,3 @@ def _brief(codec: Codec, msg: Message) -> str:
 
 def _fmt(d: dict[str, Any]) -> str:
     return "{" + ", ".join(f"{k}: {v}" for k, v in d.items()) + "}"
-
-
-def _as_bytes(v: Any) -> Any:
-    if isinstance(v, str):
-        return v.encode("utf-8", "surrogateescape")
-    if isinstance(v, dict) and set(v) == {"hex"}:
-        return bytes.fromhex(str(v["hex"]).replace(" ", ""))
-    if isinstance(v, list):
-        return [_as_bytes(x) for x in v]
-    return v
-
-
-def _equal(expected: Any, actual: Any) -> bool:
-    if expected == actual:
-        return True
-    if isinstance(expected, (list, tuple)) and isinstance(actual, (list, tuple)) and len(expected) == len(actual):
-        return all(_equal(e, a) for e, a in zip(expected, actual))  # [[3, 3]] equals [SeqRange(3, 3)]
-    if isinstance(actual, (bytes, list)):
-        return _as_bytes(expected) == actual
-    return False
-
-
-def _matches(m: Any, actual: Any) -> bool:
-    if isinstance(m, dict) and len(m) == 1:
-        (k, v), = m.items()
-        if k == "hex":
-            return _as_bytes(actual) == bytes.fromhex(str(v).replace(" ", ""))  # text fields too
-        if k == "pattern":
-            text = actual.decode("utf-8", "replace") if isinstance(actual, bytes) else str(actual)
-            return re.fullmatch(str(v), text) is not None
-        if k == "any":
-            return actual is not None
-        if k == "not":
-            return not _matches(v, actual)
-        if k == "len":
-            return actual is not None and len(actual) == int(v)
-        if k == "one_of":
-            return any(_matches(x, actual) for x in v)
-        if k == "nonempty":
-            return bool(actual) == bool(v)
-        if k == "ref":  # unresolved (nothing captured): never matches
-            return False
-    return _equal(m, actual)
