@@ -243,6 +243,10 @@ class ProtocolPackage:
     # reference node run standalone (`zmq-harness node`) prints, and what conformance cases
     # read back from any implementation (expect_output).
     output: Callable[[str, dict[str, Any]], str | None] | None = None
+    # Config key of an endpoint a node binds -> config key of the endpoint it announces to its
+    # peers for them to connect to (discovery). A live run behind the chaos proxy announces the
+    # proxy's listener there, so peers that learn the endpoint at run time connect through it.
+    advertised: dict[str, str] = field(default_factory=dict)
 
     @property
     def dialects(self) -> list[str]:
