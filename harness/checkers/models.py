@@ -24,7 +24,8 @@ from multiplying the search.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Hashable, Mapping, Sequence
+from collections.abc import Mapping
+from typing import Any, Callable, Hashable, Sequence
 
 from harness.checkers.history import UNKNOWN, HistoryError, Operation
 
@@ -36,6 +37,7 @@ class Model:
     """The interface; subclass it and implement at least ``init`` and ``step``."""
 
     name = "model"
+    part_name = ""  # what ``partition``'s labels name, for reports ("key"); "" if one part
 
     def init(self) -> Hashable:
         raise NotImplementedError
@@ -90,9 +92,14 @@ class Model:
         return run
 
 
+_ATOMS = frozenset({int, str, bytes, float, bool, type(None)})
+
+
 def freeze(value: Any) -> Hashable:
     """A hashable value equal to another frozen value exactly when the originals are equal
     (lists and tuples become tuples: after MessagePack or JSON they are the same thing)."""
+    if type(value) in _ATOMS:
+        return value
     if isinstance(value, (list, tuple)):
         return tuple(freeze(v) for v in value)
     if isinstance(value, dict):
@@ -121,33 +128,43 @@ class Register(Model):
 
     def __init__(self, initial: Any = None) -> None:
         self.initial = freeze(initial)
+        self._need = {f: self._fields(f) for f in REGISTER_FIELDS}
 
     def init(self) -> Hashable:
         return self.initial
 
     def validate(self, op: Operation) -> None:
-        where = f"history entry {op.index} ({op.f})"
-        need = REGISTER_FIELDS.get(op.f)
-        if need is None:
+        fields = self._need.get(op.f)
+        if fields is None:
             raise HistoryError(f"history entry {op.index}: operation {op.f!r} is not one of "
                                f"{', '.join(REGISTER_FIELDS)} ({self.name} model)")
-        if not isinstance(op.input, Mapping):
-            raise HistoryError(f"{where}: 'input' must be a dict with {self._fields(op.f)}, not {op.input!r}")
-        missing = [k for k in self._fields(op.f) if k not in op.input]
-        if missing:
-            raise HistoryError(f"{where}: 'input' lacks {', '.join(missing)} (needs {self._fields(op.f)})")
-        for k in self._fields(op.f):
+        inp = op.input
+        if type(inp) is not dict and not isinstance(inp, Mapping):
+            raise HistoryError(f"{self._where(op)}: 'input' must be a dict with {', '.join(fields)}, not {inp!r}")
+        for k in fields:
+            if k not in inp:
+                missing = [k for k in fields if k not in inp]
+                raise HistoryError(f"{self._where(op)}: 'input' lacks {', '.join(missing)} "
+                                   f"(needs {', '.join(fields)})")
+            if type(inp[k]) not in _ATOMS:
+                try:
+                    freeze(inp[k])
+                except TypeError:
+                    raise HistoryError(f"{self._where(op)}: input {k!r} is not a comparable value: {inp[k]!r}") from None
+        out = op.output
+        if out is UNKNOWN or type(out) in _ATOMS and op.f != "cas":
+            return
+        if op.f == "cas" and type(out) is not bool:
+            raise HistoryError(f"{self._where(op)}: a completed cas outputs true or false, not {out!r}")
+        if op.f == "get":
             try:
-                freeze(op.input[k])
+                freeze(out)
             except TypeError:
-                raise HistoryError(f"{where}: input {k!r} is not a comparable value: {op.input[k]!r}") from None
-        if op.f == "cas" and op.output is not UNKNOWN and not isinstance(op.output, bool):
-            raise HistoryError(f"{where}: a completed cas outputs true or false, not {op.output!r}")
-        if op.f == "get" and op.output is not UNKNOWN:
-            try:
-                freeze(op.output)
-            except TypeError:
-                raise HistoryError(f"{where}: output is not a comparable value: {op.output!r}") from None
+                raise HistoryError(f"{self._where(op)}: output is not a comparable value: {out!r}") from None
+
+    @staticmethod
+    def _where(op: Operation) -> str:
+        return f"history entry {op.index} ({op.f})"
 
     def _fields(self, f: str) -> tuple[str, ...]:
         extra = REGISTER_FIELDS[f]
@@ -236,6 +253,7 @@ class KeyValue(Register):
 
     name = "key-value"
     key_field = "key"
+    part_name = "key"
 
     def partition(self, ops: Sequence[Operation]) -> list[tuple[Any, list[Operation]]]:
         parts: dict[Hashable, tuple[Any, list[Operation]]] = {}

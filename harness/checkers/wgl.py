@@ -32,9 +32,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, Sequence
 
-from harness.checkers.history import FAIL, Operation
+from harness.checkers.history import FAIL, INFO, Operation
 from harness.checkers.models import REJECT, Model
 
 
@@ -71,8 +72,9 @@ def searchable(ops: Sequence[Operation], model: Model, optional: frozenset[int] 
     """The operations that can matter, in call order: definite failures never took effect, and
     a read-only operation that need not be explained (pending or optional) cannot change anything."""
     live = [op for op in ops if op.status != FAIL
-            and not ((op.pending or op.index in optional) and model.read_only(op))]
-    live.sort(key=lambda o: (o.invoke, o.index))
+            and not ((op.status == INFO or op.index in optional) and model.read_only(op))]
+    live.sort(key=attrgetter("index"))  # two stable sorts: by invoke, ties by index (fast when sorted)
+    live.sort(key=attrgetter("invoke"))
     return live
 
 
@@ -120,9 +122,7 @@ def search(ops: Sequence[Operation], model: Model, allowance: Allowance,
     # The list: call entry of completed op i is i, its return n + i; head 2n, tail 2n + 1.
     # Completed ops are numbered in call order; pending ones live outside the list.
     head, tail = 2 * n, 2 * n + 1
-    timeline = sorted([(op.invoke, 0, i) for i, op in enumerate(done)]
-                      + [(op.ret, 1, n + i) for i, op in enumerate(done)])
-    order = [head, *(e for _, _, e in timeline), tail]
+    order = [head, *_timeline(done), tail]
     nxt = [0] * (2 * n + 2)
     prv = [0] * (2 * n + 2)
     position = [0] * (2 * n + 2)
@@ -307,8 +307,13 @@ def search(ops: Sequence[Operation], model: Model, allowance: Allowance,
     allowance.steps -= steps
     result = Search(verdict, steps, live)
     if verdict:
-        result.order = [done[s[0]] if s[5] < 0 else members[s[5]][_count_before(stack, i, s[5])]
-                        for i, s in enumerate(stack) if s[5] != DROPPED]
+        taken = [0] * nclasses  # members are used in call order along the path
+        for s in stack:
+            if s[5] >= 0:
+                result.order.append(members[s[5]][taken[s[5]]])
+                taken[s[5]] += 1
+            elif s[5] != DROPPED:
+                result.order.append(done[s[0]])
     elif verdict is False:
         stuck = done[order[best_pos] - n]
         result.stuck = stuck
@@ -319,7 +324,20 @@ def search(ops: Sequence[Operation], model: Model, allowance: Allowance,
     return result
 
 
-def _count_before(stack: list[tuple[int, Any, int, int, int, int]], upto: int, cls: int) -> int:
-    """Which member of class ``cls`` the choice at ``stack[upto]`` used: members are used in
-    call order, so it is the number of earlier choices from the same class."""
-    return sum(1 for s in stack[:upto] if s[5] == cls)
+def _timeline(done: list[Operation]) -> list[int]:
+    """The entries of completed ops (in call order) sorted by time, calls before returns at
+    equal times: a merge of the calls (sorted already) and the returns (sorted by a stable sort,
+    so ties stay in call order)."""
+    n = len(done)
+    rets = [op.ret for op in done]
+    by_ret = sorted(range(n), key=rets.__getitem__)
+    out: list[int] = []
+    j = 0
+    for i, op in enumerate(done):
+        t = op.invoke
+        while j < n and rets[by_ret[j]] < t:  # type: ignore[operator]
+            out.append(n + by_ret[j])
+            j += 1
+        out.append(i)
+    out.extend(n + r for r in by_ret[j:])
+    return out

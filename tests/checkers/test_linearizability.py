@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import random
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -385,6 +387,15 @@ def test_pending_writes_of_few_values_do_not_blow_up_the_search() -> None:
     assert [o.index for o in result.counterexample.ops] == [61, 62]
 
 
+def test_the_docs_first_example_prints_what_the_docs_show(capsys: pytest.CaptureFixture[str]) -> None:
+    text = Path("docs/linearizability.md").read_text()
+    code = re.search(r"```python\n(.*?)```", text, re.S)
+    shown = re.search(r"prints\n\n```text\n(.*?)```", text, re.S)
+    assert code and shown
+    exec(compile(code.group(1), "docs/linearizability.md", "exec"), {"__name__": "docs_example"})
+    assert capsys.readouterr().out == shown.group(1)
+
+
 # --- the run checker --------------------------------------------------------------------------------
 
 def kv_deliver_entry(ev: Any) -> dict[str, Any] | None:
@@ -442,7 +453,7 @@ def test_run_checker_passes_a_correct_store_and_catches_stale_reads(stale: bool)
     [verdict] = observer.finish(10**12)
     assert verdict.check == "linearizable"
     if not stale:
-        assert verdict.ok and "linearizable: 600 operation(s)" in verdict.detail
+        assert verdict.ok and "linearizable: 600 operations on 2 keys" in verdict.detail
         return
     assert not verdict.ok and "cannot be explained" in verdict.detail
     header, *ops = verdict.evidence
