@@ -24,7 +24,7 @@ from __future__ import annotations
 import gc
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping
 
 from harness.checkers.base import DELIVER, Checker, Event, Verdict
@@ -273,7 +273,9 @@ class Linearizable(Checker):
 
     def __init__(self, entries_of: EntriesOf, model: Model | None = None, *, kinds: Iterable[str] | None = None,
                  roles: Iterable[str] | None = None, clause: str = "", budget: Budget = Budget(),
-                 **params: Any) -> None:
+                 max_steps: int | None = None, shrink_steps: int | None = None, **params: Any) -> None:
+        """``max_steps`` and ``shrink_steps``, when given (a scenario's check parameters, say),
+        override those of ``budget``."""
         super().__init__(**params)
         self.entries_of = entries_of
         self.model = model or KeyValue()
@@ -283,7 +285,8 @@ class Linearizable(Checker):
             self.roles = frozenset(roles)
         if clause:
             self.clause = clause
-        self.budget = budget
+        self.budget = replace(budget, **{k: v for k, v in (("max_steps", max_steps), ("shrink_steps", shrink_steps))
+                                         if v is not None})
         self.entries: list[Mapping[str, Any]] = []
 
     def on_event(self, ev: Event) -> None:

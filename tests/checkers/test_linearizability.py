@@ -7,8 +7,11 @@ errors, determinism, the budget, and the run checker fed by observed events."""
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -329,6 +332,26 @@ def test_same_history_same_answer_byte_for_byte() -> None:
     assert first == again
 
 
+DETERMINISM_SCRIPT = """
+import json, random
+from harness.checkers.history_gen import atomic_kv_history
+from harness.checkers.linearizability import check
+h = atomic_kv_history(random.Random(11), 3000, clients=6, keys=5, info_rate=0.05, fail_rate=0.02)
+for e in h:  # string keys and values: their hashes change with PYTHONHASHSEED
+    e["input"] = {k: (f"v{v}" if k != "key" else v) for k, v in e["input"].items()}
+    if e["f"] == "get" and e.get("output") is not None:
+        e["output"] = f"v{e['output']}"
+h[-1] = {**h[-1], "f": "get", "input": {"key": h[-1]["input"]["key"]}, "output": "v9", "status": "ok"}
+print(json.dumps(check(h).to_dict(), sort_keys=True))
+"""
+
+
+def test_same_answer_whatever_the_hash_seed() -> None:
+    outs = [subprocess.run([sys.executable, "-c", DETERMINISM_SCRIPT], capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "PYTHONHASHSEED": seed}, check=True).stdout for seed in ("1", "2")]
+    assert outs[0] == outs[1] and '"ok": false' in outs[0]
+
+
 def test_a_budget_too_small_gives_unknown_with_the_reason_never_a_guess() -> None:
     history = atomic_kv_history(random.Random(3), 2000, clients=16, keys=1)
     tiny = check(history, budget=Budget(max_steps=500))
@@ -469,6 +492,15 @@ def test_run_checker_counts_unfinished_calls_as_pending() -> None:
     observer.emit(5, "c2", COMMAND, data={"op": "get", "input": {"key": "x"}})
     observer.emit(6, "c2", DELIVER, msg_type="result", data={"status": "ok", "output": 1})
     assert observer.finish(100)[0].ok
+
+
+def test_run_checker_budget_from_parameters() -> None:
+    checker = Linearizable(kv_deliver_entry, kinds=[COMMAND, DELIVER], max_steps=1, shrink_steps=0)
+    assert checker.budget == Budget(max_steps=1, shrink_steps=0)
+    observer = Observer([checker], None, {f"clients.{i}": "client" for i in range(3)})
+    replicated_store_run(observer, stale_reads=False)
+    [verdict] = observer.finish(10**12)
+    assert not verdict.ok and verdict.detail.startswith("unknown:") and verdict.evidence[0]["undecided"]
 
 
 def test_run_checker_reports_a_malformed_history_as_a_failed_verdict() -> None:
