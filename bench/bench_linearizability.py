@@ -44,6 +44,7 @@ ROWS = [  # (kind, operations, clients, keys, info rate)
     ("realistic", 100_000, 8, 8, 0.01),
     ("stress", 10_000, 16, 1, 0.0),
     ("stress", 10_000, 8, 1, 0.10),
+    ("stress", 10_000, 8, 4, 0.30),
 ]
 
 
@@ -131,6 +132,7 @@ def main() -> None:
              "|---|---|---|---|---|---|---|---|---|---|"]
     cases = [(kind, n, c, k, i, False) for kind, n, c, k, i in ROWS] + [("stale read", 10_000, 8, 4, 0.01, True)]
     goal = []
+    load = os.getloadavg()[0]
     for kind, n, clients, keys, info, stale in cases:
         history = atomic_kv_history(random.Random(1), n, clients=clients, keys=keys, info_rate=info)
         if stale:
@@ -149,7 +151,9 @@ def main() -> None:
              "slower), think time 0.5 ms, values from range(5), 45% get / 30% put / 20% cas / 5% delete; "
              "timeouts are info operations that took effect or not. The stale-read row adds put 1001, put 1002, "
              "get -> 1001 at the end of key k0 and includes shrinking to the counterexample. Median wall time of "
-             f"{args.repeat} runs after a warm-up (one run for 100k), minimum CPU time.\n\n"
+             f"{args.repeat} runs after a warm-up (one run for 100k), minimum CPU time. Load average "
+             f"when the run started: {load:.1f} on {os.cpu_count()} cores (a shared machine: wall times "
+             f"stretch with it, CPU times much less).\n\n"
              f"Goal: a 10,000-operation history in under a second: "
              f"{'met' if max(goal) < 1 else 'NOT met'} for the realistic rows "
              f"({', '.join(f'{g:.2f} s' for g in goal)} wall). What costs is the number of operations in flight "

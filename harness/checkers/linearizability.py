@@ -201,9 +201,10 @@ def check(history: Iterable[Mapping[str, Any] | Operation], model: Model | None 
 
 
 def _check(history: Iterable[Mapping[str, Any] | Operation], model: Model, budget: Budget) -> Result:
-    """Each part first gets a short search (a share of the budget, at most `PROBE_STEPS`), which
-    decides most; an undecided part may then be refuted by a window at the furthest point its
-    search reached; the parts still undecided share what is left of the budget. So an easy
+    """Each part first gets a short search (a share of the budget, at most `PROBE_STEPS`, and
+    at most one operation of unknown outcome taking effect in a row), which decides most; an
+    undecided part may then be refuted by a window at the furthest point its search reached;
+    the parts still undecided share what is left of the budget in a full search. So an easy
     violation on one key is found even when another key is too hard to decide."""
     ops = prepare(history, model)
     deadline = None if budget.timeout is None else time.monotonic() + budget.timeout
@@ -216,8 +217,10 @@ def _check(history: Iterable[Mapping[str, Any] | Operation], model: Model, budge
             break
         probe = min(PROBE_STEPS, max(PROBE_PER_OP * len(part), 20_000))
         share = Allowance(min(probe, max(allowance.steps // (len(split) - i), 1)), deadline)
-        found[i] = first = search(part, model, share)
+        found[i] = first = search(part, model, share, chain=1)
         allowance.steps -= first.steps
+        if first.linearizable is False and first.limited:  # not a proof: search again in full
+            first.linearizable, first.deepest = None, first.stuck
         if first.linearizable is None and first.deepest is not None and budget.shrink_steps:
             small[i] = refute(part, first.deepest, model, budget.shrink_steps)
             if small[i] is not None:

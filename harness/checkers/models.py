@@ -139,6 +139,8 @@ class Register(Model):
             raise HistoryError(f"history entry {op.index}: operation {op.f!r} is not one of "
                                f"{', '.join(REGISTER_FIELDS)} ({self.name} model)")
         inp = op.input
+        if inp is None and not fields:
+            inp = {}  # a register's get or delete needs no input
         if type(inp) is not dict and not isinstance(inp, Mapping):
             raise HistoryError(f"{self._where(op)}: 'input' must be a dict with {', '.join(fields)}, not {inp!r}")
         for k in fields:

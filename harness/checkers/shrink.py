@@ -78,9 +78,7 @@ class _Shrinker:
                 op.index not in kept or (since is not None and op.invoke < since)))
             failures = []
             for start in starts:
-                sub = Allowance(min(self.per_attempt, self.allowance.steps))
-                tried = search(universe, self.model, sub, optional, start)
-                self.allowance.steps -= tried.steps
+                tried = self.search(universe, optional, start)
                 if tried.linearizable is None:
                     self.complete = False
                     return None
@@ -93,6 +91,17 @@ class _Shrinker:
             if reached <= cut:
                 return failures
             cut = reached
+
+    def search(self, universe: list[Operation], optional: frozenset[int], start: Any) -> Search:
+        """A quick search (at most one pending operation in a row) and, when that proves
+        nothing, a full one; both within this attempt's share of the allowance."""
+        granted = min(self.per_attempt, self.allowance.steps)
+        sub = Allowance(granted)
+        tried = search(universe, self.model, sub, optional, start, chain=1)
+        if tried.linearizable is False and tried.limited:
+            tried = search(universe, self.model, sub, optional, start)
+        self.allowance.steps -= granted - sub.steps
+        return tried
 
     def window(self) -> tuple[list[Operation], list[Any], float] | None:
         """The shortest window found that cannot be explained from any start (candidates,

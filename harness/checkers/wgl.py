@@ -66,6 +66,7 @@ class Search:
     prefix: list[Operation] = field(default_factory=list)
     # When undecided: the operation whose return was the furthest the search got (a hint).
     deepest: Operation | None = None
+    limited: bool = False  # the ``chain`` limit cut some choices: a failure proves nothing
 
 
 def searchable(ops: Sequence[Operation], model: Model, optional: frozenset[int] = frozenset()) -> list[Operation]:
@@ -86,12 +87,18 @@ DOMINANCE_SCAN = 24  # configurations compared for pending-op dominance per key 
 
 
 def search(ops: Sequence[Operation], model: Model, allowance: Allowance,
-           optional: frozenset[int] = frozenset(), initial: Any = INIT, max_states: int = 8) -> Search:
+           optional: frozenset[int] = frozenset(), initial: Any = INIT, chain: int | None = None,
+           max_states: int = 8) -> Search:
     """Searches for a linearization of ``ops`` starting from ``initial`` (default: the model's
     ``init()``). Completed operations whose ``index`` is in ``optional`` need not take effect
     (if one does, it is within its interval with its output; the search ends when every other
     completed operation is linearized); the shrinker uses both to ask whether some operations
-    can be explained whatever the others did."""
+    can be explained whatever the others did.
+
+    ``chain`` limits how many pending operations may take effect in a row, with no completed
+    one between: a quick search that finds most linearizations without trying the chains of
+    timed-out operations that can make a dead end very expensive to leave. If it finds none and
+    the limit was reached (``Search.limited``), that proves nothing; search again without it."""
     live = searchable(ops, model, optional)
     done = [op for op in live if not op.pending]
     n = len(done)
@@ -182,12 +189,13 @@ def search(ops: Sequence[Operation], model: Model, allowance: Allowance,
 
     e = nxt[head]
     cls = -1  # >= 0: at return entry e, the next class of pending ops to try
-    # The last choice took a pending op: a blind write now would overwrite it, which the
-    # configuration before it can do without it (and does, elsewhere in the search).
-    after_pending = False
+    # Pending ops taken in a row at the top of the stack. After one, a blind write would
+    # overwrite it, which the configuration before it can do without it (and does, elsewhere).
+    run = 0
+    limited = False
     while remaining:
         if e < n:  # a call entry: try to linearize completed op e now
-            if after_pending and blind[e]:
+            if run and blind[e]:
                 e = nxt[e]
                 continue
             steps += 1
@@ -215,7 +223,7 @@ def search(ops: Sequence[Operation], model: Model, allowance: Allowance,
             stack.append((e, state, lo, window, pbits, READ if pure[e] else COMPLETED))
             state, lo, window = new, nlo, nwin
             remaining -= need[e]
-            after_pending = False
+            run = 0
             # lift the call entry and its return entry out of the list
             p, q = prv[e], nxt[e]
             nxt[p] = q
@@ -254,9 +262,14 @@ def search(ops: Sequence[Operation], model: Model, allowance: Allowance,
                     continue
         cut = ret_time[e]
         pushed = False
+        if chain is not None and run >= chain and cls < nclasses:
+            if not limited:
+                limited = any(used[c] < len(pend_invoke[c]) and pend_invoke[c][used[c]] <= cut
+                              for c in range(cls, nclasses))
+            cls = nclasses
         while cls < nclasses:
             k = used[cls]
-            if k < len(pend_invoke[cls]) and pend_invoke[cls][k] <= cut and not (after_pending and pend_blind[cls]):
+            if k < len(pend_invoke[cls]) and pend_invoke[cls][k] <= cut and not (run and pend_blind[cls]):
                 steps += 1
                 new = pend_steppers[cls][k](state)
                 if new is not REJECT:
@@ -266,7 +279,7 @@ def search(ops: Sequence[Operation], model: Model, allowance: Allowance,
                         state, pbits = new, npb
                         used[cls] = k + 1
                         pushed = True
-                        after_pending = True
+                        run += 1
                         break
             cls += 1
         if pushed:
@@ -284,7 +297,12 @@ def search(ops: Sequence[Operation], model: Model, allowance: Allowance,
                 verdict = None
                 break
             x, state, lo, window, pbits, what = stack.pop()
-            after_pending = bool(stack) and stack[-1][5] >= 0
+            run = 0
+            for below in reversed(stack):
+                if below[5] >= 0:
+                    run += 1
+                elif below[5] != DROPPED:
+                    break
             if what >= 0:  # a pending op: go on with the next class at the same return entry
                 used[what] -= 1
                 e, cls = x, what + 1
@@ -305,7 +323,7 @@ def search(ops: Sequence[Operation], model: Model, allowance: Allowance,
         if verdict is not True:
             break
     allowance.steps -= steps
-    result = Search(verdict, steps, live)
+    result = Search(verdict, steps, live, limited=limited)
     if verdict:
         taken = [0] * nclasses  # members are used in call order along the path
         for s in stack:
