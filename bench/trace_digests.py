@@ -32,7 +32,7 @@ def shipped_scenarios(root: str) -> list[str]:
 
 
 def digests(root: str, seeds: list[int], out: str) -> dict[str, str]:
-    from harness.driver import run_sim  # noqa: PLC0415 - the driver module moves with refactors
+    from harness.composition import run_sim  # noqa: PLC0415 - imported late: the harness may be mid-refactor
 
     result: dict[str, str] = {}
     for path in shipped_scenarios(root):

@@ -285,6 +285,13 @@ class Rule:
         if not 0.0 <= self.probability <= 1.0:
             raise ValueError(f"rule {self.name or '?'}: probability {self.probability} outside [0, 1]")
 
+    @classmethod
+    def from_yaml(cls, item: Any, where: str = "fault", *, check_node: Callable[[str], None] | None = None) -> Rule:
+        """A message rule as a fault item: ``{rule: {message: REQUEST, drop: 5%}}``; a rule
+        applies for the whole run. ``check_node`` validates node names (not globs) in
+        ``from``/``to``. Errors are `FaultSpecError`s naming the field."""
+        return _rule_fault_from_yaml(item, where, check_node)
+
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
@@ -537,10 +544,7 @@ def _effect_from(where: str, path: tuple[Any, ...], key: str, value: Any) -> tup
     return Reorder(_field(where, path, Distribution.from_yaml, value)), None
 
 
-def _rule_fault_from_yaml(cls: type[Rule], item: Any, where: str = "fault", *,
-                          check_node: Callable[[str], None] | None = None, **_: Any) -> Rule:
-    """A message rule as a fault item: ``{rule: {message: REQUEST, drop: 5%}}``. ``check_node``
-    validates node names (not globs) in ``from``/``to``."""
+def _rule_fault_from_yaml(item: Any, where: str, check_node: Callable[[str], None] | None) -> Rule:
     if not isinstance(item, Mapping):
         raise FaultSpecError(where, (), f"a fault must be a mapping, got {type(item).__name__}")
     for key in item:
@@ -549,8 +553,6 @@ def _rule_fault_from_yaml(cls: type[Rule], item: Any, where: str = "fault", *,
                                                 "(a rule fault has only 'rule'; a rule applies all the run)")
     return _rule_from(item["rule"], where, ("rule",), check_node)
 
-
-Rule.from_yaml = classmethod(_rule_fault_from_yaml)  # type: ignore[attr-defined]
 
 
 __all__ = [

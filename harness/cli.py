@@ -93,19 +93,26 @@ def cmd_run(args: argparse.Namespace) -> int:
     except (ScenarioError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    if args.live:
-        from harness.live_run import run_live
+    from harness.composition import RunError, run_live, run_sim
 
-        result = run_live(scenario, seeds[0], args.out)
+    if args.live:
+        try:
+            result = run_live(scenario, seeds[0], args.out)
+        except RunError as e:
+            print(f"error: {args.file}: {e}", file=sys.stderr)
+            return 2
         _print_result(result, args.file)
         return 0 if result.ok else 1
-    from harness.composition import run_sim
 
     failed = []
     t0 = time.monotonic()
     show_progress = len(seeds) > 1 and not args.quiet
     for i, seed in enumerate(seeds, 1):
-        result = run_sim(scenario, seed, args.out)
+        try:
+            result = run_sim(scenario, seed, args.out)
+        except RunError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
         if not result.ok:
             failed.append(result)
             _print_result(result, args.file)

@@ -1,8 +1,14 @@
-"""Turn a scenario into a run: nodes + runtime + workload + nemesis + checkers.
+"""The one run driver: a scenario becomes nodes + a runtime + workload + nemesis + checkers,
+the same way in the deterministic simulator and over real sockets.
 
-`run_sim(scenario, seed, out_dir)` runs one seed in the deterministic simulator and returns a
-`RunResult` (verdicts, statistics, paths of the trace and verdict files). The live variant is
-in `harness.live_run`.
+    run_sim(scenario, seed, out_dir)   one seed in simulation (virtual time)
+    run_live(scenario, seed, out_dir)  once over real sockets on loopback (wall time)
+
+Both go through `run_scenario`, which talks to the runtime only through the interface of
+`harness.runtime` (add nodes, commands at a time, the nemesis's faults, run until). What a
+runtime cannot do (clock skew live, say) is refused before anything starts, with a one-line
+reason. Groups with a ``command`` are implementations under test, started as processes (live
+only), attached to the runtime so faults and targets name them like any node, and always reaped.
 """
 
 from __future__ import annotations
@@ -14,16 +20,25 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from fault_injection import nemesis
-from harness.checkers.base import CRASH, RESTART, Checker, NoNodeErrors, Observer, Verdict
+from harness import launch
+from harness.checkers.base import CRASH, ERROR, RESTART, Checker, NoNodeErrors, Observer, Verdict
 from harness.probe import probed
 from harness.protocols import codec
 from harness.registry import package
+from harness.runtime import RULES, NodeFailure, Runtime
 from harness.scenario import Scenario, WorkloadItem
-from harness.sim.network import LatencyModel
-from harness.sim.runtime import Simulation
-from harness.trace import VERDICT, RunInfo, TraceWriter
+from harness.trace import RunInfo, TraceWriter
 
 HARNESS = "harness"  # the node column of verdict rows
+LIVE_STATUS_LEAD_NS = 300_000_000  # live: ask for final status this long before the end
+
+
+class RunError(RuntimeError):
+    """The scenario cannot run this way (a fault the runtime cannot carry out, a command node
+    in simulation, an implementation that does not start)."""
+
+
+LiveRunError = RunError  # the name callers of run_live know
 
 
 @dataclass
@@ -50,6 +65,9 @@ class RunResult:
                 "trace": self.trace_path}
 
 
+# ---- what a scenario is made of -------------------------------------------------------------
+
+
 def build_checkers(scenario: Scenario) -> list[Checker]:
     pkg = package(scenario.protocol)
     out: list[Checker] = [NoNodeErrors()]
@@ -66,7 +84,12 @@ def node_configs(scenario: Scenario, endpoint: Callable[[str, str], str]) -> dic
             cfg = dict(g.config)
             cfg.setdefault("dialect", scenario.dialect)
             nodes[n] = (g.role, cfg)
-    package(scenario.protocol).wire(nodes, endpoint)
+    wire = package(scenario.protocol).wire
+    if wire is not None:
+        try:
+            wire(nodes, endpoint)
+        except ValueError as exc:  # a topology the protocol does not allow (two DCP brokers)
+            raise RunError(f"{scenario.path}: {exc}") from None
     return nodes
 
 
@@ -74,7 +97,7 @@ def workload_streams(scenario: Scenario, seed: int) -> list[Iterator[tuple[int, 
     """One time-ordered stream of (time, node, command) per workload item and node.
 
     Arrivals are a Poisson process per node and workload item, drawn from generators derived
-    from the seed, so the same seed gives the same workload. Streams are lazy: the simulator
+    from the seed, so the same seed gives the same workload. Streams are lazy: the runtime
     draws each operation when the previous one of its stream is due, so a long workload never
     sits in memory all at once."""
     pkg = package(scenario.protocol)
@@ -87,55 +110,59 @@ def workload_streams(scenario: Scenario, seed: int) -> list[Iterator[tuple[int, 
             t += int(rng.expovariate(item.rate) * 1e9)
             if t >= item.end_ns or (item.limit is not None and k >= item.limit):
                 return
-            yield t, node, pkg.command(item.op, node, item.params, k, rng)
+            yield t, node, pkg.command(item.op, node, item.params, k, rng)  # type: ignore[misc]
             k += 1
 
     return [stream(i, item, node) for i, item in enumerate(scenario.workload) for node in item.nodes]
 
 
-def workload_schedule(scenario: Scenario, seed: int) -> list[tuple[int, str, dict[str, Any]]]:
-    """(time, node, command) for every operation of the workload, in time order (ties in
-    stream order)."""
-    out = [(t, s, node, cmd) for s, stream in enumerate(workload_streams(scenario, seed)) for t, node, cmd in stream]
-    out.sort(key=lambda x: (x[0], x[1]))
-    return [(t, n, c) for t, _, n, c in out]
+def unsupported(scenario: Scenario, capabilities: frozenset[str], mode: str) -> list[str]:
+    """Why this runtime cannot run the scenario's faults (empty: it can)."""
+    out = []
+    if len(scenario.rules) and RULES not in capabilities:
+        out.append(f"message rules (drop/delay/duplicate/reorder) cannot run {mode} yet: they need the ZMTP proxy")
+    for f in scenario.faults:
+        missing = [c for c in f.capabilities if c not in capabilities]
+        if missing:
+            out.append(f"{f.key} faults cannot run {mode}: the {mode} runtime cannot do {', '.join(missing)}")
+    return list(dict.fromkeys(out))
 
 
-class _ObservedTarget:
-    """The simulator as a nemesis target, reporting crashes and restarts to the checkers."""
+class _Observed:
+    """The runtime as the nemesis sees it: crashes and restarts are reported to the checkers."""
 
-    def __init__(self, sim: Simulation, observer: Observer) -> None:
-        self.sim = sim
+    def __init__(self, runtime: Runtime, observer: Observer) -> None:
+        self.runtime = runtime
         self.observer = observer
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self.sim, name)
+        return getattr(self.runtime, name)
 
     def crash(self, node: str) -> None:
-        self.sim.crash(node)
-        self.observer.emit(self.sim.now_ns, node, CRASH)
+        self.runtime.crash(node)
+        self.observer.emit(self.runtime.now_ns, node, CRASH)
 
     def restart(self, node: str) -> None:
-        self.sim.restart(node)
-        self.observer.emit(self.sim.now_ns, node, RESTART)
+        self.runtime.restart(node)
+        self.observer.emit(self.runtime.now_ns, node, RESTART)
 
 
-def _latency(scenario: Scenario) -> LatencyModel:
-    lat = scenario.latency
-    links = {}
-    for link in lat.get("links", []) or []:
-        links[(link["from"], link["to"])] = link["latency"]
-    if "default" in lat:
-        return LatencyModel(lat["default"], links)
-    return LatencyModel(links=links)
+def _report_failure(observer: Observer) -> Callable[[NodeFailure], None]:
+    def report(f: NodeFailure) -> None:
+        observer.emit(f.time_ns, f.node, ERROR, data={"error": f.error, "during": f.where,
+                                                      "incarnation": f.incarnation})
+
+    return report
+
+
+# ---- the driver ------------------------------------------------------------------------------
 
 
 def trace_path(out_dir: str, scenario: Scenario, seed: int, mode: str = "sim") -> str:
-    return os.path.join(out_dir, _slug(scenario.name), f"{mode}-seed-{seed}.parquet")
+    return os.path.join(out_dir, slug(scenario.name), f"{mode}-seed-{seed}.parquet")
 
 
-def _slug(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_" else "-" for c in name.lower()).strip("-") or "scenario"
+slug = launch.slug
 
 
 def run_sim(scenario: Scenario, seed: int, out_dir: str | None = None, *,
@@ -143,54 +170,116 @@ def run_sim(scenario: Scenario, seed: int, out_dir: str | None = None, *,
     """Run one seed of a scenario in simulation. ``factories`` may replace the node factory of
     some nodes (by node name) — how tests put a mutant in place of a reference node.
     ``checks=False`` runs without probes and checkers (benchmarks of the bare simulation)."""
+    return run_scenario(scenario, seed, "sim", out_dir, factories=factories, checks=checks)
+
+
+def run_live(scenario: Scenario, seed: int, out_dir: str, *, factories: dict[str, Any] | None = None) -> RunResult:
+    """Run a scenario once over real sockets on loopback (its reference nodes in this
+    process, its ``command`` groups as processes)."""
+    return run_scenario(scenario, seed, "live", out_dir, factories=factories)
+
+
+def run_scenario(scenario: Scenario, seed: int, mode: str, out_dir: str | None = None, *,
+                 factories: dict[str, Any] | None = None, checks: bool = True) -> RunResult:
     pkg = package(scenario.protocol)
-    trace = None
-    tpath = None
-    if out_dir is not None:
-        tpath = trace_path(out_dir, scenario, seed)
-        trace = TraceWriter(tpath, RunInfo(f"{scenario.name}/{seed}", seed, scenario.name, scenario.protocol))
-        trace.register_node(HARNESS, HARNESS, "")
+    runtime, trace, tpath = _make_runtime(scenario, seed, mode, out_dir)
+    reasons = unsupported(scenario, runtime.capabilities, mode)
+    if mode == "sim" and scenario.external:
+        reasons.append(f"group {scenario.external[0].name!r} runs an external command: run the scenario --live")
+    processes: dict[str, Any] = {}
     try:
-        sim = Simulation(seed, trace, latency=_latency(scenario), rules=scenario.rules,
-                         record_frames=scenario.record_frames)
-        roles = {n: scenario.role_of(n) for n in scenario.node_names}
-        observer = Observer(build_checkers(scenario), codec(scenario.protocol, scenario.dialect), roles)
-        clock = lambda: sim.now_ns  # noqa: E731 - the observer's clock is virtual time
-        ports: dict[str, int] = {}
-
-        def endpoint(node: str, purpose: str) -> str:
-            key = f"{node}/{purpose}"
-            ports.setdefault(key, 5000 + len(ports))
-            return f"tcp://{node}:{ports[key]}"
-
-        for name, (role, cfg) in node_configs(scenario, endpoint).items():
+        if reasons:
+            raise RunError("; ".join(reasons))
+        endpoints = launch.EndpointAllocator(mode)
+        configs = node_configs(scenario, endpoints)
+        roles = {n: r for n, (r, _) in configs.items()}
+        observer = Observer(build_checkers(scenario) if checks else [], codec(scenario.protocol, scenario.dialect),
+                            roles)
+        runtime.on_failure(_report_failure(observer))
+        clock: Callable[[], int] = lambda: runtime.now_ns  # noqa: E731 - virtual or wall time
+        for name, (role, cfg) in configs.items():
             group = scenario.group_of(name)
+            if group.command:
+                processes[name] = launch.external_node(scenario, group, name, role, seed, endpoints, out_dir)
+                runtime.attach_process(name, processes[name])  # type: ignore[attr-defined]
+                continue
             factory = (factories or {}).get(name) or pkg.roles[role].factory
             impl = "reference" if (factories or {}).get(name) is None else getattr(factory, "implementation", "mutant")
-            sim.add_node(name, probed(factory, observer, clock) if checks else factory, role=role, config=cfg,
-                         implementation=impl if group.implementation == "reference" else group.implementation,
-                         start_at_ns=group.start_ns)
+            runtime.add_node(name, probed(factory, observer, clock) if checks else factory, role=role, config=cfg,
+                             implementation=impl if group.implementation == "reference" else group.implementation,
+                             start_at_ns=group.start_ns)
         for stream in workload_streams(scenario, seed):
-            sim.command_stream(stream)
-        nemesis.install(scenario.faults, _ObservedTarget(sim, observer))
+            runtime.command_stream(stream)  # type: ignore[attr-defined]
+        resolve = scenario.targets.resolver(runtime, random.Random(f"{seed}/nemesis"))
+        nemesis.install(scenario.faults, _Observed(runtime, observer), resolve)  # type: ignore[arg-type]
         end = scenario.duration_ns + scenario.settle_ns
+        lead = 1 if mode == "sim" else LIVE_STATUS_LEAD_NS
         for name in scenario.node_names:  # checkers that judge final state ask for it last
-            if scenario.role_of(name) in pkg.final_status:
-                sim.command(end - 1, name, {"op": "status"})
-        sim.run(end)
-        verdicts = observer.finish(sim.now_ns)
-        stats = {"sent": sim.stats.sent, "delivered": sim.stats.delivered, "dropped": dict(sim.stats.dropped),
-                 "events": sim.stats.events, "observed": observer.count, "virtual_ns": sim.now_ns}
+            if roles[name] in pkg.final_status and name not in processes:
+                runtime.command(end - lead, name, {"op": "status"})
+        for proc in processes.values():
+            launch.start_process(proc)
+        runtime.run(end)
+        verdicts = runtime.call(lambda: observer.finish(runtime.now_ns))  # type: ignore[attr-defined]
+        verdicts += launch.process_verdicts(processes)
+        stats = _stats(runtime, observer, endpoints)
         if trace is not None:
+            now = runtime.now_ns
             for v in verdicts:
-                trace.emit(HARNESS, VERDICT, sim.now_ns, verdict="pass" if v.ok else "fail", clause=v.clause or v.check,
-                           msg_type=v.check, detail=v.detail)
-        result = RunResult(scenario.name, seed, "sim", verdicts, stats, tpath)
+                trace.verdict(HARNESS, now, v.check, "pass" if v.ok else "fail", v.clause or v.check, v.detail)
     finally:
-        if trace is not None:
-            trace.close()
+        # Always: stop the runtime, reap every process, flush the trace (also on abort).
+        try:
+            stop = getattr(runtime, "stop", None)
+            if stop is not None:
+                stop()
+        finally:
+            for proc in processes.values():
+                proc.process.stop()
+            if trace is not None:
+                trace.close()
+    result = RunResult(scenario.name, seed, mode, verdicts, stats, tpath)
     if out_dir is not None:
-        result.result_path = os.path.join(out_dir, _slug(scenario.name), f"sim-seed-{seed}.json")
+        result.result_path = os.path.join(out_dir, slug(scenario.name), f"{mode}-seed-{seed}.json")
         with open(result.result_path, "w") as f:
             json.dump(result.to_dict(), f, indent=2, default=str)
     return result
+
+
+def _make_runtime(scenario: Scenario, seed: int, mode: str, out_dir: str | None
+                  ) -> tuple[Any, TraceWriter | None, str | None]:
+    if mode not in ("sim", "live"):
+        raise ValueError(f"mode must be sim or live, not {mode!r}")
+    trace = tpath = None
+    if mode == "live" and out_dir is None:
+        raise ValueError("a live run writes its trace: give out_dir")
+    if out_dir is not None:
+        from harness.run_ids import unique_run_id  # noqa: PLC0415
+
+        tpath = trace_path(out_dir, scenario, seed, mode)
+        run_id = f"{scenario.name}/{seed}" if mode == "sim" else unique_run_id(f"{scenario.name}/live-{seed}")
+        trace = TraceWriter(tpath, RunInfo(run_id, seed, scenario.name, scenario.protocol))
+        trace.register_node(HARNESS, HARNESS, "")
+    if mode == "sim":
+        from harness.sim.network import LatencyModel  # noqa: PLC0415
+        from harness.sim.runtime import Simulation  # noqa: PLC0415
+
+        lat = scenario.latency
+        links = {(link["from"], link["to"]): link["latency"] for link in lat.get("links", []) or []}
+        latency = LatencyModel(lat["default"], links) if "default" in lat else LatencyModel(links=links)
+        return Simulation(seed, trace, latency=latency, rules=scenario.rules,
+                          record_frames=scenario.record_frames), trace, tpath
+    from harness.live.runtime import LiveRuntime  # noqa: PLC0415
+
+    return LiveRuntime(trace, seed=seed), trace, tpath
+
+
+def _stats(runtime: Any, observer: Observer, endpoints: Any) -> dict[str, Any]:
+    stats: dict[str, Any] = {"observed": observer.count, "failures": [f.describe() for f in runtime.failures]}
+    sim_stats = getattr(runtime, "stats", None)
+    if sim_stats is not None:
+        stats.update(sent=sim_stats.sent, delivered=sim_stats.delivered, dropped=dict(sim_stats.dropped),
+                     events=sim_stats.events, virtual_ns=runtime.now_ns)
+    else:
+        stats.update(wall_s=round(runtime.now_ns / 1e9, 3), endpoints=endpoints.assigned)
+    return stats

@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from fault_injection import nemesis
-from fault_injection.rules import Distribution, RuleSet, rule_from_dict
+from fault_injection.rules import Distribution, FaultSpecError, Rule, RuleSet
 from harness.packages.base import ProtocolPackage, as_duration, as_positive_int, as_rate, as_str
 from harness.registry import REGISTRY, package
+from harness.targets import Targets
 from harness.yamlsrc import Locations, SourceError, load, loads
 
 ScenarioError = SourceError
@@ -69,6 +70,7 @@ class Scenario:
     workload: list[WorkloadItem]
     checks: list[tuple[str, dict[str, Any]]]
     settle_ns: int
+    targets: Targets
     record_frames: bool = True
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -198,22 +200,24 @@ def _scenario_from(data: Any, locs: Locations, path: str) -> Scenario:
     latency = v.mapping(network.get("latency", {}), ("network", "latency"), "network.latency")
     v.known(latency, ("network", "latency"), {"default", "links"})
     if "default" in latency:
-        v.get(latency, ("network", "latency"), "default", Distribution.parse)
+        v.get(latency, ("network", "latency"), "default", Distribution.from_yaml)
     for i, link in enumerate(latency.get("links", []) or []):
         lp = ("network", "latency", "links", i)
         link = v.mapping(link, lp, "a link")
         v.known(link, lp, {"from", "to", "latency"})
         resolve(v.get(link, lp, "from", as_str), lp + ("from",))
         resolve(v.get(link, lp, "to", as_str), lp + ("to",))
-        v.get(link, lp, "latency", Distribution.parse)
+        v.get(link, lp, "latency", Distribution.from_yaml)
 
-    rules, faults = _faults(v, top, resolve, duration)
+    targets = Targets({g.name: g.nodes for g in groups.values()},
+                      {n: g.role for g in groups.values() for n in g.nodes}, pkg)
+    rules, faults = _faults(v, top, targets, duration)
     workload = _workload(v, top, pkg, groups, resolve, duration)
     checks = _checks(v, top, pkg)
     settle = v.get(top, (), "settle", as_duration, 0)
     record = v.get(top, (), "record_frames", lambda x: bool(x), True)
     return Scenario(path, protocol, name, str(top.get("description", "")), duration, seeds, dialect, groups,
-                    latency, rules, faults, workload, checks, settle, record, raw=top)
+                    latency, rules, faults, workload, checks, settle, targets, record, raw=top)
 
 
 def _groups(v: _Validator, top: dict[str, Any], pkg: ProtocolPackage) -> dict[str, NodeGroup]:
@@ -252,100 +256,34 @@ def _groups(v: _Validator, top: dict[str, Any], pkg: ProtocolPackage) -> dict[st
     return groups
 
 
-_FAULT_KINDS = ("rule", "crash", "partition", "pause", "clock_skew", "slow_link")
-
-
-def _faults(v: _Validator, top: dict[str, Any], resolve: Callable[..., list[str]], duration: int) -> tuple[RuleSet, list[Any]]:
+def _faults(v: _Validator, top: dict[str, Any], targets: Targets, duration: int) -> tuple[RuleSet, list[Any]]:
+    """Message rules and scheduled faults, each parsed by its kind's ``from_yaml`` (one schema:
+    `fault_injection.nemesis`); targets are checked here and resolved when a fault fires."""
     items = top.get("faults", []) or []
     if not isinstance(items, list):
         raise v.fail(("faults",), "faults must be a list")
-    rules = []
+    rules: list[Rule] = []
     faults: list[Any] = []
     for i, item in enumerate(items):
         p = ("faults", i)
-        item = v.mapping(item, p, "a fault")
-        kinds = [k for k in _FAULT_KINDS if k in item]
-        if len(kinds) != 1:
-            raise v.fail(p, f"each fault needs exactly one of {', '.join(_FAULT_KINDS)}")
-        kind = kinds[0]
-
-        def window(allowed_end: bool = True) -> tuple[int, int | None]:
-            start = v.get(item, p, "from", as_duration, 0)
-            end = v.get(item, p, "until", as_duration, None)
-            if end is not None and end <= start:
-                raise v.fail(p + ("until",), "must be after 'from'")
-            if start > duration:
-                raise v.fail(p + ("from",), "starts after the scenario ends")
-            return start, end
-
         try:
-            if kind == "rule":
-                v.known(item, p, {"rule"})
-                rule = v.mapping(item["rule"], p + ("rule",), "rule")
-                for key in ("from", "to", "src", "dst"):
-                    if key in rule and isinstance(rule[key], str) and not any(c in rule[key] for c in "*?["):
-                        resolve(rule[key], p + ("rule", key))
-                try:
-                    rules.append(rule_from_dict(rule, i))
-                except ValueError as e:
-                    raise v.fail(p + ("rule",), str(e).split(": ", 1)[-1]) from None
-            elif kind == "crash":
-                v.known(item, p, {"crash", "at", "restart_after"})
-                at = v.get(item, p, "at", as_duration)
-                after = v.get(item, p, "restart_after", as_duration, None)
-                for n in resolve(item["crash"], p + ("crash",)):
-                    faults.append(nemesis.Crash(at, n, after))
-            elif kind == "partition":
-                v.known(item, p, {"partition", "from", "until", "one_way"})
-                start, end = window()
-                sides = item["partition"]
-                if not isinstance(sides, list) or len(sides) != 2:
-                    raise v.fail(p + ("partition",), "a partition is two lists of nodes: [[a, b], [c]]")
-                groups = []
-                for j, side in enumerate(sides):
-                    side = side if isinstance(side, list) else [side]
-                    names: list[str] = []
-                    for k, pat in enumerate(side):
-                        names.extend(resolve(pat, p + ("partition", j, k)))
-                    groups.append(tuple(dict.fromkeys(names)))
-                if set(groups[0]) & set(groups[1]):
-                    raise v.fail(p + ("partition",), f"node(s) on both sides: {sorted(set(groups[0]) & set(groups[1]))}")
-                one_way = v.get(item, p, "one_way", lambda x: bool(x), False)
-                faults.append(nemesis.Partition(start, end, tuple(groups), one_way))
-            elif kind == "pause":
-                v.known(item, p, {"pause", "from", "until"})
-                start, end = window()
-                for n in resolve(item["pause"], p + ("pause",)):
-                    faults.append(nemesis.Pause(start, end, n))
-            elif kind == "clock_skew":
-                v.known(item, p, {"clock_skew", "at", "offset", "drift"})
-                at = v.get(item, p, "at", as_duration, 0)
-                offset = v.get(item, p, "offset", _signed_duration, 0)
-                drift = v.get(item, p, "drift", float, 0.0)
-                for n in resolve(item["clock_skew"], p + ("clock_skew",)):
-                    faults.append(nemesis.ClockSkew(at, n, offset, drift))
-            elif kind == "slow_link":
-                v.known(item, p, {"slow_link", "from", "until", "latency", "both_ways"})
-                start, end = window()
-                ends = item["slow_link"]
-                if not isinstance(ends, list) or len(ends) != 2:
-                    raise v.fail(p + ("slow_link",), "a slow link is [source, destination]")
-                lat = v.get(item, p, "latency", Distribution.parse)
-                both = v.get(item, p, "both_ways", lambda x: bool(x), True)
-                for a in resolve(ends[0], p + ("slow_link", 0)):
-                    for b in resolve(ends[1], p + ("slow_link", 1)):
-                        faults.append(nemesis.SlowLink(start, end, a, b, lat, both))
-        except SourceError:
-            raise
-        except ValueError as e:
-            raise v.fail(p, str(e)) from None
+            fault = nemesis.parse_fault(item, f"fault {i}", targets.check)
+        except FaultSpecError as e:
+            raise v.fail(p + e.path, e.reason) from None
+        if isinstance(fault, Rule):
+            rules.append(fault)
+            continue
+        if isinstance(fault, nemesis.Partition):
+            both = targets.overlap(fault.sides)
+            if both:
+                raise v.fail(p + ("partition",), f"node(s) on both sides: {both}")
+        start, _ = nemesis.window_of(fault)
+        if start >= duration:
+            when = "at" if "at" in item else "from"
+            raise v.fail(p + (when,), f"starts at or after the end of the scenario ({duration / 1e9:g}s): "
+                                      "it would never act")
+        faults.append(fault)
     return RuleSet(rules), faults
-
-
-def _signed_duration(x: Any) -> int:
-    if isinstance(x, str) and x.strip().startswith("-"):
-        return -as_duration(x.strip()[1:])
-    return as_duration(x)
 
 
 def _workload(v: _Validator, top: dict[str, Any], pkg: ProtocolPackage, groups: dict[str, NodeGroup],

@@ -28,6 +28,8 @@ SEND, RECV, DROP, FAULT, CRASH, RESTART, PAUSE, RESUME = (
     "send", "recv", "drop", "fault", "crash", "restart", "pause", "resume",
 )
 DELIVER, DISCARD, NOTE, COMMAND, VERDICT = "deliver", "discard", "note", "command", "verdict"
+CONNECT, DISCONNECT, ERROR = "connect", "disconnect", "error"
+LIFECYCLE = (CRASH, RESTART, PAUSE, RESUME)
 
 SCHEMA = pa.schema(
     [
@@ -223,6 +225,85 @@ class TraceWriter:
         if len(flat) >= self._flush_at:
             self.flush()
 
+    # ---- named rows: what the simulator and the live runtime record, built in one place ----
+    #
+    # Each says which columns an event of its kind fills; the rest stay null. Positional
+    # appends (no keyword handling): they run for every command, delivery and note.
+
+    def lifecycle(self, node: str, kind: str, time_ns: int, detail: str | None = None) -> None:
+        """A node crashed, restarted, paused or resumed (``kind`` in LIFECYCLE; the fault
+        column says the same, so fault filters see node faults next to message faults)."""
+        self._row(node, kind, time_ns, None, None, kind, detail, None, None, None, None, None, None, None, None,
+                  None, None, None, None)
+
+    def fault(self, node: str, time_ns: int, fault: str, detail: str | None = None, *,
+              socket: str | None = None, peer: str | None = None) -> None:
+        """A fault that acts on no single message: a partition, a slow link, a clock change, a
+        skipped fault, or a socket-level problem (``node`` is the nemesis for network faults)."""
+        self._row(node, FAULT, time_ns, socket, peer, fault, detail, None, None, None, None, None, None, None,
+                  None, None, None, None, None)
+
+    def connection(self, node: str, kind: str, time_ns: int, socket: str | None, peer: str | None,
+                   endpoint: str | None, cause: str | None = None) -> None:
+        """A connection came up (CONNECT) or went down (DISCONNECT, ``cause`` in the fault column)."""
+        self._row(node, kind, time_ns, socket, peer, cause, endpoint, None, None, None, None, None, None, None,
+                  None, None, None, None, None)
+
+    def command(self, node: str, time_ns: int, request: dict[str, Any], fault: str | None = None) -> None:
+        """The application handed ``request`` to the node (``fault``: why it was not, e.g.
+        ``node-down``); its correlation and ids go to their columns (``meta_columns``)."""
+        topic, seq, term, index, corr = meta_columns(request)
+        op = request.get("op", request.get("type", ""))
+        self._row(node, COMMAND, time_ns, None, None, fault, None, None, str(op), topic, seq, term, index, None,
+                  corr, None, None, None, pack_data(request))
+
+    def delivery(self, node: str, kind: str, time_ns: int, what: str, data: dict[str, Any] | None) -> None:
+        """A node's ``Deliver`` (kind DELIVER) or ``Note`` (kind NOTE) of type ``what``."""
+        topic, seq, term, index, corr = meta_columns(data) if data else (None, None, None, None, None)
+        self._row(node, kind, time_ns, None, None, None, None, None, what, topic, seq, term, index, None, corr,
+                  None, None, None, pack_data(data))
+
+    def discard(self, node: str, time_ns: int, socket: str | None, size: int, clause: str | None,
+                reason: str, frames: bytes | None) -> None:
+        """The node dropped an input as its specification requires (``Discard``)."""
+        self._row(node, DISCARD, time_ns, socket, None, None, reason, frames, None, None, None, None, None, None,
+                  None, size, None, clause, None)
+
+    def local(self, node: str, time_ns: int, socket: str, msg_type: str, peer: str | None, size: int,
+              detail: str, frames: bytes | None) -> None:
+        """Something a socket tells its own node (an XPUB unsubscription when a peer left)."""
+        self._row(node, RECV, time_ns, socket, peer, None, detail, frames, msg_type, None, None, None, None, None,
+                  None, size, None, None, None)
+
+    def socket_note(self, node: str, time_ns: int, socket: str, what: str, detail: str) -> None:
+        """A socket-level event worth a row (a disconnect from an endpoint never connected)."""
+        self._row(node, NOTE, time_ns, socket, None, None, detail, None, what, None, None, None, None, None, None,
+                  None, None, None, None)
+
+    def subscription(self, node: str, kind: str, time_ns: int, socket: str, topic: bytes) -> None:
+        """A live node subscribed or unsubscribed (the simulator records the socket's own
+        subscription message instead; real sockets do not show it)."""
+        self._row(node, kind, time_ns, socket, None, None, None, None, None, _text(topic), None, None, None, None,
+                  None, None, None, None, None)
+
+    def error(self, node: str, time_ns: int, where: str, detail: str) -> None:
+        """A node raised in ``where`` (or misbehaved); the runtime crashes it next."""
+        self._row(node, ERROR, time_ns, None, None, None, detail, None, where, None, None, None, None, None, None,
+                  None, None, None, None)
+
+    def verdict(self, node: str, time_ns: int, check: str, verdict: str, clause: str | None,
+                detail: str | None) -> None:
+        """The verdict of a check or a conformance case."""
+        self._row(node, VERDICT, time_ns, None, None, None, detail, None, check, None, None, None, None, None, None,
+                  None, verdict, clause, None)
+
+    def _row(self, *values: Any) -> None:
+        """One row in ROW_COLUMNS order."""
+        flat = self._flat
+        flat += values
+        if len(flat) >= self._flush_at:
+            self.flush()
+
     def flush(self) -> None:
         flat = self._flat
         if not flat:
@@ -281,6 +362,41 @@ class TraceWriter:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", "backslashreplace")
+    return str(value)
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    return None
+
+
+def meta_columns(meta: dict[str, Any]) -> tuple[str | None, int | None, int | None, int | None, str | None]:
+    """The topic / seq / term / index / corr columns from a Send's ``meta``, a command's
+    request or a delivery's data (ints stay ints, text and bytes become text, the rest null)."""
+    get = meta.get
+    topic, seq, term, index, corr = get("topic"), get("seq"), get("term"), get("index"), get("corr")
+    # Fast path: the usual types pass straight through.
+    if topic is not None and topic.__class__ is not str:
+        topic = _text(topic)
+    if seq is not None and seq.__class__ is not int:
+        seq = _int(seq)
+    if term is not None and term.__class__ is not int:
+        term = _int(term)
+    if index is not None and index.__class__ is not int:
+        index = _int(index)
+    if corr is not None and corr.__class__ is not str:
+        corr = _text(corr)
+    return topic, seq, term, index, corr
 
 
 def read_trace(path: str) -> pa.Table:

@@ -56,7 +56,7 @@ def test_scenario_examples_are_valid_and_pass(where: str, text: str, tmp_path: P
     text = text.replace('"zmq-harness ', f'"{BIN} ')
     scenario = parse_scenario(text, where)
     if scenario.external:
-        from harness.live_run import run_live
+        from harness.composition import run_live
 
         result = run_live(scenario, 1, str(tmp_path))
     else:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.live.supervisor import running_processes
-from harness.live_run import LiveRunError, run_live
+from harness.composition import LiveRunError, run_live
 from harness.scenario import load_scenario, parse_scenario
 
 pytestmark = [pytest.mark.live, pytest.mark.timeout(120)]
@@ -43,7 +43,7 @@ def test_external_broker_process(tmp_path: Path) -> None:
 
 
 def test_faults_that_need_the_proxy_are_refused(tmp_path: Path) -> None:
-    with pytest.raises(LiveRunError, match="simulation"):
+    with pytest.raises(LiveRunError, match="message rules .* cannot run live yet: they need the ZMTP proxy"):
         run_live(load_scenario("scenarios/dcp/lossy.yaml"), 1, str(tmp_path))
 
 

@@ -53,9 +53,9 @@ def test_a_valid_file_becomes_nodes_workload_faults_and_checks() -> None:
     assert len(s.rules) == 1
     assert nemesis.Crash(1_000_000_000, "workers.1", 300_000_000) in s.faults
     part = [f for f in s.faults if isinstance(f, nemesis.Partition)][0]
-    assert part.groups == (("clients.0", "clients.1", "clients.2"), ("broker",)) and part.one_way
-    skews = [f for f in s.faults if isinstance(f, nemesis.ClockSkew)]
-    assert [f.node for f in skews] == ["workers.0", "workers.1"] and skews[0].offset == -50_000_000
+    assert part.sides == (("clients",), ("broker",)) and part.one_way  # targets, resolved when it fires
+    (skew,) = [f for f in s.faults if isinstance(f, nemesis.ClockSkew)]
+    assert skew.target == "workers.*" and skew.offset == -50_000_000 and skew.drift == 0.001
     assert [c for c, _ in s.checks] == ["exactly-once", "worker-expiry"]
 
 
@@ -66,11 +66,11 @@ BROKEN = [
     ("workload:\n  - {nodes: clientz, op: request, rate: 1/s}\n", 9, "no node or group named 'clientz'"),
     ("workload:\n  - {nodes: workers, op: request, rate: 1/s}\n", 9, "workers.0 is a worker; request is done by client"),
     ("workload:\n  - {nodes: clients, op: request, rate: 1/s, until: 9s}\n", 9, "is after the scenario's duration"),
-    ("faults:\n  - {at: 1s, crash: workers.7}\n", 9, "faults[0].crash: no node or group named 'workers.7'"),
+    ("faults:\n  - {at: 1s, crash: workers.7}\n", 9, "faults[0].crash: no node, group, role or dcp target named 'workers.7'"),
     ("faults:\n  - {at: soon, crash: broker}\n", 9, "faults[0].at: not a duration"),
     ("faults:\n  - {from: 2s, until: 1s, pause: broker}\n", 9, "faults[0].until: must be after 'from'"),
     ("faults:\n  - {crash: broker, pause: broker, at: 1s}\n", 9, "each fault needs exactly one of"),
-    ("faults:\n  - rule: {message: REQUEST, drop: 150%}\n", 9, "faults[0].rule: drop: probability"),
+    ("faults:\n  - rule: {message: REQUEST, drop: 150%}\n", 9, "faults[0].rule.drop: probability"),
     ("faults:\n  - rule: {message: REQUEST, explode: true}\n", 9, "unknown key 'explode'"),
     ("faults:\n  - {from: 0s, partition: [[clients], [clients.0, broker]]}\n", 9, "node(s) on both sides"),
     ("check: [exactly-onse]\n", 8, "did you mean 'exactly-once'"),

@@ -50,14 +50,14 @@ class Exploding(BaseNode):
         return self.wake
 
     def handle_timer(self, now: int) -> list:
-        raise RuntimeError("boom")
+        raise KeyboardInterrupt("boom")  # what Ctrl-C does in the middle of a run
 
 
 def test_a_run_aborted_by_an_exception_flushes_its_trace(tmp_path: Path) -> None:
     text = Path("scenarios/dcp/clean.yaml").read_text().replace("duration: 6s", "duration: 3s").replace(
         "until: 5s", "until: 2s")
     scenario = parse_scenario(text, "clean.yaml")
-    with pytest.raises(Exception, match="boom"):
+    with pytest.raises(KeyboardInterrupt, match="boom"):
         run_sim(scenario, 1, str(tmp_path), factories={"clients.0": Exploding}, checks=False)
     files = list(tmp_path.rglob("*.parquet"))
     assert len(files) == 1
@@ -99,3 +99,25 @@ def test_readers_get_the_schema_and_per_node_columns_stay_dictionary_encoded(tmp
     for g in range(meta.num_row_groups):
         for col in ("run", "node", "role", "implementation"):
             assert "RLE_DICTIONARY" in meta.row_group(g).column(names.index(col)).encodings
+
+
+class Raising(Exploding):
+    def handle_timer(self, now: int) -> list:
+        raise RuntimeError("boom")
+
+
+def test_a_node_that_raises_is_crashed_the_run_goes_on_and_the_verdict_shows_it(tmp_path: Path) -> None:
+    """One policy, the same in simulation and live (harness.runtime): an error row, a crash row,
+    the other nodes keep running, and no-node-errors fails naming the node."""
+    text = Path("scenarios/dcp/clean.yaml").read_text().replace("duration: 6s", "duration: 3s").replace(
+        "until: 5s", "until: 2s")
+    scenario = parse_scenario(text, "clean.yaml")
+    result = run_sim(scenario, 1, str(tmp_path), factories={"clients.0": Raising})
+    (failed,) = [v for v in result.verdicts if v.check == "no-node-errors"]
+    assert not failed.ok and "clients.0" in failed.detail and "RuntimeError: boom" in failed.detail
+    rows = read_trace(result.trace_path).to_pylist()  # type: ignore[arg-type]
+    (error,) = [r for r in rows if r["kind"] == "error"]
+    assert error["node"] == "clients.0" and error["msg_type"] == "handle_timer" and "boom" in error["detail"]
+    crash = next(r for r in rows if r["kind"] == "crash")
+    assert crash["node"] == "clients.0" and crash["time_ns"] == error["time_ns"]
+    assert max(r["time_ns"] for r in rows if r["kind"] == "recv") > 2_000_000_000  # the others went on

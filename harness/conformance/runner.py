@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import shlex
 import sys
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +20,7 @@ from harness.node import NodeFactory
 from harness.packages.base import RoleSuite
 from harness.protocols import catalogue, codec
 from harness.registry import package, suite
+from harness.runtime import NodeFailure, Runtime, run_until
 from harness.run_ids import unique_run_id
 from harness.trace import VERDICT, RunInfo, TraceWriter
 
@@ -125,7 +125,41 @@ def case_budget_ns(case: Case) -> int:
     return sum(s.within_ns for s in case.steps if s.kind in ("expect", "expect_nothing", "wait")) + 2_000_000_000
 
 
-# ---- simulation ---------------------------------------------------------------------------
+# ---- one case on a runtime -------------------------------------------------------------------
+
+
+class _CaseRun:
+    """One case on a runtime (the simulator or the live one, through `harness.runtime`): the
+    conductor plays the peers, the IUT is a node of the runtime or a process attached to it,
+    ``restart_iut``/``kill_iut`` steps act through the runtime's faults, and a crash of the IUT
+    ends the case."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.result: dict[str, Any] = {}
+        self.iut_failure: NodeFailure | None = None
+        runtime.on_action(self._on_action)
+        runtime.on_failure(self._on_failure)
+
+    def _on_action(self, node: str, action: Any, t: int) -> None:
+        if node != CONDUCTOR:
+            return
+        kind = getattr(action, "kind", None)
+        if kind == "case-result":
+            self.result.update(action.data)
+        elif kind == "iut-control":
+            if action.data["action"] == "kill_iut":
+                self.runtime.crash(IUT)
+            else:
+                self.runtime.restart(IUT)  # crashes it first if it is up
+
+    def _on_failure(self, failure: NodeFailure) -> None:
+        if failure.node == IUT and self.iut_failure is None:
+            self.iut_failure = failure
+
+    @property
+    def done(self) -> bool:
+        return bool(self.result) or self.iut_failure is not None
 
 
 def run_case_sim(case: Case, factory: NodeFactory, *, dialect: str = "strict", seed: int = 1,
@@ -142,37 +176,16 @@ def run_case_sim(case: Case, factory: NodeFactory, *, dialect: str = "strict", s
     values = _values(case, rs, dialect, endpoint, alloc)
     conductor, budget = _conductor_config(case, rs, dialect, endpoint, "", values, alloc)
     sim = Simulation(seed, trace)
-    result: dict[str, Any] = {}
-    restarts: list[int] = []
-
-    def hook(node: str, action: Any, t: int) -> None:
-        kind = getattr(action, "kind", None)
-        if node == CONDUCTOR and kind == "case-result":
-            result.update(action.data)
-        elif node == CONDUCTOR and kind == "iut-control":
-            if action.data["action"] == "kill_iut":
-                sim.crash(IUT)
-            else:
-                if sim.is_running(IUT):
-                    sim.crash(IUT)
-                sim.restart(IUT)
-                restarts.append(t)
-
-    sim.on_action(hook)
+    run = _CaseRun(sim)
     sim.add_node(IUT, factory, role=case.role, config=rs.iut_config(endpoint, values))
     sim.add_node(CONDUCTOR, Conductor, role="conductor", config=conductor, start_at_ns=1_000_000)
-    try:
-        if rs.build_peers is None:
-            sim.run(budget)
-        else:  # mesh nodes keep talking after the verdict: stop at it
-            t = 0
-            while not result and t < budget:
-                t = min(budget, t + 50_000_000)
-                sim.run(t)
-    except Exception as e:  # the IUT raised: in a process that is a crash
-        return CaseResult(case, "fail", f"the implementation crashed: {type(e).__name__}: {e.__cause__ or e}",
-                          _attribute_crash(case), rerun=f"(simulation) case {case.id}")
-    return _finish(case, result or None, f"(simulation) case {case.id}")
+    # Mesh nodes keep talking after the verdict: stop at it (checked between 50 ms steps).
+    run_until(sim, budget, lambda: run.done)
+    rerun = f"(simulation) case {case.id}"
+    if run.iut_failure is not None and not run.result:
+        return CaseResult(case, "fail", f"the implementation crashed: {run.iut_failure.error}", _attribute_crash(case),
+                          rerun=rerun)
+    return _finish(case, run.result or None, rerun)
 
 
 def _attribute_crash(case: Case) -> str:
@@ -203,9 +216,10 @@ def run_case_live(case: Case, **kw: Any) -> CaseResult:
 
 
 def _run_case_live(case: Case, *, cmd: str | None = None, endpoint: str | None = None, dialect: str = "strict",
-                  trace_dir: str | None = None, tag: str = "", rerun_base: str = "") -> CaseResult:
+                   trace_dir: str | None = None, tag: str = "", rerun_base: str = "") -> CaseResult:
     """Run one case against a real implementation: ``cmd`` is started fresh for this case (with
     its placeholders filled) and always reaped; or ``endpoint`` is an implementation already up."""
+    from harness.live.external import ExternalNode
     from harness.live.runtime import LiveRuntime
     from harness.live.supervisor import ManagedProcess, ReadyDelay, ReadyPort, SupervisorError, free_port
 
@@ -226,44 +240,34 @@ def _run_case_live(case: Case, *, cmd: str | None = None, endpoint: str | None =
         need = ", ".join("{" + n + "}" for n in rs.harness_endpoints)
         return CaseResult(case, "error", f"a {case.protocol} {case.role} connects to endpoints the harness binds afresh "
                           f"for every case ({need}): start it with --cmd, not --endpoint", "", rerun=rerun)
-    proc = None
+    iut: ExternalNode | None = None
     trace = None
     if trace_dir:
         os.makedirs(trace_dir, exist_ok=True)
         trace = TraceWriter(os.path.join(trace_dir, f"{case.id}.parquet"),
                             RunInfo(unique_run_id(f"conform/{case.protocol}/{case.role}/{case.id}"), 0, case.id,
                                     case.protocol))
-        trace.register_node(IUT, case.role, "external" if cmd or endpoint else "reference")
     runtime = LiveRuntime(trace)
+    run = _CaseRun(runtime)
+    if trace is not None and not cmd:
+        trace.register_node(IUT, case.role, "external")
     try:
-        if cmd and not rs.iut_binds:
-            # The harness binds; the IUT connects: start the conductor first.
-            pass
-        elif cmd:
-            ready = ReadyPort(int(values["port"]), timeout=15)
-            proc = ManagedProcess(cmd, values=values, ready=ready, name=f"iut-{case.id}").start()
+        if cmd:
+            # The IUT binds: it must be ready before the conductor starts; else the harness
+            # binds first and the IUT connects once it is up.
+            ready = ReadyPort(int(values["port"]), timeout=15) if rs.iut_binds else ReadyDelay(0.0)
+            iut = ExternalNode(ManagedProcess(cmd, values=values, ready=ready, name=f"iut-{case.id}"), case.role)
+            runtime.attach_process(IUT, iut)
+            if rs.iut_binds:
+                iut.process.start()
         conductor, budget = _conductor_config(case, rs, dialect, ep, tag, values, _live_endpoint)
         runtime.add_node(CONDUCTOR, Conductor, role="conductor", config=conductor)
-        control: list[str] = []
-        runtime.on_action(lambda n, a, t: control.append(a.data["action"])
-                          if n == CONDUCTOR and getattr(a, "kind", None) == "iut-control" else None)
         runtime.start()
-        if cmd and not rs.iut_binds:
-            proc = ManagedProcess(cmd, values=values, ready=ReadyDelay(0.0), name=f"iut-{case.id}").start()
-        deadline = time.monotonic() + budget / 1e9 + 5
-        data = None
-        while time.monotonic() < deadline:
-            while control:
-                action = control.pop(0)
-                if proc is not None:
-                    proc.kill() if action == "kill_iut" else proc.restart()
-            try:
-                d = runtime.wait_delivery("case-result", timeout=0.05)
-                data = d.data
-                break
-            except TimeoutError:
-                continue
-        result = _finish(case, data, rerun)
+        if iut is not None and not rs.iut_binds:
+            iut.process.start()
+        run_until(runtime, runtime.now_ns + budget + 5_000_000_000, lambda: run.done)
+        result = _finish(case, run.result or None, rerun)
+        proc = iut.process if iut is not None else None
         if proc is not None and not proc.running and result.verdict == "pass" and "kill_iut" not in \
                 [s.kind for s in case.steps]:
             result = CaseResult(case, "fail", f"the implementation exited (status {proc.returncode}) during the case",
@@ -277,8 +281,8 @@ def _run_case_live(case: Case, *, cmd: str | None = None, endpoint: str | None =
         return CaseResult(case, "error", f"the implementation did not start: {e}", "", rerun=rerun)
     finally:
         runtime.stop()
-        if proc is not None:
-            proc.stop()
+        if iut is not None:
+            iut.process.stop()
         if trace is not None:
             trace.close()
 

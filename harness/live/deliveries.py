@@ -1,4 +1,4 @@
-"""What the application side of a live run sees: Deliver actions and node errors, with waits.
+"""What the application side of a live run sees: Deliver actions, with waits.
 
 The loop thread appends; tests and conformance wait on a condition variable, always with a
 timeout.
@@ -21,16 +21,6 @@ class Delivery:
     kind: str
     data: dict[str, Any]
     time_ns: int
-
-
-@dataclass(frozen=True, slots=True)
-class NodeError:
-    """A node (or an action hook) raised; the node was taken down."""
-
-    node: str
-    where: str  # "start", "receive", "handle_timer", "command", "action", "hook", "restart"
-    error: str  # "ValueError: bad frame"
-    traceback: str
 
 
 class DeliveryLog:

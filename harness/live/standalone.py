@@ -56,9 +56,9 @@ def run_standalone(
             print(" ".join(["READY", name, *endpoints]), flush=True)
         # Short waits so the failure check runs; signals only set the event.
         while not stop.wait(0.2):
-            if runtime.errors:
-                for err in runtime.errors:
-                    print(f"node {err.node!r} failed in {err.where}:\n{err.traceback}",
+            if runtime.failures:
+                for failure in runtime.failures:
+                    print(f"node {failure.node!r} failed in {failure.where}:\n{failure.detail}",
                           file=sys.stderr, flush=True)
                 code = EXIT_NODE_FAILED
                 break

@@ -3,7 +3,7 @@ and the parsers of scenario values.
 
 Every protocol is one package under ``harness/packages/<protocol>/`` exposing ``PACKAGE``, a
 `ProtocolPackage`; ``harness.registry`` maps protocol names to those packages. Scenarios
-(`harness.scenario`), runs (`harness.composition`, `harness.live_run`), conformance
+(`harness.scenario`), runs (`harness.composition`), conformance
 (`harness.conformance`) and the command line reach a protocol only through its package. How to
 add one: docs/adding-a-protocol.md.
 
@@ -53,9 +53,8 @@ def as_bool(v: Any) -> bool:
 
 
 def as_ms(v: Any) -> int:
-    """A duration ("250ms", "2s") as whole milliseconds; a bare number is milliseconds."""
-    if isinstance(v, (int, float)) and not isinstance(v, bool):
-        return int(v)
+    """A duration with its unit ("250ms", "2s") as whole milliseconds (a bare number is an
+    error: one rule for every duration in a file)."""
     ns = parse_duration(v)
     if ns < 0:
         raise ValueError(f"duration {v!r} is negative")
@@ -63,9 +62,7 @@ def as_ms(v: Any) -> int:
 
 
 def as_duration(v: Any) -> int:
-    """A duration in ns; a bare number is seconds (scenario-level times read better so)."""
-    if isinstance(v, (int, float)) and not isinstance(v, bool):
-        return int(v * 1_000_000_000)
+    """A duration with its unit ("250ms", "2s") in ns (a bare number is an error)."""
     ns = parse_duration(v)
     if ns < 0:
         raise ValueError(f"duration {v!r} is negative")

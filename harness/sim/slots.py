@@ -13,11 +13,16 @@ if TYPE_CHECKING:
     from harness.sim.sockets import SimSocket
 
 
+# Backlog tags (see NodeSlot.backlog): what waits while a node is paused.
+MSG, TIMER, CMD, LOCAL = 0, 1, 2, 3
+
+
 class NodeSlot:
     __slots__ = (
         "name", "factory", "role", "config", "implementation", "store", "start_at",
         "incarnation", "node", "running", "paused", "backlog", "sockets", "timer_gen",
         "timer_at", "fired_at", "fired_count", "wakes", "wake_gen", "offset", "drift", "skewed", "drain_pending",
+        "notes",
     )
 
     def __init__(self, name: str, factory: NodeFactory, role: str, config: dict[str, Any],
@@ -34,7 +39,7 @@ class NodeSlot:
         self.running = False
         self.paused = False
         # Work that waits while the node is paused (and, after resume, until it has caught up):
-        # tuples whose first item is one of the runtime's _MSG/_TIMER/_CMD/_LOCAL tags.
+        # tuples whose first item is one of the tags MSG, TIMER, CMD, LOCAL above.
         self.backlog: deque[tuple[Any, ...]] = deque()
         self.sockets: dict[str, SimSocket] = {}
         self.timer_gen = 0  # bumped when the deadline changes and by a crash: a waiting timer is stale
@@ -50,6 +55,7 @@ class NodeSlot:
         self.drift = 0.0
         self.skewed = False
         self.drain_pending = False
+        self.notes: dict[str, Any] = {}  # the latest Note data of each kind, this incarnation
 
     # -- the node's clock -----------------------------------------------------------------
     def node_time(self, virtual: int) -> int:

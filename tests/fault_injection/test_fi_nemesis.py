@@ -1,7 +1,9 @@
-"""Fault schedules: the data classes, building them from plain data, and installing them on
-the simulator (the object with the nemesis primitives)."""
+"""Fault schedules: the data classes, the one schema they are read from (``parse_fault``), and
+installing them on a runtime (here the simulator) with targets resolved when a fault fires."""
 
 from __future__ import annotations
+
+from typing import Callable
 
 import pytest
 
@@ -11,11 +13,10 @@ from fault_injection.nemesis import (
     Partition,
     Pause,
     SlowLink,
-    fault_from_dict,
-    faults_from_dicts,
     install,
+    parse_fault,
 )
-from fault_injection.rules import Distribution
+from fault_injection.rules import Distribution, FaultSpecError, Rule
 from harness.node import SocketSpec, SocketType
 from harness.sim import LatencyModel, Simulation
 from harness.trace import RunInfo, TraceWriter, read_trace
@@ -33,6 +34,11 @@ def _sim(tmp_path, names=("a", "b", "c")) -> tuple[Simulation, TraceWriter]:  # 
     return sim, trace
 
 
+def by_name(expr: str) -> list[str]:
+    """The plainest resolver: a target is a node name."""
+    return [expr]
+
+
 def _events(trace: TraceWriter) -> list[tuple[int, str, str, str]]:
     trace.close()
     return [(r["time_ns"] // MS, r["node"], r["kind"], r["fault"])
@@ -48,7 +54,7 @@ def test_install_schedules_every_fault_kind(tmp_path) -> None:
         ClockSkew(50 * MS, "c", offset=7 * MS, drift=0.0),
         SlowLink(60 * MS, 70 * MS, "a", "b", Distribution.parse("5ms")),
         Crash(80 * MS, "c"),  # stays down
-    ], sim)
+    ], sim, by_name)
     sim.run(31 * MS)
     assert sim.network.active_partitions() == []
     sim.run(42 * MS)
@@ -69,27 +75,50 @@ def test_install_schedules_every_fault_kind(tmp_path) -> None:
     ]
 
 
-def test_symbolic_names_are_resolved_when_the_fault_fires(tmp_path) -> None:
+def test_targets_are_resolved_when_the_fault_fires_and_the_restart_brings_back_the_same_node(tmp_path) -> None:
     sim, trace = _sim(tmp_path)
     leader = {"now": "a"}
+    resolve: Callable[[str], list[str]] = lambda n: [leader["now"]] if n == "leader" else [n]  # noqa: E731
     sim.schedule(5 * MS, lambda: leader.update(now="b"))
-    install([Crash(10 * MS, "leader", restart_after=10 * MS)], sim,
-            resolve=lambda n: leader["now"] if n == "leader" else n)
+    install([Crash(10 * MS, "leader", restart_after=10 * MS)], sim, resolve)
     sim.schedule(15 * MS, lambda: leader.update(now="c"))  # the restart still targets b
     sim.run(30 * MS)
     assert [e for e in _events(trace)] == [(10, "b", "crash", "crash"), (20, "b", "restart", "restart")]
 
 
+def test_a_target_that_names_no_node_when_the_fault_fires_skips_it_with_a_row(tmp_path) -> None:
+    sim, trace = _sim(tmp_path)
+    install([Crash(10 * MS, "leader"), Pause(12 * MS, 20 * MS, "leader")], sim, lambda expr: [])
+    sim.run(30 * MS)
+    rows = [r for r in read_trace((trace.close(), trace.path)[1]).to_pylist() if r["kind"] == "fault"]
+    assert [(r["time_ns"] // MS, r["fault"], r["detail"]) for r in rows] == [
+        (10, "skipped", "crash: no node is 'leader' now"), (12, "skipped", "pause: no node is 'leader' now")]
+    assert all(sim.is_running(n) for n in "abc")
+
+
+def test_partition_sides_settle_overlaps_and_rest_at_fire_time(tmp_path) -> None:
+    sim, _ = _sim(tmp_path)
+    groups = {"all": ["a", "b", "c"]}
+    install([Partition(1 * MS, None, (("b",), ("all",))), Partition(1 * MS, None, (("c",), ("rest",)))], sim,
+            lambda expr: groups.get(expr, [expr]))
+    sim.run(2 * MS)
+    net = sim.network
+    # b stays on the side that names it first: cut from a and c, which still talk
+    assert net.is_cut("b", "a") and net.is_cut("c", "b") and net.is_cut("a", "b")
+    # 'rest' is every node the other side does not name: c is cut from a and b
+    assert net.is_cut("c", "a") and net.is_cut("a", "c") and not net.is_cut("a", "a")
+
+
 def test_one_way_partition_and_open_ended_faults(tmp_path) -> None:
     sim, _ = _sim(tmp_path)
-    install([Partition(1 * MS, None, (("a",), ("b",)), one_way=True), Pause(1 * MS, None, "c")], sim)
+    install([Partition(1 * MS, None, (("a",), ("b",)), one_way=True), Pause(1 * MS, None, "c")], sim, by_name)
     sim.run(1_000 * MS)
     assert sim.network.is_cut("a", "b") and not sim.network.is_cut("b", "a")
     assert sim.is_paused("c")
 
 
 def test_fault_data_classes_validate() -> None:
-    with pytest.raises(ValueError, match="two groups"):
+    with pytest.raises(ValueError, match="two sides"):
         Partition(0, 1, (("a",),))
     with pytest.raises(ValueError, match="exactly two"):
         Partition(0, 1, (("a",), ("b",), ("c",)), one_way=True)
@@ -101,36 +130,56 @@ def test_fault_data_classes_validate() -> None:
     assert slow.latency == Distribution("uniform", MS, 2 * MS)
 
 
-def test_faults_from_plain_data() -> None:
-    faults = faults_from_dicts([
+def test_every_fault_kind_is_read_by_one_schema() -> None:
+    s = 1_000_000_000
+    items = [
         {"crash": "peer-1", "at": "5s", "restart_after": "3s"},
         {"partition": [["a", "b"], ["c"]], "from": "10s", "until": "14s"},
         {"partition": [["a"], ["b"]], "from": 0, "one_way": True},
         {"pause": "w", "from": "1s", "until": "2s"},
-        {"clock": "p", "at": 0, "offset": "50ms", "drift": 0.001},
-        {"slow": ["client", "broker"], "from": "1s", "until": "3s", "latency": "uniform(10ms, 50ms)"},
-    ])
-    s = 1_000_000_000
-    assert faults == [
+        {"clock_skew": "p", "at": 0, "offset": "-50ms", "drift": 0.001},
+        {"slow_link": ["client", "broker"], "from": "1s", "until": "3s", "latency": "uniform(10ms, 50ms)"},
+    ]
+    assert [parse_fault(item, f"fault {i}") for i, item in enumerate(items)] == [
         Crash(5 * s, "peer-1", 3 * s),
         Partition(10 * s, 14 * s, (("a", "b"), ("c",))),
         Partition(0, None, (("a",), ("b",)), one_way=True),
         Pause(1 * s, 2 * s, "w"),
-        ClockSkew(0, "p", 50 * MS, 0.001),
+        ClockSkew(0, "p", -50 * MS, 0.001),
         SlowLink(1 * s, 3 * s, "client", "broker", Distribution("uniform", 10 * MS, 50 * MS)),
     ]
+    rule = parse_fault({"rule": {"message": "REQUEST", "drop": "5%"}})
+    assert isinstance(rule, Rule) and rule.probability == 0.05
+
+
+def test_targets_are_checked_by_the_callers_checker() -> None:
+    def check(expr: str) -> None:
+        if expr != "broker":
+            raise ValueError(f"no node named {expr!r}")
+
+    with pytest.raises(FaultSpecError, match=r"fault 0: crash: no node named 'brokr'"):
+        parse_fault({"crash": "brokr", "at": "1s"}, "fault 0", check)
+    with pytest.raises(FaultSpecError, match=r"fault 0: partition\[1\]\[0\]: no node named 'x'"):
+        parse_fault({"partition": [["broker"], ["x"]], "from": "1s"}, "fault 0", check)
 
 
 @pytest.mark.parametrize("item, message", [
-    ({"at": 5}, "exactly one of"),
-    ({"crash": "a"}, "fault 0 \\(crash\\): missing at"),
+    ({"at": "5s"}, "exactly one of"),
+    ({"crash": "a", "pause": "b", "at": "1s"}, "it has crash and pause"),
+    ({"crahs": "a", "at": "1s"}, "did you mean 'crash'"),
+    ({"crash": "a"}, "missing required field 'at'"),
     ({"crash": "a", "at": "soon"}, "at: not a duration"),
-    ({"pause": "a", "from": 0, "for": 3}, "unknown key"),
-    ({"partition": "a,b", "from": 0}, "list of groups"),
-    ({"partition": [["a"]], "from": 0}, "at least two groups"),
-    ({"slow": ["a"], "from": 0, "latency": 1}, "\\[src, dst\\]"),
-    ({"slow": ["a", "b"], "from": 0}, "missing latency"),
+    ({"crash": "a", "at": 5}, "at: the duration 5 has no unit"),  # one rule: units in files
+    ({"pause": "a", "from": "0s", "for": "3s"}, "for: unknown field"),
+    ({"partition": "a,b", "from": "0s"}, "two or more lists"),
+    ({"partition": [["a"]], "from": "0s"}, "two or more lists"),
+    ({"partition": [["a"], ["b"]], "from": "2s", "until": "1s"}, "until: must be after 'from'"),
+    ({"slow_link": ["a"], "from": "0s", "latency": "1ms"}, "\\[source, destination\\]"),
+    ({"slow_link": ["a", "b"], "from": "0s"}, "missing required field 'latency'"),
+    ({"slow_link": ["a", "b"], "latency": 2}, "latency: the duration 2 has no unit"),
+    ({"clock_skew": "a", "drift": "fast"}, "drift: expected a number"),
+    ({"clock": "a", "offset": "1ms"}, "exactly one of"),  # the old key is gone: one schema
 ])
 def test_bad_fault_data_names_the_problem(item, message) -> None:  # type: ignore[no-untyped-def]
-    with pytest.raises(ValueError, match=message):
-        fault_from_dict(item)
+    with pytest.raises(FaultSpecError, match=message):
+        parse_fault(item, "fault 0")

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import zmq
 
-from harness.live.runtime import Delivery, LiveRuntime
+from harness.live.runtime import Delivery, LiveRuntime, LiveRuntimeError
 from harness.live.sockets import SocketSetupError
 from harness.node import Action, BaseNode, Deliver, Discard, Send, SocketSpec, SocketType
 from harness.trace import RunInfo, TraceWriter, read_trace, unpack_data, unpack_frames
@@ -39,7 +39,7 @@ def test_echo_round_trips_and_trace(tmp_path: Any, no_thread_leak: None) -> None
             assert endpoint.startswith("tcp://127.0.0.1:") and not endpoint.endswith("*")
             ds = rt.wait_for(lambda ds: len(kinds(ds, "reply")) >= 200, timeout=10)
             assert sorted(int(d.data["body"]) for d in kinds(ds, "reply")) == list(range(1, 201))
-            assert rt.errors == []
+            assert rt.failures == []
     rows = read_trace(path).to_pylist()
     by_kind: dict[str, list[dict]] = {}
     for r in rows:
@@ -89,7 +89,7 @@ def test_timers_fire_in_order_and_on_time(runtime: LiveRuntime) -> None:
 def test_set_timer_none_cancels(runtime: LiveRuntime) -> None:
     runtime.add_node("t", Ticker, role="ticker", config={"period_ms": 100, "ticks": 5})
     runtime.start()
-    runtime.command("t", {"cancel": True})
+    runtime.command(0, "t", {"cancel": True})
     time.sleep(0.3)
     assert kinds(runtime.deliveries, "tick") == []
 
@@ -102,7 +102,7 @@ def test_commands_from_many_threads(runtime: LiveRuntime) -> None:
 
     def send(k: int) -> None:
         for i in range(50):
-            runtime.command("t", {"from": k, "i": i})
+            runtime.command(0, "t", {"from": k, "i": i})
 
     workers = [threading.Thread(target=send, args=(k,)) for k in range(4)]
     for w in workers:
@@ -117,7 +117,7 @@ def test_commands_from_many_threads(runtime: LiveRuntime) -> None:
 
 def test_command_before_start_waits_for_start(runtime: LiveRuntime) -> None:
     runtime.add_node("t", Ticker, role="ticker", config={"period_ms": 10_000})
-    runtime.command("t", {"early": True})
+    runtime.command(0, "t", {"early": True})
     runtime.start()
     d = runtime.wait_delivery("command", timeout=5)
     assert d.data == {"early": True} and d.node == "t"
@@ -135,18 +135,18 @@ def test_pub_sub_and_xpub_sees_subscriptions(runtime: LiveRuntime) -> None:
     # Publish until the subscription has propagated (slow joiner), then check the filter.
     deadline = time.monotonic() + 5
     while not kinds(runtime.deliveries, "message") and time.monotonic() < deadline:
-        runtime.command("pub", {"topic": b"news", "body": b"hello"})
-        runtime.command("pub", {"topic": b"sport", "body": b"goal"})
+        runtime.command(0, "pub", {"topic": b"news", "body": b"hello"})
+        runtime.command(0, "pub", {"topic": b"sport", "body": b"goal"})
         time.sleep(0.02)
     msgs = kinds(runtime.deliveries, "message")
     assert msgs and all(m.data["topic"] == b"news" for m in msgs)
 
     # Subscribe / Unsubscribe actions reach the XPUB too.
     mark = len(runtime.deliveries)
-    runtime.command("sub", {"subscribe": b"sport"})
+    runtime.command(0, "sub", {"subscribe": b"sport"})
     d = runtime.wait_delivery("subscription", start=mark, timeout=5)
     assert d.data == {"on": True, "topic": b"sport"}
-    runtime.command("sub", {"unsubscribe": b"sport"})
+    runtime.command(0, "sub", {"unsubscribe": b"sport"})
     d = runtime.wait_delivery("subscription", start=d.index + 1, timeout=5)
     assert d.data == {"on": False, "topic": b"sport"}
 
@@ -168,7 +168,7 @@ def test_crash_and_restart_keeps_store_and_port(runtime: LiveRuntime) -> None:
     runtime.crash("srv")
     assert runtime.node("srv") is None and runtime.is_crashed("srv")
     assert runtime.store("srv").get("boots") == 1
-    runtime.command("srv", {"ignored": True})  # to a crashed node: traced, not delivered
+    runtime.command(0, "srv", {"ignored": True})  # to a crashed node: traced, not delivered
     runtime.restart("srv")
     assert not runtime.is_crashed("srv") and runtime.node("srv") is not first
     assert runtime.endpoints("srv")["srv"] == [endpoint]  # wildcard port kept across restart
@@ -179,7 +179,7 @@ def test_crash_and_restart_keeps_store_and_port(runtime: LiveRuntime) -> None:
     mark = len(runtime.deliveries)
     deadline = time.monotonic() + 10
     while not kinds(runtime.deliveries[mark:], "reply") and time.monotonic() < deadline:
-        runtime.command("cli", {"send": b"again"})
+        runtime.command(0, "cli", {"send": b"again"})
         time.sleep(0.05)
     d = runtime.wait_delivery("reply", start=mark, timeout=1)
     assert d.data["body"] == b"again"
@@ -193,28 +193,29 @@ def test_node_exception_is_traced_and_others_keep_running(tmp_path: Any, no_thre
         echo_pair(rt, n=1)
         rt.add_node("t", Ticker, role="ticker", config={"period_ms": 20, "ticks": 1000})
         rt.wait_for(lambda ds: len(kinds(ds, "reply")) == 1, timeout=5)
-        rt.command("cli", {"send": b"boom"})
+        rt.command(0, "cli", {"send": b"boom"})
         deadline = time.monotonic() + 5
-        while not rt.errors and time.monotonic() < deadline:
+        while not rt.failures and time.monotonic() < deadline:
             time.sleep(0.01)
-        (err,) = rt.errors
+        (err,) = rt.failures
         assert err.node == "srv" and err.where == "receive" and "asked to explode" in err.error
-        assert "ValueError" in err.traceback and rt.is_crashed("srv")
+        assert "ValueError" in err.detail and rt.is_crashed("srv")
         ticks = len(kinds(rt.deliveries, "tick"))
         rt.wait_for(lambda ds: len(kinds(ds, "tick")) >= ticks + 3, timeout=5)  # still ticking
-        rt.command("t", {"explode": True})
+        rt.command(0, "t", {"explode": True})
         deadline = time.monotonic() + 5
-        while len(rt.errors) < 2 and time.monotonic() < deadline:
+        while len(rt.failures) < 2 and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert [e.where for e in rt.errors] == ["receive", "command"]
+        assert [e.where for e in rt.failures] == ["receive", "command"]
         rt.restart("srv")
         rt.wait_delivery("boot", where=lambda d: d.data["boots"] == 2, timeout=5)
     rows = read_trace(path).to_pylist()
-    notes = [r for r in rows if r["kind"] == "note" and r["msg_type"] == "exception"]
-    assert {r["node"] for r in notes} == {"srv", "t"}
-    assert "asked to explode" in notes[0]["detail"] and "in receive" in notes[0]["detail"]
+    errors = [r for r in rows if r["kind"] == "error"]
+    assert {r["node"] for r in errors} == {"srv", "t"}
+    assert "asked to explode" in errors[0]["detail"] and errors[0]["msg_type"] == "receive"
     crashes = [r for r in rows if r["kind"] == "crash"]
-    assert [r["detail"] for r in crashes] == ["exception in receive", "exception in command"]
+    assert [r["detail"] for r in crashes] == ["exception in receive (incarnation 0)",
+                                              "exception in command (incarnation 0)"]
     assert [r["node"] for r in rows if r["kind"] == "restart"] == ["srv"]
 
 
@@ -235,10 +236,11 @@ def test_bad_actions_and_failed_restart_become_errors(runtime: LiveRuntime) -> N
     runtime.add_node("bad", BadSocketNode, role="x")
     runtime.add_node("srv", RaisingFactoryOnRestart, role="server")
     runtime.start()
-    assert [e.where for e in runtime.errors] == ["start"]
-    assert "unknown socket 'nope'" in runtime.errors[0].error
+    assert [e.where for e in runtime.failures] == ["start"]
+    assert "unknown socket 'nope'" in runtime.failures[0].error
     runtime.restart("srv")
-    assert runtime.errors[-1].where == "restart" and "cannot come back" in runtime.errors[-1].error
+    assert runtime.failures[-1].where == "start" and "cannot come back" in runtime.failures[-1].error
+    assert runtime.failures[-1].incarnation == 1
     assert runtime.is_crashed("srv")
 
 
@@ -256,7 +258,7 @@ def test_send_drops_are_traced(tmp_path: Any, no_thread_leak: None) -> None:
         rt.add_node("n", Dropper, role="x")
         rt.start()
         rt.wait_delivery("done", timeout=5)
-        assert rt.errors == []
+        assert rt.failures == []
     drops = [r for r in read_trace(path).to_pylist() if r["kind"] == "drop"]
     assert [(r["msg_type"], r["fault"]) for r in drops] == [("X", "unroutable"), ("Y", "hwm")]
     assert drops[0]["peer"] == b"nobody".hex()
@@ -283,7 +285,9 @@ def test_wait_for_times_out_with_a_clear_error(runtime: LiveRuntime) -> None:
     assert time.monotonic() - t0 < 2
 
 
-def test_hook_exception_is_recorded_and_hook_removed(runtime: LiveRuntime) -> None:
+def test_a_hook_that_raises_stops_the_run_loudly(runtime: LiveRuntime) -> None:
+    """A hook is the harness's own code: its exception is a harness bug, not a node failure,
+    and stops the run (as it aborts a simulation) instead of being swallowed."""
     calls: list[Any] = []
 
     def bad_hook(node: str, action: Action, now: int) -> None:
@@ -293,9 +297,11 @@ def test_hook_exception_is_recorded_and_hook_removed(runtime: LiveRuntime) -> No
     runtime.on_action(bad_hook)
     runtime.add_node("t", Ticker, role="ticker", config={"period_ms": 10, "ticks": 3})
     runtime.start()
-    runtime.wait_for(lambda ds: len(ds) == 3, timeout=5)
-    assert len(calls) == 1 and runtime.errors[0].where == "hook"
-    assert not runtime.is_crashed("t")
+    with pytest.raises(LiveRuntimeError, match="hook broke"):
+        runtime.wait_for(lambda ds: len(ds) == 3, timeout=5)
+    with pytest.raises(LiveRuntimeError, match="hook broke"):
+        runtime.run(runtime.now_ns + 10**9)
+    assert len(calls) == 1 and runtime.failures == []
 
 
 def test_call_runs_on_loop_thread(runtime: LiveRuntime) -> None:
@@ -347,8 +353,8 @@ def test_discard_note_command_and_subscribe_rows(tmp_path: Any, no_thread_leak: 
         rt.start()
         endpoint = rt.endpoints("srv")["srv"][0]
         rt.add_node("sub", Subscriber, role="subscriber", config={"connect": [endpoint]})
-        rt.command("t", {"cancel": True, "corr": "c-1"})
-        rt.command("sub", {"subscribe": b"topic-a"})
+        rt.command(0, "t", {"cancel": True, "corr": "c-1"})
+        rt.command(0, "sub", {"subscribe": b"topic-a"})
         discards: list[Action] = []
         rt.on_action(lambda node, a, t: discards.append(a) if isinstance(a, Discard) else None)
         ctx = zmq.Context()
@@ -394,13 +400,14 @@ def test_xsub_subscribes_by_message(runtime: LiveRuntime) -> None:
     assert d.data == {"on": True, "topic": b"first"}
 
 
-def test_add_node_while_running_reports_bind_conflict(runtime: LiveRuntime) -> None:
+def test_a_node_added_while_running_that_cannot_bind_fails_like_any_node(runtime: LiveRuntime) -> None:
     runtime.add_node("a", EchoServer, role="server")
     runtime.start()
     taken = runtime.endpoints("a")["srv"][0]
-    with pytest.raises(SocketSetupError, match="cannot bind"):
-        runtime.add_node("b", EchoServer, role="server", config={"bind": taken})
-    assert runtime.node_names() == ["a"]
+    runtime.add_node("b", EchoServer, role="server", config={"bind": taken})
+    (failure,) = runtime.failures
+    assert failure.node == "b" and failure.where == "start" and "cannot bind" in failure.error
+    assert runtime.is_running("a") and not runtime.is_running("b")
 
 
 def test_waits_end_at_once_when_the_runtime_is_stopped(no_thread_leak: None) -> None:
@@ -419,10 +426,10 @@ def test_connect_and_disconnect_actions(runtime: LiveRuntime) -> None:
     runtime.add_node("cli", EchoClient, role="client", config={"n": 0})
     runtime.start()
     endpoint = runtime.endpoints("srv")["srv"][0]
-    runtime.command("cli", {"connect": endpoint})
-    runtime.command("cli", {"send": b"hi"})
+    runtime.command(0, "cli", {"connect": endpoint})
+    runtime.command(0, "cli", {"send": b"hi"})
     assert runtime.wait_delivery("reply", timeout=5).data["body"] == b"hi"
-    runtime.command("cli", {"disconnect": endpoint})
-    runtime.command("cli", {"disconnect": "tcp://127.0.0.1:1"})  # never connected: harmless
+    runtime.command(0, "cli", {"disconnect": endpoint})
+    runtime.command(0, "cli", {"disconnect": "tcp://127.0.0.1:1"})  # never connected: harmless
     runtime.wait_for(lambda ds: len(kinds(ds, "disconnected")) == 2, timeout=5)
-    assert runtime.errors == []
+    assert runtime.failures == []

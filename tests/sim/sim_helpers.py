@@ -46,3 +46,15 @@ def log(sim: Simulation, node: str, socket: str | None = None) -> list[list[byte
 def rows(path: str, **where: Any) -> list[dict[str, Any]]:
     out = read_trace(path).to_pylist()
     return [r for r in out if all(r[k] == v for k, v in where.items())]
+
+
+def run_expecting_failure(sim: Simulation, until_ns: int, node: str, match: str) -> None:
+    """Run; the node misbehaves, so the simulator crashes it (one policy for every node that
+    raises or asks for the impossible), records why, and goes on."""
+    import re
+
+    sim.run(until_ns)
+    failures = [f for f in sim.failures if f.node == node]
+    assert failures, f"{node} did not fail"
+    assert re.search(match, failures[0].error), failures[0].error
+    assert not sim.is_running(node)

@@ -8,7 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fault_injection.nemesis import ClockSkew, Crash, Partition, Pause, SlowLink, install
+from fault_injection.nemesis import (
+    ClockSkew,
+    Crash,
+    Partition,
+    Pause,
+    SlowLink,
+    install,
+)
 from fault_injection.rules import Distribution, RuleSet
 from harness.sim import LatencyModel, Simulation
 from harness.trace import RunInfo, TraceWriter, read_trace
@@ -53,7 +60,7 @@ def run_scenario(seed: int, path: str) -> dict[str, int]:
         Pause(300 * MS, 350 * MS, "proxy"),
         ClockSkew(100 * MS, "client-2", offset=5 * MS, drift=0.01),
         SlowLink(700 * MS, 800 * MS, "client-0", "server", Distribution.parse("fixed(10ms)")),
-    ], sim)
+    ], sim, lambda target: [target])
     for i in range(3):
         sim.command(900 * MS, f"client-{i}", {"op": "status", "corr": f"status-{i}"})
     sim.run(1_000 * MS)

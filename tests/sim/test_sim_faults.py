@@ -10,7 +10,16 @@ import pytest
 from fault_injection.rules import Delay, Drop, Duplicate, Match, Reorder, Rule, RuleSet
 from harness.node import BaseNode, NodeContext, SocketSpec, SocketType
 from harness.sim import LatencyModel, Simulation, SimulationError
-from tests.sim.sim_helpers import FIXED_1MS, MS, do, fixed_sim, log, rows, scripted, send, writer
+from tests.sim.sim_helpers import (
+    FIXED_1MS,
+    MS,
+    fixed_sim,
+    log,
+    rows,
+    scripted,
+    send,
+    writer,
+)
 from tests.sim.sim_test_nodes import EchoServer, PingClient, Scripted
 
 ROUTER, DEALER = SocketType.ROUTER, SocketType.DEALER

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-import pytest
-
 from harness.node import Send, SocketSpec, SocketType
-from harness.sim import LatencyModel, Simulation, SimulationError
-from tests.sim.sim_helpers import MS, fixed_sim, log, rows, scripted, send, writer
+from harness.sim import LatencyModel, Simulation
+from tests.sim.sim_helpers import (
+    MS,
+    fixed_sim,
+    log,
+    rows,
+    run_expecting_failure,
+    scripted,
+    send,
+    writer,
+)
 from tests.sim.sim_test_nodes import EchoServer, PingClient
 
 ROUTER = SocketType.ROUTER
@@ -188,5 +195,4 @@ def test_router_message_without_payload_is_an_error() -> None:
     sim = fixed_sim()
     scripted(sim, "server", SocketSpec("r", ROUTER, bind=(EP,)))
     sim.command(1 * MS, "server", {"op": "do", "actions": [Send("r", [b"id-only"])]})
-    with pytest.raises(SimulationError, match="no frames after the routing id"):
-        sim.run(5 * MS)
+    run_expecting_failure(sim, 5 * MS, "server", "no frames after the routing id")

@@ -16,7 +16,16 @@ from harness.node import (
 )
 from harness.sim import Simulation
 from harness.trace import pack_data, pack_frames, unpack_data, unpack_frames
-from tests.sim.sim_helpers import FIXED_1MS, MS, do, fixed_sim, rows, scripted, send, writer
+from tests.sim.sim_helpers import (
+    FIXED_1MS,
+    MS,
+    do,
+    fixed_sim,
+    rows,
+    scripted,
+    send,
+    writer,
+)
 from tests.sim.sim_test_nodes import EchoServer, PingClient
 
 EP = "tcp://server:5555"

@@ -1,0 +1,115 @@
+"""What the run driver needs to put a scenario's nodes on a transport: endpoints (virtual in
+simulation, free loopback ports live) and the implementations under test that a group's
+``command`` starts as processes.
+
+A command line gets placeholders filled in: ``{endpoint}`` (its first endpoint), ``{port}``,
+``{host}``, ``{endpoint0}``, ``{endpoint1}``, ... (every endpoint the protocol's wiring gave
+it), ``{name}``, ``{seed}``, ``{python}`` (this Python, quoted) and ``{zmq_harness}`` (the
+`zmq-harness` command of this installation, so a scenario can run a reference node as an
+"external" one without the virtual environment on PATH).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from typing import Any
+
+from harness.checkers.base import Verdict
+from harness.live.external import ExternalNode
+
+SIM_FIRST_PORT = 5000
+
+
+class EndpointAllocator:
+    """``endpoint(node, purpose)``: the same endpoint for the same (node, purpose)."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.assigned: dict[str, str] = {}
+
+    def __call__(self, node: str, purpose: str) -> str:
+        key = f"{node}/{purpose}"
+        found = self.assigned.get(key)
+        if found is None:
+            if self.mode == "sim":
+                found = f"tcp://{node}:{SIM_FIRST_PORT + len(self.assigned)}"
+            else:
+                from harness.live.supervisor import free_port  # noqa: PLC0415
+
+                found = f"tcp://127.0.0.1:{free_port()}"
+            self.assigned[key] = found
+        return found
+
+    def of(self, node: str) -> list[str]:
+        return [ep for key, ep in self.assigned.items() if key.startswith(node + "/")]
+
+
+def zmq_harness_command() -> str:
+    """The `zmq-harness` of this installation (beside this Python), or a ``-m`` fallback."""
+    beside = os.path.join(os.path.dirname(sys.executable), "zmq-harness")
+    if os.access(beside, os.X_OK):
+        return shlex.quote(beside)
+    return f"{shlex.quote(sys.executable)} -m harness.cli"
+
+
+def placeholders(name: str, endpoints: list[str], seed: int) -> dict[str, Any]:
+    first = endpoints[0] if endpoints else ""
+    port = first.rsplit(":", 1)[1] if first else ""
+    return {"endpoint": first, "port": port, "host": "127.0.0.1", "name": name, "seed": seed,
+            "python": shlex.quote(sys.executable), "zmq_harness": zmq_harness_command(),
+            **{f"endpoint{i}": e for i, e in enumerate(endpoints)}}
+
+
+def external_node(scenario: Any, group: Any, name: str, role: str, seed: int, endpoints: EndpointAllocator,
+                  out_dir: str | None) -> ExternalNode:
+    """The process of a ``command`` group's node, not started yet (`start_process`)."""
+    from harness.live.supervisor import ManagedProcess  # noqa: PLC0415
+
+    eps = endpoints.of(name)
+    values = placeholders(name, eps, seed)
+    port = int(values["port"]) if values["port"] else None
+    log = os.path.join(out_dir, slug(scenario.name), f"{name}.log") if out_dir else None
+    proc = ManagedProcess(group.command, values=values, ready=ready_check(group.ready, port), name=name, log_path=log)
+    return ExternalNode(proc, role, group.implementation)
+
+
+def ready_check(spec: dict[str, Any] | None, port: int | None) -> Any:
+    """How to tell the process is ready: a line it prints, its port accepting, or a delay."""
+    from harness.live.supervisor import ReadyDelay, ReadyLine, ReadyPort  # noqa: PLC0415
+    from harness.packages.base import as_duration  # noqa: PLC0415
+
+    spec = spec or {}
+    timeout = as_duration(spec["timeout"]) / 1e9 if "timeout" in spec else 10.0
+    if "line" in spec:
+        return ReadyLine(str(spec["line"]), timeout=timeout)
+    if "delay" in spec:
+        return ReadyDelay(as_duration(spec["delay"]) / 1e9)
+    if "port" in spec or port is not None:
+        return ReadyPort(int(spec.get("port", port)), timeout=timeout)
+    return ReadyDelay(0.5)
+
+
+def start_process(node: ExternalNode) -> None:
+    from harness.composition import RunError  # noqa: PLC0415
+    from harness.live.supervisor import SupervisorError  # noqa: PLC0415
+
+    try:
+        node.process.start()
+    except SupervisorError as exc:
+        raise RunError(f"the implementation {node.process.name} did not start: {exc}") from None
+
+
+def process_verdicts(processes: dict[str, ExternalNode]) -> list[Verdict]:
+    out = []
+    for name, node in processes.items():
+        p = node.process
+        if not p.running:
+            out.append(Verdict("process-alive", "", False, f"{name} exited with status {p.returncode}: {p.tail(5)}"))
+    return out
+
+
+def slug(name: str) -> str:
+    """A scenario name as a directory name."""
+    return "".join(c if c.isalnum() or c in "-_" else "-" for c in name.lower()).strip("-") or "scenario"

@@ -1,0 +1,234 @@
+"""The part of `harness.live.runtime.LiveRuntime` that moves messages: draining a readable
+socket into its node, and carrying out the actions a node returns (send, deliver, note,
+discard, connect, subscribe), with their trace rows. Runs on the loop thread only.
+
+Kept apart from the runtime's life cycle and scheduling so each module stays readable; the
+runtime class inherits it.
+"""
+
+from __future__ import annotations
+
+import errno
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import zmq
+
+from harness.live.deliveries import DeliveryLog
+from harness.live.sockets import subscribe
+from harness.node import (
+    Action, Connect, Deliver, Discard, Disconnect, DurableStore, Node, NodeFactory, Note, Send, SocketSpec,
+    SocketType, Subscribe, Unsubscribe,
+)
+from harness.runtime import ActionHook
+from harness.trace import CONNECT, DELIVER, DISCONNECT, DROP, NOTE, RECV, SEND, TraceWriter, meta_columns, pack_frames
+
+_NOBLOCK = int(zmq.NOBLOCK)
+_MORE = int(zmq.NOBLOCK | zmq.SNDMORE)
+_RCVMORE = int(zmq.RCVMORE)
+# The Cython socket methods, without pyzmq's Python layer: it converts IntFlag/enum options on
+# every frame, which costs more than the send or receive itself for small multipart messages.
+_base_send = zmq.backend.Socket.send
+_base_recv = zmq.backend.Socket.recv
+_base_get = zmq.backend.Socket.get
+
+BATCH = 256  # messages drained from one readable socket per wake-up, so no socket starves others
+
+
+def recv_multipart(sock: zmq.Socket) -> list[bytes]:
+    parts = [_base_recv(sock, _NOBLOCK)]
+    while _base_get(sock, _RCVMORE):
+        parts.append(_base_recv(sock, _NOBLOCK))
+    return parts
+
+
+def message_columns(msg_type: str | None, size: int, meta: dict[str, Any] | None) -> tuple[Any, ...]:
+    """The trace's MESSAGE_COLUMNS of a live send or receive (no message ids live)."""
+    topic, seq, term, index, corr = meta_columns(meta) if meta else (None, None, None, None, None)
+    return (msg_type or None, topic, seq, term, index, None, corr, size, None, None, None)
+
+
+@dataclass(eq=False)
+class Slot:
+    """Everything the runtime keeps about one node name across its incarnations."""
+
+    name: str
+    factory: NodeFactory
+    role: str
+    config: dict[str, Any]
+    implementation: str
+    store: DurableStore
+    node: Node | None = None
+    incarnation: int = 0
+    started: bool = False
+    crashed: bool = False
+    paused: bool = False
+    waiting: list[dict[str, Any]] = field(default_factory=list)  # commands held while paused
+    timer_at: int | None = None
+    notes: dict[str, Any] = field(default_factory=dict)  # latest Note data per kind, this incarnation
+    specs: dict[str, SocketSpec] = field(default_factory=dict)
+    sockets: dict[str, zmq.Socket] = field(default_factory=dict)
+    bound: dict[str, list[str]] = field(default_factory=dict)  # socket -> resolved endpoints
+    resolved: dict[tuple[str, str], str] = field(default_factory=dict)  # (socket, spec ep) -> ep
+    connected: dict[str, list[str]] = field(default_factory=dict)  # socket -> endpoints
+    peers: dict[str, str] = field(default_factory=dict)  # socket -> endpoint label for the trace
+    routers: set[str] = field(default_factory=set)  # names of ROUTER sockets
+
+
+class NodeIO:
+    """Draining sockets and carrying out actions (see the module docstring)."""
+
+    # Set by LiveRuntime.__init__.
+    _trace: TraceWriter | None
+    _record: bool
+    _log: DeliveryLog
+    _hooks: list[ActionHook]
+
+    def _init_io(self) -> None:
+        self._handlers: dict[type, Callable[[Slot, Any, int], None]] = {
+            Send: self._send, Deliver: self._deliver, Note: self._note, Discard: self._discard,
+            Connect: self._connect, Disconnect: self._connect, Subscribe: self._subscribe,
+            Unsubscribe: self._subscribe,
+        }
+
+    # Provided by LiveRuntime.
+    def _node_failed(self, slot: Slot, where: str, exc: BaseException) -> None:
+        raise NotImplementedError
+
+    def _clock(self) -> int:
+        raise NotImplementedError
+
+    def _harness_failed(self, exc: BaseException) -> None:
+        raise NotImplementedError
+
+    # ---- input -------------------------------------------------------------------------------
+    def _drain(self, sock: zmq.Socket, own: tuple[Slot, str, bool]) -> None:
+        slot, sname, is_router = own
+        node = slot.node
+        trace = self._trace
+        for _ in range(BATCH):
+            if slot.paused:
+                return  # what is still queued waits in ZeroMQ, as for a stopped process
+            try:
+                frames = recv_multipart(sock)
+            except zmq.Again:
+                return
+            now = self._clock()
+            if trace is not None:
+                peer = frames[0].hex() if is_router else slot.peers.get(sname, "")
+                trace.emit_message(slot.name, RECV, now, sname, peer, None, None, pack_frames(frames),
+                                   message_columns(None, sum(map(len, frames)), None))
+            self._input(slot, node, "receive", node.receive, sname, frames, now)  # type: ignore[union-attr]
+            if slot.node is not node:
+                return
+
+    def _input(self, slot: Slot, node: Node, where: str, fn: Callable[..., list[Action]], *args: Any) -> None:
+        """Hand one input to the node, carry out its actions, ask for its next timer; a node
+        that raises or misbehaves is failed (one policy, `harness.runtime`)."""
+        try:
+            actions = fn(*args)
+            if actions:
+                self._apply(slot, node, actions, args[-1])
+            if slot.node is node:
+                slot.timer_at = node.get_timer()
+        except Exception as exc:
+            self._node_failed(slot, where, exc)
+
+    # ---- actions -----------------------------------------------------------------------------
+    def _apply(self, slot: Slot, node: Node, actions: list[Action], now: int) -> None:
+        hooks = self._hooks
+        handlers = self._handlers
+        for action in actions:
+            if slot.node is not node:
+                break  # crashed or restarted by a hook in the middle of this batch
+            handler = handlers.get(type(action))
+            if handler is None:
+                raise TypeError(f"node {slot.name!r} returned a non-action: {action!r}")
+            handler(slot, action, now)
+            if hooks:
+                for hook in list(hooks):
+                    try:
+                        hook(slot.name, action, now)
+                    except Exception as exc:  # the harness's own bug: stop the run loudly
+                        self._harness_failed(exc)
+                        return
+
+    def _send(self, slot: Slot, action: Send, now: int) -> None:
+        sock = slot.sockets.get(action.socket)
+        if sock is None:
+            raise KeyError(f"node {slot.name!r} sent on unknown socket {action.socket!r}")
+        frames = action.frames
+        fault = None
+        try:
+            # Frame by frame with plain int flags: pyzmq's send_multipart ORs IntFlag enums per
+            # frame, which costs more than the send itself for small messages.
+            last = len(frames) - 1
+            for k, f in enumerate(frames):
+                _base_send(sock, f, _MORE if k < last else _NOBLOCK)
+        except zmq.Again:
+            fault = "hwm"
+        except zmq.ZMQError as exc:
+            if exc.errno != zmq.EHOSTUNREACH:
+                raise
+            fault = "unroutable"
+        trace = self._trace
+        if trace is not None:
+            router = action.socket in slot.routers and frames
+            peer = frames[0].hex() if router else slot.peers.get(action.socket, "")
+            trace.emit_message(slot.name, SEND if fault is None else DROP, now, action.socket, peer, fault, None,
+                               pack_frames(frames), message_columns(action.msg_type, sum(map(len, frames)),
+                                                                    action.meta))
+
+    def _deliver(self, slot: Slot, action: Deliver, now: int) -> None:
+        if self._trace is not None:
+            self._trace.delivery(slot.name, DELIVER, now, action.kind, action.data)
+        if self._record:
+            self._log.append(slot.name, action.kind, action.data, now)
+
+    def _note(self, slot: Slot, action: Note, now: int) -> None:
+        slot.notes[action.kind] = action.data  # symbolic fault targets ask for the latest
+        if self._trace is not None:
+            self._trace.delivery(slot.name, NOTE, now, action.kind, action.data)
+
+    def _discard(self, slot: Slot, action: Discard, now: int) -> None:
+        if self._trace is not None:
+            self._trace.discard(slot.name, now, action.socket, sum(map(len, action.frames)), action.clause or None,
+                                action.reason, pack_frames(action.frames))
+
+    def _connect(self, slot: Slot, action: Connect | Disconnect, now: int) -> None:
+        sock = self._socket(slot, action.socket)
+        if type(action) is Connect:
+            sock.connect(action.endpoint)
+            kind = CONNECT
+        else:
+            try:
+                sock.disconnect(action.endpoint)
+            except zmq.ZMQError as exc:
+                if exc.errno != errno.ENOENT:  # not connected there: nothing to undo
+                    raise
+            kind = DISCONNECT
+        self._update_peer_label(slot, action.socket, action.endpoint, kind == CONNECT)
+        if self._trace is not None:
+            self._trace.connection(slot.name, kind, now, action.socket, action.endpoint, action.endpoint)
+
+    def _subscribe(self, slot: Slot, action: Subscribe | Unsubscribe, now: int) -> None:
+        on = type(action) is Subscribe
+        sock = self._socket(slot, action.socket)
+        subscribe(sock, SocketType(slot.specs[action.socket].type), action.topic, on)
+        if self._trace is not None:
+            self._trace.subscription(slot.name, "subscribe" if on else "unsubscribe", now, action.socket,
+                                     action.topic)
+
+    def _update_peer_label(self, slot: Slot, socket: str, endpoint: str, add: bool) -> None:
+        connected = slot.connected.setdefault(socket, [])
+        if add:
+            connected.append(endpoint)
+        elif endpoint in connected:
+            connected.remove(endpoint)
+        slot.peers[socket] = ",".join(connected or slot.bound.get(socket, ()))
+
+    def _socket(self, slot: Slot, name: str) -> zmq.Socket:
+        sock = slot.sockets.get(name)
+        if sock is None:
+            raise KeyError(f"node {slot.name!r} has no socket {name!r}")
+        return sock
