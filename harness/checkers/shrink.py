@@ -36,7 +36,6 @@ class Shrunk:
     culprit: Operation          # the one whose return no order of what could precede it passes
     states: list[Any]           # the states it could meet there (a superset when windowed)
     minimal: bool               # every single removal was proved to make it explicable
-    window_start: float | None  # T when the last searches started from states left before T
 
 
 class _Shrinker:
@@ -161,21 +160,17 @@ class _Shrinker:
                 i += 1
         return current
 
-    def run(self, windowed: bool) -> Shrunk:
-        found = self.window() if windowed else None
-        if found is not None:
-            candidates, starts, t = found
+    def finish(self, window: tuple[list[Operation], list[Any], float] | None) -> Shrunk:
+        """Shrinks within ``window`` (candidates, starts, T) if one was found, else on the whole
+        history from the real start; then the last pass."""
+        if window is not None:
+            candidates, starts, t = window
             current = self.ddmin(candidates, starts, t)
-            window_start: float | None = t
         else:
             current = self.ddmin([op for op in self.universe(self.cut, None) if not op.pending], [INIT], None)
-            window_start = None
         current = self.last_pass(current)
-        culprit, states = _culprit(self.best)
-        if culprit not in current:  # cannot happen: the culprit is a kept, completed operation
-            raise AssertionError("shrinking lost the operation that cannot be explained")
-        ops = sorted(current, key=lambda o: (o.invoke, o.index))
-        return Shrunk(ops, culprit, states, self.complete, window_start)
+        culprit, states = _culprit(self.best)  # the culprit is always one of the kept operations
+        return Shrunk(sorted(current, key=lambda o: (o.invoke, o.index)), culprit, states, self.complete)
 
 
 def _culprit(failures: list[Search]) -> tuple[Operation, list[Any]]:
@@ -204,7 +199,8 @@ def shrink(part: list[Operation], found: Search, model: Model, steps: int) -> Sh
     """A small faithful counterexample for ``part``, which ``found`` (a failed search of it)
     proved not linearizable; ``steps`` bounds the work (model steps)."""
     assert found.stuck is not None
-    return _Shrinker(searchable(part, model), found.stuck, model, steps, found).run(windowed=True)
+    shrinker = _Shrinker(searchable(part, model), found.stuck, model, steps, found)
+    return shrinker.finish(shrinker.window())
 
 
 def refute(part: list[Operation], hint: Operation, model: Model, steps: int) -> Shrunk | None:
@@ -215,10 +211,5 @@ def refute(part: list[Operation], hint: Operation, model: Model, steps: int) -> 
     if hint.ret is None:
         return None
     shrinker = _Shrinker(searchable(part, model), hint, model, steps)
-    found = shrinker.window()
-    if found is None:
-        return None
-    candidates, starts, t = found
-    current = shrinker.last_pass(shrinker.ddmin(candidates, starts, t))
-    culprit, states = _culprit(shrinker.best)
-    return Shrunk(sorted(current, key=lambda o: (o.invoke, o.index)), culprit, states, shrinker.complete, t)
+    window = shrinker.window()
+    return None if window is None else shrinker.finish(window)

@@ -23,9 +23,17 @@ What differs from Porcupine, and why:
   as the concurrency, not the history (memory stays flat on long histories).
 * Pending operations get their own bitset, and a configuration is skipped when one already
   explored has the same completed set and state and linearized a subset of its pending
-  operations (it can do everything this one can).
+  operations (it can do everything this one can). Right after a pending operation, a blind
+  write (`Model.blind`) is not tried: the pair leaves what the write alone leaves.
+* A read-only operation (`Model.read_only`) is linearized as soon as the state allows, and
+  trying it later instead is never explored: it cannot help.
+* Optional operations (for the shrinker) may be left out when the walk reaches their return.
+* ``chain`` bounds pending operations taken in a row, for a quick first search.
 * A step budget (and an optional deadline) stops a search that would take too long; the answer
   is then "unknown", never a guess.
+
+Each of these is checked against a brute-force oracle (tests/checkers/lin_oracle.py). The main
+loop is one function on purpose: it runs millions of times, and calls cost.
 """
 
 from __future__ import annotations
