@@ -221,10 +221,12 @@ def _check(history: Iterable[Mapping[str, Any] | Operation], model: Model, budge
         allowance.steps -= first.steps
         if first.linearizable is False and first.limited:  # not a proof: search again in full
             first.linearizable, first.deepest = None, first.stuck
-        if first.linearizable is None and first.deepest is not None and budget.shrink_steps:
-            small[i] = refute(part, first.deepest, model, budget.shrink_steps)
-            if small[i] is not None:
-                first.linearizable = False
+        if first.linearizable is None and budget.shrink_steps:
+            for hint in dict.fromkeys(h for h in (first.starved_by, first.deepest) if h is not None):
+                small[i] = refute(part, hint, model, budget.shrink_steps)
+                if small[i] is not None:
+                    first.linearizable = False
+                    break
     for i, (key, part) in enumerate(split):
         first = found[i]
         if first is not None and first.linearizable is None and not allowance.expired():

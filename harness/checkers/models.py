@@ -30,6 +30,8 @@ from typing import Any, Callable, Hashable, Sequence
 from harness.checkers.history import UNKNOWN, HistoryError, Operation
 
 REJECT: Any = type("Reject", (), {"__repr__": lambda self: "REJECT"})()
+NOTHING: Any = type("Nothing", (), {"__repr__": lambda self: "NOTHING"})()   # demands / supplies no state
+ANYTHING: Any = type("Anything", (), {"__repr__": lambda self: "ANYTHING"})()  # may supply any state
 Stepper = Callable[[Any], Any]
 
 
@@ -68,11 +70,24 @@ class Model:
         search then skips it: the two together leave what it alone would."""
         return False
 
-    def reachable_states(self, ops: Sequence[Operation]) -> list[Any] | None:
+    def demand(self, op: Operation) -> Any:
+        """The one state ``op`` (completed, with its output) can take effect in, or `NOTHING`
+        when it is not that simple (a read of 3 demands 3; a write demands nothing)."""
+        return NOTHING
+
+    def supply(self, op: Operation) -> Any:
+        """The state ``op`` may leave that differs from the one it found, `NOTHING` if it never
+        changes the state, `ANYTHING` if it cannot be said (the default: turns the check off).
+        With both, the search abandons an order as soon as it leaves a state that some
+        operation still needs while nothing left can bring that state back."""
+        return ANYTHING
+
+    def reachable_states(self, ops: Sequence[Operation], then: Sequence[Operation] = ()) -> list[Any] | None:
         """Every state that some of ``ops``, in some order, could leave behind starting from
-        ``init()`` (more is fine, fewer is not), or None if the model cannot tell. It lets the
-        shrinker look at a short window of a long history, starting from any of these states,
-        instead of searching the whole history again for every candidate."""
+        ``init()`` (more is fine, fewer is not), or None if the model cannot tell. States that
+        no operation of ``then`` can tell apart may be given as one. It lets the shrinker look at
+        a short window of a long history (``then``), starting from any of these states, instead
+        of searching the whole history again for every candidate."""
         return None
 
     def describe(self, op: Operation) -> str:
@@ -198,8 +213,31 @@ class Register(Model):
             return output is UNKNOWN or output == hit, new
         raise HistoryError(f"operation {f!r} is not one of {', '.join(REGISTER_FIELDS)}")
 
-    def reachable_states(self, ops: Sequence[Operation]) -> list[Any] | None:
+    def demand(self, op: Operation) -> Any:
+        if op.output is UNKNOWN:
+            return NOTHING
+        if op.f == "get":
+            return freeze(op.output)
+        if op.f == "cas" and op.output is True:
+            return freeze(op.input["expected"])
+        return NOTHING
+
+    def supply(self, op: Operation) -> Any:
+        if op.f == "put":
+            return freeze(op.input["value"])
+        if op.f == "delete":
+            return None
+        if op.f == "cas" and op.output is not False:
+            return freeze(op.input["new"])
+        return NOTHING
+
+    def reachable_states(self, ops: Sequence[Operation], then: Sequence[Operation] = ()) -> list[Any] | None:
+        # A value matters to later operations only if one compares with it (a read's output, a
+        # cas's expected value); all the others behave alike: one stands for them.
+        compared = {freeze(op.output) for op in then if op.f == "get" and op.output is not UNKNOWN}
+        compared |= {freeze(op.input["expected"]) for op in then if op.f == "cas"}
         out = [self.initial]
+        other = self.initial not in compared
         for op in ops:
             if op.f == "put":
                 new = freeze(op.input["value"])
@@ -209,7 +247,11 @@ class Register(Model):
                 new = None
             else:
                 continue
-            if new not in out:
+            if new in compared or not then:
+                if new not in out:
+                    out.append(new)
+            elif not other:
+                other = True
                 out.append(new)
         return out
 

@@ -40,8 +40,7 @@ class Shrunk:
 
 class _Shrinker:
     """``part``: the searchable operations of one part; ``culprit``: the operation whose return
-    a search could not pass; ``cut``: a time such that the operations called after it cannot
-    matter to the first candidate (its culprit's return)."""
+    a search could not pass (or got furthest to); ``failed``: that search, if it failed."""
 
     def __init__(self, part: list[Operation], culprit: Operation, model: Model, steps: int,
                  failed: Search | None = None) -> None:
@@ -51,7 +50,9 @@ class _Shrinker:
         self.per_attempt = max(steps // 16, 10_000)
         self.complete = True
         self.culprit = culprit
-        self.cut: float = culprit.ret  # type: ignore[assignment]
+        # Operations called after the cut cannot matter: after the culprit's return, or after
+        # the last that the failed search needed (it may have looked further ahead).
+        self.cut: float = culprit.ret if failed is None else max(op.invoke for op in failed.prefix)  # type: ignore[assignment]
         self.best: list[Search] = [failed] if failed is not None else []
 
     def universe(self, cut: float, since: float | None) -> list[Operation]:
@@ -62,7 +63,14 @@ class _Shrinker:
             return ops
         return [op for op in ops if op.pending or op.invoke >= since or op.ret >= since]  # type: ignore[operator]
 
-    def attempt(self, keep: list[Operation], starts: list[Any], since: float | None = None) -> list[Search] | None:
+    def starts(self, since: float | None, universe: list[Operation]) -> list[Any] | None:
+        """Where searches start: the real initial state, or, for a window from ``since``, every
+        state the operations called before it could have left (as told apart by ``universe``)."""
+        if since is None:
+            return [INIT]
+        return self.model.reachable_states([op for op in self.part if op.invoke < since], universe)
+
+    def attempt(self, keep: list[Operation], since: float | None = None) -> list[Search] | None:
         """The failed searches, one per start, if ``keep`` cannot be explained from any start,
         whichever of the other operations took effect; else None. Operations straddling the
         window's start are optional: they may have taken effect before it."""
@@ -73,6 +81,9 @@ class _Shrinker:
                 self.complete = False
                 return None
             universe = self.universe(cut, since)
+            starts = self.starts(since, universe)
+            if starts is None:
+                return None
             optional = frozenset(op.index for op in universe if not op.pending and (
                 op.index not in kept or (since is not None and op.invoke < since)))
             failures = []
@@ -92,32 +103,33 @@ class _Shrinker:
             cut = reached
 
     def search(self, universe: list[Operation], optional: frozenset[int], start: Any) -> Search:
-        """A quick search (at most one pending operation in a row) and, when that proves
-        nothing, a full one; both within this attempt's share of the allowance."""
+        """A quick search (value flow on, at most one pending operation in a row) that finds
+        most linearizations at once, and when it finds none, a full search without the value
+        flow: the cut of `attempt` relies on where a failed search got stuck, which the value
+        flow's look-ahead blurs. Both within this attempt's share of the allowance."""
         granted = min(self.per_attempt, self.allowance.steps)
         sub = Allowance(granted)
         tried = search(universe, self.model, sub, optional, start, chain=1)
-        if tried.linearizable is False and tried.limited:
-            tried = search(universe, self.model, sub, optional, start)
+        if tried.linearizable is not True:
+            tried = search(universe, self.model, sub, optional, start, flow=False)
         self.allowance.steps -= granted - sub.steps
         return tried
 
-    def window(self) -> tuple[list[Operation], list[Any], float] | None:
-        """The shortest window found that cannot be explained from any start (candidates,
-        starts, its start time T), or None."""
+    def window(self) -> tuple[list[Operation], float] | None:
+        """The shortest window found that cannot be explained from any start (candidates, its
+        start time T), or None."""
         times = sorted({op.invoke for op in self.part if not op.pending and op.invoke <= self.culprit.invoke},
                        reverse=True)
         k = 1
         while k < len(times) and not self.allowance.expired():
             t = times[k - 1]
-            starts = self.model.reachable_states([op for op in self.part if op.invoke < t])
-            if starts is None:
+            if self.model.reachable_states([]) is None:
                 return None
             candidates = [op for op in self.universe(self.cut, t) if not op.pending and op.invoke >= t]
-            failed = self.attempt(candidates, starts, t)
+            failed = self.attempt(candidates, t)
             if failed is not None:
                 self.accept(failed)
-                return candidates, starts, t
+                return candidates, t
             k *= 2
         return None
 
@@ -125,13 +137,13 @@ class _Shrinker:
         self.best = failed
         self.cut = max(f.stuck.ret for f in failed)  # type: ignore[union-attr, type-var]
 
-    def ddmin(self, current: list[Operation], starts: list[Any], since: float | None) -> list[Operation]:
+    def ddmin(self, current: list[Operation], since: float | None) -> list[Operation]:
         granularity = 2
         while len(current) >= 2 and not self.allowance.expired():
             chunks = _split(current, granularity)
             for i in range(len(chunks)):
                 rest = [op for j, c in enumerate(chunks) if j != i for op in c]
-                failed = self.attempt(rest, starts, since)
+                failed = self.attempt(rest, since)
                 if failed is not None:
                     self.accept(failed)
                     current = [op for op in rest if op.invoke <= self.cut]
@@ -152,7 +164,7 @@ class _Shrinker:
         i = 0
         while i < len(current):
             rest = current[:i] + current[i + 1:]
-            failed = self.attempt(rest, [INIT])
+            failed = self.attempt(rest)
             if failed is not None:
                 self.accept(failed)
                 current, i = rest, 0
@@ -160,14 +172,14 @@ class _Shrinker:
                 i += 1
         return current
 
-    def finish(self, window: tuple[list[Operation], list[Any], float] | None) -> Shrunk:
-        """Shrinks within ``window`` (candidates, starts, T) if one was found, else on the whole
-        history from the real start; then the last pass."""
+    def finish(self, window: tuple[list[Operation], float] | None) -> Shrunk:
+        """Shrinks within ``window`` (candidates, T) if one was found, else on the whole history
+        from the real start; then the last pass."""
         if window is not None:
-            candidates, starts, t = window
-            current = self.ddmin(candidates, starts, t)
+            candidates, t = window
+            current = self.ddmin(candidates, t)
         else:
-            current = self.ddmin([op for op in self.universe(self.cut, None) if not op.pending], [INIT], None)
+            current = self.ddmin([op for op in self.universe(self.cut, None) if not op.pending], None)
         current = self.last_pass(current)
         culprit, states = _culprit(self.best)  # the culprit is always one of the kept operations
         return Shrunk(sorted(current, key=lambda o: (o.invoke, o.index)), culprit, states, self.complete)
@@ -198,8 +210,9 @@ def _split(ops: list[Operation], parts: int) -> list[list[Operation]]:
 def shrink(part: list[Operation], found: Search, model: Model, steps: int) -> Shrunk:
     """A small faithful counterexample for ``part``, which ``found`` (a failed search of it)
     proved not linearizable; ``steps`` bounds the work (model steps)."""
-    assert found.stuck is not None
-    shrinker = _Shrinker(searchable(part, model), found.stuck, model, steps, found)
+    hint = found.starved_by or found.stuck  # a read starved by the value-flow check, if any
+    assert hint is not None
+    shrinker = _Shrinker(searchable(part, model), hint, model, steps, found)
     return shrinker.finish(shrinker.window())
 
 

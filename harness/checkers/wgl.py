@@ -27,6 +27,9 @@ What differs from Porcupine, and why:
   write (`Model.blind`) is not tried: the pair leaves what the write alone leaves.
 * A read-only operation (`Model.read_only`) is linearized as soon as the state allows, and
   trying it later instead is never explored: it cannot help.
+* Value flow (`Model.demand`, `Model.supply`): an order that leaves a state which some
+  unlinearized operation demands, while nothing left can supply it again, is abandoned at once
+  (with unique values, a write must not overwrite a value still to be read).
 * Optional operations (for the shrinker) may be left out when the walk reaches their return.
 * ``chain`` bounds pending operations taken in a row, for a quick first search.
 * A step budget (and an optional deadline) stops a search that would take too long; the answer
@@ -44,7 +47,7 @@ from operator import attrgetter
 from typing import Any, Sequence
 
 from harness.checkers.history import FAIL, INFO, Operation
-from harness.checkers.models import REJECT, Model
+from harness.checkers.models import ANYTHING, NOTHING, REJECT, Model
 
 
 class Allowance:
@@ -68,13 +71,16 @@ class Search:
     order: list[Operation] = field(default_factory=list)  # a linearization, when there is one
     # When not linearizable: the operation whose return could never be passed (every order of
     # the operations that returned before it leaves it unexplained), the states the search had
-    # when it got there, and the operations called before that return (the rest cannot matter).
+    # when it got there, and the operations that can matter: those called before that return
+    # (all of them when the value-flow check looked further ahead; see `search`).
     stuck: Operation | None = None
     stuck_states: list[Any] = field(default_factory=list)
     prefix: list[Operation] = field(default_factory=list)
     # When undecided: the operation whose return was the furthest the search got (a hint).
     deepest: Operation | None = None
     limited: bool = False  # the ``chain`` limit cut some choices: a failure proves nothing
+    # The latest operation demanding a state the value-flow check found starved (a hint).
+    starved_by: Operation | None = None
 
 
 def searchable(ops: Sequence[Operation], model: Model, optional: frozenset[int] = frozenset()) -> list[Operation]:
@@ -92,11 +98,12 @@ INIT: Any = type("Init", (), {"__repr__": lambda self: "INIT"})()  # "start from
 # Choices on the stack, besides the class number of a pending op (>= 0):
 COMPLETED, READ, DROPPED = -1, -2, -3
 DOMINANCE_SCAN = 24  # configurations compared for pending-op dominance per key (the rest: exact)
+FLOW_SUPPLIERS = 4   # value flow on when states have at most this many suppliers on average
 
 
 def search(ops: Sequence[Operation], model: Model, allowance: Allowance,
            optional: frozenset[int] = frozenset(), initial: Any = INIT, chain: int | None = None,
-           max_states: int = 8) -> Search:
+           flow: bool = True, max_states: int = 8) -> Search:
     """Searches for a linearization of ``ops`` starting from ``initial`` (default: the model's
     ``init()``). Completed operations whose ``index`` is in ``optional`` need not take effect
     (if one does, it is within its interval with its output; the search ends when every other
@@ -106,7 +113,12 @@ def search(ops: Sequence[Operation], model: Model, allowance: Allowance,
     ``chain`` limits how many pending operations may take effect in a row, with no completed
     one between: a quick search that finds most linearizations without trying the chains of
     timed-out operations that can make a dead end very expensive to leave. If it finds none and
-    the limit was reached (``Search.limited``), that proves nothing; search again without it."""
+    the limit was reached (``Search.limited``), that proves nothing; search again without it.
+
+    ``flow`` prunes orders that starve a demanded state (`Model.demand`, `Model.supply`). It
+    looks ahead, so when it fired, a failure depends on operations called after the return the
+    search could not pass, and ``prefix`` is then every operation; the shrinker, which needs the
+    shorter prefix, searches without it."""
     live = searchable(ops, model, optional)
     done = [op for op in live if not op.pending]
     n = len(done)
@@ -133,6 +145,32 @@ def search(ops: Sequence[Operation], model: Model, allowance: Allowance,
         pend_bit.append([1 << (bit + k) for k in range(len(m))])
         bit += len(m)
     used = [0] * nclasses  # members used, per class (always the earliest ones)
+
+    # Value flow: how many unresolved mandatory ops demand each state, how many unresolved ops
+    # may still supply it. Leaving a state that is demanded and that nothing can supply again
+    # is a dead end, pruned at once (when the model tells demands and supplies).
+    demand = [NOTHING if d else model.demand(op) for op, d in zip(done, droppable)]
+    gives = [model.supply(op) for op in done]
+    pend_gives = [model.supply(m[0]) for m in members]
+    flow = flow and ANYTHING not in gives and ANYTHING not in pend_gives
+    if flow:
+        # It pays when states have few suppliers (unique values); with a handful of values
+        # written over and over it never fires and only costs: then it is off.
+        supplied = [g for g in gives if g is not NOTHING]
+        flow = len(set(supplied)) * FLOW_SUPPLIERS >= len(supplied) + sum(len(m) for m in members)
+    starved: list[Any] = []  # the states the value-flow check saw starved
+    wanted: dict[Any, int] = {}
+    offered: dict[Any, int] = {}
+    if flow:
+        for d in demand:
+            if d is not NOTHING:
+                wanted[d] = wanted.get(d, 0) + 1
+        for g in gives:
+            if g is not NOTHING:
+                offered[g] = offered.get(g, 0) + 1
+        for g, m in zip(pend_gives, members):
+            if g is not NOTHING:
+                offered[g] = offered.get(g, 0) + len(m)
 
     # The list: call entry of completed op i is i, its return n + i; head 2n, tail 2n + 1.
     # Completed ops are numbered in call order; pending ones live outside the list.
@@ -186,6 +224,15 @@ def search(ops: Sequence[Operation], model: Model, allowance: Allowance,
         seen_overflow.add(full)
         return True
 
+    def starving(before: Any, after: Any, supplied: Any) -> Any:
+        """The state a step from ``before`` to ``after`` (that used up a supplier of
+        ``supplied``) leaves demanded with nobody left to supply it, or NOTHING."""
+        if after != before and wanted.get(before, 0) and not offered.get(before, 0):
+            return before
+        if supplied is not NOTHING and supplied != after and wanted.get(supplied, 0) and not offered[supplied]:
+            return supplied
+        return NOTHING
+
     def resolved(i: int) -> tuple[int, int]:
         """(lo, window) once completed op i is resolved."""
         bit = 1 << (i - lo)
@@ -218,16 +265,38 @@ def search(ops: Sequence[Operation], model: Model, allowance: Allowance,
                 ones = (nwin ^ (nwin + 1)).bit_length() - 1
                 nwin >>= ones
                 nlo = lo + ones
-            key = (nlo, nwin, new)
-            if nclasses:
-                if not fresh(key, pbits):
+            if flow:
+                d, g = demand[e], gives[e]
+                if d is not NOTHING:
+                    wanted[d] -= 1
+                if g is not NOTHING:
+                    offered[g] -= 1
+                dead = starving(state, new, g)
+                if dead is not NOTHING:
+                    if d is not NOTHING:
+                        wanted[d] += 1
+                    if g is not NOTHING:
+                        offered[g] += 1
+                    if dead not in starved:
+                        starved.append(dead)
                     e = nxt[e]
                     continue
+            key = (nlo, nwin, new)
+            if nclasses:
+                fresh_key = fresh(key, pbits)
             elif key in seen_plain:
-                e = nxt[e]
-                continue
+                fresh_key = False
             else:
                 seen_plain.add(key)
+                fresh_key = True
+            if not fresh_key:
+                if flow:
+                    if d is not NOTHING:
+                        wanted[d] += 1
+                    if g is not NOTHING:
+                        offered[g] += 1
+                e = nxt[e]
+                continue
             stack.append((e, state, lo, window, pbits, READ if pure[e] else COMPLETED))
             state, lo, window = new, nlo, nwin
             remaining -= need[e]
@@ -253,11 +322,18 @@ def search(ops: Sequence[Operation], model: Model, allowance: Allowance,
                     best_states.append(state)
             cls = 0
             i = e - n
-            if droppable[i]:
+            g = gives[i]
+            if droppable[i] and flow and g is not NOTHING and g != state and wanted.get(g, 0) \
+                    and offered[g] == 1:
+                if g not in starved:  # leaving it out: a demanded state without supplier
+                    starved.append(g)
+            elif droppable[i]:
                 steps += 1
                 nlo, nwin = resolved(i)
                 key = (nlo, nwin, state)
                 if fresh(key, pbits) if nclasses else key not in seen_plain:
+                    if flow and g is not NOTHING:
+                        offered[g] -= 1
                     if not nclasses:
                         seen_plain.add(key)
                     stack.append((i, state, lo, window, pbits, DROPPED))
@@ -280,9 +356,22 @@ def search(ops: Sequence[Operation], model: Model, allowance: Allowance,
             if k < len(pend_invoke[cls]) and pend_invoke[cls][k] <= cut and not (run and pend_blind[cls]):
                 steps += 1
                 new = pend_steppers[cls][k](state)
+                g = pend_gives[cls]
+                if new is not REJECT and flow:
+                    if g is not NOTHING:
+                        offered[g] -= 1
+                    dead = starving(state, new, g)
+                    if dead is not NOTHING:
+                        if dead not in starved:
+                            starved.append(dead)
+                        new = REJECT
+                    if g is not NOTHING:
+                        offered[g] += 1
                 if new is not REJECT:
                     npb = pbits | pend_bit[cls][k]
                     if fresh((lo, window, new), npb):
+                        if flow and g is not NOTHING:
+                            offered[g] -= 1
                         stack.append((e, state, lo, window, pbits, cls))
                         state, pbits = new, npb
                         used[cls] = k + 1
@@ -313,8 +402,15 @@ def search(ops: Sequence[Operation], model: Model, allowance: Allowance,
                     break
             if what >= 0:  # a pending op: go on with the next class at the same return entry
                 used[what] -= 1
+                if flow and pend_gives[what] is not NOTHING:
+                    offered[pend_gives[what]] += 1
                 e, cls = x, what + 1
                 break
+            if flow:
+                if demand[x] is not NOTHING:
+                    wanted[demand[x]] += 1
+                if gives[x] is not NOTHING:
+                    offered[gives[x]] += 1
             remaining += need[x]
             r = n + x
             nxt[prv[r]] = r
@@ -344,9 +440,14 @@ def search(ops: Sequence[Operation], model: Model, allowance: Allowance,
         stuck = done[order[best_pos] - n]
         result.stuck = stuck
         result.stuck_states = best_states
-        result.prefix = [op for op in live if op.invoke <= stuck.ret]  # type: ignore[operator]
+        result.prefix = live if starved else [op for op in live if op.invoke <= stuck.ret]  # type: ignore[operator]
     elif best_pos >= 0:
         result.deepest = done[order[best_pos] - n]
+    if verdict is not True and starved:
+        # the latest operation demanding a starved state: where a violation likely shows
+        wanting = [op for op, d in zip(done, demand) if d is not NOTHING and d in starved]
+        if wanting:
+            result.starved_by = max(wanting, key=lambda o: (o.ret, o.index))
     return result
 
 

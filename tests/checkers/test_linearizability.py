@@ -192,10 +192,11 @@ def test_optional_operations_agree_with_the_oracle(history: list[dict[str, Any]]
     ops = [o for o in prepare(history, KeyValue()) if o.input["key"] == "x"]
     optional = data.draw(st.sets(st.sampled_from([o.index for o in ops]))) if ops else set()
     want = lin_oracle.linearizable(ops, optional)
-    found = search(ops, KeyValue(), Allowance(10**6), frozenset(optional))
-    assert found.linearizable is want
-    quick = search(ops, KeyValue(), Allowance(10**6), frozenset(optional), chain=1)
-    assert quick.linearizable is want or (quick.linearizable is False and quick.limited)
+    for flow in (True, False):  # with and without the value-flow pruning
+        found = search(ops, KeyValue(), Allowance(10**6), frozenset(optional), flow=flow)
+        assert found.linearizable is want
+        quick = search(ops, KeyValue(), Allowance(10**6), frozenset(optional), chain=1, flow=flow)
+        assert quick.linearizable is want or (quick.linearizable is False and quick.limited)
 
 
 # --- histories of a real atomic store -------------------------------------------------------------
