@@ -378,6 +378,22 @@ def test_a_read_of_a_value_nothing_wrote_is_refuted_where_the_search_stalls() ->
     assert [o.index for o in result.counterexample.ops] == [victim] and result.counterexample.minimal
 
 
+@pytest.mark.parametrize("info", [0.0, 0.05])
+def test_a_stale_read_in_the_middle_of_a_long_history_is_found_and_shrunk(info: float) -> None:
+    # Unique values turn on the value-flow pruning, whose look-ahead makes the search fail
+    # early at a write; the counterexample must still be the stale read and what overwrote it.
+    history = atomic_kv_history(random.Random(5), 3000, clients=8, keys=2, values=10**6, info_rate=info)
+    on_k0 = [i for i, h in enumerate(history) if h["input"]["key"] == "k0"]
+    victim = next(i for i in on_k0[800:] if history[i]["f"] == "get" and history[i]["status"] == "ok")
+    old = [i for i in on_k0[:500] if history[i]["f"] == "put" and history[i]["status"] == "ok"][-1]
+    history[victim]["output"] = history[old]["input"]["value"]  # unique: written once, long before
+    result = check(history)
+    assert result.ok is False and result.failed_keys == ["k0"]
+    cx = result.counterexample
+    assert cx is not None and cx.minimal and cx.culprit.index == victim and 2 <= len(cx.ops) <= 4
+    assert result.steps < 1_000_000
+
+
 def test_a_definite_violation_on_one_key_wins_over_an_undecided_one() -> None:
     history = atomic_kv_history(random.Random(3), 2000, clients=16, keys=1)
     history += [put("z", 1, 0, 1, key="other"), get("z", 2, 2, 3, key="other")]
