@@ -26,7 +26,7 @@ import zmq
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run as a script from anywhere
 
 from bench.common import command_line, record  # noqa: E402
-from harness.composition import run_sim, workload_schedule  # noqa: E402
+from harness.composition import run_sim, workload_streams  # noqa: E402
 from harness.live.runtime import LiveRuntime  # noqa: E402
 from harness.live.supervisor import free_port  # noqa: E402
 from harness.scenario import load_scenario, parse_scenario  # noqa: E402
@@ -116,7 +116,7 @@ def live_pppp(n: int, subscribers: int, window: int) -> tuple[float, float]:
         for k in range(n):
             while k - min(delivered.values()) > window:
                 time.sleep(0.0002)
-            rt.command("publisher", {"op": "publish", "channel": b"bench", "payload": PAYLOAD})
+            rt.command(0, "publisher", {"op": "publish", "channel": b"bench", "payload": PAYLOAD})
         while min(delivered.values()) < n and time.monotonic() < t0 + 120:
             time.sleep(0.001)
         t_delivered = time.monotonic() - t0
@@ -149,7 +149,7 @@ def sim_speed(text: str | None, path: str | None, checks: bool) -> tuple[float, 
             r = run_sim(scenario, 1, d if checks else None, checks=checks)
             wall = time.perf_counter() - t0
         assert r.ok or not checks, [v.detail for v in r.failed]
-        count = len(workload_schedule(scenario, 1))  # publish operations
+        count = sum(1 for stream in workload_streams(scenario, 1) for _ in stream)  # publish operations
         runs.append((count / wall, r.stats["delivered"] / wall, (scenario.duration_ns + scenario.settle_ns) / 1e9 / wall))
     return tuple(statistics.median(x[i] for x in runs) for i in range(3))  # type: ignore[return-value]
 
