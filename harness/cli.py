@@ -223,7 +223,7 @@ def cmd_node(args: argparse.Namespace) -> int:
 
     factory = _factory(args.protocol, args.role, args.mutant) if args.mutant else role.factory
     return run_standalone(factory, name=args.name or f"{args.protocol}-{args.role}", role=args.role,
-                          config=config, trace_path=args.trace, seed=args.seed)
+                          config=config, trace_path=args.trace, seed=args.seed, output=pkg.output)
 
 
 def cmd_conform(args: argparse.Namespace) -> int:
