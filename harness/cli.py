@@ -227,7 +227,7 @@ def cmd_node(args: argparse.Namespace) -> int:
 
         factory = with_store(factory, FileStore(args.store))
     return run_standalone(factory, name=args.name or f"{args.protocol}-{args.role}", role=args.role,
-                          config=config, trace_path=args.trace, seed=args.seed)
+                          config=config, trace_path=args.trace, seed=args.seed, output=pkg.output)
 
 
 def cmd_conform(args: argparse.Namespace) -> int:

@@ -169,6 +169,9 @@ class RoleSuite:
     # Placeholder values derived from the others once per case (e.g. a list joined with the
     # dialect's separator); changes the dict in place.
     fill_values: Callable[[dict[str, Any]], None] | None = None
+    # Scripted peer prefix -> the decode channel of what the IUT sends it, for protocols whose
+    # messages are told apart by direction (PPPP: "to-subscriber" / "to-publisher").
+    peer_channels: dict[str, str] = field(default_factory=dict)
 
     @property
     def peer_roles(self) -> dict[str, str]:
@@ -264,6 +267,10 @@ class ProtocolPackage:
     command: Command | None = None  # the application command of a workload operation
     targets: dict[str, str] = field(default_factory=dict)  # symbolic fault target -> what it names
     resolve_target: Resolver | None = None
+    # The standard-output line of an application delivery, (kind, data) -> line or None: what a
+    # reference node run standalone (`zmq-harness node`) prints, and what conformance cases
+    # read back from any implementation (expect_output).
+    output: Callable[[str, dict[str, Any]], str | None] | None = None
     capture: CaptureHints = field(default_factory=CaptureHints)  # reading its traffic from a pcap
     # Config key of an endpoint a node binds -> config key of the endpoint it announces to its
     # peers for them to connect to (discovery). A live run behind the chaos proxy announces the
