@@ -18,7 +18,8 @@ SYNCEND of the synchronisation before the last one (so each event is offered twi
 goes on applying BROADCASTs: this repairs BROADCASTs lost on the way (PUB/SUB drops at the
 high-water mark and on reconnection) and doubles as the liveness check the protocol lacks
 (E-EVENTBUS-04). A SYNCSTART unanswered after ``sync_timeout_ms`` is sent again, to the next
-server when there are several (failover, ``eventbus.client.failover-resync``); a BROADCAST from
+server when there are several (failover, ``eventbus.client.failover-resync``; every SYNC that
+arrives meanwhile restarts the wait: a long snapshot is not a dead server); a BROADCAST from
 another server than the current one means that server took over, and the client moves to it.
 
 Publishing (``{"op": "publish", "topic": ..., "data": ...}``): a PUB with the producer's own
@@ -144,7 +145,7 @@ class Client(EventBusNode):
             if index != self.current:
                 return []  # a late answer from the server we left
             if msg.name == "SYNC":
-                return self._on_sync(socket, frames, msg)
+                return self._on_sync(socket, frames, msg, now)
             if msg.name == "SYNCEND":
                 return self._on_syncend(msg, now)
             return self.unexpected(socket, frames, msg, "a client never receives SYNCSTART")
@@ -211,7 +212,9 @@ class Client(EventBusNode):
         out.extend(self._sync(now, full=True))
         return out
 
-    def _on_sync(self, socket: str, frames: list[bytes], msg: Message) -> list[Action]:
+    def _on_sync(self, socket: str, frames: list[bytes], msg: Message, now: int) -> list[Action]:
+        if self.syncing:  # the server is answering: a long snapshot is not a dead server
+            self.sync_deadline = now + self.sync_timeout_ns
         if not in_subtrees(msg["topic"], self.subtrees):
             return [Discard(socket, list(frames), f"SYNC of topic {msg['topic']!r}, outside the requested subtrees",
                             "eventbus.server.sync-subtree-filter")]

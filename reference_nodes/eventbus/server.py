@@ -20,7 +20,8 @@ Three bound sockets (E-EVENTBUS-16): ``snapshot`` (ROUTER, P), ``publisher`` (PU
 Dual-server (``ha: primary | backup`` and ``peer``, the other server's endpoints), Binary Star
 style: one server is active (serves snapshots, broadcasts), the other passive. The passive one
 keeps a replica: a SUB on the peer's publisher and a DEALER (identity ``replica:<name>``) on
-its snapshot that asks for the events above what it holds every ``poll_ms``; PUBs reaching its
+its snapshot that asks for the events above what it holds every ``poll_ms`` (one request at a
+time: the next goes out once the last was answered, or after ``ha_timeout_ms``); PUBs reaching its
 own collector wait in a pending list until the peer's broadcast of the same UUID arrives. It
 takes over when the peer has been silent for ``ha_timeout_ms`` *and* a client came to it for a
 snapshot (the client's vote: the peer is gone for the clients too, not just for the backup),
@@ -96,6 +97,7 @@ class Server(EventBusNode):
         self.last_heard = 0
         self.voted = False
         self.next_poll: int | None = None
+        self.asked_at: int | None = None  # a request to the peer not answered yet (one at a time)
         self.check_until: int | None = None
 
     def sockets(self) -> list[SocketSpec]:
@@ -141,10 +143,14 @@ class Server(EventBusNode):
         if self.state == PASSIVE and self.voted and now - self.last_heard >= self.ha_timeout_ns:
             out.extend(self._activate(now, "the peer is silent and a client came for a snapshot"))
         if self.state != ACTIVE and self.next_poll is not None and now >= self.next_poll:
-            since = PROBE_SEQUENCE if self.state == CHECKING else self.marks[0]
-            out.append(Send(REPLICA, self.enc["SYNCSTART"]({"subtrees": [], "sequence": since}), "SYNCSTART",
-                            {"seq": since}))
-            self.next_poll = now + self.poll_ns
+            if self.asked_at is not None and now - self.asked_at < self.ha_timeout_ns:
+                self.next_poll = self.asked_at + self.ha_timeout_ns  # one request at a time
+            else:
+                since = PROBE_SEQUENCE if self.state == CHECKING else self.marks[0]
+                out.append(Send(REPLICA, self.enc["SYNCSTART"]({"subtrees": [], "sequence": since}), "SYNCSTART",
+                                {"seq": since}))
+                self.next_poll = now + self.poll_ns
+                self.asked_at = now
         return out
 
     def get_timer(self) -> int | None:
@@ -259,6 +265,9 @@ class Server(EventBusNode):
             self._replicate(msg, frames[1:])
         elif msg.name == "SYNCEND":
             self.marks = [self.marks[1], msg["sequence"] or 0]
+            if self.asked_at is not None:
+                self.next_poll = max(now, self.asked_at + self.poll_ns)
+            self.asked_at = None
         return []
 
     def _on_feed(self, frames: list[bytes], now: int) -> list[Action]:
@@ -296,6 +305,7 @@ class Server(EventBusNode):
         self.events, self.seqs, self.uuids = [], [], {}
         self.marks = [0, 0]
         self.next_poll = now
+        self.asked_at = None
         self.check_until = None
         return [Note("ha-state", {"state": BACKUP, "why": why})] + self.handle_timer(now)
 
