@@ -31,6 +31,7 @@ def test_scenario_passes_a_few_seeds(path: str) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # 500 seeds take minutes, more on a loaded machine
 @pytest.mark.parametrize("path", EVENTBUS, ids=stem)
 def test_scenario_passes_500_seeds(path: str) -> None:
     sweep(path, load_scenario(path).seeds[:500])

@@ -311,10 +311,16 @@ class CompleteDelivery(_ClientHoldings):
 
 class SyncEndSequence(Checker):
     """Every snapshot a server sends is complete up to its SYNCEND and its SYNCEND sequence is
-    right: every event the server broadcast since it last started that is in the requested
-    subtrees and between the requested and the SYNCEND sequence is among its SYNCs; the SYNCEND
-    sequence is not above the server's latest; in strict mode it is the highest SYNC sequence
-    when there are SYNCs (E-EVENTBUS-08), in the micro-toolkit dialect at least that."""
+    right: every event the server broadcast since it last started (or last stood by) that is in
+    the requested subtrees and between the requested and the SYNCEND sequence is among its SYNCs;
+    the SYNCEND sequence is not above the server's latest; in strict mode it is the highest SYNC
+    sequence when there are SYNCs (E-EVENTBUS-08), in the micro-toolkit dialect at least that.
+
+    A server that stands by (``ha-state`` note ``backup``, the package's dual-server contract)
+    may give up its own history for its peer's (Binary Star: the passive server is a replica of
+    the active one), so what it broadcast before no longer binds its later snapshots, as after a
+    restart: two servers both active for a moment (a start-up race) must not raise an alarm when
+    the one that yields later serves the other's history."""
 
     name = "syncend-sequence"
     clause = "eventbus.server.syncend-sequence"
@@ -338,6 +344,8 @@ class SyncEndSequence(Checker):
         if ev.kind == NOTE:
             if ev.msg_type == "ha-state" and isinstance((ev.data or {}).get("sequence"), int):
                 self.latest[ev.node] = max(self.latest.get(ev.node, 0), ev.data["sequence"])  # type: ignore[index]
+            if ev.msg_type == "ha-state" and (ev.data or {}).get("state") == "backup":
+                self.broadcast.pop(ev.node, None)  # it stands by: its history may become the peer's
             return
         if ev.kind == SEND and ev.socket == "publisher":
             msg = decoded(ev)

@@ -111,3 +111,36 @@ def test_faults_really_happen() -> None:
     assert sum(reference("lossy").stats["dropped"].values()) > 20
     assert "across 1 restart" in verdict(reference("server-restart"), "server-sequence").detail
     # the failover: tests/test_eventbus_scenarios.py::test_failover_passes_live
+
+
+def _stood_by_then_served(stands_by: bool) -> Verdict:
+    """A server broadcasts /b/x as 1 while it is briefly active, then (maybe) stands by, and later
+    serves a snapshot of /b/ up to 5 that does not hold it (its history is now its peer's)."""
+    from harness.checkers.base import NOTE, RECV, SEND, Event
+    from harness.checkers.eventbus import SyncEndSequence
+    from harness.protocols import codec
+
+    c = codec("eventbus", "strict")
+    event = {"sequence": 1, "producer": "p", "timestamp": "2026-01-01T00:00:00.000Z",
+             "uuid": "0c2f7b4e-8d1a-4f6e-9b3a-5d6c7e8f9a0b"}
+    checker = SyncEndSequence()
+    ident = b"client"
+    events = [Event(1, "bus-b", "server", SEND, "publisher", c.encode("BROADCAST", {**event, "topic": "/b/x", "data": b"d"}),
+                    "BROADCAST", codec=c)]
+    if stands_by:
+        events.append(Event(2, "bus-b", "server", NOTE, msg_type="ha-state", data={"state": "backup"}))
+    events += [Event(3, "bus-b", "server", NOTE, msg_type="ha-state", data={"state": "primary", "sequence": 5}),
+               Event(4, "bus-b", "server", RECV, "snapshot",
+                     [ident, *c.encode("SYNCSTART", {"subtrees": ["/b/"], "sequence": 0})], "SYNCSTART", codec=c),
+               Event(5, "bus-b", "server", SEND, "snapshot",
+                     [ident, *c.encode("SYNCEND", {"subtrees": ["/b/"], "sequence": 5})], "SYNCEND", codec=c)]
+    for ev in events:
+        checker.on_event(ev)
+    return checker.finish(10)[0]
+
+
+def test_syncend_sequence_forgets_what_a_server_broadcast_before_it_stood_by() -> None:
+    # failover.yaml seeds 431 and 481: both servers active for a moment at start, the one that
+    # yielded later served its peer's history; not a wrong snapshot.
+    assert _stood_by_then_served(stands_by=True).ok
+    assert not _stood_by_then_served(stands_by=False).ok  # without standing by it still counts
