@@ -9,10 +9,10 @@ from typing import Any, Callable
 
 from fault_injection import nemesis
 from harness.checkers import raft as checkers
-from harness.checkers.base import COMMAND, DELIVER
+from harness.checkers.base import COMMAND, DELIVER, NOTE, Verdict
 from harness.checkers.linearizability import Linearizable
 from harness.packages.base import Check, Setting, as_ms, as_positive_int
-from harness.packages.raft.history import entries_of
+from harness.packages.raft.history import KVHistory
 
 PEER_COUNTED = (checkers.CommitRule, checkers.LeaderCompleteness, checkers.CommittedDurable, checkers.UpdateOnce)
 
@@ -68,9 +68,22 @@ def _check(name: str, cls: type, params: dict[str, Setting] | None = None) -> Ch
 LINEARIZABLE_CLAUSE = "raft.kv.linearizable"
 
 
+class KVLinearizable(Linearizable):
+    """`Linearizable` over a `KVHistory`, which also adds, at the end, the operations still
+    waiting to start or complete."""
+
+    def __init__(self, **params: Any) -> None:
+        self.history = KVHistory()
+        super().__init__(self.history, kinds=(COMMAND, DELIVER, NOTE), roles=("client",),
+                         clause=LINEARIZABLE_CLAUSE, **params)
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        self.entries.extend(self.history.unfinished())
+        return super().finish(end_ns)
+
+
 def _linearizable(scenario: Any, **params: Any) -> Linearizable:
-    return _share(scenario, Linearizable(entries_of, kinds=(COMMAND, DELIVER), roles=("client",),
-                                         clause=LINEARIZABLE_CLAUSE, **params))
+    return _share(scenario, KVLinearizable(**params))
 
 
 CHECKS = {
@@ -97,7 +110,7 @@ CHECKS = {
             "delivery on the run's clock (timed-out ones of unknown outcome), are linearizable against a "
             "key-value map: harness.checkers.linearizability, each key on its own. Fails with a minimal "
             "counterexample, or as undecided when the step budget runs out.",
-        clause=LINEARIZABLE_CLAUSE, checker=Linearizable),
+        clause=LINEARIZABLE_CLAUSE, checker=KVLinearizable),
 }
 
 DEFAULT_CHECKS = tuple(CHECKS)
