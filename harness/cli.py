@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Sequence
+from typing import Any, Sequence
 
 from harness.protocols import PROTOCOLS
 from harness.registry import protocols
@@ -192,46 +192,98 @@ def cmd_conform(args: argparse.Namespace) -> int:
     import shlex
 
     from harness.conformance.case import CaseError
-    from harness.conformance.report import exit_status, print_results, results_json, write_junit
-    from harness.conformance.runner import load_suite, run_case_sim, run_suite, write_trace_verdicts
+    from harness.conformance.runner import load_suite
     from harness.registry import suite
 
     try:
         rs = suite(args.protocol, args.role)
-        cases = load_suite(args.protocol, args.role, args.suites, args.case)
+        cases = load_suite(args.protocol, args.role, args.suite_dir, args.case)
     except (KeyError, CaseError) as e:
         raise UsageError(f"zmq-harness conform: {e.args[0] if isinstance(e, KeyError) else e}")
     if not cases:
-        raise UsageError(f"zmq-harness conform: no cases selected in {rs.cases_dir(args.suites)}")
+        raise UsageError(f"zmq-harness conform: no cases selected in {rs.cases_dir(args.suite_dir)}")
     modes = [bool(args.cmd), bool(args.endpoint), args.reference, args.sim]
     if sum(modes) != 1:
         raise UsageError("zmq-harness conform: give exactly one of --cmd, --endpoint, --reference, --sim")
+    if args.endpoint and (not rs.iut_binds or rs.harness_endpoints):
+        why = (f"connects to endpoints the harness binds afresh for every case "
+               f"({', '.join('{' + n + '}' for n in rs.harness_endpoints)})" if rs.harness_endpoints
+               else "connects to the harness, which plays its peers afresh for every case")
+        raise UsageError(f"zmq-harness conform: --endpoint is for an implementation that is already up and listening; "
+                         f"a {args.protocol} {args.role} {why}: start it with --cmd")
+    if args.mutant and not (args.reference or args.sim):
+        raise UsageError("zmq-harness conform: --mutant goes with --reference or --sim")
     label = args.implementation or ("reference" if args.reference or args.sim else "external")
     if args.mutant:
         label = f"mutant:{args.mutant}"
+    factory = _factory(args.protocol, args.role, args.mutant) if args.sim else None
     out_dir = os.path.join(args.out, f"{args.protocol}-{args.role}")
     base = f"zmq-harness conform {args.protocol} {args.role} --dialect {args.dialect}"
-    if args.sim:
-        factory = _factory(args.protocol, args.role, args.mutant)
-        results = [run_case_sim(c, factory, dialect=args.dialect) for c in cases]
-        for r in results:
-            r.rerun = f"{base} --sim" + (f" --mutant {args.mutant}" if args.mutant else "") + f" --case {r.case.id}"
-    else:
-        cmd = args.cmd
-        if args.reference:
-            cmd = rs.reference_cmd + (f" --mutant {args.mutant}" if args.mutant else "")
-        rerun = base + (f" --cmd {shlex.quote(args.cmd)}" if args.cmd else f" --endpoint {args.endpoint}" if args.endpoint
-                        else " --reference" + (f" --mutant {args.mutant}" if args.mutant else ""))
-        results = run_suite(cases, cmd=cmd, endpoint=args.endpoint, dialect=args.dialect,
-                            trace_dir=os.path.join(out_dir, "traces"), rerun_base=rerun)
-    print_results(results, args.protocol, args.role, sys.stdout, verbose=args.verbose)
-    junit = args.junit or os.path.join(out_dir, "junit.xml")
-    write_junit(junit, results, args.protocol, args.role, label)
-    os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "results.json"), "w") as f:
-        json.dump(results_json(results, args.protocol, args.role, label), f, indent=1, default=str)
-    write_trace_verdicts(os.path.join(out_dir, "verdicts.parquet"), results, label)
-    print(f"JUnit: {junit}; results and traces in {out_dir}")
+    if args.suite_dir:
+        base += f" --suite-dir {shlex.quote(args.suite_dir)}"
+    cmd = args.cmd
+    if args.reference:
+        cmd = rs.reference_cmd + (f" --mutant {args.mutant}" if args.mutant else "")
+    rerun = base + (" --sim" + (f" --mutant {args.mutant}" if args.mutant else "") if args.sim
+                    else f" --cmd {shlex.quote(args.cmd)}" if args.cmd else f" --endpoint {args.endpoint}"
+                    if args.endpoint else " --reference" + (f" --mutant {args.mutant}" if args.mutant else ""))
+    return _conform(args, rs, cases, factory, cmd, label, out_dir, rerun)
+
+
+def _conform(args: argparse.Namespace, rs: Any, cases: list[Any], factory: Any, cmd: str | None, label: str,
+             out_dir: str, rerun: str) -> int:
+    """Run the cases, printing each verdict as it comes; on SIGTERM/SIGINT (or when the
+    implementation keeps failing to start) stop, and still write JUnit, results.json and the
+    verdicts of the cases that finished, and print the summary."""
+    import os
+
+    from harness.conformance.report import (
+        case_width, exit_status, print_case, print_header, print_summary, results_json, write_junit,
+    )
+    from harness.conformance.runner import SuiteAborted, run_case_sim, run_suite, write_trace_verdicts
+    from harness.interrupts import Interrupted, interruptible
+    from harness.live.supervisor import reap_all
+
+    results: list[Any] = []
+    width = case_width(cases)
+
+    def finished(r: Any) -> None:
+        results.append(r)
+        print_case(r, sys.stdout, width)
+
+    print_header(args.protocol, args.role, len(cases), sys.stdout)
+    stopped: Interrupted | None = None
+    aborted: SuiteAborted | None = None
+    with interruptible():
+        try:
+            if args.sim:
+                for c in cases:
+                    r = run_case_sim(c, factory, dialect=args.dialect)
+                    r.rerun = f"{rerun} --case {c.id}"
+                    finished(r)
+            else:
+                run_suite(cases, cmd=cmd, endpoint=args.endpoint, dialect=args.dialect,
+                          trace_dir=os.path.join(out_dir, "traces"), rerun_base=rerun, on_result=finished)
+        except Interrupted as e:
+            stopped = e
+            reap_all()  # whatever a case had started is gone before we write anything
+        except SuiteAborted as e:
+            aborted = e
+        print_summary(results, args.protocol, args.role, sys.stdout, verbose=args.verbose)
+        junit = args.junit or os.path.join(out_dir, "junit.xml")
+        write_junit(junit, results, args.protocol, args.role, label)
+        os.makedirs(out_dir, exist_ok=True)
+        with open(os.path.join(out_dir, "results.json"), "w") as f:
+            json.dump(results_json(results, args.protocol, args.role, label), f, indent=1, default=str)
+        write_trace_verdicts(os.path.join(out_dir, "verdicts.parquet"), results, label)
+        print(f"JUnit: {junit}; results and traces in {out_dir}")
+    if stopped is not None:
+        print(f"zmq-harness conform: stopped by {stopped.name} after {len(results)} of {len(cases)} case(s); "
+              "the implementation was stopped and reaped", file=sys.stderr)
+        return stopped.exit_status
+    if aborted is not None:
+        print(f"zmq-harness conform: {aborted}", file=sys.stderr)
+        return 2
     return exit_status(results, args.fail_on)
 
 
@@ -327,7 +379,9 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--junit", help="JUnit XML path (default OUT/<protocol>-<role>/junit.xml)")
     k.add_argument("--out", default="runs/conformance")
     k.add_argument("--implementation", help="label for reports")
-    k.add_argument("--suites", default="scenarios", help=argparse.SUPPRESS)
+    k.add_argument("--suite-dir", "--suites", dest="suite_dir", metavar="DIR",
+                   help="a tree of your own cases, DIR/<protocol>/conformance/<role>/*.yaml (default: the suites "
+                        "that ship with zmq-harness)")
     k.add_argument("-v", "--verbose", action="store_true")
     k.set_defaults(func=cmd_conform)
 
@@ -358,6 +412,43 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+class _ReaderGone:
+    """stdout that survives its reader leaving (``zmq-harness ... | head``): from the first
+    broken pipe on, output goes to /dev/null and the command runs to its end, so its exit
+    status is the real one (a failed run stays a failure under ``set -o pipefail``)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self.gone = False
+
+    def write(self, text: str) -> int:
+        if not self.gone:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._detach()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.gone:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._detach()
+
+    def _detach(self) -> None:
+        import os
+
+        self.gone = True
+        try:  # what is still buffered, and the interpreter's last flush, go nowhere
+            os.dup2(os.open(os.devnull, os.O_WRONLY), self._stream.fileno())
+        except (OSError, ValueError):
+            pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
@@ -366,16 +457,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command != "decode" or any(x.startswith("--") for x in extra):
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
         args.frames = [*args.frames, *extra]
+    stdout = sys.stdout
+    if not isinstance(stdout, _ReaderGone):
+        sys.stdout = _ReaderGone(stdout)
     try:
         return int(args.func(args) or 0)
     except UsageError as e:
         print(e, file=sys.stderr)
         return 2
-    except BrokenPipeError:  # `zmq-harness ... | head`: the reader left; not an error of ours
-        import os
-
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+    finally:
+        sys.stdout.flush()
+        sys.stdout = stdout
 
 
 if __name__ == "__main__":

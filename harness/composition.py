@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterator
 from fault_injection import nemesis
 from harness import launch
 from harness.checkers.base import CRASH, ERROR, RESTART, Checker, NoNodeErrors, Observer, Verdict
+from harness.interrupts import shielded
 from harness.probe import probed
 from harness.protocols import codec
 from harness.registry import package
@@ -228,16 +229,18 @@ def run_scenario(scenario: Scenario, seed: int, mode: str, out_dir: str | None =
             for v in verdicts:
                 trace.verdict(HARNESS, now, v.check, "pass" if v.ok else "fail", v.clause or v.check, v.detail)
     finally:
-        # Always: stop the runtime, reap every process, flush the trace (also on abort).
-        try:
-            stop = getattr(runtime, "stop", None)
-            if stop is not None:
-                stop()
-        finally:
-            for proc in processes.values():
-                proc.process.stop()
-            if trace is not None:
-                trace.close()
+        # Always: stop the runtime, reap every process, flush the trace (also on abort; a stop
+        # signal waits until that is done).
+        with shielded():
+            try:
+                stop = getattr(runtime, "stop", None)
+                if stop is not None:
+                    stop()
+            finally:
+                for proc in processes.values():
+                    proc.process.stop()
+                if trace is not None:
+                    trace.close()
     result = RunResult(scenario.name, seed, mode, verdicts, stats, tpath)
     if out_dir is not None:
         result.result_path = os.path.join(out_dir, slug(scenario.name), f"{mode}-seed-{seed}.json")

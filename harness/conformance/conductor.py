@@ -47,6 +47,10 @@ from harness.protocols.codec import Message
 
 
 RECV = "/recv"  # suffix of a peer's second (receiving) socket
+# Not a clause of any document: an implementation that crashes or aborts during a case has
+# failed whatever it was doing, at MUST level, whichever step was waiting (docs/conformance.md).
+ROBUSTNESS = "harness.robustness"
+IUT_CRASHED = "iut-crashed"  # the command the runner hands the conductor when the IUT died
 
 
 @dataclass(frozen=True)
@@ -206,7 +210,11 @@ class Conductor(BaseNode):
         return self._announce_due(now) + self._advance(now)
 
     def command(self, request: dict[str, Any], now: int) -> list[Action]:
-        return []
+        """``{"op": "iut-crashed", "reason": ...}``: the implementation crashed; the case ends
+        with a robustness failure carrying the exchange so far."""
+        if request.get("op") != IUT_CRASHED or self.done:
+            return []
+        return self._fail(now, str(request.get("reason", "the implementation crashed")), ROBUSTNESS)
 
     # ---- the script -----------------------------------------------------------------------
 

@@ -140,6 +140,11 @@ class Check:
 
 # ---- conformance suites ------------------------------------------------------------------------
 
+# The suites that ship with the package (harness/scenarios: in the source tree a link to the
+# repository's scenarios/, in an installed package a copy), so `conform` works from any
+# directory; `--suite-dir` names a tree of one's own (<protocol>/conformance/<role>/*.yaml).
+SUITES_ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scenarios")
+
 
 @dataclass(frozen=True)
 class RoleSuite:
@@ -163,15 +168,19 @@ class RoleSuite:
     # Fields whose text values get a per-case suffix when one running implementation serves
     # every case (--endpoint), so that what one case registers cannot answer the next.
     isolate_fields: tuple[str, ...] = ()
+    # The role may run to completion (a client with a count of requests, a producer with a count
+    # of records): exit status 0 once its work is done is not a crash, and expectations of
+    # silence then hold. Any other exit of the IUT during a case is a robustness failure.
+    completes: bool = False
 
     @property
     def peer_roles(self) -> dict[str, str]:
         return {prefix: spec[0] for prefix, spec in self.peers.items()}
 
-    def cases_dir(self, root: str = "scenarios") -> str:
-        return os.path.join(root, self.protocol, "conformance", self.role)
+    def cases_dir(self, root: str | None = None) -> str:
+        return os.path.join(root or SUITES_ROOT, self.protocol, "conformance", self.role)
 
-    def case_paths(self, root: str = "scenarios") -> list[str]:
+    def case_paths(self, root: str | None = None) -> list[str]:
         return sorted(glob.glob(os.path.join(self.cases_dir(root), "*.yaml")))
 
 

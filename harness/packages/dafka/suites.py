@@ -119,13 +119,15 @@ _DAFKA_NODE = ("{python} -m harness.cli node dafka %s --dialect {dialect} --set 
 _DAFKA_COMMON = {"beacon_ms": 200, "peer_expiry_ms": 4000}
 
 
-def _dafka_suite(role: str, peer_roles: tuple[str, ...], cmd: str, placeholders: dict[str, Any]) -> RoleSuite:
+def _dafka_suite(role: str, peer_roles: tuple[str, ...], cmd: str, placeholders: dict[str, Any],
+                 completes: bool = False) -> RoleSuite:
     peers = {r: (r, SocketType.XPUB, True) for r in ("tower", *peer_roles)}
     # iut_binds: the IUT starts first and binds {endpoint}, so that the harness's SUB sockets are
     # connected to it before it learns of them (PUB/SUB drops what goes out before that).
     return RoleSuite("dafka", role, peers=peers, iut_binds=True, reference_cmd=(_DAFKA_NODE % role) + cmd,
                      placeholders={**_DAFKA_COMMON, **placeholders}, iut_config=_dafka_config(role),
-                     harness_endpoints=("tower_sub", "tower_pub"), build_peers=_dafka_plan(role))
+                     harness_endpoints=("tower_sub", "tower_pub"), build_peers=_dafka_plan(role),
+                     completes=completes)
 
 
 SUITES: dict[str, RoleSuite] = {
@@ -136,7 +138,8 @@ SUITES: dict[str, RoleSuite] = {
         # The producer produces by itself: {records} records, the first {delay_ms} after start
         # (the harness's nodes have connected by then), one every {interval_ms}.
         {"topic": "weather", "records": 20, "delay_ms": 500, "interval_ms": 100, "content": "record",
-         "head_ms": 200}),
+         "head_ms": 200},
+        completes=True),  # a producer with a count may exit 0 once it has published them
     "store": _dafka_suite("store", ("producer", "consumer", "store"), " --set fetch_retry={fetch_retry_ms}ms",
                           {"fetch_retry_ms": 500}),
     # {topics}: what the consumer subscribes to, as a YAML list ("[]": none, for the case
