@@ -83,26 +83,47 @@ def cmd_clauses(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    import time
-
     from harness.scenario import ScenarioError, load_scenario, parse_seeds
 
     try:
         scenario = load_scenario(args.file)
-        seeds = parse_seeds(args.seed if args.seed is not None else args.seeds) if (args.seed is not None or args.seeds) else scenario.seeds
+        chosen = args.seed if args.seed is not None else args.seeds
+        seeds = parse_seeds(chosen) if chosen is not None else scenario.seeds
     except (ScenarioError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    from harness.composition import RunError, run_live, run_sim
+    if args.live and args.seeds is not None and len(seeds) > 1:
+        raise UsageError(f"zmq-harness run: --live runs a scenario once, over real sockets; --seeds {args.seeds} "
+                         f"names {len(seeds)} seeds (give --seed N, or run the seeds in simulation)")
+    from harness.interrupts import Interrupted, interruptible
 
-    if args.live:
-        try:
-            result = run_live(scenario, seeds[0], args.out)
-        except RunError as e:
-            print(f"error: {args.file}: {e}", file=sys.stderr)
-            return 2
-        _print_result(result, args.file)
-        return 0 if result.ok else 1
+    done: list[Any] = []
+    try:
+        with interruptible():
+            return _run_live(args, scenario, seeds[0]) if args.live else _run_sim(args, scenario, seeds, done)
+    except Interrupted as e:
+        what = "the live run" if args.live else f"after {len(done)} of {len(seeds)} seed(s)"
+        print(f"\nzmq-harness run: stopped by {e.name} ({what}); processes reaped, traces written to {args.out}",
+              file=sys.stderr)
+        return e.exit_status
+
+
+def _run_live(args: argparse.Namespace, scenario: Any, seed: int) -> int:
+    from harness.composition import RunError, run_live
+
+    try:
+        result = run_live(scenario, seed, args.out)
+    except RunError as e:
+        print(f"error: {args.file}: {e}", file=sys.stderr)
+        return 2
+    _print_result(result, args.file)
+    return 0 if result.ok else 1
+
+
+def _run_sim(args: argparse.Namespace, scenario: Any, seeds: list[int], done: list[Any]) -> int:
+    import time
+
+    from harness.composition import RunError, run_sim
 
     failed = []
     t0 = time.monotonic()
@@ -111,8 +132,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         try:
             result = run_sim(scenario, seed, args.out)
         except RunError as e:
-            print(f"error: {e}", file=sys.stderr)
+            print(f"error: {args.file}: {e}", file=sys.stderr)
             return 2
+        done.append(result)
         if not result.ok:
             failed.append(result)
             _print_result(result, args.file)
@@ -183,8 +205,15 @@ def cmd_node(args: argparse.Namespace) -> int:
         config["identity"] = args.identity.encode()
 
     factory = _factory(args.protocol, args.role, args.mutant) if args.mutant else role.factory
-    return run_standalone(factory, name=args.name or f"{args.protocol}-{args.role}", role=args.role,
-                          config=config, trace_path=args.trace, seed=args.seed)
+    from harness.live.sockets import SocketSetupError
+
+    try:
+        return run_standalone(factory, name=args.name or f"{args.protocol}-{args.role}", role=args.role,
+                              config=config, trace_path=args.trace, seed=args.seed)
+    except SocketSetupError as e:  # a port in use, an endpoint that does not parse
+        raise UsageError(f"zmq-harness node: {e}")
+    except ValueError as e:  # a setting the node refuses when it is built
+        raise UsageError(f"zmq-harness node: {args.protocol} {args.role}: {e}")
 
 
 def cmd_conform(args: argparse.Namespace) -> int:
@@ -211,6 +240,13 @@ def cmd_conform(args: argparse.Namespace) -> int:
                else "connects to the harness, which plays its peers afresh for every case")
         raise UsageError(f"zmq-harness conform: --endpoint is for an implementation that is already up and listening; "
                          f"a {args.protocol} {args.role} {why}: start it with --cmd")
+    if args.cmd:
+        from harness.conformance.runner import check_command
+
+        try:
+            check_command(rs, args.cmd)
+        except ValueError as e:
+            raise UsageError(f"zmq-harness conform: --cmd: {e}")
     if args.mutant and not (args.reference or args.sim):
         raise UsageError("zmq-harness conform: --mutant goes with --reference or --sim")
     label = args.implementation or ("reference" if args.reference or args.sim else "external")

@@ -90,7 +90,7 @@ def node_configs(scenario: Scenario, endpoint: Callable[[str, str], str]) -> dic
         try:
             wire(nodes, endpoint)
         except ValueError as exc:  # a topology the protocol does not allow (two DCP brokers)
-            raise RunError(f"{scenario.path}: {exc}") from None
+            raise RunError(str(exc)) from None
     return nodes
 
 

@@ -31,17 +31,22 @@ see `PeerPlan`) add, all optional and unused by the other suites:
 * placeholders: a value or matcher that is exactly ``"{name}"`` is the run's value of that
   placeholder (``PeerPlan.values``: ``{topic}``, ``{port}``, ...);
 * evidence: a received message equal to one already logged (periodic beacons and heads) is
-  counted on that entry (``repeats``) instead of logged again (``fold_repeats``).
+  counted on that entry (``repeats``) instead of logged again (``fold_repeats``);
+* announced endpoints (``PeerPlan.announced``): a message of the implementation that announces
+  one of its addresses and endpoints (a Dafka BEACON) makes every receiving socket that
+  ``follow``s connect to that endpoint, as a real node would, so an implementation that binds
+  ports of its own choosing is reached, and one made of several nodes (each with its address
+  and endpoint) is reached in every part; ``{iut_address: true}`` is one of those addresses.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from harness.conformance.case import Case, Step
-from harness.node import Action, BaseNode, Deliver, Disconnect, Note, Send, SocketSpec, SocketType
+from harness.conformance.matchers import matches
+from harness.node import Action, BaseNode, Connect, Deliver, Disconnect, Note, Send, SocketSpec, SocketType
 from harness.protocols import Codec, DecodeError
 from harness.protocols.codec import Message
 
@@ -59,10 +64,11 @@ class PeerLink:
     implementation's XPUB) when its main socket only sends."""
 
     type: SocketType
-    endpoint: str
+    endpoint: str | None  # None: nowhere at first (it follows what the implementation announces)
     bind: bool
     subscribe: tuple[bytes, ...] = ()
     channel: str | None = None  # decode what arrives here as a message of this channel
+    follow: bool = False  # also connect to every endpoint the implementation announces
 
 
 @dataclass(frozen=True)
@@ -109,11 +115,13 @@ class PeerPlan:
     send_wait_ns: int = 0  # how long a send on an XPUB waits for a subscription (0: no wait)
     optional_sends: dict[str, str] = field(default_factory=dict)  # message -> why the case is then n/a
     fold_repeats: bool = True  # evidence: a message equal to one already logged counts as a repeat
+    # (address, endpoint) that a message of the implementation announces (a Dafka BEACON), else None
+    announced: Callable[[Message], tuple[str, str] | None] | None = None
 
     def conductor_config(self) -> dict[str, Any]:
         return {"peers": self.peers, "announce": list(self.announce), "values": dict(self.values),
                 "send_wait_ns": self.send_wait_ns, "optional_sends": dict(self.optional_sends),
-                "fold_repeats": self.fold_repeats}
+                "fold_repeats": self.fold_repeats, "announced": self.announced}
 
 
 class Conductor(BaseNode):
@@ -154,6 +162,10 @@ class Conductor(BaseNode):
         self._ann_due: list[int | None] = [None] * len(self.announce)
         self._folded: dict[tuple[str, str, str], dict[str, Any]] | None = \
             {} if self.config.get("fold_repeats") else None
+        self.announced: Callable[[Message], tuple[str, str] | None] | None = self.config.get("announced")
+        self.iut_addresses: dict[str, str] = {}  # announced address -> endpoint, in the order heard
+        self.followed: set[str] = {p.recv.endpoint for p in self.peers.values()
+                                   if p.recv is not None and p.recv.endpoint is not None}
 
     # ---- node contract --------------------------------------------------------------------
 
@@ -165,8 +177,9 @@ class Conductor(BaseNode):
                                   subscribe=p.subscribe, welcome=p.welcome))
             if p.recv is not None:
                 r = p.recv
-                out.append(SocketSpec(p.name + RECV, r.type, bind=(r.endpoint,) if r.bind else (),
-                                      connect=() if r.bind else (r.endpoint,), subscribe=r.subscribe))
+                at = () if r.endpoint is None else (r.endpoint,)
+                out.append(SocketSpec(p.name + RECV, r.type, bind=at if r.bind else (),
+                                      connect=() if r.bind else at, subscribe=r.subscribe))
         return out
 
     def start(self, now: int) -> list[Action]:
@@ -202,7 +215,8 @@ class Conductor(BaseNode):
             return self._fail(now, f"the implementation sent a malformed message: {error}", error.clause)
         self.buffers[name].append((now, msg, frames))
         self.seen.setdefault(name, []).append((now, msg, frames))
-        return self._advance(now)
+        follow = self._follow(msg) if on_recv and self.announced is not None and msg is not None else []
+        return follow + self._advance(now)
 
     def handle_timer(self, now: int) -> list[Action]:
         if self.done:
@@ -225,7 +239,7 @@ class Conductor(BaseNode):
             kind = step.kind
             if kind == "send":
                 try:
-                    frames = self.codec.encode(step.message, self._resolve(step.fields))
+                    frames = self._encode_send(step)
                 except ValueError as e:  # a value taken from the run does not fit: the case's error
                     return out + self._fail(now, f"the case cannot build its {step.message}: {e}",
                                             self._clause(step), error=True)
@@ -248,10 +262,17 @@ class Conductor(BaseNode):
                     out.append(Disconnect(peer.name, peer.endpoint))
                 else:  # a bound peer goes away: its announcements stop, its receiving side too
                     self.silenced.add(peer.name)
-                    if peer.recv is not None and not peer.recv.bind:
-                        out.append(Disconnect(peer.name + RECV, peer.recv.endpoint))
+                    out.extend(Disconnect(peer.name + RECV, ep) for ep in self._recv_endpoints(peer))
             elif kind in ("restart_iut", "kill_iut"):
                 out.append(Note("iut-control", {"action": kind, "step": self.i}))
+            elif kind == "expect_subscription":
+                if self.deadline is None:
+                    self.deadline = now + step.within_ns
+                first = self.codec.encode(step.message, self._resolve(step.fields))[0]
+                if not self._subscribed(step.peer, bytes(first)):
+                    if now < self.deadline:
+                        return out  # waiting: get_timer() names the deadline
+                    return out + self._fail_unsubscribed(step, self._unsubscribed_reason(step, bytes(first)), now)
             elif kind == "wait":
                 if self.deadline is None:
                     self.deadline = now + step.within_ns
@@ -310,7 +331,7 @@ class Conductor(BaseNode):
         return None
 
     def _match(self, step: Step, msg: Message) -> bool:
-        return all(_matches(self._resolve_matcher(m), msg.fields.get(f)) for f, m in step.fields.items())
+        return all(matches(self._resolve_matcher(m), msg.fields.get(f)) for f, m in step.fields.items())
 
     def _resolve(self, fields: dict[str, Any]) -> dict[str, Any]:
         out = {}
@@ -341,6 +362,8 @@ class Conductor(BaseNode):
                 return self._ref(v)
             if k == "identity_of":
                 return self._identity(str(v))
+            if k == "iut_address":
+                return {"one_of": list(self.iut_addresses)}
             if k == "not":
                 return {"not": self._resolve_matcher(v)}
             if k == "one_of" and isinstance(v, list):
@@ -348,6 +371,40 @@ class Conductor(BaseNode):
         if self.values:
             return self._placeholder(m)
         return m
+
+    def _encode_send(self, step: Step) -> list[bytes]:
+        """The frames of a send step. A field ``{iut_address: true}`` takes the announced address
+        that a subscription of the implementation at the peer lets through (the first one
+        announced while none does, so that the step waits for one)."""
+        fields = self._resolve(step.fields)
+        slots = [f for f, v in fields.items() if isinstance(v, dict) and set(v) == {"iut_address"}]
+        if not slots:
+            return self.codec.encode(step.message, fields)
+        if not self.iut_addresses:
+            raise ValueError("the implementation has announced no address yet")
+        variants = [self.codec.encode(step.message, {**fields, **{f: a for f in slots}}) for a in self.iut_addresses]
+        return next((v for v in variants if self._subscribed(step.peer, bytes(v[0]))), variants[0])
+
+    def _recv_endpoints(self, peer: PeerSocket) -> list[str]:
+        """The endpoints a peer's receiving socket is connected to."""
+        r = peer.recv
+        if r is None or r.bind:
+            return []
+        given = [] if r.endpoint is None else [r.endpoint]
+        return given + ([ep for ep in sorted(self.followed) if ep not in given] if r.follow else [])
+
+    def _follow(self, msg: Message) -> list[Action]:
+        """An announcement of the implementation: remember its address; connect every
+        following receiving socket to an endpoint not heard of before."""
+        found = self.announced(msg) if self.announced is not None else None
+        if found is None:
+            return []
+        address, endpoint = found
+        self.iut_addresses.setdefault(address, endpoint)
+        if endpoint in self.followed:
+            return []
+        self.followed.add(endpoint)
+        return [Connect(p.name + RECV, endpoint) for p in self.peers.values() if p.recv is not None and p.recv.follow]
 
     def _identity(self, peer: str) -> bytes | None:
         """The routing identity of the peer's connection to the implementation, as the ROUTER
@@ -377,7 +434,7 @@ class Conductor(BaseNode):
         near = [m for _, m, _ in fresh if m is not None and m.name == step.message]
         if near:
             m = near[-1]
-            wrong = [f for f, matcher in step.fields.items() if not _matches(self._resolve_matcher(matcher), m.fields.get(f))]
+            wrong = [f for f, matcher in step.fields.items() if not matches(self._resolve_matcher(matcher), m.fields.get(f))]
             shown = self.codec.show(m)
             detail = "; ".join(f"{f} was {shown.get(f)!r}" for f in wrong)
             clause = next((step.field_clauses[f] for f in wrong if f in step.field_clauses), self._clause(step))
@@ -428,20 +485,30 @@ class Conductor(BaseNode):
             self.deadline = now + self.send_wait_ns
         if now < self.deadline:
             return []  # waiting: get_timer() names the deadline
-        what = step.message or "message"
-        have = ", ".join(repr(p.decode("utf-8", "backslashreplace")) for p in self.subs[peer.name]) or "none"
-        reason = (f"{peer.name} could not send {what} (topic frame {bytes(frames[0])[:40]!r}): in "
-                  f"{self.send_wait_ns / 1e6:g} ms the implementation held no subscription at {peer.name} that "
-                  f"lets it through (line {step.line}; its subscriptions there: {have})")
+        reason = self._unsubscribed_reason(step, bytes(frames[0]), self.send_wait_ns)
         if step.message in self.optional_sends:
             self.done = True
             data = self._result("skipped", f"{reason}; not applicable: {self.optional_sends[step.message]}", "", now)
             return [Deliver("case-result", data)]
+        return self._fail_unsubscribed(step, reason, now)
+
+    def _fail_unsubscribed(self, step: Step, reason: str, now: int) -> list[Action]:
+        """No subscription came in time: the step's clause, or the root cause of the silence."""
         clause = self._clause(step)
-        root = self._blame_unsubscribed(peer)
+        root = self._blame_unsubscribed(self.peers[step.peer or ""])
         if root is not None and root[0] != clause:
             reason, clause = f"{reason} [{root[1]}]", root[0]
         return self._fail(now, reason, clause)
+
+    def _unsubscribed_reason(self, step: Step, first: bytes, waited_ns: int | None = None) -> str:
+        peer = step.peer or ""
+        what = step.message or "message"
+        waited = step.within_ns if waited_ns is None else waited_ns
+        have = ", ".join(repr(p.decode("utf-8", "backslashreplace")) for p in self.subs.get(peer, {})) or "none"
+        doing = "send" if step.kind != "expect_subscription" else "see a subscription for"
+        return (f"{peer} could not {doing} {what} (topic frame {first[:40]!r}): in {waited / 1e6:g} ms the "
+                f"implementation held no subscription at {peer} that lets it through (line {step.line}; its "
+                f"subscriptions there: {have})")
 
     def _blame_unsubscribed(self, p: PeerSocket) -> tuple[str, str] | None:
         if p.name not in self.heard and p.blame.get("silent"):
@@ -527,44 +594,3 @@ def _brief(codec: Codec, msg: Message) -> str:
 
 def _fmt(d: dict[str, Any]) -> str:
     return "{" + ", ".join(f"{k}: {v}" for k, v in d.items()) + "}"
-
-
-def _as_bytes(v: Any) -> Any:
-    if isinstance(v, str):
-        return v.encode("utf-8", "surrogateescape")
-    if isinstance(v, dict) and set(v) == {"hex"}:
-        return bytes.fromhex(str(v["hex"]).replace(" ", ""))
-    if isinstance(v, list):
-        return [_as_bytes(x) for x in v]
-    return v
-
-
-def _equal(expected: Any, actual: Any) -> bool:
-    if expected == actual:
-        return True
-    if isinstance(actual, (bytes, list)):
-        return _as_bytes(expected) == actual
-    return False
-
-
-def _matches(m: Any, actual: Any) -> bool:
-    if isinstance(m, dict) and len(m) == 1:
-        (k, v), = m.items()
-        if k == "hex":
-            return _as_bytes(actual) == bytes.fromhex(str(v).replace(" ", ""))  # text fields too
-        if k == "pattern":
-            text = actual.decode("utf-8", "replace") if isinstance(actual, bytes) else str(actual)
-            return re.fullmatch(str(v), text) is not None
-        if k == "any":
-            return actual is not None
-        if k == "not":
-            return not _matches(v, actual)
-        if k == "len":
-            return actual is not None and len(actual) == int(v)
-        if k == "one_of":
-            return any(_matches(x, actual) for x in v)
-        if k == "nonempty":
-            return bool(actual) == bool(v)
-        if k == "ref":  # unresolved (nothing captured): never matches
-            return False
-    return _equal(m, actual)

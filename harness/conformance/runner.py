@@ -9,6 +9,7 @@ attributed to, the reason, the decoded exchange as evidence and the command that
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import sys
 from dataclasses import dataclass, field
@@ -127,8 +128,11 @@ def _finish(case: Case, data: dict[str, Any] | None, rerun: str) -> CaseResult:
                       data.get("step"), data.get("step_line"), data.get("elapsed_ms", 0.0), rerun)
 
 
+TIMED_STEPS = ("expect", "expect_nothing", "wait", "expect_subscription")
+
+
 def case_budget_ns(case: Case) -> int:
-    return sum(s.within_ns for s in case.steps if s.kind in ("expect", "expect_nothing", "wait")) + 2_000_000_000
+    return sum(s.within_ns for s in case.steps if s.kind in TIMED_STEPS) + 2_000_000_000
 
 
 # ---- one case on a runtime -------------------------------------------------------------------
@@ -166,6 +170,8 @@ class _CaseRun:
     def _on_failure(self, failure: NodeFailure) -> None:
         if failure.node == IUT:
             self._crashed(f"the implementation crashed: {failure.error}")
+        elif failure.node == CONDUCTOR and not self.result:  # a bug of the harness: no verdict on the IUT
+            self.result.update(verdict="error", reason=f"the harness failed: {failure.error}", clause="")
 
     def _crashed(self, reason: str) -> None:
         if not self.crash_reported and not self.result:
@@ -246,7 +252,9 @@ def _run_case_live(case: Case, *, cmd: str | None = None, endpoint: str | None =
     its placeholders filled) and always reaped; or ``endpoint`` is an implementation already up."""
     from harness.live.external import ExternalNode
     from harness.live.runtime import LiveRuntime
-    from harness.live.supervisor import ManagedProcess, ReadyDelay, ReadyPort, SupervisorError, free_port
+    from harness.live.supervisor import (
+        ManagedProcess, PlaceholderError, ReadyDelay, ReadyPort, SupervisorError, free_port,
+    )
 
     skipped = _skip(case, dialect)
     if skipped:
@@ -277,25 +285,29 @@ def _run_case_live(case: Case, *, cmd: str | None = None, endpoint: str | None =
     if trace is not None and not cmd:
         trace.register_node(IUT, case.role, "external")
     try:
+        # The IUT binds {endpoint}: it must be ready before the conductor starts. Otherwise the
+        # harness binds first and the IUT connects (or binds ports of its own, which it
+        # announces) once it is up.
+        own_ports = bool(cmd) and rs.iut_binds and binds_own_ports(rs, cmd)
+        binds_given = bool(cmd) and rs.iut_binds and not own_ports
         if cmd:
-            # The IUT binds: it must be ready before the conductor starts; else the harness
-            # binds first and the IUT connects once it is up.
-            ready = ReadyPort(int(values["port"]), timeout=15) if rs.iut_binds else ReadyDelay(0.0)
+            ready = ReadyPort(int(values["port"]), timeout=15) if binds_given else ReadyDelay(0.0)
             iut = ExternalNode(ManagedProcess(cmd, values=values, ready=ready, name=f"iut-{case.id}"), case.role)
             runtime.attach_process(IUT, iut)
             run.process = iut
-            if rs.iut_binds:
+            if binds_given:
                 iut.process.start()
-        conductor, budget = _conductor_config(case, rs, dialect, ep, tag, values, _live_endpoint)
+        plan_values = {**values, "endpoint": None, "port": None} if own_ports else values
+        conductor, budget = _conductor_config(case, rs, dialect, ep, tag, plan_values, _live_endpoint)
         runtime.add_node(CONDUCTOR, Conductor, role="conductor", config=conductor)
         runtime.start()
-        if iut is not None and not rs.iut_binds:
+        if iut is not None and not binds_given:
             iut.process.start()
         run_until(runtime, runtime.now_ns + budget + 5_000_000_000, lambda: run.done)
         result = _finish(case, run.result or None, rerun)
         # How it ended, before the harness stops it: (None: still running) or its exit code.
         exit_code = iut.process.returncode if iut is not None and iut.exited_by_itself else None
-    except SupervisorError as e:
+    except (SupervisorError, PlaceholderError) as e:
         return CaseResult(case, "error", f"{NOT_STARTED}: {e}", "", rerun=rerun)
     finally:
         with shielded():  # a stop signal waits until the IUT is reaped and the trace written
@@ -307,6 +319,21 @@ def _run_case_live(case: Case, *, cmd: str | None = None, endpoint: str | None =
                 if trace is not None:
                     trace.close()
     return result if iut is None else _with_process(result, iut, exit_code, rs.completes)
+
+
+def check_command(rs: RoleSuite, cmd: str) -> None:
+    """Raise PlaceholderError (a ValueError) for a command line that cannot run any case: an
+    unknown placeholder, a stray brace, an unbalanced quote."""
+    from harness.live.supervisor import fill_placeholders
+
+    standard = ("endpoint", "port", "host", "dialect", "python", *rs.harness_endpoints)
+    fill_placeholders(cmd, {**rs.placeholders, **dict.fromkeys(standard, "x")})
+
+
+def binds_own_ports(rs: RoleSuite, cmd: str) -> bool:
+    """A command line that names neither {endpoint} nor {port}, of a role that announces the
+    endpoints it binds: the implementation picks its own ports, and is followed there."""
+    return rs.announces_endpoint and not re.search(r"(?<!\{)\{(endpoint|port)\}", cmd)
 
 
 def _with_process(result: CaseResult, iut: Any, exit_code: int | None, completes: bool) -> CaseResult:

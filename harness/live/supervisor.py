@@ -108,7 +108,10 @@ def fill_placeholders(cmd: str | Sequence[str], values: Mapping[str, Any]) -> li
     in each argument with ``values[name]``. ``{{`` and ``}}`` stand for literal braces, as in
     str.format; a single brace is an error. Values are substituted after splitting, so a value
     with spaces stays one argument."""
-    args = shlex.split(cmd) if isinstance(cmd, str) else [str(a) for a in cmd]
+    try:
+        args = shlex.split(cmd) if isinstance(cmd, str) else [str(a) for a in cmd]
+    except ValueError as e:  # an unbalanced quote
+        raise PlaceholderError(f"command {cmd!r} cannot be split into words like a shell would: {e}") from None
     if not args:
         raise PlaceholderError("empty command line")
     unknown: list[str] = []
@@ -122,7 +125,7 @@ def fill_placeholders(cmd: str | Sequence[str], values: Mapping[str, Any]) -> li
         if text in "{}":
             raise PlaceholderError(
                 f"single {text!r} in argument {m.string!r} of command {cmd!r} (write {{{{ and "
-                "}}}} for literal braces)"
+                "}} for literal braces)"
             )
         name = m.group(1)
         if not name.isidentifier():

@@ -172,6 +172,10 @@ class RoleSuite:
     # of records): exit status 0 once its work is done is not a crash, and expectations of
     # silence then hold. Any other exit of the IUT during a case is a robustness failure.
     completes: bool = False
+    # The IUT announces the endpoints it binds (Dafka beacons): one whose command line names
+    # neither {endpoint} nor {port} binds ports of its own choosing and is reached through what
+    # it announces (PeerLink.follow), like a real node of the protocol would reach it.
+    announces_endpoint: bool = False
 
     @property
     def peer_roles(self) -> dict[str, str]:
