@@ -1,14 +1,18 @@
-"""The ``zmq-harness`` command."""
+"""The ``zmq-harness`` command: a conformance and chaos-testing harness for five ZeroMQ
+protocols (Dafka, DCP, Event BUS, PPPP, Raft over ZeroMQ). It runs conformance suites against
+an implementation (conform), chaos scenarios in a deterministic simulator or over real sockets
+(run), reference nodes on their own (node), and turns traces into reports with Spark (report)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+import textwrap
 from typing import Any, Sequence
 
 from harness.protocols import PROTOCOLS
-from harness.registry import protocols
+from harness.registry import package, protocols
 
 
 def _parse_frame(text: str) -> bytes:
@@ -354,8 +358,23 @@ def cmd_report(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def _roles_text() -> str:
+    """Per protocol: the roles it has reference nodes for and the roles it has suites for."""
+    from harness.registry import package
+
+    lines = ["protocols, their roles (reference nodes) and conformance suites:"]
+    for name in protocols():
+        pkg = package(name)
+        roles = ", ".join(pkg.roles) or "none yet"
+        suites = ", ".join(pkg.suites) or "none yet"
+        lines.append(f"  {name:<9} roles: {roles}; suites: {suites}")
+    return "\n".join(lines)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="zmq-harness", description=__doc__)
+    ap = argparse.ArgumentParser(prog="zmq-harness", description=__doc__, epilog=_roles_text() + "\n\n"
+                                 "zmq-harness COMMAND --help says more; the guide is in docs/.",
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
 
     d = sub.add_parser("decode", help="decode one message given as hex frames",
@@ -385,7 +404,8 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Run one reference node until SIGTERM/SIGINT. It prints 'READY <name> <endpoints>' "
                        "once its sockets are bound. Example: zmq-harness node dcp broker --bind tcp://127.0.0.1:5555")
     n.add_argument("protocol", choices=protocols())
-    n.add_argument("role")
+    n.add_argument("role", help="; ".join(f"{p}: {', '.join(package(p).roles)}" for p in protocols()
+                                         if package(p).roles))
     n.add_argument("--bind", action="append", metavar="ENDPOINT", help="endpoint to bind (repeatable)")
     n.add_argument("--connect", action="append", metavar="ENDPOINT", help="endpoint to connect to (repeatable)")
     n.add_argument("--set", action="append", metavar="KEY=VALUE", help="a role setting, as in scenario files")
@@ -403,7 +423,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "--endpoint, the reference node (--reference), or in the simulator (--sim). Exit status "
                        "is non-zero on any MUST failure (and SHOULD with --fail-on should).")
     k.add_argument("protocol", choices=protocols())
-    k.add_argument("role")
+    k.add_argument("role", help="the role under test: " + "; ".join(
+        f"{p}: {', '.join(package(p).suites)}" for p in protocols() if package(p).suites))
     k.add_argument("--cmd", help="command line of the implementation, e.g. \"mybroker --bind {endpoint}\"")
     k.add_argument("--endpoint", help="endpoint of an implementation that is already running")
     k.add_argument("--reference", action="store_true", help="test the reference node, run as a subprocess")
@@ -430,12 +451,18 @@ def build_parser() -> argparse.ArgumentParser:
     _report_arguments(rp)
     rp.set_defaults(func=cmd_report)
 
-    c = sub.add_parser("clauses", help="print or regenerate the clause catalogues (docs/clauses/*.md)")
+    c = sub.add_parser("clauses", help="print or regenerate the clause catalogues (docs/clauses/*.md)",
+                       description=textwrap.fill(
+                           "Every MUST / SHOULD / MAY statement of a protocol's document has a stable clause id "
+                           "(e.g. dcp.heartbeat.pong), a level, the section it is in, the roles it binds and "
+                           "whether it shows on the wire; conformance verdicts and checkers name clauses by id. "
+                           "Without options: print the catalogue of each PROTOCOL as Markdown.", 79),
+                       epilog=_roles_text(), formatter_class=argparse.RawDescriptionHelpFormatter)
     c.add_argument("protocols", nargs="*", metavar="PROTOCOL", help=f"any of {', '.join(PROTOCOLS)} (default: all)")
     g = c.add_mutually_exclusive_group()
-    g.add_argument("--write", action="store_true")
-    g.add_argument("--check", action="store_true")
-    c.add_argument("--dir", default="docs/clauses")
+    g.add_argument("--write", action="store_true", help="write DIR/<protocol>.md for each protocol")
+    g.add_argument("--check", action="store_true", help="exit 1 if a file in DIR is not the catalogue as it is now")
+    c.add_argument("--dir", default="docs/clauses", help="where --write and --check look (default: docs/clauses)")
     c.set_defaults(func=cmd_clauses)
 
     pr = sub.add_parser("protocols", help="list each protocol's package: what it has and what it still lacks",

@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import IO, Any, Mapping, Sequence, Union
 
+from harness.interrupts import shielded
 from harness.live.output import OutputBuffer, start_reader
 
 DEFAULT_READY_TIMEOUT = 10.0
@@ -276,16 +277,19 @@ class ManagedProcess:
             env = None if self.env is None else {**os.environ, **self.env}
             if self.log_path is not None:
                 self._log = open(self.log_path, "a", encoding="utf-8")
-            try:
-                self._popen = subprocess.Popen(
-                    self.args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE, env=env, cwd=self.cwd, start_new_session=True,
-                )
-            except OSError as exc:
-                self._close_log()
-                raise SupervisorError(f"{self.name}: cannot start {self.args!r}: {exc}") from exc
-            self._reaped = False
-            _register(self)
+            # A stop signal (harness.interrupts) waits until the child is registered for
+            # reaping: raised in the middle of Popen, it would orphan the forked child.
+            with shielded():
+                try:
+                    self._popen = subprocess.Popen(
+                        self.args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE, env=env, cwd=self.cwd, start_new_session=True,
+                    )
+                except OSError as exc:
+                    self._close_log()
+                    raise SupervisorError(f"{self.name}: cannot start {self.args!r}: {exc}") from exc
+                self._reaped = False
+                _register(self)
             assert self._popen.stdout is not None and self._popen.stderr is not None
             self._readers = [
                 start_reader(self._popen.stdout, "stdout", self.buffer, self._log),

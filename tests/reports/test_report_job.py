@@ -163,6 +163,21 @@ def test_the_report_command(traces: Path, spark, tmp_path: Path) -> None:
     assert r.returncode == 0 and "--master" in r.stdout
 
 
+def test_the_sql_engine_names_and_skips_a_torn_file(traces: Path, spark, tmp_path: Path) -> None:
+    """As the arrow engine does (before, Spark failed the whole report on it)."""
+    from harness.cli import main
+
+    mixed = tmp_path / "mixed"
+    shutil.copytree(traces / "hand", mixed)
+    (mixed / "torn.parquet").write_bytes(b"PAR1 cut short")
+    (mixed / "other.parquet").write_bytes((traces / "hand").joinpath(
+        sorted(p.name for p in (traces / "hand").glob("*.parquet"))[0]).read_bytes()[:200])
+    assert main(["report", str(mixed), "--engine", "sql", "--out", str(tmp_path / "m")]) == 1
+    data = json.loads((tmp_path / "m" / "report.json").read_text())
+    assert [u["file"] for u in data["unreadable_files"]] == [str(mixed / "other.parquet"), str(mixed / "torn.parquet")]
+    assert data["spark"]["engine"] == "sql" and data["runs"][0]["scenario"] == "hand"
+
+
 def _comparable(report: dict) -> dict:
     return {k: v for k, v in report.items() if k not in ("generated_at", "spark", "source")}
 
