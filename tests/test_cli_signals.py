@@ -17,6 +17,7 @@ import sys
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Callable
 
 import pyarrow.parquet as pq
 import pytest
@@ -45,6 +46,23 @@ def wait_for_line(proc: subprocess.Popen[str], needle: str, timeout: float) -> l
     raise AssertionError(f"no line with {needle!r} in {timeout}s: {seen}")
 
 
+def interrupted(args: list[str], when: Callable[[subprocess.Popen[str]], None], sig: int, status: int
+                ) -> tuple[str, str]:
+    """Start zmq-harness ARGS, send it ``sig`` once ``when`` returns; (stdout, stderr) of a
+    process that then exited with ``status`` and no traceback."""
+    proc = subprocess.Popen([BIN, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        when(proc)
+        proc.send_signal(sig)
+        stdout, stderr = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == status, stdout + stderr
+    assert "Traceback" not in stderr, stderr
+    return stdout, stderr
+
+
 def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -64,16 +82,14 @@ def test_sigterm_to_conform_stops_reaps_and_writes_the_finished_cases(tmp_path: 
     broker = pid_recording(pids, "{python} -m harness.cli node dcp broker --bind {endpoint} "
                                  "--set heartbeat={heartbeat_ms}ms --set liveness={liveness}")
     out = tmp_path / "out"
-    proc = subprocess.Popen([BIN, "conform", "dcp", "broker", "--cmd", broker, "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        wait_for_line(proc, "  pass ", 60)  # the first case has finished, the next one is running
-        proc.send_signal(signal.SIGTERM)
-        stdout, stderr = proc.communicate(timeout=30)
-    finally:
-        proc.kill()
-    assert proc.returncode == 143, stdout + stderr
-    assert "Traceback" not in stderr and "stopped by SIGTERM after" in stderr, stderr
+
+    def first_case_done(proc: subprocess.Popen[str]) -> None:
+        wait_for_line(proc, "  pass ", 60)  # printed as it finished; the next case is running
+        assert proc.poll() is None
+
+    stdout, stderr = interrupted(["conform", "dcp", "broker", "--cmd", broker, "--out", str(out)], first_case_done,
+                                 signal.SIGTERM, 143)
+    assert "stopped by SIGTERM after" in stderr, stderr
     assert "passed," in stdout, "the summary is printed"
     results = json.loads((out / "dcp-broker" / "results.json").read_text())
     finished = len(results["cases"])
@@ -93,19 +109,15 @@ def test_sigint_to_run_live_reaps_the_external_node_and_keeps_the_trace(tmp_path
     scenario = tmp_path / "clean.yaml"
     scenario.write_text(text)
     out = tmp_path / "out"
-    proc = subprocess.Popen([BIN, "run", str(scenario), "--live", "--out", str(out)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
+
+    def under_way(proc: subprocess.Popen[str]) -> None:
         end = time.monotonic() + 30
         while not (pids.exists() and pids.read_text().strip()) and time.monotonic() < end:
             time.sleep(0.1)
         time.sleep(3.5)  # the broker is up (about a second) and requests flow
-        proc.send_signal(signal.SIGINT)
-        stdout, stderr = proc.communicate(timeout=30)
-    finally:
-        proc.kill()
-    assert proc.returncode == 130, stdout + stderr
-    assert "Traceback" not in stderr and "stopped by SIGINT" in stderr, stderr
+
+    _, stderr = interrupted(["run", str(scenario), "--live", "--out", str(out)], under_way, signal.SIGINT, 130)
+    assert "stopped by SIGINT" in stderr, stderr
     assert_reaped(pids)
     [trace] = list(out.rglob("live-seed-1.parquet"))
     assert pq.read_table(trace).num_rows > 100, "the trace of the interrupted run is flushed and readable"
