@@ -117,8 +117,8 @@ def test_a_live_command_that_is_missing_or_never_ready_is_one_line(tmp_path: Pat
 
 
 def test_run_live_of_what_the_live_runtime_cannot_do_is_one_line(tmp_path: Path) -> None:
-    one_line_error(zh("run", str(ROOT / "scenarios/dcp/lossy.yaml"), "--live", "--out", str(tmp_path)),
-                   "lossy.yaml:", "cannot run live")
+    path = scenario(tmp_path, "skewed", CLEAN + 'faults:\n  - {at: 1s, clock_skew: "workers.*", offset: -50ms}\n')
+    one_line_error(zh("run", path, "--live", "--out", str(tmp_path)), "skewed.yaml:", "clock")
 
 
 def test_live_runs_once_so_several_seeds_are_refused(tmp_path: Path) -> None:
