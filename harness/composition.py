@@ -228,7 +228,7 @@ def run_scenario(scenario: Scenario, seed: int, mode: str, out_dir: str | None =
         lead = 1 if mode == "sim" else LIVE_STATUS_LEAD_NS
         for name in scenario.node_names:  # checkers that judge final state ask for it last
             if roles[name] in pkg.final_status and name not in processes:
-                runtime.command(end - lead, name, {"op": "status"})
+                runtime.command(end - lead, name, {"op": "status", "corr": f"{name}/status"})
         if placement is not None:
             placement.proxy.start()
         for proc in processes.values():

@@ -217,8 +217,8 @@ def _sql(spark: Any, df, tables: ControlTables) -> pa.Table:
     rows = message_histogram(spark, df, segments, {lab: i for i, lab in enumerate(labels)})
     out = []
     for h in rows:
-        protocol, scenario = tables.groups.get(h["p"], (None, None))
-        out.append({"protocol": protocol, "scenario": scenario, "e": h["e"], "mt": tables.msg_types.get(h["mt"]),
+        protocol, scenario, clock = tables.groups.get(h["p"], (None, None, None))
+        out.append({"protocol": protocol, "scenario": scenario, "clock": clock, "e": h["e"], "mt": tables.msg_types.get(h["mt"]),
                     "window": labels[h["wl"]], "fb": h["fb"], "status": h["status"], "b": h["b"], "n": h["n"],
                     "lo": h["lo"], "hi": h["hi"], "total": h["total"], "drops": h["drops"]})
     return pa.Table.from_pylist(out, schema=run_scan.HISTOGRAM_SCHEMA)
