@@ -18,7 +18,7 @@ EXPECTED_LACKS: dict[str, list[str]] = {
     "dafka": [],
     "dcp": [],
     "eventbus": ["roles", "operations", "checks", "mutants", "suites", "wire", "command"],
-    "pppp": ["roles", "operations", "checks", "mutants", "suites", "wire", "command"],
+    "pppp": [],
     "raft": ["roles", "operations", "checks", "mutants", "suites", "wire", "command"],
 }
 

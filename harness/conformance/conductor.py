@@ -37,10 +37,16 @@ see `PeerPlan`) add, all optional and unused by the other suites:
   ``follow``s connect to that endpoint, as a real node would, so an implementation that binds
   ports of its own choosing is reached, and one made of several nodes (each with its address
   and endpoint) is reached in every part; ``{iut_address: true}`` is one of those addresses.
+
+What the implementation prints for its application (``expect_output`` steps) reaches the
+conductor as commands ``{"op": "output", "line": text}`` from the runner (the implementation's
+standard output live; its deliveries, through the protocol's ``output``, in simulation). A line
+that is a JSON object is kept until a step takes it; other lines are ignored.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -166,6 +172,7 @@ class Conductor(BaseNode):
         self.iut_addresses: dict[str, str] = {}  # announced address -> endpoint, in the order heard
         self.followed: set[str] = {p.recv.endpoint for p in self.peers.values()
                                    if p.recv is not None and p.recv.endpoint is not None}
+        self.outputs: list[dict[str, Any]] = []  # output lines no expect_output took yet
 
     # ---- node contract --------------------------------------------------------------------
 
@@ -225,10 +232,26 @@ class Conductor(BaseNode):
 
     def command(self, request: dict[str, Any], now: int) -> list[Action]:
         """``{"op": "iut-crashed", "reason": ...}``: the implementation crashed; the case ends
-        with a robustness failure carrying the exchange so far."""
-        if request.get("op") != IUT_CRASHED or self.done:
+        with a robustness failure carrying the exchange so far. ``{"op": "output", "line": ...}``:
+        a line the implementation printed for its application."""
+        op = request.get("op")
+        if self.done:
             return []
-        return self._fail(now, str(request.get("reason", "the implementation crashed")), ROBUSTNESS)
+        if op == IUT_CRASHED:
+            return self._fail(now, str(request.get("reason", "the implementation crashed")), ROBUSTNESS)
+        if op != "output":
+            return []
+        try:
+            line = json.loads(str(request.get("line", "")))
+        except ValueError:
+            return []
+        if not isinstance(line, dict):
+            return []
+        self.outputs.append(line)
+        if len(self.log) < 500:
+            self.log.append({"t_ms": round((now - self.t0) / 1e6, 3), "dir": "in", "peer": "(output)",
+                             "message": "(output)", "fields": line})
+        return self._advance(now)
 
     # ---- the script -----------------------------------------------------------------------
 
@@ -282,6 +305,9 @@ class Conductor(BaseNode):
                 if self.deadline is None:
                     self.deadline = now + step.within_ns
                     self.step_seen = len(self.seen.get(step.peer, [])) - len(self.buffers[step.peer])
+                wrong = self._not_first(step)
+                if wrong is not None:
+                    return out + self._fail(now, wrong, self._clause(step))
                 found = self._take(step)
                 if found is None:
                     if now >= self.deadline:
@@ -303,6 +329,28 @@ class Conductor(BaseNode):
                                                  f"{_brief(self.codec, hit)} where nothing was expected", self._clause(step))
                 if now < self.deadline:
                     return out  # waiting: get_timer() names the deadline
+            elif kind == "expect_output":
+                if self.deadline is None:
+                    self.deadline = now + step.within_ns
+                k = self._output(step)
+                if k is None:
+                    if now >= self.deadline:
+                        got = "; ".join(json.dumps(o) for o in self.outputs[-5:]) or "none"
+                        return out + self._fail(now, f"expected an output line with {_fmt(step.fields)} within "
+                                                     f"{step.within_ns / 1e6:g} ms (line {step.line}); lines not "
+                                                     f"taken yet: {got}", self._clause(step))
+                    return out  # waiting: get_timer() names the deadline
+                del self.outputs[k]
+            elif kind == "expect_no_output":
+                if self.deadline is None:
+                    self.deadline = now + step.within_ns
+                k = self._output(step)
+                if k is not None:
+                    return out + self._fail(now, f"the implementation output {json.dumps(self.outputs[k])} where no "
+                                                 f"line with {_fmt(step.fields)} was expected (line {step.line})",
+                                            self._clause(step))
+                if now < self.deadline:
+                    return out  # waiting: get_timer() names the deadline
             self.i += 1
             self.deadline = None
         if not self.done and self.i >= len(self.case.steps):
@@ -320,6 +368,24 @@ class Conductor(BaseNode):
                                        "and sent anything to it", self._clause(step), error=True)
             frames = [ident, *frames]
         return [Send(peer.name, frames, step.message or "raw")]
+
+    def _not_first(self, step: Step) -> str | None:
+        """For ``first: true``: why the first message the peer got is not the expected one."""
+        buf = self.buffers[step.peer]
+        if not step.first or not buf:
+            return None
+        msg = buf[0][1]
+        if msg is not None and msg.name == step.message and self._match(step, msg):
+            return None
+        got = "a malformed message" if msg is None else f"{msg.name} {_brief(self.codec, msg)}"
+        return f"{step.peer} expected {step.message} first (line {step.line}); the first message was {got}"
+
+    def _output(self, step: Step) -> int | None:
+        """The index of the first output line not taken yet whose keys match the step."""
+        for k, line in enumerate(self.outputs):
+            if all(matches(self._resolve_matcher(m), line.get(f)) for f, m in step.fields.items()):
+                return k
+        return None
 
     def _take(self, step: Step, consume: bool = True) -> Message | None:
         buf = self.buffers[step.peer]

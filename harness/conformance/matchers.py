@@ -1,6 +1,9 @@
-"""How an ``expect`` step's field matchers (docs/conformance.md, `harness.conformance.case`)
-judge a decoded field. Matchers that take values from the run (``ref``, ``identity_of``,
-``iut_address``, placeholders) are resolved by the conductor before they get here."""
+"""Field matchers of conformance cases (docs/conformance.md, "Matchers"): a plain value, or a
+one-key mapping ``hex``, ``pattern``, ``any``, ``not``, ``len``, ``one_of``, ``nonempty``.
+Matchers that take values from the run (``ref``, ``identity_of``, ``iut_address``,
+placeholders) are resolved by the conductor before a value reaches `matches`.
+The same matchers judge a message's fields (``expect``) and a line of the implementation's
+output (``expect_output``)."""
 
 from __future__ import annotations
 
@@ -21,6 +24,8 @@ def as_bytes(v: Any) -> Any:
 def equal(expected: Any, actual: Any) -> bool:
     if expected == actual:
         return True
+    if isinstance(expected, (list, tuple)) and isinstance(actual, (list, tuple)) and len(expected) == len(actual):
+        return all(equal(e, a) for e, a in zip(expected, actual))  # [[3, 3]] equals [SeqRange(3, 3)]
     if isinstance(actual, (bytes, list)):
         return as_bytes(expected) == actual
     return False

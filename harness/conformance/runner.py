@@ -12,13 +12,14 @@ import os
 import re
 import shlex
 import sys
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from harness.conformance.case import Case, load_case
+from harness.conformance.case import TIMED_KINDS, Case, load_case
 from harness.conformance.conductor import IUT_CRASHED, ROBUSTNESS, Conductor, PeerPlan, PeerSocket
 from harness.interrupts import shielded
-from harness.node import NodeFactory
+from harness.node import Deliver, NodeFactory
 from harness.packages.base import RoleSuite
 from harness.protocols import catalogue, codec
 from harness.registry import package, suite
@@ -73,10 +74,37 @@ def load_suite(protocol: str, role: str, root: str | None = None, only: list[str
 def _peers(case: Case, rs: RoleSuite, endpoint: str, tag: str) -> dict[str, PeerSocket]:
     out = {}
     for name in case.peers:
-        role, stype, binds = rs.peers[name.split(".")[0]]
+        prefix = name.split(".")[0]
+        role, stype, binds = rs.peers[prefix]
         ident = None if binds else f"{name}{tag}".encode()
-        out[name] = PeerSocket(name, stype, endpoint, binds, ident)
+        out[name] = PeerSocket(name, stype, endpoint, binds, ident, channel=rs.peer_channels.get(prefix))
     return out
+
+
+class _OutputFeed:
+    """Hands an implementation's standard output to the conductor, line by line (from the
+    process's reader thread), once the conductor is a node of the runtime; earlier lines wait."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._runtime: Runtime | None = None
+        self._early: list[str] = []
+
+    def line(self, stream: str, text: str) -> None:
+        if stream != "stdout":
+            return
+        with self._lock:
+            runtime = self._runtime
+            if runtime is None:
+                self._early.append(text)
+                return
+        runtime.command(0, CONDUCTOR, {"op": "output", "line": text})
+
+    def attach(self, runtime: Runtime) -> None:
+        with self._lock:
+            self._runtime, early, self._early = runtime, self._early, []
+        for text in early:
+            runtime.command(0, CONDUCTOR, {"op": "output", "line": text})
 
 
 def _values(case: Case, rs: RoleSuite, dialect: str, endpoint: str, alloc: Any = None) -> dict[str, Any]:
@@ -128,11 +156,8 @@ def _finish(case: Case, data: dict[str, Any] | None, rerun: str) -> CaseResult:
                       data.get("step"), data.get("step_line"), data.get("elapsed_ms", 0.0), rerun)
 
 
-TIMED_STEPS = ("expect", "expect_nothing", "wait", "expect_subscription")
-
-
 def case_budget_ns(case: Case) -> int:
-    return sum(s.within_ns for s in case.steps if s.kind in TIMED_STEPS) + 2_000_000_000
+    return sum(s.within_ns for s in case.steps if s.kind in TIMED_KINDS) + 2_000_000_000
 
 
 # ---- one case on a runtime -------------------------------------------------------------------
@@ -143,10 +168,14 @@ class _CaseRun:
     conductor plays the peers, the IUT is a node of the runtime or a process attached to it,
     ``restart_iut``/``kill_iut`` steps act through the runtime's faults. A crash of the IUT (a
     node that raised; a process that exited by itself, unless its role runs to completion and
-    it exited 0) is handed to the conductor, which ends the case with a robustness failure."""
+    it exited 0) is handed to the conductor, which ends the case with a robustness failure. An
+    IUT that is a node of the runtime has its deliveries turned into the lines its protocol's
+    ``output`` prints standalone, for the conductor's ``expect_output`` steps (a process's own
+    standard output reaches the conductor through `_OutputFeed`)."""
 
-    def __init__(self, runtime: Runtime, completes: bool = False) -> None:
+    def __init__(self, runtime: Runtime, protocol: str, completes: bool = False) -> None:
         self.runtime = runtime
+        self.output = package(protocol).output
         self.completes = completes  # the IUT's role may exit 0 once its work is done
         self.result: dict[str, Any] = {}
         self.process: Any = None  # the IUT's ExternalNode, live with --cmd
@@ -156,6 +185,11 @@ class _CaseRun:
         runtime.on_failure(self._on_failure)
 
     def _on_action(self, node: str, action: Any, t: int) -> None:
+        if node == IUT and self.output is not None and isinstance(action, Deliver):
+            line = self.output(action.kind, action.data)
+            if line is not None:
+                self.runtime.command(t, CONDUCTOR, {"op": "output", "line": line})
+            return
         if node != CONDUCTOR:
             return
         kind = getattr(action, "kind", None)
@@ -216,7 +250,7 @@ def run_case_sim(case: Case, factory: NodeFactory, *, dialect: str = "strict", s
     values = _values(case, rs, dialect, endpoint, alloc)
     conductor, budget = _conductor_config(case, rs, dialect, endpoint, "", values, alloc)
     sim = Simulation(seed, trace)
-    run = _CaseRun(sim, rs.completes)
+    run = _CaseRun(sim, case.protocol, rs.completes)
     sim.add_node(IUT, factory, role=case.role, config=rs.iut_config(endpoint, values))
     sim.add_node(CONDUCTOR, Conductor, role="conductor", config=conductor, start_at_ns=1_000_000)
     # Mesh nodes keep talking after the verdict: stop at it (checked between 50 ms steps).
@@ -281,7 +315,8 @@ def _run_case_live(case: Case, *, cmd: str | None = None, endpoint: str | None =
                             RunInfo(unique_run_id(f"conform/{case.protocol}/{case.role}/{case.id}"), 0, case.id,
                                     case.protocol))
     runtime = LiveRuntime(trace)
-    run = _CaseRun(runtime, rs.completes)
+    run = _CaseRun(runtime, case.protocol, rs.completes)
+    feed = _OutputFeed()
     if trace is not None and not cmd:
         trace.register_node(IUT, case.role, "external")
     try:
@@ -292,7 +327,8 @@ def _run_case_live(case: Case, *, cmd: str | None = None, endpoint: str | None =
         binds_given = bool(cmd) and rs.iut_binds and not own_ports
         if cmd:
             ready = ReadyPort(int(values["port"]), timeout=15) if binds_given else ReadyDelay(0.0)
-            iut = ExternalNode(ManagedProcess(cmd, values=values, ready=ready, name=f"iut-{case.id}"), case.role)
+            iut = ExternalNode(ManagedProcess(cmd, values=values, ready=ready, name=f"iut-{case.id}",
+                                              on_line=feed.line), case.role)
             runtime.attach_process(IUT, iut)
             run.process = iut
             if binds_given:
@@ -300,6 +336,7 @@ def _run_case_live(case: Case, *, cmd: str | None = None, endpoint: str | None =
         plan_values = {**values, "endpoint": None, "port": None} if own_ports else values
         conductor, budget = _conductor_config(case, rs, dialect, ep, tag, plan_values, _live_endpoint)
         runtime.add_node(CONDUCTOR, Conductor, role="conductor", config=conductor)
+        feed.attach(runtime)
         runtime.start()
         if iut is not None and not binds_given:
             iut.process.start()
