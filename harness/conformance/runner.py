@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from harness.conformance.case import TIMED_KINDS, Case, load_case
-from harness.conformance.conductor import IUT_CRASHED, ROBUSTNESS, Conductor, PeerPlan, PeerSocket
+from harness.conformance.conductor import IUT_CRASHED, ROBUSTNESS, Conductor
+from harness.conformance.plan import PeerPlan, PeerSocket
 from harness.interrupts import shielded
 from harness.node import Deliver, NodeFactory
 from harness.packages.base import RoleSuite

@@ -162,7 +162,7 @@ class RoleSuite:
     iut_config: Callable[[str, dict[str, Any]], dict[str, Any]] | None = None  # in-process IUT config
     # Placeholders naming endpoints the harness binds and the IUT connects to (e.g. a tower's),
     # filled per run; and, for peers that are mesh nodes, the builder of the conductor's peers
-    # (case, placeholder values, endpoint allocator) -> harness.conformance.conductor.PeerPlan.
+    # (case, placeholder values, endpoint allocator) -> harness.conformance.plan.PeerPlan.
     harness_endpoints: tuple[str, ...] = ()
     build_peers: Callable[..., Any] | None = None
     # Fields whose text values get a per-case suffix when one running implementation serves

@@ -3,7 +3,7 @@ plays a tower and the other nodes of a Dafka cluster; docs/conformance-dafka.md.
 scenarios/dafka/conformance/<role>/*.yaml.
 
 The peers of a case are mesh nodes, built per case by `_dafka_plan`, which returns the
-conductor's `PeerPlan`: it imports `harness.conformance.conductor` when it is called (by the
+conductor's `PeerPlan`: it imports `harness.conformance.plan` when it is called (by the
 conformance runner), so that importing this package imports nothing above it.
 """
 
@@ -49,7 +49,7 @@ def _dafka_peer_subscriptions(role: str, address: str) -> tuple[bytes, ...]:
 
 def _dafka_plan(iut_role: str) -> Callable[..., Any]:
     def build(case: Any, values: dict[str, Any], alloc: Callable[[], str]) -> Any:
-        from harness.conformance.conductor import Announcement, PeerLink, PeerPlan, PeerSocket
+        from harness.conformance.plan import Announcement, PeerLink, PeerPlan, PeerSocket
         from harness.protocols.dafka import BEACON_ID, FROM_TOWER, PEER, TO_TOWER, WELCOME_ID
 
         names = list(case.peers)
