@@ -69,6 +69,13 @@ TABLES: dict[str, tuple[str, list[Column], str]] = {
                   ("deliveries", "deliveries", "int"), ("unanswered", "unanswered", "int"),
                   ("orphans", "orphan deliveries", "int"), ("unpaired", "rows without corr", "int")],
                  "command rows and their deliver rows by corr."),
+    "uncorrelated": ("Commands and deliveries without a correlation id",
+                     [("protocol", "protocol", "text"), ("scenario", "scenario", "text"),
+                      ("command", "command / delivery", "text"), ("rows", "rows", "int")],
+                     "Operations none of whose rows carries a correlation id, so nothing pairs them: the "
+                     "conformance conductor's own rows (case-result: its verdict; output: a line the "
+                     "implementation printed), status answers, or a protocol whose workload stamps no id on its "
+                     "requests. Counted, not requests that went unanswered."),
     "fault_windows": ("Fault windows",
                       [("protocol", "protocol", "text"), ("scenario", "scenario", "text"),
                        ("window", "window", "text"), ("runs", "runs", "int"), ("segments", "segments", "int"),
@@ -266,6 +273,7 @@ def _clock_part(report: dict[str, Any], clock: str, slug: str, title: str, note:
              _section("latency.by_message_fault", _of(lat["by_message_fault"], clock), "h4", clock),
              f'<h3 id="{slug}-delivery">Requests and delivery</h3>',
              _section("requests", _of(report["requests"], clock), "h4", clock),
+             _section("uncorrelated", _of(report.get("uncorrelated", []), clock), "h4", clock),
              _section("delivery", _of(report["delivery"], clock), "h4", clock),
              f'<h3 id="{slug}-faults">Faults</h3>',
              _section("fault_windows", _of(report["fault_windows"], clock), "h4", clock),
@@ -282,18 +290,26 @@ QUALITY_NOTES = {
     "live_message_rows_not_paired": "live send/receipt rows: real sockets carry no harness message id, so they "
                                     "are counted, not paired (expected)",
     "orphan_deliveries": "deliveries whose command is not in the traces",
-    "unpaired_request_rows": "command/delivery rows without a correlation id: not paired",
+    "unpaired_request_rows": "command/delivery rows without a correlation id, of operations whose other rows "
+                             "carry one: not paired",
+    "uncorrelated_rows": "rows of operations that never carry a correlation id (listed per clock under "
+                         "'Commands and deliveries without a correlation id')",
     "runs_without_verdicts": "runs that wrote no verdict (stopped before the checks were judged?)",
     "receipts_of_unnamed_scenarios": "receipts in traces that name no scenario",
     "unreadable_files": "files skipped: not readable as traces (listed below)",
 }
 
 
+def _failing(report: dict[str, Any]) -> tuple[int, int]:
+    """Chaos checks and conformance clauses that failed or errored (skipped ones did not)."""
+    return (sum(1 for s in report["chaos"]["summary"] if s["status"] == "fail"),
+            sum(1 for c in report["conformance"] if c["status"] in ("fail", "error")))
+
+
 def headline(report: dict[str, Any]) -> tuple[bool, str]:
     """The verdict of the whole trace set: PASS when no chaos check and no conformance clause
     failed or errored (and every file could be read)."""
-    checks = sum(1 for s in report["chaos"]["summary"] if s["status"] != "pass")
-    clauses = sum(1 for c in report["conformance"] if c["status"] in ("fail", "error"))
+    checks, clauses = _failing(report)
     unreadable = len(report.get("unreadable_files", []))
     judged = len(report["chaos"]["summary"]) + len(report["conformance"])
     ok = not checks and not clauses and not unreadable
@@ -306,9 +322,10 @@ def headline(report: dict[str, Any]) -> tuple[bool, str]:
 
 
 def render(report: dict[str, Any]) -> str:
+    checks, clauses = _failing(report)
     summary = {
-        "failing_checks": sum(1 for s in report["chaos"]["summary"] if s["status"] != "pass"),
-        "failing_clauses": sum(1 for c in report["conformance"] if c["status"] in ("fail", "error")),
+        "failing_checks": checks,
+        "failing_clauses": clauses,
         "messages": sum(r["count"] for r in report["latency"]["by_msg_type"]),
     }
     ok, verdict = headline(report)

@@ -94,6 +94,19 @@ def _delivery(counts: dict[tuple, dict[str, int]], names: tuple[str, ...], e2e: 
     return out
 
 
+def _correlated(requests: list[dict]) -> tuple[list[dict], list[dict]]:
+    """Requests proper, and the command/delivery types none of whose rows carries a correlation
+    id (the conformance conductor's own rows, a workload that stamps none): those are not
+    requests that went unanswered, so they are listed apart, counted."""
+    paired, apart = [], []
+    for r in requests:
+        if r["commands"] or r["deliveries"] or r["orphans"]:
+            paired.append(r)
+        else:
+            apart.append({k: r[k] for k in ("clock", "protocol", "scenario", "command")} | {"rows": r["unpaired"]})
+    return paired, apart
+
+
 def _chaos(job: JobResult) -> dict[str, Any]:
     runs: dict[str, dict] = {}
     for r in job.control.chaos_runs:
@@ -169,8 +182,8 @@ def build(job: JobResult, source: str, master: str, seconds: float, spark_versio
             ("clock", "protocol", "scenario", "window")),
     }
     delivery = _delivery(rows.counts(False, ("clock", "protocol", "mt")), by_type, False)
-    requests = _delivery(rows.counts(True, ("clock", "protocol", "scenario", "mt")),
-                         ("clock", "protocol", "scenario", "command"), True)
+    requests, uncorrelated = _correlated(_delivery(rows.counts(True, ("clock", "protocol", "scenario", "mt")),
+                                                   ("clock", "protocol", "scenario", "command"), True))
     quality = {
         "orphan_receptions": sum(d["orphans"] for d in delivery),
         # simulated message rows all carry a msg_id: one without is a problem of the trace
@@ -179,6 +192,8 @@ def build(job: JobResult, source: str, master: str, seconds: float, spark_versio
         "live_message_rows_not_paired": sum(d["unpaired"] for d in delivery if d["clock"] == WALL),
         "orphan_deliveries": sum(d["orphans"] for d in requests),
         "unpaired_request_rows": sum(d["unpaired"] for d in requests),
+        # operations that never carry a correlation id: listed apart, not requests that went unpaired
+        "uncorrelated_rows": sum(d["rows"] for d in uncorrelated),
         "runs_without_verdicts": sum(r["runs"] - r["runs_with_verdicts"] for r in job.control.runs),
         "receipts_of_unnamed_scenarios": rows.unnamed_receipts(),
         "unreadable_files": len(job.unreadable),
@@ -206,6 +221,7 @@ def build(job: JobResult, source: str, master: str, seconds: float, spark_versio
         "histograms": _plots(rows),
         "delivery": delivery,
         "requests": requests,
+        "uncorrelated": uncorrelated,
         "fault_windows": _windows(job),
         "fault_events": _point_faults(job),
         "discards": job.control.discards,
@@ -223,6 +239,7 @@ def iter_tables(report: dict[str, Any]) -> Iterable[tuple[str, list[dict]]]:
         yield f"latency.{name}", rows
     yield "delivery", report["delivery"]
     yield "requests", report["requests"]
+    yield "uncorrelated", report["uncorrelated"]
     yield "fault_windows", report["fault_windows"]
     yield "fault_events", report["fault_events"]
     yield "discards", report["discards"]

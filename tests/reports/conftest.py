@@ -72,7 +72,8 @@ def write_live_trace(path: str) -> None:
     """What a live run writes (harness/live): a run id with its start time, wall-clock times,
     sends without a msg_id and receipts without a message type (real sockets carry no harness
     id; the runtime does not decode what it receives), commands and deliveries paired by corr,
-    and its chaos verdicts."""
+    a delivery of a kind that never carries one (a conformance conductor's verdict) and its chaos
+    verdicts."""
     with TraceWriter(path, RunInfo("hand/live-1@20260101T000000Z-abc123", 1, "hand", "pppp")) as t:
         t.register_node("pub", "publisher")
         t.register_node("harness", "harness", "")
@@ -81,6 +82,7 @@ def write_live_trace(path: str) -> None:
         e("pub", "send", 2_000, msg_type="PUBLISH", size=40)
         e("subs.0", "recv", 2_300_000, size=40, peer="pub")
         e("app", "deliver", 5_001_000, msg_type="reply", corr="live-1")
+        e("conductor", "deliver", 5_002_000, msg_type="case-result")  # the conductor's own: never correlated
         e("harness", "verdict", 9_000_000, msg_type="in-order", clause="pppp.subscriber.in-order", verdict="pass")
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from reports.html import TABLES, _value
+from reports.html import TABLES, _value, headline
 from reports.model import iter_tables
 from reports.svg import fmt_ns
 
@@ -154,6 +154,13 @@ def test_it_reads_as_a_verdict(report: tuple[dict, Path]) -> None:
         if 'data-value="?"' in table_html:
             assert 'class="note unknown"' in table_html, table_html[:200]
     assert 'data-value="?"' in html, "the live trace's undecoded receipts are in a table"
+
+
+def test_skipped_checks_do_not_fail_the_headline() -> None:
+    report = {"chaos": {"summary": [{"status": "pass"}, {"status": "skipped"}]}, "conformance": []}
+    assert headline(report) == (True, "PASS — all 2 chaos check(s) and conformance clause(s) held")
+    report["conformance"] = [{"status": "error"}]
+    assert headline(report) == (False, "FAIL — 1 failing conformance clause(s)")
 
 
 def test_every_table_holds_the_numbers_of_the_json(report: tuple[dict, Path], dom: Dom) -> None:
