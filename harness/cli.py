@@ -409,7 +409,8 @@ def _roles_text() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="zmq-harness", description=__doc__, epilog=_roles_text() + "\n\n"
+    about = (__doc__ or "").replace("``", "")  # plain text in a terminal
+    ap = argparse.ArgumentParser(prog="zmq-harness", description=about, epilog=_roles_text() + "\n\n"
                                  "zmq-harness COMMAND --help says more; the guide is in docs/.",
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
