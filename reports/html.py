@@ -186,7 +186,8 @@ CLOCKS = (("virtual", "simulation", "Simulated runs (virtual time)",
            "Times are wall-clock nanoseconds since each run began, over real sockets on this machine. Message "
            "rows carry no id here (real sockets carry no harness id): sends and receipts are counted, not "
            "paired, so message latency is not measured live; end-to-end request latency is (commands and "
-           "deliveries are paired by their correlation id)."))
+           "deliveries are paired by their correlation id). Conformance verdict files are listed here whether "
+           "their cases ran live or in the simulator: their verdict rows carry no time."))
 UNKNOWN_NOTES = {
     "msg_type": "'?' as message: trace rows that name no message type — receipts the live runtime records "
                 "without decoding them (only the receiving node knows what they are).",
