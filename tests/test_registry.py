@@ -19,7 +19,7 @@ EXPECTED_LACKS: dict[str, list[str]] = {
     "dcp": [],
     "eventbus": ["roles", "operations", "checks", "mutants", "suites", "wire", "command"],
     "pppp": [],
-    "raft": ["roles", "operations", "checks", "mutants", "suites", "wire", "command"],
+    "raft": ["suites"],
 }
 
 
