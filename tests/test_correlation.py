@@ -39,6 +39,20 @@ def test_commands_and_their_deliveries_share_a_correlation_id_in_simulation(tmp_
     assert len(commands) > 10 and commands == delivered, (len(commands), len(delivered), commands ^ delivered)
 
 
+def test_raft_operations_are_paired_by_their_id(tmp_path: Path) -> None:
+    """A Raft client's "op" delivery names the operation's id (its wire request id is reqid),
+    so it pairs with the command; before, it named the wire request id, which no command
+    carries: every op delivery was an orphan."""
+    path = "scenarios/raft/chaos/clock-pauses.yaml"
+    r = run_sim(parse_scenario(Path(path).read_text(), path), 1, str(tmp_path))
+    assert r.ok, [v.to_dict() for v in r.failed]
+    no_corr, commands, delivered = pairing(r.trace_path)
+    assert not no_corr, f"command/deliver rows without corr: {no_corr}"
+    # an operation still queued when the run ends has no delivery yet; every delivery has its command
+    assert len(delivered) > 10 and delivered <= commands and len(delivered) >= 0.9 * len(commands), \
+        (len(commands), len(delivered), delivered - commands)
+
+
 @pytest.mark.live
 @pytest.mark.timeout(120)
 def test_live_commands_are_paired_too(tmp_path: Path) -> None:
