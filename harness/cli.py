@@ -1,14 +1,18 @@
-"""The ``zmq-harness`` command."""
+"""The ``zmq-harness`` command: a conformance and chaos-testing harness for five ZeroMQ
+protocols (Dafka, DCP, Event BUS, PPPP, Raft over ZeroMQ). It runs conformance suites against
+an implementation (conform), chaos scenarios in a deterministic simulator or over real sockets
+(run), reference nodes on their own (node), and turns traces into reports with Spark (report)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from typing import Sequence
+import textwrap
+from typing import Any, Sequence
 
 from harness.protocols import PROTOCOLS
-from harness.registry import protocols
+from harness.registry import package, protocols
 
 
 def _parse_frame(text: str) -> bytes:
@@ -83,39 +87,58 @@ def cmd_clauses(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    import time
-
     from harness.scenario import ScenarioError, load_scenario, parse_seeds
 
     try:
         scenario = load_scenario(args.file)
-        seeds = parse_seeds(args.seed if args.seed is not None else args.seeds) if (args.seed is not None or args.seeds) else scenario.seeds
+        chosen = args.seed if args.seed is not None else args.seeds
+        seeds = parse_seeds(chosen) if chosen is not None else scenario.seeds
     except (ScenarioError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    from harness.composition import RunError, run_live, run_sim
+    if args.live and args.seeds is not None and len(seeds) > 1:
+        raise UsageError(f"zmq-harness run: --live runs a scenario once, over real sockets; --seeds {args.seeds} "
+                         f"names {len(seeds)} seeds (give --seed N, or run the seeds in simulation)")
+    from harness.interrupts import Interrupted, interruptible
 
     if args.capture is not None and not args.live:
         raise UsageError("zmq-harness run: --capture records real traffic; it needs --live")
-    if args.live:
-        from harness.capture.sniff import CaptureError
-        from harness.composition import capture_path
+    done: list[Any] = []
+    try:
+        with interruptible():
+            return _run_live(args, scenario, seeds[0]) if args.live else _run_sim(args, scenario, seeds, done)
+    except Interrupted as e:
+        what = "the live run" if args.live else f"after {len(done)} of {len(seeds)} seed(s)"
+        print(f"\nzmq-harness run: stopped by {e.name} ({what}); processes reaped, traces written to {args.out}",
+              file=sys.stderr)
+        return e.exit_status
 
-        capture = (args.capture or capture_path(args.out, scenario, seeds[0])) if args.capture is not None else None
-        try:
-            result = run_live(scenario, seeds[0], args.out, capture=capture)
-        except CaptureError as e:
-            raise UsageError(f"zmq-harness run --capture: {e}")
-        except RunError as e:
-            print(f"error: {args.file}: {e}", file=sys.stderr)
-            return 2
-        _print_result(result, args.file)
-        if "capture" in result.stats:
-            c = result.stats["capture"]
-            dropped = f", {c['dropped']} DROPPED by the kernel" if c["dropped"] else ""
-            print(f"  capture: {c['path']} ({c['tool']}, {c['packets']} packet(s){dropped}); check it with: "
-                  f"zmq-harness pcap {c['path']} --protocol {scenario.protocol}")
-        return 0 if result.ok else 1
+
+def _run_live(args: argparse.Namespace, scenario: Any, seed: int) -> int:
+    from harness.capture.sniff import CaptureError
+    from harness.composition import RunError, capture_path, run_live
+
+    capture = (args.capture or capture_path(args.out, scenario, seed)) if args.capture is not None else None
+    try:
+        result = run_live(scenario, seed, args.out, capture=capture)
+    except CaptureError as e:
+        raise UsageError(f"zmq-harness run --capture: {e}")
+    except RunError as e:
+        print(f"error: {args.file}: {e}", file=sys.stderr)
+        return 2
+    _print_result(result, args.file)
+    if "capture" in result.stats:
+        c = result.stats["capture"]
+        dropped = f", {c['dropped']} DROPPED by the kernel" if c["dropped"] else ""
+        print(f"  capture: {c['path']} ({c['tool']}, {c['packets']} packet(s){dropped}); check it with: "
+              f"zmq-harness pcap {c['path']} --protocol {scenario.protocol}")
+    return 0 if result.ok else 1
+
+
+def _run_sim(args: argparse.Namespace, scenario: Any, seeds: list[int], done: list[Any]) -> int:
+    import time
+
+    from harness.composition import RunError, run_sim
 
     failed = []
     t0 = time.monotonic()
@@ -124,8 +147,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         try:
             result = run_sim(scenario, seed, args.out)
         except RunError as e:
-            print(f"error: {e}", file=sys.stderr)
+            print(f"error: {args.file}: {e}", file=sys.stderr)
             return 2
+        done.append(result)
         if not result.ok:
             failed.append(result)
             _print_result(result, args.file)
@@ -226,8 +250,15 @@ def cmd_node(args: argparse.Namespace) -> int:
         from harness.live.filestore import FileStore, with_store
 
         factory = with_store(factory, FileStore(args.store))
-    return run_standalone(factory, name=args.name or f"{args.protocol}-{args.role}", role=args.role,
-                          config=config, trace_path=args.trace, seed=args.seed, output=pkg.output)
+    from harness.live.sockets import SocketSetupError
+
+    try:
+        return run_standalone(factory, name=args.name or f"{args.protocol}-{args.role}", role=args.role,
+                              config=config, trace_path=args.trace, seed=args.seed, output=pkg.output)
+    except SocketSetupError as e:  # a port in use, an endpoint that does not parse
+        raise UsageError(f"zmq-harness node: {e}")
+    except ValueError as e:  # a setting the node refuses when it is built
+        raise UsageError(f"zmq-harness node: {args.protocol} {args.role}: {e}")
 
 
 def cmd_conform(args: argparse.Namespace) -> int:
@@ -235,46 +266,105 @@ def cmd_conform(args: argparse.Namespace) -> int:
     import shlex
 
     from harness.conformance.case import CaseError
-    from harness.conformance.report import exit_status, print_results, results_json, write_junit
-    from harness.conformance.runner import load_suite, run_case_sim, run_suite, write_trace_verdicts
+    from harness.conformance.runner import load_suite
     from harness.registry import suite
 
     try:
         rs = suite(args.protocol, args.role)
-        cases = load_suite(args.protocol, args.role, args.suites, args.case)
+        cases = load_suite(args.protocol, args.role, args.suite_dir, args.case)
     except (KeyError, CaseError) as e:
         raise UsageError(f"zmq-harness conform: {e.args[0] if isinstance(e, KeyError) else e}")
     if not cases:
-        raise UsageError(f"zmq-harness conform: no cases selected in {rs.cases_dir(args.suites)}")
+        raise UsageError(f"zmq-harness conform: no cases selected in {rs.cases_dir(args.suite_dir)}")
     modes = [bool(args.cmd), bool(args.endpoint), args.reference, args.sim]
     if sum(modes) != 1:
         raise UsageError("zmq-harness conform: give exactly one of --cmd, --endpoint, --reference, --sim")
+    if args.endpoint and (not rs.iut_binds or rs.harness_endpoints):
+        why = (f"connects to endpoints the harness binds afresh for every case "
+               f"({', '.join('{' + n + '}' for n in rs.harness_endpoints)})" if rs.harness_endpoints
+               else "connects to the harness, which plays its peers afresh for every case")
+        raise UsageError(f"zmq-harness conform: --endpoint is for an implementation that is already up and listening; "
+                         f"a {args.protocol} {args.role} {why}: start it with --cmd")
+    if args.cmd:
+        from harness.conformance.runner import check_command
+
+        try:
+            check_command(rs, args.cmd)
+        except ValueError as e:
+            raise UsageError(f"zmq-harness conform: --cmd: {e}")
+    if args.mutant and not (args.reference or args.sim):
+        raise UsageError("zmq-harness conform: --mutant goes with --reference or --sim")
     label = args.implementation or ("reference" if args.reference or args.sim else "external")
     if args.mutant:
         label = f"mutant:{args.mutant}"
+    factory = _factory(args.protocol, args.role, args.mutant) if args.sim else None
     out_dir = os.path.join(args.out, f"{args.protocol}-{args.role}")
     base = f"zmq-harness conform {args.protocol} {args.role} --dialect {args.dialect}"
-    if args.sim:
-        factory = _factory(args.protocol, args.role, args.mutant)
-        results = [run_case_sim(c, factory, dialect=args.dialect) for c in cases]
-        for r in results:
-            r.rerun = f"{base} --sim" + (f" --mutant {args.mutant}" if args.mutant else "") + f" --case {r.case.id}"
-    else:
-        cmd = args.cmd
-        if args.reference:
-            cmd = rs.reference_cmd + (f" --mutant {args.mutant}" if args.mutant else "")
-        rerun = base + (f" --cmd {shlex.quote(args.cmd)}" if args.cmd else f" --endpoint {args.endpoint}" if args.endpoint
-                        else " --reference" + (f" --mutant {args.mutant}" if args.mutant else ""))
-        results = run_suite(cases, cmd=cmd, endpoint=args.endpoint, dialect=args.dialect,
-                            trace_dir=os.path.join(out_dir, "traces"), rerun_base=rerun)
-    print_results(results, args.protocol, args.role, sys.stdout, verbose=args.verbose)
-    junit = args.junit or os.path.join(out_dir, "junit.xml")
-    write_junit(junit, results, args.protocol, args.role, label)
-    os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "results.json"), "w") as f:
-        json.dump(results_json(results, args.protocol, args.role, label), f, indent=1, default=str)
-    write_trace_verdicts(os.path.join(out_dir, "verdicts.parquet"), results, label)
-    print(f"JUnit: {junit}; results and traces in {out_dir}")
+    if args.suite_dir:
+        base += f" --suite-dir {shlex.quote(args.suite_dir)}"
+    cmd = args.cmd
+    if args.reference:
+        cmd = rs.reference_cmd + (f" --mutant {args.mutant}" if args.mutant else "")
+    rerun = base + (" --sim" + (f" --mutant {args.mutant}" if args.mutant else "") if args.sim
+                    else f" --cmd {shlex.quote(args.cmd)}" if args.cmd else f" --endpoint {args.endpoint}"
+                    if args.endpoint else " --reference" + (f" --mutant {args.mutant}" if args.mutant else ""))
+    return _conform(args, rs, cases, factory, cmd, label, out_dir, rerun)
+
+
+def _conform(args: argparse.Namespace, rs: Any, cases: list[Any], factory: Any, cmd: str | None, label: str,
+             out_dir: str, rerun: str) -> int:
+    """Run the cases, printing each verdict as it comes; on SIGTERM/SIGINT (or when the
+    implementation keeps failing to start) stop, and still write JUnit, results.json and the
+    verdicts of the cases that finished, and print the summary."""
+    import os
+
+    from harness.conformance.report import (
+        case_width, exit_status, print_case, print_header, print_summary, results_json, write_junit,
+    )
+    from harness.conformance.runner import SuiteAborted, run_case_sim, run_suite, write_trace_verdicts
+    from harness.interrupts import Interrupted, interruptible
+    from harness.live.supervisor import reap_all
+
+    results: list[Any] = []
+    width = case_width(cases)
+
+    def finished(r: Any) -> None:
+        results.append(r)
+        print_case(r, sys.stdout, width)
+
+    print_header(args.protocol, args.role, len(cases), sys.stdout)
+    stopped: Interrupted | None = None
+    aborted: SuiteAborted | None = None
+    with interruptible():
+        try:
+            if args.sim:
+                for c in cases:
+                    r = run_case_sim(c, factory, dialect=args.dialect)
+                    r.rerun = f"{rerun} --case {c.id}"
+                    finished(r)
+            else:
+                run_suite(cases, cmd=cmd, endpoint=args.endpoint, dialect=args.dialect,
+                          trace_dir=os.path.join(out_dir, "traces"), rerun_base=rerun, on_result=finished)
+        except Interrupted as e:
+            stopped = e
+            reap_all()  # whatever a case had started is gone before we write anything
+        except SuiteAborted as e:
+            aborted = e
+        print_summary(results, args.protocol, args.role, sys.stdout, verbose=args.verbose)
+        junit = args.junit or os.path.join(out_dir, "junit.xml")
+        write_junit(junit, results, args.protocol, args.role, label)
+        os.makedirs(out_dir, exist_ok=True)
+        with open(os.path.join(out_dir, "results.json"), "w") as f:
+            json.dump(results_json(results, args.protocol, args.role, label), f, indent=1, default=str)
+        write_trace_verdicts(os.path.join(out_dir, "verdicts.parquet"), results, label)
+        print(f"JUnit: {junit}; results and traces in {out_dir}")
+    if stopped is not None:
+        print(f"zmq-harness conform: stopped by {stopped.name} after {len(results)} of {len(cases)} case(s); "
+              "the implementation was stopped and reaped", file=sys.stderr)
+        return stopped.exit_status
+    if aborted is not None:
+        print(f"zmq-harness conform: {aborted}", file=sys.stderr)
+        return 2
     return exit_status(results, args.fail_on)
 
 
@@ -309,8 +399,24 @@ def cmd_report(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def _roles_text() -> str:
+    """Per protocol: the roles it has reference nodes for and the roles it has suites for."""
+    from harness.registry import package
+
+    lines = ["protocols, their roles (reference nodes) and conformance suites:"]
+    for name in protocols():
+        pkg = package(name)
+        roles = ", ".join(pkg.roles) or "none yet"
+        suites = ", ".join(pkg.suites) or "none yet"
+        lines.append(f"  {name:<9} roles: {roles}; suites: {suites}")
+    return "\n".join(lines)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="zmq-harness", description=__doc__)
+    about = (__doc__ or "").replace("``", "")  # plain text in a terminal
+    ap = argparse.ArgumentParser(prog="zmq-harness", description=about, epilog=_roles_text() + "\n\n"
+                                 "zmq-harness COMMAND --help says more; the guide is in docs/.",
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
 
     d = sub.add_parser("decode", help="decode one message given as hex frames",
@@ -362,7 +468,8 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Run one reference node until SIGTERM/SIGINT. It prints 'READY <name> <endpoints>' "
                        "once its sockets are bound. Example: zmq-harness node dcp broker --bind tcp://127.0.0.1:5555")
     n.add_argument("protocol", choices=protocols())
-    n.add_argument("role")
+    n.add_argument("role", help="; ".join(f"{p}: {', '.join(package(p).roles)}" for p in protocols()
+                                         if package(p).roles))
     n.add_argument("--bind", action="append", metavar="ENDPOINT", help="endpoint to bind (repeatable)")
     n.add_argument("--connect", action="append", metavar="ENDPOINT", help="endpoint to connect to (repeatable)")
     n.add_argument("--set", action="append", metavar="KEY=VALUE", help="a role setting, as in scenario files")
@@ -382,7 +489,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "--endpoint, the reference node (--reference), or in the simulator (--sim). Exit status "
                        "is non-zero on any MUST failure (and SHOULD with --fail-on should).")
     k.add_argument("protocol", choices=protocols())
-    k.add_argument("role")
+    k.add_argument("role", help="the role under test: " + "; ".join(
+        f"{p}: {', '.join(package(p).suites)}" for p in protocols() if package(p).suites))
     k.add_argument("--cmd", help="command line of the implementation, e.g. \"mybroker --bind {endpoint}\"")
     k.add_argument("--endpoint", help="endpoint of an implementation that is already running")
     k.add_argument("--reference", action="store_true", help="test the reference node, run as a subprocess")
@@ -394,7 +502,9 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--junit", help="JUnit XML path (default OUT/<protocol>-<role>/junit.xml)")
     k.add_argument("--out", default="runs/conformance")
     k.add_argument("--implementation", help="label for reports")
-    k.add_argument("--suites", default="scenarios", help=argparse.SUPPRESS)
+    k.add_argument("--suite-dir", "--suites", dest="suite_dir", metavar="DIR",
+                   help="a tree of your own cases, DIR/<protocol>/conformance/<role>/*.yaml (default: the suites "
+                        "that ship with zmq-harness)")
     k.add_argument("-v", "--verbose", action="store_true")
     k.set_defaults(func=cmd_conform)
 
@@ -407,12 +517,18 @@ def build_parser() -> argparse.ArgumentParser:
     _report_arguments(rp)
     rp.set_defaults(func=cmd_report)
 
-    c = sub.add_parser("clauses", help="print or regenerate the clause catalogues (docs/clauses/*.md)")
+    c = sub.add_parser("clauses", help="print or regenerate the clause catalogues (docs/clauses/*.md)",
+                       description=textwrap.fill(
+                           "Every MUST / SHOULD / MAY statement of a protocol's document has a stable clause id "
+                           "(e.g. dcp.heartbeat.pong), a level, the section it is in, the roles it binds and "
+                           "whether it shows on the wire; conformance verdicts and checkers name clauses by id. "
+                           "Without options: print the catalogue of each PROTOCOL as Markdown.", 79),
+                       epilog=_roles_text(), formatter_class=argparse.RawDescriptionHelpFormatter)
     c.add_argument("protocols", nargs="*", metavar="PROTOCOL", help=f"any of {', '.join(PROTOCOLS)} (default: all)")
     g = c.add_mutually_exclusive_group()
-    g.add_argument("--write", action="store_true")
-    g.add_argument("--check", action="store_true")
-    c.add_argument("--dir", default="docs/clauses")
+    g.add_argument("--write", action="store_true", help="write DIR/<protocol>.md for each protocol")
+    g.add_argument("--check", action="store_true", help="exit 1 if a file in DIR is not the catalogue as it is now")
+    c.add_argument("--dir", default="docs/clauses", help="where --write and --check look (default: docs/clauses)")
     c.set_defaults(func=cmd_clauses)
 
     pr = sub.add_parser("protocols", help="list each protocol's package: what it has and what it still lacks",
@@ -425,6 +541,43 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+class _ReaderGone:
+    """stdout that survives its reader leaving (``zmq-harness ... | head``): from the first
+    broken pipe on, output goes to /dev/null and the command runs to its end, so its exit
+    status is the real one (a failed run stays a failure under ``set -o pipefail``)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self.gone = False
+
+    def write(self, text: str) -> int:
+        if not self.gone:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._detach()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.gone:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._detach()
+
+    def _detach(self) -> None:
+        import os
+
+        self.gone = True
+        try:  # what is still buffered, and the interpreter's last flush, go nowhere
+            os.dup2(os.open(os.devnull, os.O_WRONLY), self._stream.fileno())
+        except (OSError, ValueError):
+            pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
@@ -433,16 +586,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command != "decode" or any(x.startswith("--") for x in extra):
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
         args.frames = [*args.frames, *extra]
+    stdout = sys.stdout
+    if not isinstance(stdout, _ReaderGone):
+        sys.stdout = _ReaderGone(stdout)
     try:
         return int(args.func(args) or 0)
     except UsageError as e:
         print(e, file=sys.stderr)
         return 2
-    except BrokenPipeError:  # `zmq-harness ... | head`: the reader left; not an error of ours
-        import os
-
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+    finally:
+        sys.stdout.flush()
+        sys.stdout = stdout
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from fault_injection import nemesis
 from fault_injection.naming import codec_fields
 from harness import launch, live_faults
 from harness.checkers.base import CRASH, ERROR, RESTART, Checker, NoNodeErrors, Observer, Verdict
+from harness.interrupts import shielded
 from harness.probe import probed
 from harness.protocols import codec
 from harness.registry import package
@@ -90,7 +91,7 @@ def node_configs(scenario: Scenario, endpoint: Callable[[str, str], str]) -> dic
         try:
             wire(nodes, endpoint)
         except ValueError as exc:  # a topology the protocol does not allow (two DCP brokers)
-            raise RunError(f"{scenario.path}: {exc}") from None
+            raise RunError(str(exc)) from None
     return nodes
 
 
@@ -241,7 +242,7 @@ def run_scenario(scenario: Scenario, seed: int, mode: str, out_dir: str | None =
         lead = 1 if mode == "sim" else LIVE_STATUS_LEAD_NS
         for name in scenario.node_names:  # checkers that judge final state ask for it last
             if roles[name] in pkg.final_status and name not in processes:
-                runtime.command(end - lead, name, {"op": "status"})
+                runtime.command(end - lead, name, {"op": "status", "corr": f"{name}/status"})
         if placement is not None:
             placement.proxy.start()
         for proc in processes.values():
@@ -256,22 +257,24 @@ def run_scenario(scenario: Scenario, seed: int, mode: str, out_dir: str | None =
                 trace.verdict(HARNESS, now, v.check, "pass" if v.ok else "fail", v.clause or v.check, v.detail)
     finally:
         # Always: stop the runtime (then the proxy: stopped first, it would cut connections under
-        # nodes still running), reap every process, flush the trace (also on abort).
-        try:
-            if placement is not None:
-                live_faults.take_rows_back(placement, runtime)
-            stop = getattr(runtime, "stop", None)
-            if stop is not None:
-                stop()
-        finally:
-            if placement is not None:
-                live_faults.stop_proxy(placement, trace)
-            for proc in processes.values():
-                proc.process.stop()
-            if recorder is not None:
-                summary = recorder.stop()
-            if trace is not None:
-                trace.close()
+        # nodes still running), reap every process, flush the trace (also on abort; a stop
+        # signal waits until that is done).
+        with shielded():
+            try:
+                if placement is not None:
+                    live_faults.take_rows_back(placement, runtime)
+                stop = getattr(runtime, "stop", None)
+                if stop is not None:
+                    stop()
+            finally:
+                if placement is not None:
+                    live_faults.stop_proxy(placement, trace)
+                for proc in processes.values():
+                    proc.process.stop()
+                if recorder is not None:
+                    summary = recorder.stop()
+                if trace is not None:
+                    trace.close()
     if recorder is not None:
         stats["capture"] = {"tool": summary.tool, "path": summary.path, "packets": summary.packets,
                             "dropped": summary.dropped}

@@ -6,7 +6,8 @@ A command line gets placeholders filled in: ``{endpoint}`` (its first endpoint),
 ``{host}``, ``{endpoint0}``, ``{endpoint1}``, ... (every endpoint the protocol's wiring gave
 it), ``{name}``, ``{seed}``, ``{python}`` (this Python, quoted) and ``{zmq_harness}`` (the
 `zmq-harness` command of this installation, so a scenario can run a reference node as an
-"external" one without the virtual environment on PATH); ``{advertise}`` (the endpoint to
+"external" one without the virtual environment on PATH; a command whose first word is
+``zmq-harness`` gets the same); ``{advertise}`` (the endpoint to
 announce to peers: the chaos proxy's listener when one stands in front of it), ``{data_dir}``
 (a directory of its own that survives restarts; ``{datadir}`` is the same, its older name), and
 every text or whole-number setting the node has after wiring (``{connect}``, ``{towers}``: a
@@ -71,6 +72,13 @@ def zmq_harness_command() -> str:
     return f"{shlex.quote(sys.executable)} -m harness.cli"
 
 
+def own_zmq_harness(cmd: str) -> str:
+    """A command that starts with the word ``zmq-harness`` runs this installation's (as
+    ``{zmq_harness}`` does), so it works without the virtual environment on PATH."""
+    word, sep, rest = cmd.lstrip().partition(" ")
+    return "{zmq_harness}" + sep + rest if word == "zmq-harness" else cmd
+
+
 def placeholders(name: str, endpoints: list[str], seed: int, config: dict[str, Any] | None = None,
                  advertised: dict[str, str] | None = None, datadir: str = "") -> dict[str, Any]:
     first = endpoints[0] if endpoints else ""
@@ -116,7 +124,8 @@ def external_node(scenario: Any, group: Any, name: str, role: str, seed: int, en
     values = placeholders(name, eps, seed, config, advertised, datadir)
     port = int(values["port"]) if values["port"] else None
     log = os.path.join(out_dir, slug(scenario.name), f"{name}.log") if out_dir else None
-    proc = ManagedProcess(group.command, values=values, ready=ready_check(group.ready, port), name=name, log_path=log)
+    proc = ManagedProcess(own_zmq_harness(group.command), values=values, ready=ready_check(group.ready, port),
+                          name=name, log_path=log)
     return ExternalNode(proc, role, group.implementation)
 
 

@@ -183,6 +183,7 @@ def _scenario_from(data: Any, locs: Locations, path: str) -> Scenario:
     if dialect not in pkg.dialects:
         raise v.fail(("dialect",), f"{protocol} has no dialect {dialect!r} (known: {', '.join(pkg.dialects)})")
     groups = _groups(v, top, pkg)
+    _check_topology(v, pkg, groups)
     node_names = [n for g in groups.values() for n in g.nodes]
 
     def resolve(pattern: Any, where: tuple[Any, ...]) -> list[str]:
@@ -211,13 +212,25 @@ def _scenario_from(data: Any, locs: Locations, path: str) -> Scenario:
 
     targets = Targets({g.name: g.nodes for g in groups.values()},
                       {n: g.role for g in groups.values() for n in g.nodes}, pkg)
-    rules, faults = _faults(v, top, targets, duration, set(pkg.tables[dialect].fields))
+    settle = v.get(top, (), "settle", as_duration, 0)
+    rules, faults = _faults(v, top, targets, duration, set(pkg.tables[dialect].fields), settle)
     workload = _workload(v, top, pkg, groups, resolve, duration)
     checks = _checks(v, top, pkg)
-    settle = v.get(top, (), "settle", as_duration, 0)
     record = v.get(top, (), "record_frames", lambda x: bool(x), True)
     return Scenario(path, protocol, name, str(top.get("description", "")), duration, seeds, dialect, groups,
                     latency, rules, faults, workload, checks, settle, targets, record, raw=top)
+
+
+def _check_topology(v: _Validator, pkg: ProtocolPackage, groups: dict[str, NodeGroup]) -> None:
+    """A topology the protocol's wiring refuses (two DCP brokers, a Dafka cluster without a
+    tower) is an error of the file's ``nodes``, found before anything runs."""
+    if pkg.wire is None:
+        return
+    nodes = {n: (g.role, dict(g.config)) for g in groups.values() for n in g.nodes}
+    try:
+        pkg.wire(nodes, lambda node, purpose: f"tcp://{node}:1")
+    except ValueError as e:
+        raise v.fail(("nodes",), str(e)) from None
 
 
 def _groups(v: _Validator, top: dict[str, Any], pkg: ProtocolPackage) -> dict[str, NodeGroup]:
@@ -257,7 +270,7 @@ def _groups(v: _Validator, top: dict[str, Any], pkg: ProtocolPackage) -> dict[st
 
 
 def _faults(v: _Validator, top: dict[str, Any], targets: Targets, duration: int,
-            field_names: set[str]) -> tuple[RuleSet, list[Any]]:
+            field_names: set[str], settle: int = 0) -> tuple[RuleSet, list[Any]]:
     """Message rules and scheduled faults, each parsed by its kind's ``from_yaml`` (one schema:
     `fault_injection.nemesis`); targets are checked here and resolved when a fault fires."""
     items = top.get("faults", []) or []
@@ -282,11 +295,17 @@ def _faults(v: _Validator, top: dict[str, Any], targets: Targets, duration: int,
             both = targets.overlap(fault.sides)
             if both:
                 raise v.fail(p + ("partition",), f"node(s) on both sides: {both}")
-        start, _ = nemesis.window_of(fault)
+        start, end = nemesis.window_of(fault)
         if start >= duration:
             when = "at" if "at" in item else "from"
             raise v.fail(p + (when,), f"starts at or after the end of the scenario ({duration / 1e9:g}s): "
                                       "it would never act")
+        if end is not None and end > duration + settle:
+            field_ = "restart_after" if "restart_after" in item else "until"
+            undo = "restart" if field_ == "restart_after" else "end"
+            raise v.fail(p + (field_,), f"its {undo} at {end / 1e9:g}s comes after the end of the run "
+                                        f"({duration / 1e9:g}s + settle {settle / 1e9:g}s): it would never happen "
+                                        f"(end it earlier, lengthen 'duration' or 'settle', or drop '{field_}')")
         faults.append(fault)
     return RuleSet(rules), faults
 

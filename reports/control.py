@@ -10,6 +10,8 @@ import json
 from dataclasses import dataclass, field
 
 from harness.trace import COMMAND, CRASH, DELIVER, DISCARD, FAULT, PAUSE, RESTART, RESUME, SEND, VERDICT
+from reports.messages import clock_column
+from reports.run_scan import clock_of
 from reports.windows import Event
 
 HARNESS_NODE = "harness"  # node of chaos-run verdict rows
@@ -25,14 +27,14 @@ class Control:
     """What the control scan found."""
 
     events: list[Event] = field(default_factory=list)
-    event_meta: dict[str, tuple[str, str]] = field(default_factory=dict)  # run -> (protocol, scenario)
+    event_meta: dict[str, tuple[str, str, str]] = field(default_factory=dict)  # run -> (protocol, scenario, clock)
     chaos_summary: list[dict] = field(default_factory=list)
     chaos_runs: list[dict] = field(default_factory=list)
     conformance: list[dict] = field(default_factory=list)
     failures: list[dict] = field(default_factory=list)
     discards: list[dict] = field(default_factory=list)
-    runs: list[dict] = field(default_factory=list)  # per (protocol, scenario): runs with control rows
-    groups: dict[int, tuple[str, str]] = field(default_factory=dict)  # xxhash64(protocol, scenario) -> names
+    runs: list[dict] = field(default_factory=list)  # per (protocol, scenario, clock): runs with control rows
+    groups: dict[int, tuple[str, str, str]] = field(default_factory=dict)  # xxhash64(protocol, scenario, clock)
     msg_types: dict[int, str] = field(default_factory=dict)  # xxhash64(msg_type) -> msg_type
 
 
@@ -54,9 +56,9 @@ def control_query(df):  # DataFrame -> DataFrame
         F.monotonically_increasing_id().alias("order")), {"ignoreNullFields": "false"})
     return (
         df.filter(ctl | named)
-        .select("protocol", "scenario", "msg_type", F.when(ctl, packed).alias("control"))
+        .select("protocol", "scenario", clock_column().alias("clock"), "msg_type", F.when(ctl, packed).alias("control"))
         .distinct()
-        .withColumn("p", F.xxhash64("protocol", "scenario"))
+        .withColumn("p", F.xxhash64("protocol", "scenario", "clock"))
         .withColumn("mt", F.xxhash64("msg_type"))
     )
 
@@ -67,7 +69,7 @@ def read_control(df, tables: "ControlTables | None" = None) -> Control:
     for r in control_query(df).collect():
         row = r.asDict()
         if row["control"] is None:
-            tables.add_name(row["p"], row["mt"], row["protocol"], row["scenario"], row["msg_type"])
+            tables.add_name(row["p"], row["mt"], row["protocol"], row["scenario"], row["clock"], row["msg_type"])
         else:
             row.update(json.loads(row["control"]))
             tables.add(row)
@@ -96,8 +98,8 @@ class ControlTables:
         self.discards: dict[tuple, int] = {}
         self.runs: dict[tuple, tuple[set, set]] = {}
         self.events: list[Event] = []
-        self.meta: dict[str, tuple[str, str]] = {}
-        self.groups: dict[int, tuple[str, str]] = {}
+        self.meta: dict[str, tuple[str, str, str]] = {}
+        self.groups: dict[int, tuple[str, str, str]] = {}
         self.msg_types: dict[int, str] = {}
 
     @staticmethod
@@ -106,22 +108,24 @@ class ControlTables:
         key = verdict if verdict in ("pass", "fail", "error", "skipped") else "error"
         acc[key] += 1
 
-    def add_name(self, p: int, mt: int, protocol: str | None, scenario: str | None, msg_type: str | None) -> None:
-        """The SQL engine's dictionary: hashes of (protocol, scenario) and message types -> names."""
-        self.groups[p] = (protocol, scenario)
+    def add_name(self, p: int, mt: int, protocol: str | None, scenario: str | None, clock: str,
+                 msg_type: str | None) -> None:
+        """The SQL engine's dictionary: hashes of (protocol, scenario, clock) and message types -> names."""
+        self.groups[p] = (protocol, scenario, clock)
         self.msg_types[mt] = msg_type
 
     def add(self, r: dict) -> None:
         """One control row: CONTROL_COLUMNS + protocol, scenario, msg_type and order."""
         kind, run = r["kind"], r["run"]
-        runs, with_verdicts = self.runs.setdefault((r["protocol"], r["scenario"]), (set(), set()))
+        clock = clock_of(run)
+        runs, with_verdicts = self.runs.setdefault((r["protocol"], r["scenario"], clock), (set(), set()))
         runs.add(run)
         if kind == DISCARD:
             k = (r["protocol"], r["implementation"], r["role"], r["clause"])
             self.discards[k] = self.discards.get(k, 0) + 1
         elif kind != VERDICT:
             self.events.append(Event(run, r["time_ns"] or 0, r["order"], kind, r["node"], r["fault"], r["detail"]))
-            self.meta[run] = (r["protocol"], r["scenario"])
+            self.meta[run] = (r["protocol"], r["scenario"], clock)
         if kind != VERDICT:
             return
         with_verdicts.add(run)
@@ -134,12 +138,12 @@ class ControlTables:
                 self.failures = sorted(self.failures, key=_failure_order)[:MAX_FAILURES_LISTED]
         zero = {"total": 0, "pass": 0, "fail": 0, "error": 0, "skipped": 0}
         if r["node"] == HARNESS_NODE:
-            k = (r["protocol"], r["scenario"], r["msg_type"], r["clause"])
+            k = (r["protocol"], r["scenario"], clock, r["msg_type"], r["clause"])
             acc = self.summary.setdefault(k, {**zero, "failing_seeds": set()})
             if failed and r["seed"] is not None:
                 acc["failing_seeds"].add(r["seed"])
-            self.matrix.append({"protocol": r["protocol"], "scenario": r["scenario"], "seed": r["seed"],
-                                "run": run, "check": r["msg_type"], "verdict": v})
+            self.matrix.append({"protocol": r["protocol"], "scenario": r["scenario"], "clock": clock,
+                                "seed": r["seed"], "run": run, "check": r["msg_type"], "verdict": v})
         else:
             k = (r["implementation"], r["protocol"], r["role"], r["clause"])
             acc = self.conf.setdefault(k, {**zero, "cases": set(), "failing_cases": set()})
@@ -151,9 +155,10 @@ class ControlTables:
     def finish(self, out: Control) -> None:
         key = _key
         out.chaos_summary = [
-            {"protocol": p, "scenario": s, "check": c, "clause": cl, **{k: v for k, v in a.items() if k != "failing_seeds"},
+            {"protocol": p, "scenario": s, "clock": ck, "check": c, "clause": cl,
+             **{k: v for k, v in a.items() if k != "failing_seeds"},
              "failing_seeds": sorted(a["failing_seeds"])[:MAX_FAILING_SEEDS]}
-            for (p, s, c, cl), a in sorted(self.summary.items(), key=lambda kv: key(*kv[0]))]
+            for (p, s, ck, c, cl), a in sorted(self.summary.items(), key=lambda kv: key(*kv[0]))]
         out.conformance = [
             {"implementation": i, "protocol": p, "role": ro, "clause": cl,
              **{k: v for k, v in a.items() if k not in ("cases", "failing_cases")},
@@ -172,8 +177,8 @@ class ControlTables:
         out.failures = sorted(self.failures, key=_failure_order)[:MAX_FAILURES_LISTED]
         out.discards = [{"protocol": p, "implementation": i, "role": ro, "clause": cl, "count": n}
                         for (p, i, ro, cl), n in sorted(self.discards.items(), key=lambda kv: key(*kv[0]))]
-        out.runs = [{"protocol": p, "scenario": s, "runs": len(a), "runs_with_verdicts": len(b)}
-                    for (p, s), (a, b) in sorted(self.runs.items(), key=lambda kv: key(*kv[0]))]
+        out.runs = [{"protocol": p, "scenario": s, "clock": c, "runs": len(a), "runs_with_verdicts": len(b)}
+                    for (p, s, c), (a, b) in sorted(self.runs.items(), key=lambda kv: key(*kv[0]))]
         out.events = self.events
         out.event_meta = self.meta
         out.groups = self.groups

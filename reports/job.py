@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from harness.trace import SCHEMA
 from reports import run_scan
@@ -106,7 +107,7 @@ def run_job(spark: Any, path: str, engine: str = "auto", unit_rows: int = run_sc
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r} (one of {', '.join(ENGINES)})")
     df = None
-    files = list_traces(path) if engine != "sql" else None
+    files = list_traces(path)
     if files is None:  # a file system pyarrow does not open, or the sql engine: Spark lists
         df = read_traces(spark, path)
         files = sorted(df.inputFiles())
@@ -114,8 +115,12 @@ def run_job(spark: Any, path: str, engine: str = "auto", unit_rows: int = run_sc
         engine = "arrow" if files and arrow_can_read(files[0]) else "sql"
     tables = ControlTables()
     if engine == "sql":
-        df = df if df is not None else read_traces(spark, path)
-        result = JobResult(Control(), engine="sql", files=len(files), histogram=_sql(spark, df, tables))
+        # A file that is not a trace (a torn one) would fail Spark's whole job: those pyarrow can
+        # open are checked first, named and skipped, as the arrow engine does.
+        good, unreadable = (files, []) if df is not None else check_footers(files)
+        df = df if df is not None else (read_traces(spark, good) if good else None)
+        histogram = _sql(spark, df, tables) if df is not None else None
+        result = JobResult(Control(), engine="sql", files=len(files), histogram=histogram, unreadable=unreadable)
     else:
         tasks, units, left = _arrow(spark, files, unit_rows, max_file_rows)
         for i, (_, u) in enumerate(units):
@@ -131,6 +136,23 @@ def run_job(spark: Any, path: str, engine: str = "auto", unit_rows: int = run_sc
     tables.finish(result.control)
     result.segments = cut(result.control.events)
     return result
+
+
+def check_footers(files: list[str]) -> tuple[list[str], list[dict]]:
+    """(the files that are Parquet trace files, {"file", "reason"} of the others), by their
+    footers and column names, as `run_scan.scan_files` judges them."""
+    good, bad = [], []
+    for f in files:
+        try:
+            names = set(pq.read_schema(f).names)
+        except Exception as e:  # torn, empty, not Parquet at all
+            bad.append({"file": f, "reason": f"not a readable Parquet file ({e})"})
+            continue
+        if "run" not in names or "kind" not in names:
+            bad.append({"file": f, "reason": "not a trace file (no run/kind column)"})
+        else:
+            good.append(f)
+    return good, bad
 
 
 def _arrow(spark: Any, files: list[str], unit_rows: int, max_file_rows: int):
@@ -195,8 +217,8 @@ def _sql(spark: Any, df, tables: ControlTables) -> pa.Table:
     rows = message_histogram(spark, df, segments, {lab: i for i, lab in enumerate(labels)})
     out = []
     for h in rows:
-        protocol, scenario = tables.groups.get(h["p"], (None, None))
-        out.append({"protocol": protocol, "scenario": scenario, "e": h["e"], "mt": tables.msg_types.get(h["mt"]),
+        protocol, scenario, clock = tables.groups.get(h["p"], (None, None, None))
+        out.append({"protocol": protocol, "scenario": scenario, "clock": clock, "e": h["e"], "mt": tables.msg_types.get(h["mt"]),
                     "window": labels[h["wl"]], "fb": h["fb"], "status": h["status"], "b": h["b"], "n": h["n"],
                     "lo": h["lo"], "hi": h["hi"], "total": h["total"], "drops": h["drops"]})
     return pa.Table.from_pylist(out, schema=run_scan.HISTOGRAM_SCHEMA)

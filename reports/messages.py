@@ -8,7 +8,7 @@ into a log-spaced bucket (reports.histogram) and Spark returns counts per
 (scenario, message type, fault window, per-message fault, status, bucket): a few thousand rows,
 however many million the traces hold.
 
-Strings stay out of the shuffle: run, (protocol, scenario) and message type travel as xxhash64
+Strings stay out of the shuffle: run, (protocol, scenario, clock) and message type travel as xxhash64
 longs, named on the driver from the control scan's dictionary.
 """
 
@@ -20,6 +20,11 @@ from harness.trace import COMMAND, DELIVER, DROP, FAULT, RECV, SEND
 from reports.histogram import LOG_GAMMA, NEG_BASE, ZERO_KEY
 from reports.windows import Segment
 
+# Which clock a run's times are on: a simulated run is named "<scenario>/<seed>" and runs on
+# virtual time; a live or conformance run's id carries "@<UTC start>-<hex>" (harness/run_ids.py)
+# and its times are wall time. The report keeps the two apart.
+VIRTUAL, WALL = "virtual", "wall"
+WALL_CLOCK_MARK = "@"
 FAULT_BITS = (("delay", 1), ("duplicate", 2), ("reorder", 4))
 OTHER_FAULT_BIT = 8
 RECEIVED, ORPHAN, DELIVERED, DROPPED, LOST, NO_ID = "received", "orphan", "delivered", "dropped", "lost", "no-id"
@@ -30,6 +35,12 @@ SEND_SIDE, RECEIVE_SIDE, DROP_ROW, FAULT_ROW = 0, 1, 2, 3
 # kind -> side (low 2 bits) + 4 for the end-to-end pairing (command/deliver by corr)
 KIND_CODES = {SEND: SEND_SIDE, RECV: RECEIVE_SIDE, DROP: DROP_ROW, FAULT: FAULT_ROW,
               COMMAND: 4 + SEND_SIDE, DELIVER: 4 + RECEIVE_SIDE}
+
+
+def clock_column():  # -> Column: run_scan.clock_of in Spark
+    from pyspark.sql import functions as F
+
+    return F.when(F.col("run").contains(WALL_CLOCK_MARK), F.lit(WALL)).otherwise(F.lit(VIRTUAL))
 
 
 def bucket(lat):  # Column -> Column: reports.histogram.bucket_key, in Spark
@@ -75,7 +86,7 @@ def paired_rows(df, spark: Any, segments: list[Segment], labels: dict[str, int])
         kc.bitwiseAND(3).alias("k"),
         F.col("time_ns").alias("t"),
         F.xxhash64("msg_type").alias("mt"),
-        F.xxhash64("protocol", "scenario").alias("p"),
+        F.xxhash64("protocol", "scenario", clock_column()).alias("p"),
         F.when(kc == FAULT_ROW, fault_bits(F.col("fault"))).otherwise(0).alias("f"),
     )
     if segments:

@@ -13,10 +13,10 @@ import pyarrow.compute as pc
 from reports.histogram import ALPHA, GAMMA, Histogram
 from reports.job import JobResult
 from reports.run_scan import HISTOGRAM_SCHEMA
-from reports.messages import DELIVERED, DROPPED, FAULT_BITS, LOST, NO_ID, ORPHAN, OTHER_FAULT_BIT, RECEIVED
+from reports.messages import DELIVERED, DROPPED, FAULT_BITS, LOST, NO_ID, ORPHAN, OTHER_FAULT_BIT, RECEIVED, WALL
 from reports.windows import END, is_point_event
 
-REPORT_VERSION = 1
+REPORT_VERSION = 2  # 2: rows carry "clock" (virtual: simulated runs; wall: live and conformance runs)
 UNKNOWN = "?"
 
 
@@ -40,7 +40,7 @@ class _Rows:
         self.table = t.drop_columns(["fb"]).append_column(
             "fault", pa.array([labels[b] for b in fb.to_pylist()], pa.string()) if len(labels) > 1
             else pa.nulls(t.num_rows, pa.string()).fill_null(next(iter(labels.values()), "none")))
-        for name in ("protocol", "scenario", "mt"):
+        for name in ("protocol", "scenario", "clock", "mt"):
             self.table = self.table.set_column(self.table.schema.get_field_index(name), name,
                                                pc.fill_null(self.table[name], UNKNOWN))
 
@@ -94,15 +94,29 @@ def _delivery(counts: dict[tuple, dict[str, int]], names: tuple[str, ...], e2e: 
     return out
 
 
+def _correlated(requests: list[dict]) -> tuple[list[dict], list[dict]]:
+    """Requests proper, and the command/delivery types none of whose rows carries a correlation
+    id (the conformance conductor's own rows, a workload that stamps none): those are not
+    requests that went unanswered, so they are listed apart, counted."""
+    paired, apart = [], []
+    for r in requests:
+        if r["commands"] or r["deliveries"] or r["orphans"]:
+            paired.append(r)
+        else:
+            apart.append({k: r[k] for k in ("clock", "protocol", "scenario", "command")} | {"rows": r["unpaired"]})
+    return paired, apart
+
+
 def _chaos(job: JobResult) -> dict[str, Any]:
     runs: dict[str, dict] = {}
     for r in job.control.chaos_runs:
-        run = runs.setdefault(r["run"], {"protocol": r["protocol"], "scenario": r["scenario"], "seed": r["seed"],
-                                         "run": r["run"], "checks": {}})
+        run = runs.setdefault(r["run"], {"clock": r["clock"], "protocol": r["protocol"], "scenario": r["scenario"],
+                                         "seed": r["seed"], "run": r["run"], "checks": {}})
         run["checks"][r["check"]] = r["verdict"]
     for run in runs.values():
         run["ok"] = all(v in ("pass", "skipped") for v in run["checks"].values())
-    ordered = sorted(runs.values(), key=lambda r: (r["protocol"] or "", r["scenario"] or "", r["seed"] or 0, r["run"]))
+    ordered = sorted(runs.values(), key=lambda r: (r["clock"], r["protocol"] or "", r["scenario"] or "", r["seed"] or 0,
+                                                   r["run"]))
     summary = [{**s, "status": "fail" if (s["fail"] or s["error"]) else "pass" if s["pass"] or not s["skipped"]
                 else "skipped"} for s in job.control.chaos_summary]
     return {"summary": summary, "runs": ordered}
@@ -120,60 +134,66 @@ def _windows(job: JobResult) -> list[dict]:
     """How often and how long each window label was in force, per scenario."""
     acc: dict[tuple, dict] = {}
     for s in job.segments:
-        protocol, scenario = job.control.event_meta.get(s.run, (UNKNOWN, UNKNOWN))
-        a = acc.setdefault((protocol, scenario, s.label), {"runs": set(), "segments": 0, "total_ns": 0, "open": 0})
+        protocol, scenario, clock = job.control.event_meta.get(s.run, (UNKNOWN, UNKNOWN, UNKNOWN))
+        a = acc.setdefault((clock, protocol, scenario, s.label), {"runs": set(), "segments": 0, "total_ns": 0,
+                                                                  "open": 0})
         a["runs"].add(s.run)
         a["segments"] += 1
         if s.end == END:
             a["open"] += 1
         else:
             a["total_ns"] += s.end - s.start
-    return [{"protocol": p, "scenario": sc, "window": w, "runs": len(a["runs"]), "segments": a["segments"],
-             "closed_total_ns": a["total_ns"], "open_at_end": a["open"]} for (p, sc, w), a in sorted(acc.items())]
+    return [{"clock": c, "protocol": p, "scenario": sc, "window": w, "runs": len(a["runs"]), "segments": a["segments"],
+             "closed_total_ns": a["total_ns"], "open_at_end": a["open"]} for (c, p, sc, w), a in sorted(acc.items())]
 
 
 def _point_faults(job: JobResult) -> list[dict]:
     acc: dict[tuple, int] = defaultdict(int)
     for e in job.control.events:
         if is_point_event(e):
-            protocol, scenario = job.control.event_meta.get(e.run, (UNKNOWN, UNKNOWN))
-            acc[(protocol, scenario, e.fault or UNKNOWN)] += 1
-    return [{"protocol": p, "scenario": s, "fault": f, "count": n} for (p, s, f), n in sorted(acc.items())]
+            protocol, scenario, clock = job.control.event_meta.get(e.run, (UNKNOWN, UNKNOWN, UNKNOWN))
+            acc[(clock, protocol, scenario, e.fault or UNKNOWN)] += 1
+    return [{"clock": c, "protocol": p, "scenario": s, "fault": f, "count": n} for (c, p, s, f), n in sorted(acc.items())]
 
 
 def _plots(rows: _Rows) -> dict[str, list]:
-    """(bucket key, count) per (protocol, msg_type) for the latency plots."""
-    hists = rows.latency(False, ("protocol", "mt"))
-    return {f"{p}/{m}": h.keys_counts() for (p, m), h in sorted(hists.items())}
+    """(bucket key, count) per (clock, protocol, msg_type) for the latency plots."""
+    hists = rows.latency(False, ("clock", "protocol", "mt"))
+    return {f"{c}/{p}/{m}": h.keys_counts() for (c, p, m), h in sorted(hists.items())}
 
 
 def build(job: JobResult, source: str, master: str, seconds: float, spark_version: str,
           extra: dict[str, Any] | None = None) -> dict[str, Any]:
     rows = _Rows(job)
-    by_type = ("protocol", "msg_type")
+    by_type = ("clock", "protocol", "msg_type")
     lat = {
-        "by_msg_type": _table(rows.latency(False, ("protocol", "mt")), by_type),
-        "by_fault_window": _table(rows.latency(False, ("protocol", "scenario", "window")),
-                                  ("protocol", "scenario", "window")),
+        "by_msg_type": _table(rows.latency(False, ("clock", "protocol", "mt")), by_type),
+        "by_fault_window": _table(rows.latency(False, ("clock", "protocol", "scenario", "window")),
+                                  ("clock", "protocol", "scenario", "window")),
         "by_fault_window_and_msg_type": _table(
-            rows.latency(False, ("protocol", "scenario", "window", "mt")),
-            ("protocol", "scenario", "window", "msg_type")),
-        "by_message_fault": _table(rows.latency(False, ("protocol", "mt", "fault")),
-                                   ("protocol", "msg_type", "fault")),
-        "end_to_end": _table(rows.latency(True, ("protocol", "scenario", "mt")),
-                             ("protocol", "scenario", "command")),
+            rows.latency(False, ("clock", "protocol", "scenario", "window", "mt")),
+            ("clock", "protocol", "scenario", "window", "msg_type")),
+        "by_message_fault": _table(rows.latency(False, ("clock", "protocol", "mt", "fault")),
+                                   ("clock", "protocol", "msg_type", "fault")),
+        "end_to_end": _table(rows.latency(True, ("clock", "protocol", "scenario", "mt")),
+                             ("clock", "protocol", "scenario", "command")),
         "end_to_end_by_fault_window": _table(
-            rows.latency(True, ("protocol", "scenario", "window")),
-            ("protocol", "scenario", "window")),
+            rows.latency(True, ("clock", "protocol", "scenario", "window")),
+            ("clock", "protocol", "scenario", "window")),
     }
-    delivery = _delivery(rows.counts(False, ("protocol", "mt")), by_type, False)
-    requests = _delivery(rows.counts(True, ("protocol", "scenario", "mt")),
-                         ("protocol", "scenario", "command"), True)
+    delivery = _delivery(rows.counts(False, ("clock", "protocol", "mt")), by_type, False)
+    requests, uncorrelated = _correlated(_delivery(rows.counts(True, ("clock", "protocol", "scenario", "mt")),
+                                                   ("clock", "protocol", "scenario", "command"), True))
     quality = {
         "orphan_receptions": sum(d["orphans"] for d in delivery),
-        "unpaired_message_rows": sum(d["unpaired"] for d in delivery),
+        # simulated message rows all carry a msg_id: one without is a problem of the trace
+        "unpaired_message_rows": sum(d["unpaired"] for d in delivery if d["clock"] != WALL),
+        # live message rows carry none (real sockets carry no harness id): counted, not paired
+        "live_message_rows_not_paired": sum(d["unpaired"] for d in delivery if d["clock"] == WALL),
         "orphan_deliveries": sum(d["orphans"] for d in requests),
         "unpaired_request_rows": sum(d["unpaired"] for d in requests),
+        # operations that never carry a correlation id: listed apart, not requests that went unpaired
+        "uncorrelated_rows": sum(d["rows"] for d in uncorrelated),
         "runs_without_verdicts": sum(r["runs"] - r["runs_with_verdicts"] for r in job.control.runs),
         "receipts_of_unnamed_scenarios": rows.unnamed_receipts(),
         "unreadable_files": len(job.unreadable),
@@ -184,9 +204,9 @@ def build(job: JobResult, source: str, master: str, seconds: float, spark_versio
         "source": source,
         "spark": {"master": master, "version": spark_version, "seconds": round(seconds, 3), "engine": job.engine,
                   "files": job.files, "rows": job.rows, "files_by_sql": job.files_by_sql},
-        "runs": sorted(({"protocol": r["protocol"], "scenario": r["scenario"], "runs": r["runs"],
+        "runs": sorted(({"clock": r["clock"], "protocol": r["protocol"], "scenario": r["scenario"], "runs": r["runs"],
                          "runs_with_verdicts": r["runs_with_verdicts"]} for r in job.control.runs),
-                       key=lambda r: (r["protocol"] or "", r["scenario"] or "")),
+                       key=lambda r: (r["clock"], r["protocol"] or "", r["scenario"] or "")),
         "chaos": _chaos(job),
         "conformance": _conformance(job),
         "failures": job.control.failures,
@@ -201,6 +221,7 @@ def build(job: JobResult, source: str, master: str, seconds: float, spark_versio
         "histograms": _plots(rows),
         "delivery": delivery,
         "requests": requests,
+        "uncorrelated": uncorrelated,
         "fault_windows": _windows(job),
         "fault_events": _point_faults(job),
         "discards": job.control.discards,
@@ -218,6 +239,7 @@ def iter_tables(report: dict[str, Any]) -> Iterable[tuple[str, list[dict]]]:
         yield f"latency.{name}", rows
     yield "delivery", report["delivery"]
     yield "requests", report["requests"]
+    yield "uncorrelated", report["uncorrelated"]
     yield "fault_windows", report["fault_windows"]
     yield "fault_events", report["fault_events"]
     yield "discards", report["discards"]

@@ -34,7 +34,7 @@ from harness.trace import CRASH, DISCARD, FAULT, PAUSE, RESTART, RESUME, VERDICT
 from reports.histogram import LOG_GAMMA, NEG_BASE
 from reports.messages import (
     DELIVERED, DROPPED, FAULT_BITS, FAULT_ROW, LOST, NO_ID, ORPHAN, OTHER_FAULT_BIT, RECEIVE_SIDE, RECEIVED,
-    SEND_SIDE, STATUS, STATUSES,
+    SEND_SIDE, STATUS, STATUSES, VIRTUAL, WALL, WALL_CLOCK_MARK,
 )
 from reports.messages import KIND_CODES as MESSAGE_KIND_CODES
 from reports.windows import NONE, Event, Segment, segments
@@ -52,9 +52,10 @@ MESSAGE_COLUMNS = ("run", "protocol", "scenario", "kind", "time_ns", "msg_type",
 CONTROL_COLUMNS = ("seed", "implementation", "node", "role", "verdict", "clause", "detail")  # + the above
 DICTIONARY_COLUMNS = ("run", "protocol", "scenario", "kind", "msg_type", "corr", "fault", "implementation",
                       "node", "role", "verdict", "clause")
-HISTOGRAM_KEYS = ("protocol", "scenario", "e", "mt", "window", "fb", "status", "b")
+HISTOGRAM_KEYS = ("protocol", "scenario", "clock", "e", "mt", "window", "fb", "status", "b")
 # what every engine returns: counts and min/max/sum of latency (ns) per histogram key
-HISTOGRAM_SCHEMA = pa.schema([("protocol", pa.string()), ("scenario", pa.string()), ("e", pa.bool_()),
+HISTOGRAM_SCHEMA = pa.schema([("protocol", pa.string()), ("scenario", pa.string()), ("clock", pa.string()),
+                              ("e", pa.bool_()),
                               ("mt", pa.string()), ("window", pa.string()), ("fb", pa.int64()),
                               ("status", pa.string()), ("b", pa.int64()), ("n", pa.int64()), ("lo", pa.int64()),
                               ("hi", pa.int64()), ("total", pa.float64()), ("drops", pa.int64())])
@@ -63,6 +64,9 @@ MAX_FILE_ROWS = 2_000_000  # < 2**21: see COUNT_BITS
 BATCH_ROWS = 1 << 16
 
 I64, I32, I8 = pa.int64(), pa.int32(), pa.int8()
+
+def clock_of(run: str | None) -> str:
+    return WALL if run is not None and WALL_CLOCK_MARK in run else VIRTUAL
 
 
 @dataclass
@@ -134,7 +138,7 @@ class _Unit:
 
     def __init__(self) -> None:
         self.runs, self.ps, self.types = _Names(), _Names(), _Names()
-        self.run_ps: dict[int, int] | None = {}  # run id -> its (protocol, scenario) id, while unique
+        self.run_ps: dict[int, int] | None = {}  # run id -> its (protocol, scenario, clock) id, while unique
         self.tables: list[pa.Table] = []
         self.control: list[dict] = []
         self.files: list[int] = []
@@ -158,7 +162,7 @@ class _Unit:
         e = pc.greater_equal(kc, 4)
         corr = pc.bit_wise_or(_as(_dictionary(col["corr"]).indices, I64), ordinal << 32)  # unique in the unit
         run_id = self.runs.of(run)
-        ps = self._pairs(col["protocol"], col["scenario"])
+        ps = self._pairs(col["protocol"], col["scenario"], run)
         self._note_run_ps(run_id, ps)
         self.tables.append(pa.table({
             "run": run_id, "e": e, "id": pc.if_else(e, corr, msg_id),
@@ -167,7 +171,7 @@ class _Unit:
         }).filter(keep))
 
     def _note_run_ps(self, run_id: pa.Array, ps: pa.Array) -> None:
-        """Track run -> (protocol, scenario): when every run has one, the pairing need not carry it."""
+        """Track run -> (protocol, scenario, clock): when every run has one, the pairing need not carry it."""
         if self.run_ps is None:
             return
         pairs = pc.unique(pc.add(pc.multiply(_as(pc.fill_null(run_id, -1), I64), 1 << 31), _as(ps, I64)))
@@ -177,18 +181,24 @@ class _Unit:
                 self.run_ps = None  # a run with two names: let the pairing aggregate them
                 return
 
-    def _pairs(self, protocol: pa.Array, scenario: pa.Array) -> pa.Array:
-        """One id per (protocol, scenario) pair: the two dictionary indices (+1, null as 0) make
-        one code per row, and only the distinct codes are named in Python."""
+    def _pairs(self, protocol: pa.Array, scenario: pa.Array, run: pa.DictionaryArray) -> pa.Array:
+        """One id per (protocol, scenario, clock): the two dictionary indices (+1, null as 0) and
+        the run's clock make one code per row, and only the distinct codes are named in Python."""
         p, s = _dictionary(protocol), _dictionary(scenario)
-        if len(p.dictionary) == len(s.dictionary) == 1 and not p.null_count and not s.null_count:
-            return _filled(len(p), self.ps.id((p.dictionary[0].as_py(), s.dictionary[0].as_py())), I32)  # one run
+        clocks = [clock_of(r) for r in run.dictionary.to_pylist()]
+        if len(p.dictionary) == len(s.dictionary) == 1 and not p.null_count and not s.null_count \
+                and len(set(clocks)) == 1:  # one run
+            key = (p.dictionary[0].as_py(), s.dictionary[0].as_py(), clocks[0])
+            return _filled(len(p), self.ps.id(key), I32)
         pn, sn = [None] + p.dictionary.to_pylist(), [None] + s.dictionary.to_pylist()
         code = pc.add(pc.multiply(_as(pc.fill_null(p.indices, -1), I64), len(sn)),
                       _as(pc.fill_null(s.indices, -1), I64))
         code = pc.add(code, len(sn) + 1)  # = (p + 1) * len(sn) + (s + 1)
+        wall = pa.array([c == WALL for c in clocks] or [False], pa.bool_()).take(pc.fill_null(run.indices, 0))
+        code = pc.add(pc.multiply(code, 2), _as(wall, I64))
         uniq = pc.unique(code)
-        ids = [self.ps.id((pn[c // len(sn)], sn[c % len(sn)])) for c in uniq.to_pylist()]
+        ids = [self.ps.id((pn[(c // 2) // len(sn)], sn[(c // 2) % len(sn)], WALL if c % 2 else VIRTUAL))
+               for c in uniq.to_pylist()]
         return pa.array(ids, I32).take(pc.index_in(code, uniq))
 
     def _add_control(self, rows: pa.Table, where: pa.Array, file_index: int) -> None:
@@ -404,6 +414,7 @@ def _named(h: pa.Table, unit: _Unit, labels: list[str]) -> pa.Table:
     return pa.table({
         "protocol": pa.array([pairs[i][0] for i in ps], pa.string()),
         "scenario": pa.array([pairs[i][1] for i in ps], pa.string()),
+        "clock": pa.array([pairs[i][2] for i in ps], pa.string()),
         "e": pc.cast(h["e"], pa.bool_()),
         "mt": pa.array([types[i] for i in h["mt"].to_pylist()], pa.string()),
         "window": pa.array([labels[i] for i in h["wl"].to_pylist()], pa.string()),

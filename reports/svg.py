@@ -25,9 +25,10 @@ def fmt_ns(ns: float | int | None) -> str:
     return f"{ns:.0f} ns"
 
 
-def histogram(keys_counts: Sequence[tuple[int, int]], title: str, width: int = 420, height: int = 150) -> str:
-    """Bars of counts over log-spaced latency bins (PER_DECADE per decade); non-positive
-    latencies, if any, are one bar at the left labelled '≤0'."""
+def histogram(keys_counts: Sequence[tuple[int, int]], title: str, width: int = 420, height: int = 170,
+              x_label: str = "latency (log scale)", y_label: str = "count") -> str:
+    """Bars of counts over log-spaced latency bins (PER_DECADE per decade), with both axes
+    labelled; non-positive latencies, if any, are one bar at the left labelled '≤0'."""
     nonpos = sum(c for k, c in keys_counts if k == ZERO_KEY or k <= NEG_BASE)
     bins: dict[int, int] = {}
     for k, c in keys_counts:
@@ -40,7 +41,7 @@ def histogram(keys_counts: Sequence[tuple[int, int]], title: str, width: int = 4
         return ""
     lo, hi = (min(bins), max(bins)) if bins else (0, 0)
     slots = (hi - lo + 1) + (1 if nonpos else 0)
-    pad_l, pad_b, pad_t = 36, 28, 18
+    pad_l, pad_b, pad_t = 48, 40, 18
     plot_w, plot_h = width - pad_l - 8, height - pad_b - pad_t
     bar_w = plot_w / max(slots, 1)
     top = max([*bins.values(), nonpos]) or 1
@@ -48,7 +49,12 @@ def histogram(keys_counts: Sequence[tuple[int, int]], title: str, width: int = 4
              f'role="img" aria-label="{escape(title)}"><title>{escape(title)}</title>',
              f'<text x="{pad_l}" y="12" class="t">{escape(title)}</text>',
              f'<line x1="{pad_l}" y1="{pad_t + plot_h}" x2="{width - 8}" y2="{pad_t + plot_h}" class="axis"/>',
-             f'<text x="{pad_l - 4}" y="{pad_t + 8}" class="yl">{top}</text>']
+             f'<line x1="{pad_l}" y1="{pad_t}" x2="{pad_l}" y2="{pad_t + plot_h}" class="axis"/>',
+             f'<text x="{pad_l - 4}" y="{pad_t + 8}" class="yl">{top}</text>',
+             f'<text x="{pad_l - 4}" y="{pad_t + plot_h}" class="yl">0</text>',
+             f'<text x="{pad_l + plot_w / 2:.1f}" y="{height - 2}" class="xl al" data-axis="x">{escape(x_label)}</text>',
+             f'<text x="10" y="{pad_t + plot_h / 2:.1f}" class="xl al" data-axis="y" '
+             f'transform="rotate(-90 10 {pad_t + plot_h / 2:.1f})">{escape(y_label)}</text>']
     slot = 0
     if nonpos:
         h = plot_h * nonpos / top
@@ -65,7 +71,7 @@ def histogram(keys_counts: Sequence[tuple[int, int]], title: str, width: int = 4
                          f'height="{h:.1f}" class="bar"><title>{fmt_ns(a)}–{fmt_ns(z)}: {c}</title></rect>')
         # label decades; a narrow range (under a decade) gets its two ends labelled instead
         if b % PER_DECADE == 0 or (hi - lo < PER_DECADE and b in (lo, hi)):
-            parts.append(f'<text x="{x:.1f}" y="{height - 10}" class="xl">{fmt_ns(10 ** (b / PER_DECADE))}</text>')
+            parts.append(f'<text x="{x:.1f}" y="{height - 24}" class="xl">{fmt_ns(10 ** (b / PER_DECADE))}</text>')
     parts.append("</svg>")
     return "".join(parts)
 

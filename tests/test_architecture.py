@@ -63,7 +63,7 @@ def test_a_run_leaves_the_global_random_state_untouched() -> None:
     assert random.getstate() == before, "something drew from the global random generator during a run"
 
 
-GROUND = ["harness/protocols", "harness/node.py", "harness/trace.py", "harness/runtime.py"]
+GROUND = ["harness/protocols", "harness/node.py", "harness/trace.py", "harness/runtime.py", "harness/interrupts.py"]
 LAYER2 = ["reference_nodes", "fault_injection", "harness/checkers", "harness/live"]
 PROJECT = ("harness", "reference_nodes", "fault_injection", "reports")
 
@@ -75,7 +75,7 @@ def _project_imports(root: str) -> list[tuple[Path, str]]:
 
 @pytest.mark.parametrize("root", GROUND)
 def test_ground_floor_imports_only_the_ground_floor(root: str) -> None:
-    allowed = ("harness.protocols", "harness.node", "harness.trace", "harness.runtime")
+    allowed = ("harness.protocols", "harness.node", "harness.trace", "harness.runtime", "harness.interrupts")
     bad = [(str(p), m) for p, m in _project_imports(root) if not m.startswith(allowed)]
     assert not bad, f"ground floor imports upward: {bad}"
 
@@ -83,6 +83,6 @@ def test_ground_floor_imports_only_the_ground_floor(root: str) -> None:
 @pytest.mark.parametrize("root", LAYER2)
 def test_layer_two_uses_only_the_ground_floor_and_itself(root: str) -> None:
     own = root.replace("/", ".")
-    allowed = ("harness.protocols", "harness.node", "harness.trace", "harness.runtime", own)
+    allowed = ("harness.protocols", "harness.node", "harness.trace", "harness.runtime", "harness.interrupts", own)
     bad = [(str(p), m) for p, m in _project_imports(root) if not m.startswith(allowed)]
     assert not bad, f"{root} imports sideways or upward: {bad}"

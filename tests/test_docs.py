@@ -62,3 +62,19 @@ def test_scenario_examples_are_valid_and_pass(where: str, text: str, tmp_path: P
     else:
         result = run_sim(scenario, 1, str(tmp_path))
     assert result.ok, [v.to_dict() for v in result.failed]
+
+
+def test_relative_links_land_and_no_merge_leftovers() -> None:
+    """Every relative link of the docs names a file that exists (docs/conformance.md once linked
+    a page that did not), and no "To be merged" note or conflict marker is left in them."""
+    dead, leftovers = [], []
+    for path in DOCS:
+        text = path.read_text()
+        for target in re.findall(r"\]\(([^)#:\s]+)(?:#[^)]*)?\)", text):
+            if not (path.parent / target).exists():
+                dead.append(f"{path}: {target}")
+        for n, line in enumerate(text.splitlines(), 1):
+            if re.search(r"to be merged|^(<<<<<<<|>>>>>>>) ", line, re.I):
+                leftovers.append(f"{path}:{n}: {line.strip()}")
+    assert not dead, dead
+    assert not leftovers, leftovers

@@ -15,7 +15,10 @@ Step kinds: ``send`` (a message: type + fields, the rest defaulted), ``send_raw`
 hex, for malformed input), ``expect`` (a message whose fields match, within a time; matchers
 below; with ``first: true`` it must also be the first message the peer gets in the step, nothing
 else before it), ``expect_nothing`` (no message, or none of a type, for a time), ``wait``,
-``restart_iut`` / ``kill_iut`` (process control), ``disconnect`` (a peer goes away).
+``restart_iut`` / ``kill_iut`` (process control), ``disconnect`` (a peer goes away),
+``expect_subscription`` (publish/subscribe peers: the implementation holds, or takes within the
+time, a subscription at the peer that lets such a message through — a case waits for what the
+implementation observably does rather than for a fixed delay).
 
 What the implementation hands its application is observed on its standard output, one JSON
 object per line (what each protocol prints is in its conformance doc; lines that are not a
@@ -31,10 +34,13 @@ Field matchers in ``expect``: a plain value (equal; text is UTF-8 for byte field
 scripted peer and the implementation, as the ROUTER side sees it: a DEALER peer's own
 identity, or the implementation's identity as a ROUTER peer received it),
 ``{not: value}``, ``{len: N}``, ``{one_of: [...]}``, ``{nonempty: true}``, ``{gt: value}``
-(a number greater than the value, which may be a ``ref``). ``not`` and ``one_of`` take values or
-matchers (``{one_of: [null, {identity_of: broker.b}]}``). In ``send``, a field may be
-``{ref: ...}`` or ``{identity_of: ...}`` (taken from the run), and ``{hex: ...}`` gives any
-bytes, also for text fields that allow any bytes.
+(a number greater than the value, which may be a ``ref``), ``{iut_address: true}`` (one of the
+addresses the implementation announced, e.g. in Dafka BEACONs: a node made of several, like
+zeromq/dafka's store, announces one per part). ``not`` and ``one_of`` take values or matchers
+(``{one_of: [null, {identity_of: broker.b}]}``). In ``send``, a field may be ``{ref: ...}``,
+``{identity_of: ...}`` or ``{iut_address: true}`` (the announced address that a subscription of
+the implementation lets the message through to), and ``{hex: ...}`` gives any bytes, also for
+text fields that allow any bytes.
 
 An ``expect`` may also match frames byte for byte where a decoded field cannot tell (a
 MessagePack value re-encoded in other bytes): ``raw: {5: "cf0000000000000001"}`` (frame index,
@@ -55,9 +61,9 @@ from harness.yamlsrc import Locations, SourceError, load, loads
 CaseError = SourceError
 
 STEP_KINDS = ("send", "send_raw", "expect", "expect_nothing", "wait", "restart_iut", "kill_iut", "disconnect",
-              "expect_output", "expect_no_output")
-TIMED_KINDS = ("expect", "expect_nothing", "wait", "expect_output", "expect_no_output")
-MATCHERS = ("hex", "pattern", "any", "ref", "identity_of", "not", "len", "one_of", "nonempty", "gt")
+              "expect_output", "expect_no_output", "expect_subscription")
+TIMED_KINDS = ("expect", "expect_nothing", "wait", "expect_output", "expect_no_output", "expect_subscription")
+MATCHERS = ("hex", "pattern", "any", "ref", "identity_of", "not", "len", "one_of", "nonempty", "gt", "iut_address")
 RAW = "raw"  # an expect step's {frame index: hex}: the message's frames byte for byte (not a field)
 DEFAULT_WITHIN_NS = 1_000_000_000
 
@@ -151,7 +157,7 @@ def case_from(data: Any, locs: Locations, path: str, peer_roles: dict[str, dict[
                 raise locs.error(p + (k,), f"unknown step field (a {kind} step takes {', '.join(sorted(allowed))})")
         where = locs.of(p)
         step = Step(kind, None, line=where.line if where else None, text=_one_line(raw))
-        if kind in ("send", "send_raw", "expect", "expect_nothing", "disconnect"):
+        if kind in ("send", "send_raw", "expect", "expect_nothing", "disconnect", "expect_subscription"):
             peer = raw.get("as") if kind != "disconnect" else raw.get("disconnect")
             if not isinstance(peer, str):
                 raise locs.error(p, "name the scripted peer with 'as: <role>.<name>'")
@@ -161,7 +167,7 @@ def case_from(data: Any, locs: Locations, path: str, peer_roles: dict[str, dict[
                                               f"{peer!r} is none of them")
             peers.setdefault(peer, peer_roles[role][prole])
             step.peer = peer
-        if kind in ("send", "expect", "expect_nothing"):
+        if kind in ("send", "expect", "expect_nothing", "expect_subscription"):
             spec = raw[kind] if raw[kind] is not None else {}
             if not isinstance(spec, dict):
                 raise locs.error(p + (kind,), "give the message as a mapping with 'type' and fields")
@@ -177,7 +183,9 @@ def case_from(data: Any, locs: Locations, path: str, peer_roles: dict[str, dict[
                 for f in spec:
                     if f not in names:
                         raise locs.error(p + (kind, f), f"{mtype} has no field {f!r} (fields: {', '.join(sorted(names))})")
-            if kind == "send":
+            if kind == "expect_subscription":
+                step.fields = {k: _normalise(c, mtype, k, _bytes_value(v)) for k, v in spec.items()}
+            elif kind == "send":
                 step.fields = {k: _normalise(c, mtype, k, _bytes_value(v)) for k, v in spec.items()}
                 refs = [v["ref"] for v in step.fields.values() if isinstance(v, dict) and set(v) == {"ref"}]
                 for r in refs:
@@ -186,7 +194,8 @@ def case_from(data: Any, locs: Locations, path: str, peer_roles: dict[str, dict[
                 idents = [(f, v["identity_of"]) for f, v in step.fields.items()
                           if isinstance(v, dict) and set(v) == {"identity_of"}]
                 identity_refs.extend((p + (kind, f), str(v)) for f, v in idents)
-                if not refs and not idents:  # values taken from the run are checked when the step runs
+                announced = [f for f, v in step.fields.items() if isinstance(v, dict) and set(v) == {"iut_address"}]
+                if not refs and not idents and not announced:  # values from the run are checked when the step runs
                     try:
                         c.encode(mtype, step.fields)
                     except ValueError as e:
@@ -215,9 +224,9 @@ def case_from(data: Any, locs: Locations, path: str, peer_roles: dict[str, dict[
             except ValueError:
                 raise locs.error(p + ("send_raw",), "every frame must be hex") from None
         if kind in TIMED_KINDS:
-            key = "within" if kind in ("expect", "expect_output") else "for"
+            key = "within" if kind in ("expect", "expect_output", "expect_subscription") else "for"
             value = raw.get(key, raw.get("within", raw.get(kind) if kind == "wait" else None))
-            if value is None and kind not in ("expect", "expect_output"):
+            if value is None and kind not in ("expect", "expect_output", "expect_subscription"):
                 raise locs.error(p, f"a {kind} step needs 'for: <duration>'")
             if value is not None:
                 try:

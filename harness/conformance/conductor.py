@@ -31,7 +31,12 @@ see `PeerPlan`) add, all optional and unused by the other suites:
 * placeholders: a value or matcher that is exactly ``"{name}"`` is the run's value of that
   placeholder (``PeerPlan.values``: ``{topic}``, ``{port}``, ...);
 * evidence: a received message equal to one already logged (periodic beacons and heads) is
-  counted on that entry (``repeats``) instead of logged again (``fold_repeats``).
+  counted on that entry (``repeats``) instead of logged again (``fold_repeats``);
+* announced endpoints (``PeerPlan.announced``): a message of the implementation that announces
+  one of its addresses and endpoints (a Dafka BEACON) makes every receiving socket that
+  ``follow``s connect to that endpoint, as a real node would, so an implementation that binds
+  ports of its own choosing is reached, and one made of several nodes (each with its address
+  and endpoint) is reached in every part; ``{iut_address: true}`` is one of those addresses.
 
 What the implementation prints for its application (``expect_output`` steps) reaches the
 conductor as commands ``{"op": "output", "line": text}`` from the runner (the implementation's
@@ -42,80 +47,21 @@ that is a JSON object is kept until a step takes it; other lines are ignored.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable
 
 from harness.conformance.case import Case, Step
 from harness.conformance.matchers import matches
-from harness.node import Action, BaseNode, Deliver, Disconnect, Note, Send, SocketSpec, SocketType
+from harness.conformance.plan import Announcement, PeerSocket
+from harness.node import Action, BaseNode, Connect, Deliver, Disconnect, Note, Send, SocketSpec, SocketType
 from harness.protocols import Codec, DecodeError
 from harness.protocols.codec import Message
 
 
 RECV = "/recv"  # suffix of a peer's second (receiving) socket
-
-
-@dataclass(frozen=True)
-class PeerLink:
-    """A scripted peer's second socket, used to receive (e.g. a SUB connected to the
-    implementation's XPUB) when its main socket only sends."""
-
-    type: SocketType
-    endpoint: str
-    bind: bool
-    subscribe: tuple[bytes, ...] = ()
-    channel: str | None = None  # decode what arrives here as a message of this channel
-
-
-@dataclass(frozen=True)
-class PeerSocket:
-    name: str
-    type: SocketType
-    endpoint: str
-    bind: bool
-    identity: bytes | None = None
-    # Optional, for peers that are nodes of a publish/subscribe mesh (see the module docstring).
-    recv: PeerLink | None = None
-    subscribe: tuple[bytes, ...] = ()  # SUB/XSUB main socket: its subscriptions
-    channel: str | None = None  # decode channel of the main socket
-    welcome: bytes | None = None  # XPUB main socket: ZMQ_XPUB_WELCOME_MSG
-    address: str | None = None  # the peer's protocol address: what identity_of gives
-    blame: Mapping[str, str] = field(default_factory=dict)  # silent / unsubscribed / recv-silent -> clause
-    discovered_via: str | None = None  # the peer through which the implementation learns of this one
-
-    @property
-    def routed(self) -> bool:
-        return self.type is SocketType.ROUTER
-
-
-@dataclass(frozen=True)
-class Announcement:
-    """A message a peer sends on its main socket every ``every_ns`` (and at once when a
-    subscription that lets it through arrives): e.g. a tower forwarding the beacon of
-    scripted peer ``about``."""
-
-    peer: str
-    message: str
-    fields: Mapping[str, Any]
-    every_ns: int
-    about: str | None = None  # the scripted peer it announces; silenced by a disconnect step
-
-
-@dataclass
-class PeerPlan:
-    """What a suite's ``build_peers`` gives the conductor for one case."""
-
-    peers: dict[str, PeerSocket]
-    announce: list[Announcement] = field(default_factory=list)
-    values: dict[str, Any] = field(default_factory=dict)  # placeholders usable as "{name}" in steps
-    send_wait_ns: int = 0  # how long a send on an XPUB waits for a subscription (0: no wait)
-    optional_sends: dict[str, str] = field(default_factory=dict)  # message -> why the case is then n/a
-    fold_repeats: bool = True  # evidence: a message equal to one already logged counts as a repeat
-
-    def conductor_config(self) -> dict[str, Any]:
-        return {"peers": self.peers, "announce": list(self.announce), "values": dict(self.values),
-                "send_wait_ns": self.send_wait_ns, "optional_sends": dict(self.optional_sends),
-                "fold_repeats": self.fold_repeats}
+# Not a clause of any document: an implementation that crashes or aborts during a case has
+# failed whatever it was doing, at MUST level, whichever step was waiting (docs/conformance.md).
+ROBUSTNESS = "harness.robustness"
+IUT_CRASHED = "iut-crashed"  # the command the runner hands the conductor when the IUT died
 
 
 class Conductor(BaseNode):
@@ -156,6 +102,10 @@ class Conductor(BaseNode):
         self._ann_due: list[int | None] = [None] * len(self.announce)
         self._folded: dict[tuple[str, str, str], dict[str, Any]] | None = \
             {} if self.config.get("fold_repeats") else None
+        self.announced: Callable[[Message], tuple[str, str] | None] | None = self.config.get("announced")
+        self.iut_addresses: dict[str, str] = {}  # announced address -> endpoint, in the order heard
+        self.followed: set[str] = {p.recv.endpoint for p in self.peers.values()
+                                   if p.recv is not None and p.recv.endpoint is not None}
         self.outputs: list[dict[str, Any]] = []  # output lines no expect_output took yet
 
     # ---- node contract --------------------------------------------------------------------
@@ -168,8 +118,9 @@ class Conductor(BaseNode):
                                   subscribe=p.subscribe, welcome=p.welcome))
             if p.recv is not None:
                 r = p.recv
-                out.append(SocketSpec(p.name + RECV, r.type, bind=(r.endpoint,) if r.bind else (),
-                                      connect=() if r.bind else (r.endpoint,), subscribe=r.subscribe))
+                at = () if r.endpoint is None else (r.endpoint,)
+                out.append(SocketSpec(p.name + RECV, r.type, bind=at if r.bind else (),
+                                      connect=() if r.bind else at, subscribe=r.subscribe))
         return out
 
     def start(self, now: int) -> list[Action]:
@@ -205,7 +156,8 @@ class Conductor(BaseNode):
             return self._fail(now, f"the implementation sent a malformed message: {error}", error.clause)
         self.buffers[name].append((now, msg, frames))
         self.seen.setdefault(name, []).append((now, msg, frames))
-        return self._advance(now)
+        follow = self._follow(msg) if on_recv and self.announced is not None and msg is not None else []
+        return follow + self._advance(now)
 
     def handle_timer(self, now: int) -> list[Action]:
         if self.done:
@@ -213,7 +165,15 @@ class Conductor(BaseNode):
         return self._announce_due(now) + self._advance(now)
 
     def command(self, request: dict[str, Any], now: int) -> list[Action]:
-        if request.get("op") != "output" or self.done:
+        """``{"op": "iut-crashed", "reason": ...}``: the implementation crashed; the case ends
+        with a robustness failure carrying the exchange so far. ``{"op": "output", "line": ...}``:
+        a line the implementation printed for its application."""
+        op = request.get("op")
+        if self.done:
+            return []
+        if op == IUT_CRASHED:
+            return self._fail(now, str(request.get("reason", "the implementation crashed")), ROBUSTNESS)
+        if op != "output":
             return []
         try:
             line = json.loads(str(request.get("line", "")))
@@ -236,7 +196,7 @@ class Conductor(BaseNode):
             kind = step.kind
             if kind == "send":
                 try:
-                    frames = self.codec.encode(step.message, self._resolve(step.fields))
+                    frames = self._encode_send(step)
                 except ValueError as e:  # a value taken from the run does not fit: the case's error
                     return out + self._fail(now, f"the case cannot build its {step.message}: {e}",
                                             self._clause(step), error=True)
@@ -259,10 +219,17 @@ class Conductor(BaseNode):
                     out.append(Disconnect(peer.name, peer.endpoint))
                 else:  # a bound peer goes away: its announcements stop, its receiving side too
                     self.silenced.add(peer.name)
-                    if peer.recv is not None and not peer.recv.bind:
-                        out.append(Disconnect(peer.name + RECV, peer.recv.endpoint))
+                    out.extend(Disconnect(peer.name + RECV, ep) for ep in self._recv_endpoints(peer))
             elif kind in ("restart_iut", "kill_iut"):
                 out.append(Note("iut-control", {"action": kind, "step": self.i}))
+            elif kind == "expect_subscription":
+                if self.deadline is None:
+                    self.deadline = now + step.within_ns
+                first = self.codec.encode(step.message, self._resolve(step.fields))[0]
+                if not self._subscribed(step.peer, bytes(first)):
+                    if now < self.deadline:
+                        return out  # waiting: get_timer() names the deadline
+                    return out + self._fail_unsubscribed(step, self._unsubscribed_reason(step, bytes(first)), now)
             elif kind == "wait":
                 if self.deadline is None:
                     self.deadline = now + step.within_ns
@@ -387,6 +354,8 @@ class Conductor(BaseNode):
                 return self._ref(v)
             if k == "identity_of":
                 return self._identity(str(v))
+            if k == "iut_address":
+                return {"one_of": list(self.iut_addresses)}
             if k in ("not", "gt"):
                 return {k: self._resolve_matcher(v)}
             if k == "one_of" and isinstance(v, list):
@@ -394,6 +363,40 @@ class Conductor(BaseNode):
         if self.values:
             return self._placeholder(m)
         return m
+
+    def _encode_send(self, step: Step) -> list[bytes]:
+        """The frames of a send step. A field ``{iut_address: true}`` takes the announced address
+        that a subscription of the implementation at the peer lets through (the first one
+        announced while none does, so that the step waits for one)."""
+        fields = self._resolve(step.fields)
+        slots = [f for f, v in fields.items() if isinstance(v, dict) and set(v) == {"iut_address"}]
+        if not slots:
+            return self.codec.encode(step.message, fields)
+        if not self.iut_addresses:
+            raise ValueError("the implementation has announced no address yet")
+        variants = [self.codec.encode(step.message, {**fields, **{f: a for f in slots}}) for a in self.iut_addresses]
+        return next((v for v in variants if self._subscribed(step.peer, bytes(v[0]))), variants[0])
+
+    def _recv_endpoints(self, peer: PeerSocket) -> list[str]:
+        """The endpoints a peer's receiving socket is connected to."""
+        r = peer.recv
+        if r is None or r.bind:
+            return []
+        given = [] if r.endpoint is None else [r.endpoint]
+        return given + ([ep for ep in sorted(self.followed) if ep not in given] if r.follow else [])
+
+    def _follow(self, msg: Message) -> list[Action]:
+        """An announcement of the implementation: remember its address; connect every
+        following receiving socket to an endpoint not heard of before."""
+        found = self.announced(msg) if self.announced is not None else None
+        if found is None:
+            return []
+        address, endpoint = found
+        self.iut_addresses.setdefault(address, endpoint)
+        if endpoint in self.followed:
+            return []
+        self.followed.add(endpoint)
+        return [Connect(p.name + RECV, endpoint) for p in self.peers.values() if p.recv is not None and p.recv.follow]
 
     def _identity(self, peer: str) -> bytes | None:
         """The routing identity of the peer's connection to the implementation, as the ROUTER
@@ -487,20 +490,30 @@ class Conductor(BaseNode):
             self.deadline = now + self.send_wait_ns
         if now < self.deadline:
             return []  # waiting: get_timer() names the deadline
-        what = step.message or "message"
-        have = ", ".join(repr(p.decode("utf-8", "backslashreplace")) for p in self.subs[peer.name]) or "none"
-        reason = (f"{peer.name} could not send {what} (topic frame {bytes(frames[0])[:40]!r}): in "
-                  f"{self.send_wait_ns / 1e6:g} ms the implementation held no subscription at {peer.name} that "
-                  f"lets it through (line {step.line}; its subscriptions there: {have})")
+        reason = self._unsubscribed_reason(step, bytes(frames[0]), self.send_wait_ns)
         if step.message in self.optional_sends:
             self.done = True
             data = self._result("skipped", f"{reason}; not applicable: {self.optional_sends[step.message]}", "", now)
             return [Deliver("case-result", data)]
+        return self._fail_unsubscribed(step, reason, now)
+
+    def _fail_unsubscribed(self, step: Step, reason: str, now: int) -> list[Action]:
+        """No subscription came in time: the step's clause, or the root cause of the silence."""
         clause = self._clause(step)
-        root = self._blame_unsubscribed(peer)
+        root = self._blame_unsubscribed(self.peers[step.peer or ""])
         if root is not None and root[0] != clause:
             reason, clause = f"{reason} [{root[1]}]", root[0]
         return self._fail(now, reason, clause)
+
+    def _unsubscribed_reason(self, step: Step, first: bytes, waited_ns: int | None = None) -> str:
+        peer = step.peer or ""
+        what = step.message or "message"
+        waited = step.within_ns if waited_ns is None else waited_ns
+        have = ", ".join(repr(p.decode("utf-8", "backslashreplace")) for p in self.subs.get(peer, {})) or "none"
+        doing = "send" if step.kind != "expect_subscription" else "see a subscription for"
+        return (f"{peer} could not {doing} {what} (topic frame {first[:40]!r}): in {waited / 1e6:g} ms the "
+                f"implementation held no subscription at {peer} that lets it through (line {step.line}; its "
+                f"subscriptions there: {have})")
 
     def _blame_unsubscribed(self, p: PeerSocket) -> tuple[str, str] | None:
         if p.name not in self.heard and p.blame.get("silent"):

@@ -1,6 +1,7 @@
 """Field matchers of conformance cases (docs/conformance.md, "Matchers"): a plain value, or a
 one-key mapping ``hex``, ``pattern``, ``any``, ``not``, ``len``, ``one_of``, ``nonempty``, ``gt``.
-``ref`` and ``identity_of`` are resolved by the conductor before a value reaches `matches`.
+Matchers that take values from the run (``ref``, ``identity_of``, ``iut_address``,
+placeholders) are resolved by the conductor before a value reaches `matches`.
 The same matchers judge a message's fields (``expect``) and a line of the implementation's
 output (``expect_output``)."""
 

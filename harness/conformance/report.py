@@ -8,6 +8,7 @@ import os
 import xml.etree.ElementTree as ET
 from typing import Any, TextIO
 
+from harness.conformance.conductor import ROBUSTNESS
 from harness.conformance.runner import CaseResult
 from harness.protocols import catalogue
 from harness.protocols.clauses import Level, Observable
@@ -50,33 +51,40 @@ def exit_status(results: list[CaseResult], fail_on: str = "must") -> int:
     return 0
 
 
-def print_results(results: list[CaseResult], protocol: str, role: str, out: TextIO, verbose: bool = False) -> None:
-    cat = catalogue(protocol)
-    width = max((len(r.case.id) for r in results), default=10)
-    out.write(f"{protocol} {role}: {len(results)} case(s)\n")
-    for r in results:
-        mark = {"pass": "pass ", "fail": "FAIL ", "error": "ERROR", "skipped": "skip "}[r.verdict]
-        extra = f" [{r.clause} {r.level}]" if r.verdict in ("fail", "error") and r.clause else ""
-        out.write(f"  {mark} {r.case.id:<{width}}  {r.case.name}{extra}\n")
-        if r.verdict in ("fail", "error"):
-            out.write(f"         {r.reason}\n")
-            for e in r.exchange[-8:]:
-                arrow = "->" if e["dir"] == "out" else "<-"
-                body = e.get("fields") or e.get("frames")
-                out.write(f"         {e['t_ms']:>9.3f} ms {arrow} {e['peer']:<10} {e['message']} "
-                          f"{json.dumps(body, default=str)[:160]}\n")
-            if r.iut_output:
-                out.write("         implementation output (last lines):\n")
-                for line in r.iut_output.splitlines()[-5:]:
-                    out.write(f"           | {line}\n")
-            if r.rerun:
-                out.write(f"         rerun: {r.rerun}\n")
+def print_header(protocol: str, role: str, count: int, out: TextIO) -> None:
+    out.write(f"{protocol} {role}: {count} case(s)\n")
+    out.flush()
+
+
+def print_case(r: CaseResult, out: TextIO, width: int = 24) -> None:
+    """One case's verdict line, and for a failure its evidence (as soon as the case ends)."""
+    mark = {"pass": "pass ", "fail": "FAIL ", "error": "ERROR", "skipped": "skip "}[r.verdict]
+    extra = f" [{r.clause} {r.level}]" if r.verdict in ("fail", "error") and r.clause else ""
+    out.write(f"  {mark} {r.case.id:<{width}}  {r.case.name}{extra}\n")
+    if r.verdict in ("fail", "error"):
+        for line in r.reason.splitlines() or [""]:
+            out.write(f"         {printable(line)}\n")
+        for e in r.exchange[-8:]:
+            arrow = "->" if e["dir"] == "out" else "<-"
+            body = e.get("fields") or e.get("frames")
+            out.write(f"         {e['t_ms']:>9.3f} ms {arrow} {e['peer']:<10} {e['message']} "
+                      f"{json.dumps(body, default=str)[:160]}\n")
+        if r.iut_output:
+            out.write("         implementation output (last lines):\n")
+            for line in r.iut_output.splitlines()[-5:]:
+                out.write(f"           | {printable(line)}\n")
+        if r.rerun:
+            out.write(f"         rerun: {r.rerun}\n")
+    out.flush()
+
+
+def print_summary(results: list[CaseResult], protocol: str, role: str, out: TextIO, verbose: bool = False) -> None:
+    """The clause table, coverage and counts, once every case has run."""
     verdicts = clause_verdicts(results)
     out.write("\nclauses:\n")
     for clause in sorted(verdicts, key=lambda c: (verdicts[c][0] != "fail", c)):
         v, cases = verdicts[clause]
-        level = cat[clause].level.value if clause in cat else "?"
-        out.write(f"  {v:<10} {level:<10} {clause}  ({len(cases)} case(s))\n")
+        out.write(f"  {v:<10} {_level_text(protocol, clause):<10} {clause}  ({len(cases)} case(s))\n")
     covered, missing = coverage(protocol, role, results)
     total = len(covered) + len(missing)
     out.write(f"\ncoverage: {len(covered)}/{total} wire/timing clauses for the {role} role have a case\n")
@@ -84,6 +92,29 @@ def print_results(results: list[CaseResult], protocol: str, role: str, out: Text
         out.write("  without a case: " + ", ".join(missing) + "\n")
     counts = {k: sum(1 for r in results if r.verdict == k) for k in ("pass", "fail", "error", "skipped")}
     out.write(f"\n{counts['pass']} passed, {counts['fail']} failed, {counts['error']} errors, {counts['skipped']} skipped\n")
+    out.flush()
+
+
+def print_results(results: list[CaseResult], protocol: str, role: str, out: TextIO, verbose: bool = False) -> None:
+    print_header(protocol, role, len(results), out)
+    width = case_width(results)
+    for r in results:
+        print_case(r, out, width)
+    print_summary(results, protocol, role, out, verbose)
+
+
+def case_width(results: list[Any]) -> int:
+    """Width of the case-id column: ``results`` are CaseResults or Cases."""
+    return max((len(getattr(r, "case", r).id) for r in results), default=10)
+
+
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x09), *range(0x0a, 0x20), 0x7f)}
+
+
+def printable(text: str) -> str:
+    """Text from the implementation (its output, its messages) with control characters shown
+    as escapes, so that it cannot move the cursor, clear the screen or recolour a terminal."""
+    return text.translate(_CONTROL)
 
 
 def write_junit(path: str, results: list[CaseResult], protocol: str, role: str, implementation: str) -> None:
@@ -112,16 +143,23 @@ def write_junit(path: str, results: list[CaseResult], protocol: str, role: str, 
 
 
 def results_json(results: list[CaseResult], protocol: str, role: str, implementation: str) -> dict[str, Any]:
-    cat = catalogue(protocol)
     return {
         "protocol": protocol, "role": role, "implementation": implementation,
         "cases": [r.to_dict() for r in results],
-        "clauses": {c: {"verdict": v, "level": cat[c].level.value if c in cat else "", "cases": cases}
+        "clauses": {c: {"verdict": v, "level": _level_text(protocol, c, ""), "cases": cases}
                     for c, (v, cases) in clause_verdicts(results).items()},
         "coverage": dict(zip(("covered", "uncovered"), coverage(protocol, role, results))),
     }
 
 
 def level_of(protocol: str, clause: str) -> Level | None:
+    """The level of a clause of the catalogue, or MUST for the harness's robustness verdict."""
+    if clause == ROBUSTNESS:
+        return Level.MUST
     cat = catalogue(protocol)
     return cat[clause].level if clause in cat else None
+
+
+def _level_text(protocol: str, clause: str, unknown: str = "?") -> str:
+    level = level_of(protocol, clause)
+    return level.value if level is not None else unknown

@@ -9,15 +9,18 @@ attributed to, the reason, the decoded exchange as evidence and the command that
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import sys
 import tempfile
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from harness.conformance.case import TIMED_KINDS, Case, load_case
-from harness.conformance.conductor import Conductor, PeerPlan, PeerSocket
+from harness.conformance.conductor import IUT_CRASHED, ROBUSTNESS, Conductor
+from harness.conformance.plan import PeerPlan, PeerSocket
+from harness.interrupts import shielded
 from harness.node import Deliver, NodeFactory
 from harness.packages.base import RoleSuite
 from harness.protocols import catalogue, codec
@@ -28,6 +31,8 @@ from harness.trace import VERDICT, RunInfo, TraceWriter
 
 CONDUCTOR = "harness"
 IUT = "iut"
+NOT_STARTED = "the implementation did not start"  # how the reason of such a case begins
+START_FAILURES_TO_GIVE_UP = 3  # a suite stops after this many cases in a row whose IUT did not start
 
 
 @dataclass
@@ -47,6 +52,8 @@ class CaseResult:
     def level(self) -> str:
         if not self.clause:
             return ""
+        if self.clause == ROBUSTNESS:
+            return "MUST"
         return catalogue(self.case.protocol)[self.clause].level.value
 
     def to_dict(self) -> dict[str, Any]:
@@ -56,7 +63,8 @@ class CaseResult:
                 "exchange": self.exchange, "iut_output": self.iut_output[-2000:]}
 
 
-def load_suite(protocol: str, role: str, root: str = "scenarios", only: list[str] | None = None) -> list[Case]:
+def load_suite(protocol: str, role: str, root: str | None = None, only: list[str] | None = None) -> list[Case]:
+    """The cases of a suite, from ``root`` (default: the suites shipped with the package)."""
     rs = suite(protocol, role)
     peer_roles = package(protocol).peer_roles()
     cases = [load_case(p, peer_roles) for p in rs.case_paths(root)]
@@ -162,16 +170,21 @@ def case_budget_ns(case: Case) -> int:
 class _CaseRun:
     """One case on a runtime (the simulator or the live one, through `harness.runtime`): the
     conductor plays the peers, the IUT is a node of the runtime or a process attached to it,
-    ``restart_iut``/``kill_iut`` steps act through the runtime's faults, and a crash of the IUT
-    ends the case. An IUT that is a node of the runtime has its deliveries turned into the lines
-    its protocol's ``output`` prints standalone, for the conductor's ``expect_output`` steps (a
-    process's own standard output reaches the conductor through `_OutputFeed`)."""
+    ``restart_iut``/``kill_iut`` steps act through the runtime's faults. A crash of the IUT (a
+    node that raised; a process that exited by itself, unless its role runs to completion and
+    it exited 0) is handed to the conductor, which ends the case with a robustness failure. An
+    IUT that is a node of the runtime has its deliveries turned into the lines its protocol's
+    ``output`` prints standalone, for the conductor's ``expect_output`` steps (a process's own
+    standard output reaches the conductor through `_OutputFeed`)."""
 
-    def __init__(self, runtime: Runtime, protocol: str) -> None:
+    def __init__(self, runtime: Runtime, protocol: str, completes: bool = False) -> None:
         self.runtime = runtime
         self.output = package(protocol).output
+        self.completes = completes  # the IUT's role may exit 0 once its work is done
         self.result: dict[str, Any] = {}
-        self.iut_failure: NodeFailure | None = None
+        self.process: Any = None  # the IUT's ExternalNode, live with --cmd
+        self.crash_reported = False
+        self.exited_ok = False  # a role that runs to completion exited 0
         runtime.on_action(self._on_action)
         runtime.on_failure(self._on_failure)
 
@@ -193,12 +206,38 @@ class _CaseRun:
                 self.runtime.restart(IUT)  # crashes it first if it is up
 
     def _on_failure(self, failure: NodeFailure) -> None:
-        if failure.node == IUT and self.iut_failure is None:
-            self.iut_failure = failure
+        if failure.node == IUT:
+            self._crashed(f"the implementation crashed: {failure.error}")
+        elif failure.node == CONDUCTOR and not self.result:  # a bug of the harness: no verdict on the IUT
+            self.result.update(verdict="error", reason=f"the harness failed: {failure.error}", clause="")
+
+    def _crashed(self, reason: str) -> None:
+        if not self.crash_reported and not self.result:
+            self.crash_reported = True
+            self.runtime.command(self.runtime.now_ns, CONDUCTOR, {"op": IUT_CRASHED, "reason": reason})
+
+    def watch_process(self) -> None:
+        """Live: has the IUT's process ended by itself? (checked between steps of the run)"""
+        from harness.live.external import describe_exit
+
+        ext = self.process
+        if ext is None or self.crash_reported or self.exited_ok:
+            return
+        if ext.restart_errors:
+            self._crashed(f"the implementation did not come back after a restart: {ext.restart_errors[0]}")
+        elif ext.exited_by_itself:
+            code = ext.process.returncode
+            if code == 0 and self.completes:
+                self.exited_ok = True  # its work is done: expectations of silence hold from now on
+                return
+            why = "" if code != 0 else f" (a {self.runtime.role_of(IUT)} does not run to completion)"
+            self._crashed(f"the implementation exited with {describe_exit(code)} during the case{why}")
 
     @property
     def done(self) -> bool:
-        return bool(self.result) or self.iut_failure is not None
+        if self.process is not None:
+            self.watch_process()
+        return bool(self.result)
 
 
 def run_case_sim(case: Case, factory: NodeFactory, *, dialect: str = "strict", seed: int = 1,
@@ -215,21 +254,12 @@ def run_case_sim(case: Case, factory: NodeFactory, *, dialect: str = "strict", s
     values = _values(case, rs, dialect, endpoint, alloc)
     conductor, budget = _conductor_config(case, rs, dialect, endpoint, "", values, alloc)
     sim = Simulation(seed, trace)
-    run = _CaseRun(sim, case.protocol)
+    run = _CaseRun(sim, case.protocol, rs.completes)
     sim.add_node(IUT, factory, role=case.role, config=rs.iut_config(endpoint, values))
     sim.add_node(CONDUCTOR, Conductor, role="conductor", config=conductor, start_at_ns=1_000_000)
     # Mesh nodes keep talking after the verdict: stop at it (checked between 50 ms steps).
     run_until(sim, budget, lambda: run.done)
-    rerun = f"(simulation) case {case.id}"
-    if run.iut_failure is not None and not run.result:
-        return CaseResult(case, "fail", f"the implementation crashed: {run.iut_failure.error}", _attribute_crash(case),
-                          rerun=rerun)
-    return _finish(case, run.result or None, rerun)
-
-
-def _attribute_crash(case: Case) -> str:
-    # The step that fed it the input it died on names the clause; without one, the case's first.
-    return next((s.clause for s in case.steps if s.kind == "send_raw" and s.clause), case.clauses[0])
+    return _finish(case, run.result or None, f"(simulation) case {case.id}")
 
 
 # ---- real sockets ---------------------------------------------------------------------------
@@ -260,7 +290,9 @@ def _run_case_live(case: Case, *, cmd: str | None = None, endpoint: str | None =
     its placeholders filled) and always reaped; or ``endpoint`` is an implementation already up."""
     from harness.live.external import ExternalNode
     from harness.live.runtime import LiveRuntime
-    from harness.live.supervisor import ManagedProcess, ReadyDelay, ReadyPort, SupervisorError, free_port
+    from harness.live.supervisor import (
+        ManagedProcess, PlaceholderError, ReadyDelay, ReadyPort, SupervisorError, free_port,
+    )
 
     skipped = _skip(case, dialect)
     if skipped:
@@ -291,47 +323,81 @@ def _run_case_live(case: Case, *, cmd: str | None = None, endpoint: str | None =
                             RunInfo(unique_run_id(f"conform/{case.protocol}/{case.role}/{case.id}"), 0, case.id,
                                     case.protocol))
     runtime = LiveRuntime(trace)
-    run = _CaseRun(runtime, case.protocol)
+    run = _CaseRun(runtime, case.protocol, rs.completes)
     feed = _OutputFeed()
     if trace is not None and not cmd:
         trace.register_node(IUT, case.role, "external")
     try:
+        # The IUT binds {endpoint}: it must be ready before the conductor starts. Otherwise the
+        # harness binds first and the IUT connects (or binds ports of its own, which it
+        # announces) once it is up.
+        own_ports = bool(cmd) and rs.iut_binds and binds_own_ports(rs, cmd)
+        binds_given = bool(cmd) and rs.iut_binds and not own_ports
         if cmd:
-            # The IUT binds: it must be ready before the conductor starts; else the harness
-            # binds first and the IUT connects once it is up.
-            ready = ReadyPort(int(values["port"]), timeout=15) if rs.iut_binds else ReadyDelay(0.0)
+            ready = ReadyPort(int(values["port"]), timeout=15) if binds_given else ReadyDelay(0.0)
             iut = ExternalNode(ManagedProcess(cmd, values=values, ready=ready, name=f"iut-{case.id}",
                                               on_line=feed.line), case.role)
             runtime.attach_process(IUT, iut)
-            if rs.iut_binds:
+            run.process = iut
+            if binds_given:
                 iut.process.start()
-        conductor, budget = _conductor_config(case, rs, dialect, ep, tag, values, _live_endpoint)
+        plan_values = {**values, "endpoint": None, "port": None} if own_ports else values
+        conductor, budget = _conductor_config(case, rs, dialect, ep, tag, plan_values, _live_endpoint)
         runtime.add_node(CONDUCTOR, Conductor, role="conductor", config=conductor)
         feed.attach(runtime)
         runtime.start()
-        if iut is not None and not rs.iut_binds:
+        if iut is not None and not binds_given:
             iut.process.start()
         run_until(runtime, runtime.now_ns + budget + 5_000_000_000, lambda: run.done)
         result = _finish(case, run.result or None, rerun)
-        proc = iut.process if iut is not None else None
-        if proc is not None and not proc.running and result.verdict == "pass" and "kill_iut" not in \
-                [s.kind for s in case.steps]:
-            result = CaseResult(case, "fail", f"the implementation exited (status {proc.returncode}) during the case",
-                                case.clauses[0], result.exchange, rerun=rerun)
-        if proc is not None and result.verdict != "pass":
-            if not proc.running and "exited" not in result.reason:
-                result.reason += f" (the implementation exited with status {proc.returncode})"
-            result.iut_output = proc.tail(20)
-        return result
-    except SupervisorError as e:
-        return CaseResult(case, "error", f"the implementation did not start: {e}", "", rerun=rerun)
+        # How it ended, before the harness stops it: (None: still running) or its exit code.
+        exit_code = iut.process.returncode if iut is not None and iut.exited_by_itself else None
+    except (SupervisorError, PlaceholderError) as e:
+        return CaseResult(case, "error", f"{NOT_STARTED}: {e}", "", rerun=rerun)
     finally:
-        runtime.stop()
-        if iut is not None:
-            iut.process.stop()
-        if trace is not None:
-            trace.close()
-        tmp.cleanup()
+        with shielded():  # a stop signal waits until the IUT is reaped and the trace written
+            try:
+                runtime.stop()
+            finally:
+                if iut is not None:
+                    iut.process.stop()
+                if trace is not None:
+                    trace.close()
+                tmp.cleanup()
+    return result if iut is None else _with_process(result, iut, exit_code, rs.completes)
+
+
+def check_command(rs: RoleSuite, cmd: str) -> None:
+    """Raise PlaceholderError (a ValueError) for a command line that cannot run any case: an
+    unknown placeholder, a stray brace, an unbalanced quote."""
+    from harness.live.supervisor import fill_placeholders
+
+    standard = ("endpoint", "port", "host", "dialect", "python", "tmpdir", *rs.harness_endpoints)
+    fill_placeholders(cmd, {**rs.placeholders, **dict.fromkeys(standard, "x")})
+
+
+def binds_own_ports(rs: RoleSuite, cmd: str) -> bool:
+    """A command line that names neither {endpoint} nor {port}, of a role that announces the
+    endpoints it binds: the implementation picks its own ports, and is followed there."""
+    return rs.announces_endpoint and not re.search(r"(?<!\{)\{(endpoint|port)\}", cmd)
+
+
+def _with_process(result: CaseResult, iut: Any, exit_code: int | None, completes: bool) -> CaseResult:
+    """The verdict with what the IUT's process did (``exit_code``: how it ended by itself, None
+    if it did not): an exit after the last step is a crash too (unless its role runs to
+    completion and it exited 0); a failed case carries the process's last output (read once it
+    is reaped, so its dying words are in)."""
+    from harness.live.external import describe_exit
+
+    exited = exit_code is not None
+    if result.verdict == "pass" and exited and not (exit_code == 0 and completes):
+        result = CaseResult(result.case, "fail", f"the implementation exited with {describe_exit(exit_code)} at the "
+                            "end of the case", ROBUSTNESS, result.exchange, rerun=result.rerun)
+    if result.verdict != "pass":
+        if exited and "exited" not in result.reason:
+            result.reason += f" (the implementation exited with {describe_exit(exit_code)})"
+        result.iut_output = iut.process.tail(20)
+    return result
 
 
 def isolated(case: Case, fields: tuple[str, ...], tag: str) -> Case:
@@ -356,11 +422,28 @@ def isolated(case: Case, fields: tuple[str, ...], tag: str) -> Case:
     return out
 
 
-def run_suite(cases: list[Case], **kw: Any) -> list[CaseResult]:
-    """Live runs of every case, each against a fresh instance when a command is given."""
+class SuiteAborted(RuntimeError):
+    """The implementation failed to start for several cases in a row: the rest would too."""
+
+
+def run_suite(cases: list[Case], *, on_result: Callable[[CaseResult], None] | None = None,
+              **kw: Any) -> list[CaseResult]:
+    """Live runs of every case, each against a fresh instance when a command is given.
+    ``on_result`` sees each result as soon as its case ends. After `START_FAILURES_TO_GIVE_UP`
+    cases in a row whose implementation did not start, `SuiteAborted` (the results so far
+    went to ``on_result``)."""
     out = []
+    in_a_row = 0
     for i, case in enumerate(cases):
-        out.append(run_case_live(case, tag=f"-{i}" if kw.get("endpoint") else "", **kw))
+        result = run_case_live(case, tag=f"-{i}" if kw.get("endpoint") else "", **kw)
+        out.append(result)
+        if on_result is not None:
+            on_result(result)
+        in_a_row = in_a_row + 1 if result.verdict == "error" and result.reason.startswith(NOT_STARTED) else 0
+        if in_a_row >= START_FAILURES_TO_GIVE_UP and i + 1 < len(cases):
+            raise SuiteAborted(f"the implementation did not start for {in_a_row} cases in a row; the other "
+                               f"{len(cases) - i - 1} case(s) were not run. Its last error: "
+                               f"{result.reason[len(NOT_STARTED) + 2:]}")
     return out
 
 

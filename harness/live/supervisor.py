@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import IO, Any, Callable, Mapping, Sequence, Union
 
+from harness.interrupts import shielded
 from harness.live.output import OutputBuffer, start_reader
 
 DEFAULT_READY_TIMEOUT = 10.0
@@ -115,7 +116,10 @@ def fill_placeholders(cmd: str | Sequence[str], values: Mapping[str, Any]) -> li
     in each argument with ``values[name]``. ``{{`` and ``}}`` stand for literal braces, as in
     str.format; a single brace is an error. Values are substituted after splitting, so a value
     with spaces stays one argument."""
-    args = shlex.split(cmd) if isinstance(cmd, str) else [str(a) for a in cmd]
+    try:
+        args = shlex.split(cmd) if isinstance(cmd, str) else [str(a) for a in cmd]
+    except ValueError as e:  # an unbalanced quote
+        raise PlaceholderError(f"command {cmd!r} cannot be split into words like a shell would: {e}") from None
     if not args:
         raise PlaceholderError("empty command line")
     unknown: list[str] = []
@@ -129,7 +133,7 @@ def fill_placeholders(cmd: str | Sequence[str], values: Mapping[str, Any]) -> li
         if text in "{}":
             raise PlaceholderError(
                 f"single {text!r} in argument {m.string!r} of command {cmd!r} (write {{{{ and "
-                "}}}} for literal braces)"
+                "}} for literal braces)"
             )
         name = m.group(1)
         if not name.isidentifier():
@@ -282,16 +286,19 @@ class ManagedProcess:
             env = None if self.env is None else {**os.environ, **self.env}
             if self.log_path is not None:
                 self._log = open(self.log_path, "a", encoding="utf-8")
-            try:
-                self._popen = subprocess.Popen(
-                    self.args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE, env=env, cwd=self.cwd, start_new_session=True,
-                )
-            except OSError as exc:
-                self._close_log()
-                raise SupervisorError(f"{self.name}: cannot start {self.args!r}: {exc}") from exc
-            self._reaped = False
-            _register(self)
+            # A stop signal (harness.interrupts) waits until the child is registered for
+            # reaping: raised in the middle of Popen, it would orphan the forked child.
+            with shielded():
+                try:
+                    self._popen = subprocess.Popen(
+                        self.args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE, env=env, cwd=self.cwd, start_new_session=True,
+                    )
+                except OSError as exc:
+                    self._close_log()
+                    raise SupervisorError(f"{self.name}: cannot start {self.args!r}: {exc}") from exc
+                self._reaped = False
+                _register(self)
             assert self._popen.stdout is not None and self._popen.stderr is not None
             self._readers = [
                 start_reader(self._popen.stdout, "stdout", self.buffer, self._log, self.on_line),

@@ -140,6 +140,11 @@ class Check:
 
 # ---- conformance suites ------------------------------------------------------------------------
 
+# The suites that ship with the package (harness/scenarios: in the source tree a link to the
+# repository's scenarios/, in an installed package a copy), so `conform` works from any
+# directory; `--suite-dir` names a tree of one's own (<protocol>/conformance/<role>/*.yaml).
+SUITES_ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scenarios")
+
 
 @dataclass(frozen=True)
 class RoleSuite:
@@ -157,7 +162,7 @@ class RoleSuite:
     iut_config: Callable[[str, dict[str, Any]], dict[str, Any]] | None = None  # in-process IUT config
     # Placeholders naming endpoints the harness binds and the IUT connects to (e.g. a tower's),
     # filled per run; and, for peers that are mesh nodes, the builder of the conductor's peers
-    # (case, placeholder values, endpoint allocator) -> harness.conformance.conductor.PeerPlan.
+    # (case, placeholder values, endpoint allocator) -> harness.conformance.plan.PeerPlan.
     harness_endpoints: tuple[str, ...] = ()
     build_peers: Callable[..., Any] | None = None
     # Fields whose text values get a per-case suffix when one running implementation serves
@@ -169,6 +174,14 @@ class RoleSuite:
     # Placeholder values derived from the others once per case (e.g. a list joined with the
     # dialect's separator); changes the dict in place.
     fill_values: Callable[[dict[str, Any]], None] | None = None
+    # The role may run to completion (a client with a count of requests, a producer with a count
+    # of records): exit status 0 once its work is done is not a crash, and expectations of
+    # silence then hold. Any other exit of the IUT during a case is a robustness failure.
+    completes: bool = False
+    # The IUT announces the endpoints it binds (Dafka beacons): one whose command line names
+    # neither {endpoint} nor {port} binds ports of its own choosing and is reached through what
+    # it announces (PeerLink.follow), like a real node of the protocol would reach it.
+    announces_endpoint: bool = False
     # Scripted peer prefix -> the decode channel of what the IUT sends it, for protocols whose
     # messages are told apart by direction (PPPP: "to-subscriber" / "to-publisher").
     peer_channels: dict[str, str] = field(default_factory=dict)
@@ -177,10 +190,10 @@ class RoleSuite:
     def peer_roles(self) -> dict[str, str]:
         return {prefix: spec[0] for prefix, spec in self.peers.items()}
 
-    def cases_dir(self, root: str = "scenarios") -> str:
-        return os.path.join(root, self.protocol, "conformance", self.role)
+    def cases_dir(self, root: str | None = None) -> str:
+        return os.path.join(root or SUITES_ROOT, self.protocol, "conformance", self.role)
 
-    def case_paths(self, root: str = "scenarios") -> list[str]:
+    def case_paths(self, root: str | None = None) -> list[str]:
         return sorted(glob.glob(os.path.join(self.cases_dir(root), "*.yaml")))
 
 

@@ -252,12 +252,18 @@ ZPROTO = STRICT.derive(
     fields={
         "topic": Field(CStr(any_bytes=True), clause="dafka.wire.topic-frame",
                        doc="the topic after the command id octet, terminated by 0x00 (no NUL inside)"),
+        # zeromq/dafka's default beacon/address is "": its tower puts the connection's address
+        # in its place (INTEROP.md, E-DAFKA-13). Strict keeps the decision that a node names it.
+        "host": Field(Text(any_bytes=True), clause=_BEACON,
+                      doc="host part of the node's XPUB endpoint, as the node sends it; empty: the tower"
+                          " substitutes the address of the connection the beacon came on"),
     },
     messages=tuple(_zproto_command(n) for n in COMMAND_IDS),
     notes=(
         "no signature octets",
         "one frame: [id][topic][0x00][version 0x01][fields...]; content as a separate second frame",
         "ACK carries only subject and sequence",
+        "BEACON host may be empty (the tower substitutes the connection's address)",
     ),
 )
 

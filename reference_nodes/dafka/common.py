@@ -98,6 +98,26 @@ def new_address(rng: Any) -> str:
     return f"{rng.getrandbits(128):032X}"
 
 
+# A record whose content starts with CORR_TAG + id + "\n" carries the correlation id of the
+# application request that produced it (the harness's workload stamps its records so); the
+# consumer's delivery names it, so the trace pairs the produce command with its deliveries.
+CORR_TAG = b"corr:"
+
+
+def tagged_content(corr: str, body: bytes) -> bytes:
+    """``body`` with its start replaced by the correlation tag (its length kept when it is longer)."""
+    tag = CORR_TAG + corr.encode() + b"\n"
+    return tag + body[len(tag):]
+
+
+def corr_of(content: bytes) -> str | None:
+    """The correlation id a record's content carries, or None."""
+    if not content.startswith(CORR_TAG):
+        return None
+    end = content.find(b"\n", len(CORR_TAG))
+    return None if end < 0 else content[len(CORR_TAG):end].decode("utf-8", "backslashreplace")
+
+
 def raw(text: str) -> bytes:
     """The bytes of a codec string (any octets survive as surrogate escapes, E-DAFKA-10)."""
     return text.encode("utf-8", "surrogateescape")
@@ -430,7 +450,7 @@ class DafkaNode(BaseNode):
     def command(self, request: dict[str, Any], now: int) -> list[Action]:
         op = request.get("op")
         if op == "status":
-            return [self._deliver_status()]
+            return [self._deliver_status(request.get("corr"))]
         out = self.on_command(op, request, now)
         return out
 
@@ -455,8 +475,11 @@ class DafkaNode(BaseNode):
         return {"address": self.address, "endpoint": self.endpoint,
                 "peers": {e: p.sender for e, p in self.peers.items()}}
 
-    def _deliver_status(self) -> Action:
-        return Deliver(f"{self.role}-status", self.status())
+    def _deliver_status(self, corr: Any = None) -> Action:
+        status = self.status()
+        if corr is not None:  # the answer names the request, for the trace's pairing
+            status["corr"] = corr
+        return Deliver(f"{self.role}-status", status)
 
     # ---- discovery -------------------------------------------------------------------------------
 

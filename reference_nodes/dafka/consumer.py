@@ -25,8 +25,9 @@ for each topic ``M`` + topic and ``H`` + topic. Topics and addresses are compare
 - RECORD, DIRECT-RECORD (addressed to it): the record at the next offset is delivered, with
   every buffered record that follows it; a later one is buffered; an earlier or buffered one is
   a duplicate and dropped (several nodes may answer a FETCH, E-DAFKA-19). Delivery is
-  ``Deliver("record", {"topic", "partition", "offset", "content"})``: each record of each
-  partition exactly once, in offset order.
+  ``Deliver("record", {"topic", "partition", "offset", "content", "corr"})``: each record of
+  each partition exactly once, in offset order (``corr``: the correlation id its content
+  carries, `common.corr_of`, for the trace).
 - Gaps (``dafka.fetch.on-gap``): RECORD, HEAD, DIRECT-HEAD and DIRECT-RECORD tell the highest
   offset that exists; the missing offsets from the next one up to it are FETCHed (topic ``F`` +
   partition, address = the consumer, sequence = first missing, count up to the last missing);
@@ -51,8 +52,8 @@ from harness.node import Action, Deliver, NodeContext, Note, Subscribe
 from harness.protocols.codec import Message
 from harness.protocols.dafka import Subscription, subscription
 from reference_nodes.dafka.common import (
-    DEFAULT_FETCH_RETRY_MS, PEER_SUB, DafkaNode, FetchState, Runs, ms_to_ns, positive_ms, raw, set_of_topics,
-    topic_name, unraw,
+    DEFAULT_FETCH_RETRY_MS, PEER_SUB, DafkaNode, FetchState, Runs, corr_of, ms_to_ns, positive_ms, raw,
+    set_of_topics, topic_name, unraw,
 )
 
 DEFAULT_GET_HEADS_MS = 5000
@@ -229,7 +230,7 @@ class Consumer(DafkaNode):
     def deliver(self, st: ConsumedPartition, offset: int, content: bytes, out: list[Action]) -> None:
         self.delivered += 1
         out.append(Deliver("record", {"topic": st.topic, "partition": st.partition, "offset": offset,
-                                      "content": content}))
+                                      "content": content, "corr": corr_of(content)}))
 
     def missing(self, st: ConsumedPartition) -> tuple[int, int]:
         return st.buffered.missing(st.next, st.known_head)

@@ -494,3 +494,8 @@ ALSO_BREAKS: dict[str, dict[str, str]] = {
         "dcp.broker.data-unmodified": "a request whose data ends with an empty part loses that part",
     },
 }
+
+# Mutants that die (raise) on the input that breaks their clause. A conformance suite reports a
+# crash of the implementation as its own robustness failure (harness.robustness, MUST),
+# whichever step was waiting, so that is the verdict these get.
+CRASHES: frozenset[str] = frozenset({"crash-on-malformed", "worker-crash-on-malformed", "client-crash-on-malformed"})

@@ -363,6 +363,11 @@ MUTANTS: dict[str, tuple[str, Any, str]] = {name: (role, cls, clause) for name, 
 for _name, (_role, _cls, _clause) in MUTANTS.items():
     _cls.implementation = f"mutant:{_name}"
 
+# Mutants that die (raise) on the input that breaks their clause. A conformance suite reports a
+# crash of the implementation as its own robustness failure (harness.robustness, MUST),
+# whichever step was waiting, so that is the verdict these get.
+CRASHES: frozenset[str] = frozenset({"publisher-crash-on-malformed", "subscriber-crash-on-malformed"})
+
 _NO_FIRST = "a node that never heartbeats also misses the first heartbeat, due first_idle after other traffic"
 ALSO_BREAKS: dict[str, dict[str, str]] = {
     "never-acks": {"pppp.subscriber.ack-within-first-idle": "an ACK/NACK that never comes does not come in time "

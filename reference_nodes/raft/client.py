@@ -169,7 +169,9 @@ class Client(LogReader, RaftNode):
         return Deliver("op", {
             "id": o.id, "op": o.op, "key": o.key, "value": o.value, "expected": o.expected, "output": output,
             "status": status, "invoke_ns": o.invoke, "complete_ns": now, "index": o.index,
-            "reqid": o.reqid.hex(), "attempts": o.attempts, "reason": reason, "corr": o.reqid.hex(),
+            # corr: the application's id of the operation, which its command carried (the trace
+            # pairs the two); the wire's request id is reqid (and the corr of RequestUpdate sends)
+            "reqid": o.reqid.hex(), "attempts": o.attempts, "reason": reason, "corr": o.id,
         })
 
     def complete(self, status: str, now: int, output: Any = None, reason: str = "") -> list[Action]:

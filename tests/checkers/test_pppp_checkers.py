@@ -47,17 +47,17 @@ SUB_DIES = LOSSY.replace("faults:", "faults:\n  - {at: 1500ms, crash: subs.1}")
 PUB_RESTART = LOSSY.replace("faults:", "faults:\n  - {at: 1500ms, crash: publisher, restart_after: 1s}")
 # Sparse messages, heavy loss, a slow resend on silence (5 x 50 ms) next to a 100 ms idle time:
 # a lost tail is recovered through the implicit NACK long before the next resend on silence.
-IMPLICIT = f"""protocol: pppp
+IMPLICIT = """protocol: pppp
 name: checker-test-implicit
 duration: 6s
 settle: 2s
 nodes:
-  publisher: {{role: publisher, config: {{idle: 100ms, first_idle: 50ms, liveness: 5}}}}
-  subs: {{role: subscriber, count: 2, config: {{channels: [news]}}}}
+  publisher: {role: publisher, config: {idle: 100ms, first_idle: 50ms, liveness: 5}}
+  subs: {role: subscriber, count: 2, config: {channels: [news]}}
 workload:
-  - {{nodes: publisher, op: publish, rate: 6/s, from: 500ms, until: 4s, channel: news, size: 16}}
+  - {nodes: publisher, op: publish, rate: 6/s, from: 500ms, until: 4s, channel: news, size: 16}
 faults:
-  - rule: {{message: PUBLISH, drop: 40%}}
+  - rule: {message: PUBLISH, drop: 40%}
 """
 # subs.0 cut off from the publisher from 700 ms to 1.7 s, while messages flow.
 PARTITION = LOSSY.replace("faults:", "faults:\n  - {from: 700ms, until: 1700ms, partition: [[subs.0], [publisher]]}")

@@ -40,3 +40,28 @@ def test_wrong_uses_name_the_line_and_the_problem(step: str, error: str) -> None
     with pytest.raises(CaseError, match=error) as e:
         case(f"  - {step}\n")
     assert ":6:" in str(e.value)
+
+
+def _reference_commands() -> list[tuple[str, str, str]]:
+    from harness.registry import suite, suites
+
+    return [(p, role, suite(p, role).reference_cmd) for p, role in suites()]
+
+
+@pytest.mark.parametrize("protocol,role,cmd", _reference_commands(), ids=lambda x: x if len(x) < 20 else "cmd")
+def test_every_reference_command_passes_the_command_line_check(protocol: str, role: str, cmd: str) -> None:
+    """conform refuses a --cmd naming a placeholder it does not fill; the suite's own reference
+    command (what docs and tests run) must never be refused ({tmpdir} once was)."""
+    from harness.conformance.runner import check_command
+    from harness.registry import suite
+
+    check_command(suite(protocol, role), cmd)
+
+
+def test_the_command_line_check_refuses_an_unknown_placeholder() -> None:
+    from harness.conformance.runner import check_command
+    from harness.live.supervisor import PlaceholderError
+    from harness.registry import suite
+
+    with pytest.raises(PlaceholderError):
+        check_command(suite("dcp", "broker"), "mybroker --bind {endpiont}")

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from harness.node import NS_PER_MS, Deliver, Discard, DurableStore, Note, Send, SocketType
+from harness.node import NS_PER_MS, Deliver, Discard, DurableStore, Send, SocketType
 from harness.packages.eventbus import resolve_target
 from harness.protocols import codec
 from reference_nodes.eventbus.client import Client

@@ -68,6 +68,24 @@ def write_hand_trace(path: str) -> None:
         e("harness", "verdict", 40_000, msg_type="no-node-errors", clause="no-node-errors", verdict="pass")
 
 
+def write_live_trace(path: str) -> None:
+    """What a live run writes (harness/live): a run id with its start time, wall-clock times,
+    sends without a msg_id and receipts without a message type (real sockets carry no harness
+    id; the runtime does not decode what it receives), commands and deliveries paired by corr,
+    a delivery of a kind that never carries one (a conformance conductor's verdict) and its chaos
+    verdicts."""
+    with TraceWriter(path, RunInfo("hand/live-1@20260101T000000Z-abc123", 1, "hand", "pppp")) as t:
+        t.register_node("pub", "publisher")
+        t.register_node("harness", "harness", "")
+        e = t.emit
+        e("app", "command", 1_000, msg_type="request", corr="live-1")
+        e("pub", "send", 2_000, msg_type="PUBLISH", size=40)
+        e("subs.0", "recv", 2_300_000, size=40, peer="pub")
+        e("app", "deliver", 5_001_000, msg_type="reply", corr="live-1")
+        e("conductor", "deliver", 5_002_000, msg_type="case-result")  # the conductor's own: never correlated
+        e("harness", "verdict", 9_000_000, msg_type="in-order", clause="pppp.subscriber.in-order", verdict="pass")
+
+
 @pytest.fixture(scope="session")
 def traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from harness.conformance.runner import load_suite, run_case_sim, write_trace_verdicts
@@ -84,6 +102,7 @@ def traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
     write_trace_verdicts(str(root / "conformance" / "no-pong.parquet"),
                          [run_case_sim(c, mutants.NoPongBroker) for c in cases], "mutant:no-pong")
     write_hand_trace(str(root / "hand" / "hand-1.parquet"))
+    write_live_trace(str(root / "hand" / "live-seed-1.parquet"))
     return root
 
 

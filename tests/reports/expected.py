@@ -65,7 +65,10 @@ def compute(root: Path) -> Expected:
 
 
 def _run(rows: list[dict], out: Expected) -> None:
-    protocol, scenario = rows[0]["protocol"], rows[0]["scenario"]
+    # "protocol" below is (clock, protocol): a run's times are virtual in simulation and wall
+    # time live (a run id with "@", harness/run_ids.py), and the report keeps the two apart
+    clock = "wall" if "@" in rows[0]["run"] else "virtual"
+    protocol, scenario = (clock, rows[0]["protocol"]), rows[0]["scenario"]
     events = sorted((r for r in rows if r["kind"] in ("crash", "restart", "pause", "resume")
                      or (r["kind"] == "fault" and r["msg_id"] is None)), key=lambda r: (r["time_ns"], r["order"]))
     sends: dict[int, list[dict]] = defaultdict(list)
@@ -75,7 +78,7 @@ def _run(rows: list[dict], out: Expected) -> None:
     for r in rows:
         kind, mid = r["kind"], r["msg_id"]
         if kind in ("send", "recv") and mid is None:
-            out.delivery[(protocol, r["msg_type"] or "?")]["unpaired"] += 1
+            out.delivery[(*protocol, r["msg_type"] or "?")]["unpaired"] += 1
         elif kind == "send":
             sends[mid].append(r)
         elif kind == "recv":
@@ -87,7 +90,7 @@ def _run(rows: list[dict], out: Expected) -> None:
             bits[mid] |= next((b for n, b in BITS.items() if f.startswith(n)), 8)
     for mid, ss in sends.items():
         t0, mt = min(s["time_ns"] for s in ss), max(s["msg_type"] for s in ss)
-        d = out.delivery[(protocol, mt)]
+        d = out.delivery[(*protocol, mt)]
         for _ in ss:
             d["sent"] += 1
             d["drop_rows"] += drops[mid]
@@ -96,30 +99,30 @@ def _run(rows: list[dict], out: Expected) -> None:
         for rv in recvs[mid]:
             lat = rv["time_ns"] - t0
             d["receptions"] += 1
-            out.by_msg_type[(protocol, mt)].append(lat)
-            out.by_fault_window[(protocol, scenario, window)].append(lat)
-            out.by_message_fault[(protocol, mt, _label(bits[mid]))].append(lat)
+            out.by_msg_type[(*protocol, mt)].append(lat)
+            out.by_fault_window[(*protocol, scenario, window)].append(lat)
+            out.by_message_fault[(*protocol, mt, _label(bits[mid]))].append(lat)
     for mid, rs in recvs.items():
         if mid not in sends:
-            out.delivery[(protocol, rs[0]["msg_type"] or "?")]["orphans"] += len(rs)
+            out.delivery[(*protocol, rs[0]["msg_type"] or "?")]["orphans"] += len(rs)
     # end to end: command -> deliver by corr
     commands: dict[str, list[dict]] = defaultdict(list)
     delivers: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
         if r["kind"] in ("command", "deliver"):
             if r["corr"] is None:
-                out.requests[(protocol, scenario, r["msg_type"] or "?")]["unpaired"] += 1
+                out.requests[(*protocol, scenario, r["msg_type"] or "?")]["unpaired"] += 1
             else:
                 (commands if r["kind"] == "command" else delivers)[r["corr"]].append(r)
     for corr, cs in commands.items():
         t0, op = min(c["time_ns"] for c in cs), max(c["msg_type"] for c in cs)
-        q = out.requests[(protocol, scenario, op)]
+        q = out.requests[(*protocol, scenario, op)]
         q["commands"] += len(cs)
         q["answered" if delivers[corr] else "unanswered"] += len(cs)
         for d in delivers[corr]:
             q["deliveries"] += 1
-            out.end_to_end[(protocol, scenario, op)].append(d["time_ns"] - t0)
-            out.end_to_end_by_fault_window[(protocol, scenario, window_at(events, t0))].append(d["time_ns"] - t0)
+            out.end_to_end[(*protocol, scenario, op)].append(d["time_ns"] - t0)
+            out.end_to_end_by_fault_window[(*protocol, scenario, window_at(events, t0))].append(d["time_ns"] - t0)
     for corr, ds in delivers.items():
         if corr not in commands:
-            out.requests[(protocol, scenario, ds[0]["msg_type"] or "?")]["orphans"] += len(ds)
+            out.requests[(*protocol, scenario, ds[0]["msg_type"] or "?")]["orphans"] += len(ds)

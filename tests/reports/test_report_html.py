@@ -4,6 +4,7 @@ its scripts run, its tables hold exactly the numbers of report.json, and it pain
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from reports.html import TABLES, _value
+from reports.html import TABLES, _value, headline
 from reports.model import iter_tables
 from reports.svg import fmt_ns
 
@@ -132,35 +133,68 @@ def test_scripts_ran(dom: Dom) -> None:
     assert "1 failing chaos check(s)" in status and "failing conformance clause(s)" in status
 
 
+def test_it_reads_as_a_verdict(report: tuple[dict, Path]) -> None:
+    """A PASS/FAIL headline (without scripts), a table of contents whose links all land,
+    simulated and live runs apart, histograms with both axes labelled, every '?' explained."""
+    data, out = report
+    html = (out / "report.html").read_text()
+    assert '<p id="verdict" class="headline fail" data-verdict="fail">FAIL — 1 failing chaos check(s), 1 failing ' \
+           "conformance clause(s)</p>" in html
+    assert html.index('id="verdict"') < html.index('id="toc"') < html.index('id="filter"')
+    toc = html[html.index('<nav id="toc">'):html.index("</nav>")]
+    for target in re.findall(r'href="#([^"]+)"', toc):
+        assert f'id="{target}"' in html, target
+    sim, live = html.index('id="simulation"'), html.index('id="live"')
+    assert "Simulated runs (virtual time)" in html and "Live and conformance runs (wall time)" in html
+    assert sim < live and 'data-clock="wall"' in html[live:] and 'data-clock="wall"' not in html[sim:live]
+    plots = re.findall(r'<svg[^>]*class="hist".*?</svg>', html)
+    assert plots and all('data-axis="x"' in p and 'data-axis="y"' in p and "latency" in p for p in plots)
+    assert "virtual time, log scale" in html
+    for table_html in re.findall(r"<table.*?</table>(?:<p class=\"note unknown\">.*?</p>)*", html):
+        if 'data-value="?"' in table_html:
+            assert 'class="note unknown"' in table_html, table_html[:200]
+    assert 'data-value="?"' in html, "the live trace's undecoded receipts are in a table"
+
+
+def test_skipped_checks_do_not_fail_the_headline() -> None:
+    report = {"chaos": {"summary": [{"status": "pass"}, {"status": "skipped"}]}, "conformance": []}
+    assert headline(report) == (True, "PASS — all 2 chaos check(s) and conformance clause(s) held")
+    report["conformance"] = [{"status": "error"}]
+    assert headline(report) == (False, "FAIL — 1 failing conformance clause(s)")
+
+
 def test_every_table_holds_the_numbers_of_the_json(report: tuple[dict, Path], dom: Dom) -> None:
     data, _ = report
-    by_name = {}
+    by_name: dict[tuple, list] = {}
     for attrs, rows in dom.tables:
-        by_name.setdefault(attrs["data-table"], []).append((attrs, rows))
+        by_name.setdefault((attrs["data-table"], attrs.get("data-clock")), []).append((attrs, rows))
     shown = 0
-    for path, rows in iter_tables(data):
-        if not rows:
-            assert path not in by_name
-            continue
-        (_, cells), = by_name[path]
-        cols = TABLES[path][1]
-        assert [{k: c[k][0] for k, _, _ in cols} for c in cells] == [{k: _value(r.get(k)) for k, _, _ in cols}
-                                                                    for r in rows], path
-        for c, r in zip(cells, rows):  # what people read matches too
-            for k, _, kind in cols:
-                if kind == "ns":
-                    assert c[k][1] == fmt_ns(r[k]), (path, k)
-        shown += len(rows)
+    for path, all_rows in iter_tables(data):
+        parts = {None: all_rows} if not all_rows or "clock" not in all_rows[0] else \
+            {c: [r for r in all_rows if r["clock"] == c] for c in ("virtual", "wall")}
+        for clock, rows in parts.items():
+            if not rows:
+                assert (path, clock) not in by_name
+                continue
+            (_, cells), = by_name[(path, clock)]
+            cols = TABLES[path][1]
+            assert [{k: c[k][0] for k, _, _ in cols} for c in cells] == [{k: _value(r.get(k)) for k, _, _ in cols}
+                                                                        for r in rows], (path, clock)
+            for c, r in zip(cells, rows):  # what people read matches too
+                for k, _, kind in cols:
+                    if kind == "ns":
+                        assert c[k][1] == fmt_ns(r[k]), (path, k)
+            shown += len(rows)
     assert shown > 50
 
 
 def test_the_seed_grid_tables_match_the_runs(report: tuple[dict, Path], dom: Dom) -> None:
     data, _ = report
-    grids = {a["data-scenario"]: rows for a, rows in dom.tables if a["data-table"] == "chaos.runs"}
+    grids = {(a["data-scenario"], a["data-clock"]): rows for a, rows in dom.tables if a["data-table"] == "chaos.runs"}
     runs = data["chaos"]["runs"]
-    assert set(grids) == {r["scenario"] for r in runs}
-    for scenario, rows in grids.items():
-        mine = [r for r in runs if r["scenario"] == scenario]
+    assert set(grids) == {(r["scenario"], r["clock"]) for r in runs}
+    for (scenario, clock), rows in grids.items():
+        mine = [r for r in runs if r["scenario"] == scenario and r["clock"] == clock]
         assert [(c["seed"][0], c["run"][0]) for c in rows] == [(str(r["seed"]), r["run"]) for r in mine]
         for c, r in zip(rows, mine):
             assert {k: v[0] for k, v in c.items() if k not in ("seed", "run") and v[0]} == r["checks"]

@@ -44,11 +44,11 @@ def ex_quantile(sorted_values: list[int], q: float) -> int:
 
 
 @pytest.mark.parametrize("table,keys", [
-    ("by_msg_type", ("protocol", "msg_type")),
-    ("by_fault_window", ("protocol", "scenario", "window")),
-    ("by_message_fault", ("protocol", "msg_type", "fault")),
-    ("end_to_end", ("protocol", "scenario", "command")),
-    ("end_to_end_by_fault_window", ("protocol", "scenario", "window")),
+    ("by_msg_type", ("clock", "protocol", "msg_type")),
+    ("by_fault_window", ("clock", "protocol", "scenario", "window")),
+    ("by_message_fault", ("clock", "protocol", "msg_type", "fault")),
+    ("end_to_end", ("clock", "protocol", "scenario", "command")),
+    ("end_to_end_by_fault_window", ("clock", "protocol", "scenario", "window")),
 ])
 def test_latency_tables_agree_with_an_exact_computation(report: tuple[dict, Path], want: ex.Expected,
                                                         table: str, keys: tuple[str, ...]) -> None:
@@ -57,34 +57,41 @@ def test_latency_tables_agree_with_an_exact_computation(report: tuple[dict, Path
 
 
 def test_the_traces_exercise_every_table(want: ex.Expected) -> None:
-    windows = {k[2] for k in want.by_fault_window}
+    windows = {k[3] for k in want.by_fault_window}
     assert {"none", "crash:workers.0", "partition", "pause:subs.1"} <= windows
-    assert {"delay", "duplicate", "none"} <= {k[2] for k in want.by_message_fault}
+    assert {"delay", "duplicate", "none"} <= {k[3] for k in want.by_message_fault}
     assert want.end_to_end and min(min(v) for v in want.by_msg_type.values()) < 0  # a negative latency
+    assert {k[0] for k in want.end_to_end} == {"virtual", "wall"}  # simulated and live runs
 
 
 def test_delivery_and_request_counts_agree(report: tuple[dict, Path], want: ex.Expected) -> None:
     data, _ = report
     fields = ("sent", "delivered", "receptions", "dropped", "lost", "drop_rows", "orphans", "unpaired")
-    got = {(r["protocol"], r["msg_type"]): {f: r[f] for f in fields} for r in data["delivery"]}
+    got = {(r["clock"], r["protocol"], r["msg_type"]): {f: r[f] for f in fields} for r in data["delivery"]}
     assert got == {k: {f: v.get(f, 0) for f in fields} for k, v in want.delivery.items()}
     fields = ("commands", "answered", "deliveries", "unanswered", "orphans", "unpaired")
-    got = {(r["protocol"], r["scenario"], r["command"]): {f: r[f] for f in fields} for r in data["requests"]}
-    assert got == {k: {f: v.get(f, 0) for f in fields} for k, v in want.requests.items()}
-    hand = {r["msg_type"]: r for r in data["delivery"] if r["protocol"] == "pppp"}
+    got = {(r["clock"], r["protocol"], r["scenario"], r["command"]): {f: r[f] for f in fields} for r in data["requests"]}
+    paired = {k: v for k, v in want.requests.items() if v.get("commands") or v.get("deliveries") or v.get("orphans")}
+    assert got == {k: {f: v.get(f, 0) for f in fields} for k, v in paired.items()}
+    # operations none of whose rows carries a corr are listed apart, not as unanswered requests
+    apart = {(r["clock"], r["protocol"], r["scenario"], r["command"]): r["rows"] for r in data["uncorrelated"]}
+    assert apart == {k: v["unpaired"] for k, v in want.requests.items() if k not in paired}
+    assert ("wall", "pppp", "hand", "case-result") in apart
+    assert data["data_quality"]["uncorrelated_rows"] == sum(apart.values())
+    hand = {r["msg_type"]: r for r in data["delivery"] if r["protocol"] == "pppp" and r["clock"] == "virtual"}
     assert (hand["HEARTBEAT"]["dropped"], hand["HEARTBEAT"]["lost"], hand["PUBLISH"]["orphans"]) == (1, 1, 1)
 
 
 def test_runs_and_chaos_verdicts_per_scenario_and_seed(report: tuple[dict, Path]) -> None:
     data, _ = report
-    runs = {(r["scenario"], r["runs"]) for r in data["runs"]}
-    assert {("dcp-clean", 2), ("dcp-lossy", 1), ("hand", 1)} <= runs
-    summary = {(s["scenario"], s["check"]): s for s in data["chaos"]["summary"]}
+    runs = {(r["scenario"], r["clock"], r["runs"]) for r in data["runs"]}
+    assert {("dcp-clean", "virtual", 2), ("dcp-lossy", "virtual", 1), ("hand", "virtual", 1), ("hand", "wall", 1)} <= runs
+    summary = {(s["scenario"], s["check"]): s for s in data["chaos"]["summary"] if s["clock"] == "virtual"}
     assert summary[("dcp-clean", "exactly-once")]["total"] == 2 == summary[("dcp-clean", "exactly-once")]["pass"]
     assert summary[("dcp-lossy", "one-request-per-worker")]["status"] == "pass"
     failed = summary[("hand", "in-order")]
     assert (failed["fail"], failed["status"], failed["failing_seeds"]) == (1, "fail", [1])
-    grid = {(r["scenario"], r["seed"]): r["checks"] for r in data["chaos"]["runs"]}
+    grid = {(r["scenario"], r["seed"]): r["checks"] for r in data["chaos"]["runs"] if r["clock"] == "virtual"}
     assert grid[("hand", 1)] == {"in-order": "fail", "no-node-errors": "pass"}
     assert set(grid[("dcp-clean", 2)].values()) == {"pass"}
     assert [f["detail"] for f in data["failures"] if f["scenario"] == "hand"] == ["subs.2 saw 8 before 7"]
@@ -102,7 +109,7 @@ def test_conformance_per_implementation_and_clause(report: tuple[dict, Path]) ->
 
 def test_fault_windows_events_and_discards(report: tuple[dict, Path]) -> None:
     data, _ = report
-    windows = {(w["scenario"], w["window"]): w for w in data["fault_windows"]}
+    windows = {(w["scenario"], w["window"]): w for w in data["fault_windows"] if w["clock"] == "virtual"}
     assert windows[("dcp-worker-crash", "crash:workers.0")]["closed_total_ns"] == 2_000_000_000
     assert windows[("dcp-partition-heal", "partition")]["closed_total_ns"] == 2_000_000_000
     assert windows[("hand", "pause:subs.1")]["closed_total_ns"] == 2_000
@@ -110,7 +117,7 @@ def test_fault_windows_events_and_discards(report: tuple[dict, Path]) -> None:
         ("hand", "incompatible-sockets", 1)}
     assert data["discards"] == [{"protocol": "pppp", "implementation": "mutant:slow", "role": "subscriber",
                                  "clause": "pppp.publish.malformed", "count": 1}]
-    assert data["histograms"]["dcp/REQUEST"] and data["latency_method"]["relative_error"] == 0.01
+    assert data["histograms"]["virtual/dcp/REQUEST"] and data["latency_method"]["relative_error"] == 0.01
 
 
 @pytest.mark.parametrize("scenario", ["dcp-lossy", "dcp-worker-crash", "hand"])
@@ -161,6 +168,21 @@ def test_the_report_command(traces: Path, spark, tmp_path: Path) -> None:
     assert "torn.parquet" in (tmp_path / "m" / "report.html").read_text()
     r = subprocess.run([sys.executable, "-m", "reports", "--help"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "--master" in r.stdout
+
+
+def test_the_sql_engine_names_and_skips_a_torn_file(traces: Path, spark, tmp_path: Path) -> None:
+    """As the arrow engine does (before, Spark failed the whole report on it)."""
+    from harness.cli import main
+
+    mixed = tmp_path / "mixed"
+    shutil.copytree(traces / "hand", mixed)
+    (mixed / "torn.parquet").write_bytes(b"PAR1 cut short")
+    (mixed / "other.parquet").write_bytes((traces / "hand").joinpath(
+        sorted(p.name for p in (traces / "hand").glob("*.parquet"))[0]).read_bytes()[:200])
+    assert main(["report", str(mixed), "--engine", "sql", "--out", str(tmp_path / "m")]) == 1
+    data = json.loads((tmp_path / "m" / "report.json").read_text())
+    assert [u["file"] for u in data["unreadable_files"]] == [str(mixed / "other.parquet"), str(mixed / "torn.parquet")]
+    assert data["spark"]["engine"] == "sql" and data["runs"][0]["scenario"] == "hand"
 
 
 def _comparable(report: dict) -> dict:

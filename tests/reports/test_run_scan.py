@@ -45,6 +45,7 @@ def test_packed_group_by_equals_the_plain_one(rows: list[tuple[int, int, int, in
     assert sorted(got.select(key).to_pylist(), key=str) == sorted(want.select(key).to_pylist(), key=str)
 
 
+# HISTOGRAM_KEYS: protocol 0, scenario 1, clock 2, e 3, mt 4, window 5, fb 6, status 7, b 8
 def _hist(result: run_scan.UnitResult) -> dict[tuple, dict]:
     return {tuple(r[k] for k in run_scan.HISTOGRAM_KEYS): r for r in result.histogram.to_pylist()}
 
@@ -58,15 +59,15 @@ def test_one_task_over_the_hand_trace(tmp_path: Path) -> None:
     assert {r["kind"] for r in unit.control} == {"pause", "resume", "fault", "verdict", "discard"}
     assert [r["detail"] for r in unit.control if r["kind"] == "verdict"] == ["subs.2 saw 8 before 7", None]
     h = _hist(unit)
-    received = sorted(r["lo"] for k, r in h.items() if k[6] == "received" and not k[2] and k[3] == "PUBLISH")
+    received = sorted(r["lo"] for k, r in h.items() if k[7] == "received" and not k[3] and k[4] == "PUBLISH")
     assert received == [-1000, 500, 500, 600, 1100, 1500, 9000, 40000]  # every receipt of the fan-out, the duplicate
     by_status = {}
     for k, r in h.items():
-        by_status[(k[2], k[3], k[6])] = by_status.get((k[2], k[3], k[6]), 0) + r["n"]
+        by_status[(k[3], k[4], k[7])] = by_status.get((k[3], k[4], k[7]), 0) + r["n"]
     assert by_status[(False, "HEARTBEAT", "dropped")] == 1 and by_status[(False, "HEARTBEAT", "lost")] == 1
     assert by_status[(False, "PUBLISH", "orphan")] == 1 and by_status[(False, "PUBLISH", "no-id")] == 1
     assert by_status[(True, "request", "lost")] == 1 and by_status[(True, "reply", "orphan")] == 1
-    paused = [k for k in h if k[4] == "pause:subs.1" and k[6] == "received"]
+    paused = [k for k in h if k[5] == "pause:subs.1" and k[7] == "received"]
     assert len(paused) == 1 and h[paused[0]]["lo"] == 1100
 
 
@@ -90,7 +91,7 @@ def test_fault_bits_are_the_or_of_a_message_s_faults(tmp_path: Path, extra: int)
     path = str(tmp_path / "f.parquet")
     _faulty_run(path, extra)
     [unit] = list(run_scan.scan_files([(0, path)]))
-    bits = sorted(k[5] for k in _hist(unit) if k[6] == "received")
+    bits = sorted(k[6] for k in _hist(unit) if k[7] == "received")
     assert bits == sorted([3, 4] + ([8] if extra else [0]))
 
 

@@ -17,6 +17,7 @@ from harness.packages.base import (
 from harness.packages.dafka.suites import SUITES
 from harness.protocols.dafka import TABLES
 from harness.protocols.dafka_clauses import CATALOGUE
+from reference_nodes.dafka.common import tagged_content
 from reference_nodes.dafka.consumer import Consumer
 from reference_nodes.dafka.mutants import MUTANTS
 from reference_nodes.dafka.producer import Producer
@@ -133,8 +134,11 @@ def wire(nodes: dict[str, tuple[str, dict[str, Any]]], endpoint: Callable[[str, 
 
 
 def command(op: str, node: str, params: dict[str, Any], k: int, rng: Any) -> dict[str, Any]:
-    content = rng.randbytes(params.get("size", 100))
-    req: dict[str, Any] = {"op": "produce", "content": content}
+    # The record carries the request's correlation id, so each consumer's delivery of it pairs
+    # with this command in the trace (end-to-end latency, the report's requests table).
+    corr = f"{node}-{k}"
+    content = tagged_content(corr, rng.randbytes(params.get("size", 100)))
+    req: dict[str, Any] = {"op": "produce", "content": content, "corr": corr}
     if "topic" in params:
         req["topic"] = params["topic"]
     return req

@@ -3,7 +3,7 @@ plays a tower and the other nodes of a Dafka cluster; docs/conformance-dafka.md.
 scenarios/dafka/conformance/<role>/*.yaml.
 
 The peers of a case are mesh nodes, built per case by `_dafka_plan`, which returns the
-conductor's `PeerPlan`: it imports `harness.conformance.conductor` when it is called (by the
+conductor's `PeerPlan`: it imports `harness.conformance.plan` when it is called (by the
 conformance runner), so that importing this package imports nothing above it.
 """
 
@@ -49,7 +49,7 @@ def _dafka_peer_subscriptions(role: str, address: str) -> tuple[bytes, ...]:
 
 def _dafka_plan(iut_role: str) -> Callable[..., Any]:
     def build(case: Any, values: dict[str, Any], alloc: Callable[[], str]) -> Any:
-        from harness.conformance.conductor import Announcement, PeerLink, PeerPlan, PeerSocket
+        from harness.conformance.plan import Announcement, PeerLink, PeerPlan, PeerSocket
         from harness.protocols.dafka import BEACON_ID, FROM_TOWER, PEER, TO_TOWER, WELCOME_ID
 
         names = list(case.peers)
@@ -71,22 +71,42 @@ def _dafka_plan(iut_role: str) -> Callable[..., Any]:
             if role == "tower":
                 continue
             address, endpoint = dafka_address(name), alloc()
+            # Its SUB connects to {endpoint} (None: the IUT binds ports of its own) and to every
+            # endpoint the IUT's beacons announce, as a real Dafka node does.
             peers[name] = PeerSocket(
                 name, SocketType.XPUB, endpoint, True, address=address, channel=PEER,
                 recv=PeerLink(SocketType.SUB, values["endpoint"], False,
-                              subscribe=_dafka_peer_subscriptions(role, address), channel=PEER),
+                              subscribe=_dafka_peer_subscriptions(role, address), channel=PEER, follow=True),
                 blame=blame,
                 discovered_via=tower)
             announce.append(Announcement(tower, "TOWER-BEACON", {"sender": address, "endpoint": endpoint},
                                          DAFKA_PEER_BEACON_NS, about=name))
         shown = {k: v for k, v in values.items() if k != "python"}
-        shown["port"] = int(values["port"])
+        # "{port}" in a step: the port it was given; any port when it chose its own (what it
+        # announces is followed, so an announced port it does not listen on leaves it unheard).
+        shown["port"] = int(values["port"]) if values.get("port") else {"any": True}
         optional = {"producer": {"GET-HEADS": "a producer need not subscribe to GET-HEADS (E-DAFKA-15)"},
                     "consumer": {"ACK": "a consumer MAY subscribe to ACKs (dafka.subscription.consumer-ack)"},
                     }.get(iut_role, {})
-        return PeerPlan(peers, announce, shown, DAFKA_SEND_WAIT_NS, optional)
+        return PeerPlan(peers, announce, shown, DAFKA_SEND_WAIT_NS, optional,
+                        announced=_beacon_endpoint(values.get("endpoint") or f"tcp://{values['host']}:0"))
 
     return build
+
+
+def _beacon_endpoint(given: str) -> Callable[[Any], tuple[str, str] | None]:
+    """(address, endpoint) of a BEACON of the IUT. An empty host (zeromq/dafka's default) is
+    the connection's host, as zeromq/dafka's tower substitutes it: the host of ``given``
+    (the IUT's endpoint; 127.0.0.1 live, where everything runs on loopback)."""
+    connection_host = given.split("://", 1)[-1].rsplit(":", 1)[0]
+
+    def announced(msg: Any) -> tuple[str, str] | None:
+        if msg.name != "BEACON":
+            return None
+        host = msg["host"] or connection_host
+        return str(msg["sender"]), f"tcp://{host}:{msg['port']}"
+
+    return announced
 
 
 def _dafka_config(role: str) -> Callable[[str, dict[str, Any]], dict[str, Any]]:
@@ -119,13 +139,18 @@ _DAFKA_NODE = ("{python} -m harness.cli node dafka %s --dialect {dialect} --set 
 _DAFKA_COMMON = {"beacon_ms": 200, "peer_expiry_ms": 4000}
 
 
-def _dafka_suite(role: str, peer_roles: tuple[str, ...], cmd: str, placeholders: dict[str, Any]) -> RoleSuite:
+def _dafka_suite(role: str, peer_roles: tuple[str, ...], cmd: str, placeholders: dict[str, Any],
+                 completes: bool = False) -> RoleSuite:
     peers = {r: (r, SocketType.XPUB, True) for r in ("tower", *peer_roles)}
     # iut_binds: the IUT starts first and binds {endpoint}, so that the harness's SUB sockets are
-    # connected to it before it learns of them (PUB/SUB drops what goes out before that).
-    return RoleSuite("dafka", role, peers=peers, iut_binds=True, reference_cmd=(_DAFKA_NODE % role) + cmd,
+    # connected to it before it learns of them (PUB/SUB drops what goes out before that); one
+    # whose command names neither {endpoint} nor {port} binds ports of its own and is found
+    # through its beacons (announces_endpoint).
+    return RoleSuite("dafka", role, peers=peers, iut_binds=True, announces_endpoint=True,
+                     reference_cmd=(_DAFKA_NODE % role) + cmd,
                      placeholders={**_DAFKA_COMMON, **placeholders}, iut_config=_dafka_config(role),
-                     harness_endpoints=("tower_sub", "tower_pub"), build_peers=_dafka_plan(role))
+                     harness_endpoints=("tower_sub", "tower_pub"), build_peers=_dafka_plan(role),
+                     completes=completes)
 
 
 SUITES: dict[str, RoleSuite] = {
@@ -136,7 +161,8 @@ SUITES: dict[str, RoleSuite] = {
         # The producer produces by itself: {records} records, the first {delay_ms} after start
         # (the harness's nodes have connected by then), one every {interval_ms}.
         {"topic": "weather", "records": 20, "delay_ms": 500, "interval_ms": 100, "content": "record",
-         "head_ms": 200}),
+         "head_ms": 200},
+        completes=True),  # a producer with a count may exit 0 once it has published them
     "store": _dafka_suite("store", ("producer", "consumer", "store"), " --set fetch_retry={fetch_retry_ms}ms",
                           {"fetch_retry_ms": 500}),
     # {topics}: what the consumer subscribes to, as a YAML list ("[]": none, for the case

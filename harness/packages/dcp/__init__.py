@@ -122,7 +122,8 @@ def command(op: str, node: str, params: dict[str, Any], k: int, rng: Any) -> dic
     size = params.get("size", 16)
     parts = params.get("parts", 1)
     data = [rng.randbytes(size) for _ in range(parts)]
-    return {"op": "request", "service": params.get("service", "echo"), "data": data, "id": f"{node}-{k}"}
+    rid = f"{node}-{k}"  # the request's id, and its correlation id in the trace (the reply names it too)
+    return {"op": "request", "service": params.get("service", "echo"), "data": data, "id": rid, "corr": rid}
 
 
 def resolve_target(name: str, view: TargetView) -> list[str] | None:

@@ -149,7 +149,8 @@ def wire(nodes: dict[str, tuple[str, dict[str, Any]]], endpoint: Callable[[str, 
 
 def command(op: str, node: str, params: dict[str, Any], k: int, rng: Any) -> dict[str, Any]:
     keys, size, values = params.get("keys", 4), params.get("size", 8), params.get("values", 5)
-    req: dict[str, Any] = {"op": op, "key": f"k{rng.randrange(keys)}", "id": f"{node}-{op}-{k}"}
+    rid = f"{node}-{op}-{k}"  # the operation's id, and its correlation id in the trace (its "op" delivery names it)
+    req: dict[str, Any] = {"op": op, "key": f"k{rng.randrange(keys)}", "id": rid, "corr": rid}
     if op in ("put", "cas"):
         req["value"] = f"{rng.randrange(values):0{size}d}"
     if op == "cas":
