@@ -522,3 +522,8 @@ OUT_OF_REACH: dict[str, str] = {
     "no-failover": "the client suite plays one server, so no case can offer a backup; the convergence checker "
                    "catches it in the failover scenario",
 }
+
+# Mutants that die (raise) on the input that breaks their clause. A conformance suite reports a
+# crash of the implementation as its own robustness failure (harness.robustness, MUST),
+# whichever step was waiting, so that is the verdict these get.
+CRASHES: frozenset[str] = frozenset({"server-crash-on-malformed", "client-crash-on-malformed"})

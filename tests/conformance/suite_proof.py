@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.conformance.case import Case
+from harness.conformance.conductor import ROBUSTNESS
 from harness.conformance.report import coverage
 from harness.conformance.runner import CaseResult
 from harness.protocols.clauses import Catalogue, Level, Observable
@@ -97,7 +98,10 @@ def conform(tmp_path: Path, protocol: str, *args: str) -> tuple[int, str, ET.Ele
 
 
 def acceptable(mutants: Any, name: str) -> set[str]:
-    """The clauses a mutant's failures may be attributed to."""
+    """The clauses a mutant's failures may be attributed to: a mutant that crashes (its package's
+    ``CRASHES``) is reported as a crash, whichever step was waiting."""
+    if name in getattr(mutants, "CRASHES", ()):
+        return {ROBUSTNESS}
     return {mutants.MUTANTS[name][2], *mutants.ALSO_BREAKS.get(name, {})}
 
 

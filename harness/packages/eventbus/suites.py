@@ -50,7 +50,7 @@ def _fill(values: dict[str, Any]) -> None:
 
 def _plan(iut_role: str) -> Callable[..., Any]:
     def build(case: Any, values: dict[str, Any], alloc: Callable[[], str]) -> Any:
-        from harness.conformance.conductor import PeerPlan, PeerSocket
+        from harness.conformance.plan import PeerPlan, PeerSocket
 
         peers = {}
         for name in case.peers:
