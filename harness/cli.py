@@ -85,14 +85,17 @@ def cmd_clauses(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     import time
 
-    from harness.scenario import ScenarioError, load_scenario, parse_seeds
+    from harness.scenario import ScenarioError, load_scenario, parse_mutant_options, parse_seeds, with_mutants
 
     try:
         scenario = load_scenario(args.file)
         seeds = parse_seeds(args.seed if args.seed is not None else args.seeds) if (args.seed is not None or args.seeds) else scenario.seeds
+        if args.mutant:
+            scenario = with_mutants(scenario, parse_mutant_options(args.mutant))
     except (ScenarioError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    mutants = "".join(f" --mutant {m}" for m in args.mutant or [])
     from harness.composition import RunError, run_live, run_sim
 
     if args.live:
@@ -101,7 +104,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         except RunError as e:
             print(f"error: {args.file}: {e}", file=sys.stderr)
             return 2
-        _print_result(result, args.file)
+        _print_result(result, args.file, mutants)
         return 0 if result.ok else 1
 
     failed = []
@@ -115,9 +118,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             return 2
         if not result.ok:
             failed.append(result)
-            _print_result(result, args.file)
+            _print_result(result, args.file, mutants)
         elif len(seeds) == 1:
-            _print_result(result, args.file)
+            _print_result(result, args.file, mutants)
         if show_progress:
             elapsed = time.monotonic() - t0
             eta = elapsed / i * (len(seeds) - i)
@@ -128,15 +131,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(file=sys.stderr)
     print(f"{scenario.name}: {len(seeds) - len(failed)}/{len(seeds)} seed(s) passed; traces and verdicts in {args.out}")
     if failed:
-        print("replay a failure with: " + _replay(args.file, failed[0].seed))
+        print("replay a failure with: " + _replay(args.file, failed[0].seed, mutants))
+        print("shrink it with: " + _replay(args.file, failed[0].seed, mutants).replace(" run ", " explore ", 1))
     return 0 if not failed else 1
 
 
-def _replay(path: str, seed: int) -> str:
-    return f"zmq-harness run {path} --seed {seed}"
+def _replay(path: str, seed: int, mutants: str = "") -> str:
+    return f"zmq-harness run {path} --seed {seed}{mutants}"
 
 
-def _print_result(result, path: str) -> None:
+def _print_result(result, path: str, mutants: str = "") -> None:
     status = "PASS" if result.ok else "FAIL"
     print(f"{status} {result.scenario} seed {result.seed} ({result.mode})")
     for v in result.verdicts:
@@ -148,7 +152,13 @@ def _print_result(result, path: str) -> None:
     if not result.ok:
         print(f"  trace: {result.trace_path}")
         if result.mode == "sim":
-            print(f"  replay: {_replay(path, result.seed)}")
+            print(f"  replay: {_replay(path, result.seed, mutants)}")
+
+
+def cmd_explore(args: argparse.Namespace) -> int:
+    from harness.explore.cli import run_explore
+
+    return run_explore(args)
 
 
 def cmd_node(args: argparse.Namespace) -> int:
@@ -291,7 +301,20 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--live", action="store_true", help="run once over real sockets on loopback")
     r.add_argument("--out", default="runs", help="directory for traces and verdicts (default: runs/)")
     r.add_argument("--quiet", action="store_true", help="no progress line")
+    r.add_argument("--mutant", action="append", metavar="ROLE=NAME",
+                   help="run a shipped mutant instead of the reference node of a role (or group); repeatable")
     r.set_defaults(func=cmd_run)
+
+    from harness.explore.cli import add_arguments as _explore_arguments
+
+    e = sub.add_parser("explore", help="search a scenario's faults for a failure and shrink it to a minimal file",
+                       description="Draw fault schedules and workload variations from the scenario's 'explore:' "
+                       "section (or its defaults) with hypothesis and run each in simulation (--live: over real "
+                       "sockets); on the first failure, shrink it while it fails the same property and write the "
+                       "smallest schedule as a scenario file, with an explanation and a space-time diagram, to --out. "
+                       "Exit 0 when nothing fails within the budget, 1 with a shrunk failure, 2 on bad input.")
+    _explore_arguments(e)
+    e.set_defaults(func=cmd_explore)
 
     n = sub.add_parser("node", help="run one reference node standalone over real sockets",
                        description="Run one reference node until SIGTERM/SIGINT. It prints 'READY <name> <endpoints>' "

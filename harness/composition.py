@@ -17,7 +17,7 @@ import json
 import os
 import random
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 from fault_injection import nemesis
 from harness import launch
@@ -166,21 +166,25 @@ slug = launch.slug
 
 
 def run_sim(scenario: Scenario, seed: int, out_dir: str | None = None, *,
-            factories: dict[str, Any] | None = None, checks: bool = True) -> RunResult:
+            factories: dict[str, Any] | None = None, checks: bool = True,
+            observers: Sequence[Checker] = ()) -> RunResult:
     """Run one seed of a scenario in simulation. ``factories`` may replace the node factory of
     some nodes (by node name) — how tests put a mutant in place of a reference node.
-    ``checks=False`` runs without probes and checkers (benchmarks of the bare simulation)."""
-    return run_scenario(scenario, seed, "sim", out_dir, factories=factories, checks=checks)
+    ``checks=False`` runs without probes and checkers (benchmarks of the bare simulation).
+    ``observers`` see the run's events like checkers (``explore`` collects coverage so)."""
+    return run_scenario(scenario, seed, "sim", out_dir, factories=factories, checks=checks, observers=observers)
 
 
-def run_live(scenario: Scenario, seed: int, out_dir: str, *, factories: dict[str, Any] | None = None) -> RunResult:
+def run_live(scenario: Scenario, seed: int, out_dir: str, *, factories: dict[str, Any] | None = None,
+             observers: Sequence[Checker] = ()) -> RunResult:
     """Run a scenario once over real sockets on loopback (its reference nodes in this
     process, its ``command`` groups as processes)."""
-    return run_scenario(scenario, seed, "live", out_dir, factories=factories)
+    return run_scenario(scenario, seed, "live", out_dir, factories=factories, observers=observers)
 
 
 def run_scenario(scenario: Scenario, seed: int, mode: str, out_dir: str | None = None, *,
-                 factories: dict[str, Any] | None = None, checks: bool = True) -> RunResult:
+                 factories: dict[str, Any] | None = None, checks: bool = True,
+                 observers: Sequence[Checker] = ()) -> RunResult:
     pkg = package(scenario.protocol)
     runtime, trace, tpath = _make_runtime(scenario, seed, mode, out_dir)
     reasons = unsupported(scenario, runtime.capabilities, mode)
@@ -193,8 +197,8 @@ def run_scenario(scenario: Scenario, seed: int, mode: str, out_dir: str | None =
         endpoints = launch.EndpointAllocator(mode)
         configs = node_configs(scenario, endpoints)
         roles = {n: r for n, (r, _) in configs.items()}
-        observer = Observer(build_checkers(scenario) if checks else [], codec(scenario.protocol, scenario.dialect),
-                            roles)
+        observer = Observer(build_checkers(scenario) + list(observers) if checks else [],
+                            codec(scenario.protocol, scenario.dialect), roles)
         runtime.on_failure(_report_failure(observer))
         clock: Callable[[], int] = lambda: runtime.now_ns  # noqa: E731 - virtual or wall time
         for name, (role, cfg) in configs.items():
@@ -203,8 +207,12 @@ def run_scenario(scenario: Scenario, seed: int, mode: str, out_dir: str | None =
                 processes[name] = launch.external_node(scenario, group, name, role, seed, endpoints, out_dir)
                 runtime.attach_process(name, processes[name])  # type: ignore[attr-defined]
                 continue
-            factory = (factories or {}).get(name) or pkg.roles[role].factory
-            impl = "reference" if (factories or {}).get(name) is None else getattr(factory, "implementation", "mutant")
+            factory = (factories or {}).get(name)
+            if factory is not None:
+                impl = getattr(factory, "implementation", "mutant")
+            else:
+                factory = pkg.mutants[group.mutant][1] if group.mutant else pkg.roles[role].factory
+                impl = "reference"
             runtime.add_node(name, probed(factory, observer, clock) if checks else factory, role=role, config=cfg,
                              implementation=impl if group.implementation == "reference" else group.implementation,
                              start_at_ns=group.start_ns)

@@ -1,0 +1,141 @@
+"""Hypothesis strategies over a scenario's exploration space (`harness.explore.space`).
+
+``candidates(scenario, space, base)`` draws a `Candidate`: a seed, group sizes within their
+bounds, a rate factor per workload item, and up to ``max_faults`` faults from the vocabulary,
+added to the file's own faults. Every drawn fault is written as a scenario file writes it
+(durations with units, probabilities in percent), starts no earlier than ``from`` and ends
+before the quiet end of the run; every crash restarts. Targets are drawn per fault among the
+space's targets and, for a group, each of its nodes (in the drawn topology).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import strategies as st
+
+from harness.explore.candidate import Candidate, fmt_duration, fmt_probability
+from harness.explore.space import MS, RULE, Space
+from harness.packages.base import as_rate
+from harness.scenario import Scenario
+
+SEED_MAX = 2**31 - 1
+
+
+def candidates(scenario: Scenario, space: Space, base: Candidate) -> st.SearchStrategy[Candidate]:
+    """Candidates around ``base`` (the file as written): its faults kept, more drawn."""
+
+    @st.composite
+    def draw(draw_: Any) -> Candidate:
+        seed = draw_(st.integers(1, SEED_MAX))
+        counts = tuple((g, draw_(st.integers(*space.counts[g])) if g in space.counts else n) for g, n in base.counts)
+        cand = base.with_(seed=seed, counts=counts)
+        nodes = cand.nodes(scenario)
+        workload = tuple(_scaled(item, draw_(st.sampled_from(space.rates()))) for item in base.workload)
+        extra = draw_(st.lists(fault(scenario, space, nodes, base.duration_ns), min_size=min(1, space.max_faults),
+                               max_size=space.max_faults)
+                      if space.kinds else st.just([]))
+        return cand.with_(workload=workload, faults=base.faults + tuple(extra))
+
+    return draw()
+
+
+def _scaled(item: dict[str, Any], factor: float) -> dict[str, Any]:
+    if factor == 1.0 or "rate" not in item:
+        return item
+    return {**item, "rate": f"{round(as_rate(item['rate']) * factor, 6):g}/s"}
+
+
+def node_targets(scenario: Scenario, space: Space, nodes: list[str]) -> list[str]:
+    """What a node fault may name: each target of the space, and each node of a group there."""
+    out: list[str] = []
+    for t in space.targets:
+        out.append(t)
+        group = scenario.groups.get(t)
+        if group is not None and group.count is not None:
+            out.extend(n for n in nodes if n.startswith(f"{t}."))
+    return list(dict.fromkeys(out))
+
+
+def rule_ends(scenario: Scenario, nodes: list[str]) -> list[str]:
+    """What a rule's ``from``/``to`` may name: a node, or every node of a group (a glob)."""
+    out: list[str] = []
+    for g in scenario.groups.values():
+        if g.count is None:
+            out.append(g.name)
+        else:
+            out.append(f"{g.name}.*")
+            out.extend(n for n in nodes if n.startswith(f"{g.name}."))
+    return out
+
+
+def fault(scenario: Scenario, space: Space, nodes: list[str], duration_ns: int) -> st.SearchStrategy[dict[str, Any]]:
+    """One fault item of the vocabulary."""
+    targets = node_targets(scenario, space, nodes)
+    kinds = [k for k in space.kinds if k == RULE or targets]
+    if not kinds:
+        return st.nothing()
+    last_end_ms = space.last_end_ns(duration_ns) // MS
+    first_ms = space.start_ns // MS
+    shortest_ms, longest_ms = space.shortest_ns // MS, space.longest_ns // MS
+
+    @st.composite
+    def window(draw_: Any) -> tuple[int, int]:
+        """(start, length) in ms: starts at or after ``from``, ends by the quiet end."""
+        length = draw_(st.integers(max(1, shortest_ms), max(1, min(longest_ms, last_end_ms - first_ms))))
+        start = draw_(st.integers(first_ms, max(first_ms, last_end_ms - length)))
+        return start, length
+
+    def ms(value: int) -> str:
+        return fmt_duration(value * MS)
+
+    target = st.sampled_from(targets) if targets else st.nothing()
+    by_kind: dict[str, st.SearchStrategy[dict[str, Any]]] = {
+        "crash": st.builds(lambda t, w: {"at": ms(w[0]), "crash": t, "restart_after": ms(w[1])}, target, window()),
+        "pause": st.builds(lambda t, w: {"from": ms(w[0]), "until": ms(w[0] + w[1]), "pause": t}, target, window()),
+        "partition": st.builds(_partition, target, st.one_of(st.just("rest"), target), st.booleans(), window(),
+                               st.just(ms)),
+        "slow_link": st.builds(
+            lambda a, b, lat, w: {"from": ms(w[0]), "until": ms(w[0] + w[1]), "slow_link": [a, b],
+                                  "latency": f"fixed({ms(lat)})"},
+            target, target, st.integers(1, max(1, space.latency_ns // MS)), window()),
+        "clock_skew": st.builds(
+            lambda t, at, off: {"at": ms(at), "clock_skew": t, "offset": ms(off)},
+            target, st.integers(first_ms, max(first_ms, last_end_ms)),
+            st.integers(-(space.skew_ns // MS), space.skew_ns // MS)),
+        RULE: rule(space, rule_ends(scenario, nodes)),
+    }
+    return st.sampled_from(kinds).flatmap(lambda k: by_kind[k])
+
+
+def _partition(a: str, b: str, one_way: bool, w: tuple[int, int], ms: Any) -> dict[str, Any]:
+    item: dict[str, Any] = {"from": ms(w[0]), "until": ms(w[0] + w[1]), "partition": [[a], [b]]}
+    if one_way:
+        item["one_way"] = True
+    return item
+
+
+def rule(space: Space, ends: list[str]) -> st.SearchStrategy[dict[str, Any]]:
+    """A message rule: one message type, one effect with a probability up to its bound,
+    optionally only from or to some nodes."""
+    effects = sorted(space.effects)
+    if not effects or not space.messages:
+        return st.nothing()
+
+    @st.composite
+    def draw(draw_: Any) -> dict[str, Any]:
+        effect = draw_(st.sampled_from(effects))
+        body: dict[str, Any] = {"message": draw_(st.sampled_from(space.messages))}
+        for key in ("from", "to"):
+            end = draw_(st.one_of(st.none(), st.sampled_from(ends)))
+            if end is not None:
+                body[key] = end
+        body[effect] = True
+        if effect == "delay":
+            body[effect] = f"fixed({fmt_duration(draw_(st.integers(1, max(1, space.latency_ns // MS))) * MS)})"
+        p = draw_(st.sampled_from(space.probabilities(effect)))
+        if p < 1.0:
+            body["probability"] = fmt_probability(p)
+        return {"rule": body}
+
+    return draw()
