@@ -5,7 +5,8 @@ the same rules to real traffic. The caller hands in the random generator (the si
 each link its own seeded one), which keeps decisions reproducible.
 
 A rule has a match (source node, destination node, message type, socket, endpoint, direction:
-all globs) and an effect:
+all globs; and optionally field values of the decoded message, globs on their text) and an
+effect:
 
     Pass()                        let the message through untouched
     Drop()                        lose it
@@ -15,13 +16,16 @@ all globs) and an effect:
                                   on the same connection, or after ``window`` at the latest
 
 and a probability (the effect applies with that probability, else the message passes; a
-matched rule always ends the search, so rules never stack).
+matched rule always ends the search, so rules never stack). ``nth`` picks messages by count
+instead: the positions (1-based) among the messages the rule matched over the run (``nth: 3``,
+the third; ``nth: 1-5``, the first five); the others pass. A `RuleSet` counts per run: a run
+takes its own ``fresh()`` copy.
 
 Directions are relative to the connection: ``to_binder`` is from the connecting socket to the
 bound one, ``to_connecter`` the other way, ``any`` both.
 
-Distributions and durations are parsed here too (``"5ms"``, ``"uniform(1ms, 5ms)"``,
-``("normal", mean_ns, sd_ns)``) because both rules and the simulator's latency model use them.
+Durations and distributions (``"5ms"``, ``"uniform(1ms, 5ms)"``) are parsed in
+`fault_injection.distributions` and re-exported here.
 """
 
 from __future__ import annotations
@@ -33,182 +37,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-# ---- durations ---------------------------------------------------------------------------------
-#
-# One rule: a duration written in a file or on a command line carries its unit ("250ms", "2s",
-# "40us", "1.5s"); a bare number is refused (only 0 may go without one). Inside Python a
-# duration is an int of nanoseconds: ``duration_ns`` takes those, and text through
-# ``parse_duration``.
-
-_UNITS: dict[str, int] = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
-_DURATION_RE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(ns|us|µs|ms|s)?\s*$")
-DURATION_EXAMPLES = "250ms, 2s, 40us, 1.5s"
-
-
-def parse_duration(value: str | int | float) -> int:
-    """Nanoseconds from a duration as written in a file or on a command line: a number and a
-    unit (``"250ms"``, ``"2s"``, ``"40us"``, ``"1.5s"``, ``"-50ms"``). A bare number is an error
-    that says to give a unit — except 0, which means the same in every unit."""
-    if isinstance(value, bool):
-        raise ValueError(f"not a duration: {value!r} (use e.g. {DURATION_EXAMPLES})")
-    if isinstance(value, (int, float)):
-        if value == 0:
-            return 0
-        raise ValueError(_bare(value))
-    if isinstance(value, str):
-        m = _DURATION_RE.match(value)
-        if m:
-            number, unit = m.group(1), m.group(2)
-            if unit is None:
-                if float(number) == 0:
-                    return 0
-                raise ValueError(_bare(number))
-            return int(round(float(number) * _UNITS[unit]))
-    raise ValueError(f"not a duration: {value!r} (use e.g. {DURATION_EXAMPLES})")
-
-
-def _bare(number: int | float | str) -> str:
-    return f"the duration {number} has no unit; give a unit, e.g. {number}ms or {number}s"
-
-
-def duration_ns(value: int | float | str) -> int:
-    """For Python callers: an int (or float) is already nanoseconds; text goes through
-    ``parse_duration`` and so needs its unit."""
-    if isinstance(value, bool):
-        raise ValueError(f"not a duration: {value!r}")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float):
-        return int(round(value))
-    return parse_duration(value)
-
-
-def parse_probability(value: float | int | str) -> float:
-    """A probability from 0.25, 1 or ``"25%"``."""
-    if isinstance(value, str):
-        text = value.strip()
-        p = float(text[:-1]) / 100.0 if text.endswith("%") else float(text)
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        p = float(value)
-    else:
-        raise ValueError(f"not a probability: {value!r}")
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"probability {value!r} is outside [0, 1]")
-    return p
-
-
-# ---- distributions -------------------------------------------------------------------------------
-
-
-class Distribution:
-    """A seeded-sampling latency distribution over integer nanoseconds.
-
-    Kinds: ``fixed(v)``, ``uniform(lo, hi)``, ``normal(mean, sd)`` clipped at 0,
-    ``exponential(mean[, offset])``. ``sample(rng)`` always returns a non-negative int; the
-    per-kind sampler is bound once at construction so sampling does not branch on the kind.
-    """
-
-    __slots__ = ("kind", "params", "sample")
-
-    KINDS = ("fixed", "uniform", "normal", "exponential")
-
-    def __init__(self, kind: str, *params: int | float) -> None:
-        self.kind = kind
-        self.params: tuple[int, ...] = tuple(int(round(p)) for p in params)
-        self.sample: Callable[[random.Random], int]
-        p = self.params
-        if kind == "fixed":
-            _arity(kind, p, 1, 1)
-            value = max(0, p[0])
-            self.sample = lambda rng: value
-        elif kind == "uniform":
-            _arity(kind, p, 2, 2)
-            lo, hi = p
-            if hi < lo or lo < 0:
-                raise ValueError(f"uniform({lo}, {hi}): need 0 <= lo <= hi")
-            span = hi - lo
-            self.sample = lambda rng: lo + int(rng.random() * span)
-        elif kind == "normal":
-            _arity(kind, p, 2, 2)
-            mean, sd = p
-            if sd < 0:
-                raise ValueError(f"normal({mean}, {sd}): sd must be >= 0")
-            self.sample = lambda rng: max(0, int(rng.gauss(mean, sd)))
-        elif kind == "exponential":
-            _arity(kind, p, 1, 2)
-            mean = p[0]
-            offset = p[1] if len(p) > 1 else 0
-            if mean <= 0 or offset < 0:
-                raise ValueError(f"exponential({mean}, {offset}): need mean > 0, offset >= 0")
-            rate = 1.0 / mean
-            self.sample = lambda rng: offset + int(rng.expovariate(rate))
-        else:
-            raise ValueError(f"unknown distribution {kind!r}; use one of {', '.join(self.KINDS)}")
-
-    @classmethod
-    def parse(cls, spec: DistSpec) -> Distribution:
-        """For Python callers: from a Distribution, an int (fixed ns), a duration string (fixed),
-        a tuple ``("uniform", lo, hi)`` (ints are ns, strings need units) or a string
-        ``"uniform(200us, 800us)"``. Values from files go through ``from_yaml``."""
-        if isinstance(spec, Distribution):
-            return spec
-        if isinstance(spec, (int, float)) and not isinstance(spec, bool):
-            return cls("fixed", spec)
-        if isinstance(spec, (tuple, list)) and spec and isinstance(spec[0], str):
-            return cls(spec[0], *(duration_ns(v) for v in spec[1:]))
-        if isinstance(spec, str):
-            m = re.match(r"^\s*([a-z]+)\s*\((.*)\)\s*$", spec)
-            if m:
-                args = [a for a in (x.strip() for x in m.group(2).split(",")) if a]
-                return cls(m.group(1), *(parse_duration(a) for a in args))
-            return cls("fixed", parse_duration(spec))
-        raise ValueError(
-            f"not a distribution: {spec!r} (use e.g. 500000, '2ms', ('uniform', lo, hi), "
-            "'normal(1ms, 200us)', 'exponential(1ms)')"
-        )
-
-    @classmethod
-    def from_yaml(cls, value: Any) -> Distribution:
-        """A distribution as written in a file: ``2ms``, ``fixed(2ms)``, ``uniform(1ms, 5ms)``,
-        ``normal(2ms, 500us)``, ``exponential(1ms)`` or ``[uniform, 1ms, 5ms]``; every duration in
-        it carries its unit (a bare 0 is allowed)."""
-        if isinstance(value, str):
-            return cls.parse(value)
-        if isinstance(value, list) and value and isinstance(value[0], str):
-            return cls(value[0], *(parse_duration(v) for v in value[1:]))
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return cls("fixed", parse_duration(value))
-        raise ValueError(f"not a distribution: {value!r} (use e.g. 2ms, uniform(1ms, 5ms), normal(2ms, 500us), "
-                         "exponential(1ms))")
-
-    def mean(self) -> float:
-        p = self.params
-        if self.kind == "fixed":
-            return float(p[0])
-        if self.kind == "uniform":
-            return (p[0] + p[1]) / 2.0
-        if self.kind == "normal":
-            return float(p[0])  # ignoring the clip at 0
-        return float(p[0] + (p[1] if len(p) > 1 else 0))
-
-    def __repr__(self) -> str:
-        return f"{self.kind}({', '.join(str(v) for v in self.params)})"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Distribution) and (self.kind, self.params) == (other.kind, other.params)
-
-    def __hash__(self) -> int:
-        return hash((self.kind, self.params))
-
-
-DistSpec = Distribution | int | float | str | tuple[Any, ...] | list[Any]
-
-
-def _arity(kind: str, params: tuple[int, ...], lo: int, hi: int) -> None:
-    if not lo <= len(params) <= hi:
-        want = str(lo) if lo == hi else f"{lo}-{hi}"
-        raise ValueError(f"{kind} takes {want} parameter(s), got {len(params)}: {params}")
-
+from fault_injection.distributions import (
+    DURATION_EXAMPLES, Distribution, DistSpec, duration_ns, parse_duration, parse_probability,
+)
 
 # ---- effects -------------------------------------------------------------------------------------
 
@@ -268,10 +99,12 @@ class Match:
     socket: str = "*"  # name of the sending socket
     endpoint: str = "*"  # endpoint of the connection ("tcp://broker:5555")
     direction: str = "any"
+    fields: tuple[tuple[str, str], ...] = ()  # (field name, glob on its decoded value as text)
 
     def __post_init__(self) -> None:
         if self.direction not in DIRECTIONS:
             raise ValueError(f"direction {self.direction!r} is not one of {', '.join(DIRECTIONS)}")
+        object.__setattr__(self, "fields", tuple((str(k), str(v)) for k, v in dict(self.fields).items()))
 
 
 @dataclass(frozen=True)
@@ -280,10 +113,15 @@ class Rule:
     effect: Effect
     probability: float = 1.0
     name: str = ""  # label in the trace; RuleSet names unnamed rules "rule-<index>"
+    nth: frozenset[int] | None = None  # positions (1-based) among the messages the rule matched
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.probability <= 1.0:
             raise ValueError(f"rule {self.name or '?'}: probability {self.probability} outside [0, 1]")
+        if self.nth is not None:
+            object.__setattr__(self, "nth", frozenset(self.nth))
+            if not self.nth or min(self.nth) < 1:
+                raise ValueError(f"rule {self.name or '?'}: nth counts from 1, got {sorted(self.nth)}")
 
     @classmethod
     def from_yaml(cls, item: Any, where: str = "fault", *, check_node: Callable[[str], None] | None = None) -> Rule:
@@ -317,18 +155,32 @@ def _glob(pattern: str) -> Callable[[str], bool]:
     return lambda s: regex.match(s) is not None
 
 
+FieldsOf = Callable[[], "Mapping[str, Any] | None"]  # the decoded fields of the message (None: undecodable)
+
+
+def field_text(value: Any) -> list[str]:
+    """A decoded field value as the texts a field glob is matched against (each element of a
+    list; bytes as UTF-8 with escapes)."""
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in field_text(v)]
+    if isinstance(value, (bytes, bytearray)):
+        return [bytes(value).decode("utf-8", "backslashreplace")]
+    return [str(value)]
+
+
 class RuleSet:
     """Ordered message rules; ``decide`` returns the verdict of the first matching rule.
 
-    Which rule matches a (src, dst, msg_type, socket, endpoint, direction) combination is
-    memoised: the answer is a pure function of the key, so caching changes no decision.
+    Which rules a (src, dst, msg_type, socket, endpoint, direction) combination can match is
+    memoised: the answer is a pure function of the key, so caching changes no decision. Field
+    conditions are checked per message, on fields decoded only when a rule needs them.
     """
 
     def __init__(self, rules: Iterable[Rule] = ()) -> None:
         self.rules: list[Rule] = []
         for i, rule in enumerate(rules):
             if not rule.name:
-                rule = Rule(rule.match, rule.effect, rule.probability, f"rule-{i}")
+                rule = Rule(rule.match, rule.effect, rule.probability, f"rule-{i}", rule.nth)
             self.rules.append(rule)
         self._matchers = [
             (
@@ -337,33 +189,78 @@ class RuleSet:
             )
             for r in self.rules
         ]
-        self._cache: dict[tuple[str, str, str, str, str, str], int] = {}
+        self._field_matchers = [[(name, _glob(pattern)) for name, pattern in r.match.fields] for r in self.rules]
+        self.needs_fields = any(self._field_matchers)
+        self._cache: dict[tuple[str, str, str, str, str, str], Any] = {}
+        self._counts = [0] * len(self.rules)
 
     def __len__(self) -> int:
         return len(self.rules)
 
-    def match(self, src: str, dst: str, msg_type: str, socket: str, direction: str,
-              endpoint: str = "") -> Rule | None:
-        """The first rule whose match covers the message, or None."""
+    def fresh(self) -> RuleSet:
+        """The same rules with their counts (``nth``) at zero: one per run."""
+        return RuleSet(self.rules)
+
+    def _candidates(self, key: tuple[str, str, str, str, str, str]) -> list[int]:
+        src, dst, msg_type, socket, endpoint, direction = key
+        return [i for i, (m_src, m_dst, m_type, m_sock, m_ep, m_dir) in enumerate(self._matchers)
+                if m_src(src) and m_dst(dst) and m_type(msg_type) and m_sock(socket) and m_ep(endpoint)
+                and (m_dir == "any" or m_dir == direction)]
+
+    def _index(self, src: str, dst: str, msg_type: str, socket: str, direction: str, endpoint: str,
+               fields: FieldsOf | None) -> int:
         key = (src, dst, msg_type, socket, endpoint, direction)
-        index = self._cache.get(key)
-        if index is None:
-            index = -1
-            for i, (m_src, m_dst, m_type, m_sock, m_ep, m_dir) in enumerate(self._matchers):
-                if (m_src(src) and m_dst(dst) and m_type(msg_type) and m_sock(socket)
-                        and m_ep(endpoint) and (m_dir == "any" or m_dir == direction)):
-                    index = i
-                    break
-            self._cache[key] = index
+        if not self.needs_fields:
+            index = self._cache.get(key)
+            if index is None:
+                found = self._candidates(key)
+                index = self._cache[key] = found[0] if found else -1
+            return index
+        candidates = self._cache.get(key)
+        if candidates is None:
+            candidates = self._cache[key] = self._candidates(key)
+        decoded: Mapping[str, Any] | None = None
+        looked = False
+        for i in candidates:
+            conditions = self._field_matchers[i]
+            if not conditions:
+                return i
+            if not looked:
+                looked = True
+                decoded = fields() if fields is not None else None
+            if decoded is not None and all(name in decoded and any(m(t) for t in field_text(decoded[name]))
+                                           for name, m in conditions):
+                return i
+        return -1
+
+    def match(self, src: str, dst: str, msg_type: str, socket: str, direction: str,
+              endpoint: str = "", fields: FieldsOf | None = None) -> Rule | None:
+        """The first rule whose match covers the message, or None. ``fields`` gives the decoded
+        fields when a rule has field conditions (without it such rules never match)."""
+        index = self._index(src, dst, msg_type, socket, direction, endpoint, fields)
         return self.rules[index] if index >= 0 else None
 
+    def may_match(self, src: str, dst: str, socket: str, direction: str, endpoint: str = "") -> bool:
+        """Whether some rule could match a message on this path, whatever its type (a proxy
+        relays a path no rule can touch without looking at its messages)."""
+        for m_src, m_dst, _, m_sock, m_ep, m_dir in self._matchers:
+            if (m_src(src) and m_dst(dst) and m_sock(socket) and m_ep(endpoint)
+                    and (m_dir == "any" or m_dir == direction)):
+                return True
+        return False
+
     def decide(self, src: str, dst: str, msg_type: str, socket: str, direction: str,
-               rng: random.Random, endpoint: str = "") -> Verdict:
+               rng: random.Random, endpoint: str = "", fields: FieldsOf | None = None) -> Verdict:
         """The verdict for one message. Draws from ``rng`` only for a matched rule whose
         probability is below 1 and for sampled delays/windows."""
-        rule = self.match(src, dst, msg_type, socket, direction, endpoint)
-        if rule is None:
+        index = self._index(src, dst, msg_type, socket, direction, endpoint, fields)
+        if index < 0:
             return PASS
+        rule = self.rules[index]
+        if rule.nth is not None:
+            self._counts[index] += 1
+            if self._counts[index] not in rule.nth:
+                return PASS
         if rule.probability < 1.0 and rng.random() >= rule.probability:
             return PASS
         effect = rule.effect
@@ -422,7 +319,27 @@ _MATCH_KEYS: dict[str, str] = {
 }
 _NODE_KEYS = ("src", "from", "dst", "to")
 _EFFECT_KEYS = ("pass", "drop", "delay", "duplicate", "reorder")
-_RULE_KEYS = sorted(set(_MATCH_KEYS) | set(_EFFECT_KEYS) | {"match", "probability", "name"})
+_RULE_KEYS = sorted(set(_MATCH_KEYS) | set(_EFFECT_KEYS) | {"match", "probability", "name", "nth", "fields"})
+
+
+def parse_nth(value: Any) -> frozenset[int]:
+    """Message positions from ``3``, ``[1, 4]`` or ``"2-5"`` (1-based, inclusive)."""
+    if isinstance(value, bool):
+        raise ValueError(f"not a position: {value!r}")
+    if isinstance(value, int):
+        out = {value}
+    elif isinstance(value, list) and value and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        out = set(value)
+    elif isinstance(value, str) and re.fullmatch(r"\s*\d+\s*-\s*\d+\s*", value):
+        lo, hi = (int(x) for x in value.split("-"))
+        if hi < lo or hi - lo > 1_000_000:
+            raise ValueError(f"position range {value!r} runs backwards or is too long")
+        out = set(range(lo, hi + 1))
+    else:
+        raise ValueError(f"expected a position (3), a list of them ([1, 4]) or a range ('2-5'), got {value!r}")
+    if min(out) < 1:
+        raise ValueError(f"positions count from 1, got {value!r}")
+    return frozenset(out)
 
 
 def rule_from_dict(item: Mapping[str, Any], index: int = 0) -> Rule:
@@ -432,6 +349,8 @@ def rule_from_dict(item: Mapping[str, Any], index: int = 0) -> Rule:
         {to: broker, delay: "uniform(1ms, 20ms)", probability: 0.5}
         {message: RECORD, duplicate: 2}
         {reorder: 10ms}                  # or {reorder: {window: 10ms, behind_next: false}}
+        {message: PING, from: "workers.1", nth: 3, drop: true}     # only the third
+        {message: REQUEST, fields: {service: "echo*"}, delay: 5ms}  # by a decoded field
 
     For ``drop``, ``duplicate`` and ``reorder`` a percentage given as the effect's value is the
     probability (``drop: 5%``); ``drop: true`` always drops. Durations carry their unit.
@@ -445,10 +364,11 @@ def _rule_from(item: Any, where: str, at: tuple[Any, ...], check_node: Callable[
     ``check_node`` (if given) validates a node name that is not a glob."""
     if not isinstance(item, Mapping):
         raise FaultSpecError(where, at, f"a rule must be a mapping, got {type(item).__name__}")
-    match_args: dict[str, str] = {}
+    match_args: dict[str, Any] = {}
     effect: Effect | None = None
     probability: float | None = None
     name = ""
+    nth: frozenset[int] | None = None
 
     def node(key: tuple[Any, ...], value: str) -> None:
         if check_node is not None and not any(c in value for c in "*?["):
@@ -476,6 +396,13 @@ def _rule_from(item: Any, where: str, at: tuple[Any, ...], check_node: Callable[
                 match_args[_MATCH_KEYS[mk]] = str(mv)
         elif key == "probability":
             probability = _field(where, at + (key,), parse_probability, value)
+        elif key == "nth":
+            nth = _field(where, at + (key,), parse_nth, value)
+        elif key == "fields":
+            if not isinstance(value, Mapping) or not value:
+                raise FaultSpecError(where, at + (key,), "'fields' maps field names to globs of their values, "
+                                                         "e.g. {service: echo}")
+            match_args["fields"] = tuple((str(k), "" if v is None else str(v)) for k, v in value.items())
         elif key == "name":
             name = str(value)
         elif key in _EFFECT_KEYS:
@@ -493,7 +420,7 @@ def _rule_from(item: Any, where: str, at: tuple[Any, ...], check_node: Callable[
         match = Match(**match_args)
     except ValueError as exc:
         raise FaultSpecError(where, at + ("direction",), str(exc)) from None
-    return Rule(match, effect, 1.0 if probability is None else probability, name)
+    return Rule(match, effect, 1.0 if probability is None else probability, name, nth)
 
 
 def _field(where: str, path: tuple[Any, ...], parse: Callable[[Any], Any], value: Any) -> Any:
@@ -556,7 +483,7 @@ def _rule_fault_from_yaml(item: Any, where: str, check_node: Callable[[str], Non
 
 
 __all__ = [
-    "DIRECTIONS", "Delay", "DistSpec", "Distribution", "Drop", "Duplicate", "Effect", "Match",
-    "FaultSpecError", "PASS", "Pass", "Reorder", "Rule", "RuleSet", "Verdict", "did_you_mean", "duration_ns",
-    "parse_duration", "parse_probability", "rule_from_dict",
+    "DIRECTIONS", "DURATION_EXAMPLES", "Delay", "DistSpec", "Distribution", "Drop", "Duplicate", "Effect", "Match",
+    "FaultSpecError", "FieldsOf", "PASS", "Pass", "Reorder", "Rule", "RuleSet", "Verdict", "did_you_mean",
+    "duration_ns", "field_text", "parse_duration", "parse_nth", "parse_probability", "rule_from_dict",
 ]

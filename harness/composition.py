@@ -20,12 +20,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
 from fault_injection import nemesis
-from harness import launch
+from fault_injection.naming import codec_fields
+from harness import launch, live_faults
 from harness.checkers.base import CRASH, ERROR, RESTART, Checker, NoNodeErrors, Observer, Verdict
 from harness.probe import probed
 from harness.protocols import codec
 from harness.registry import package
-from harness.runtime import RULES, NodeFailure, Runtime
+from harness.runtime import CLOCK, RULES, NodeFailure, Runtime
 from harness.scenario import Scenario, WorkloadItem
 from harness.trace import RunInfo, TraceWriter
 
@@ -116,15 +117,20 @@ def workload_streams(scenario: Scenario, seed: int) -> list[Iterator[tuple[int, 
     return [stream(i, item, node) for i, item in enumerate(scenario.workload) for node in item.nodes]
 
 
+# Why a runtime lacks a fault kind, when it is a matter of principle rather than of a missing piece.
+WHY_NOT = {CLOCK: "real processes read the host's clock, which the harness cannot move (run it in simulation)"}
+
+
 def unsupported(scenario: Scenario, capabilities: frozenset[str], mode: str) -> list[str]:
-    """Why this runtime cannot run the scenario's faults (empty: it can)."""
+    """Why this runtime cannot run the scenario's faults, one line each (empty: it can)."""
     out = []
     if len(scenario.rules) and RULES not in capabilities:
-        out.append(f"message rules (drop/delay/duplicate/reorder) cannot run {mode} yet: they need the ZMTP proxy")
+        out.append(f"message rules (drop/delay/duplicate/reorder) cannot run {mode}: they need the ZMTP proxy")
     for f in scenario.faults:
         missing = [c for c in f.capabilities if c not in capabilities]
         if missing:
-            out.append(f"{f.key} faults cannot run {mode}: the {mode} runtime cannot do {', '.join(missing)}")
+            why = "; ".join(WHY_NOT.get(c, f"the {mode} runtime cannot do {c}") for c in missing)
+            out.append(f"{f.key} faults cannot run {mode}: {why}")
     return list(dict.fromkeys(out))
 
 
@@ -191,6 +197,7 @@ def run_scenario(scenario: Scenario, seed: int, mode: str, out_dir: str | None =
     if mode == "sim" and scenario.external:
         reasons.append(f"group {scenario.external[0].name!r} runs an external command: run the scenario --live")
     processes: dict[str, Any] = {}
+    placement: live_faults.ProxyPlacement | None = None
     try:
         if reasons:
             raise RunError("; ".join(reasons))
@@ -201,10 +208,14 @@ def run_scenario(scenario: Scenario, seed: int, mode: str, out_dir: str | None =
                             codec(scenario.protocol, scenario.dialect), roles)
         runtime.on_failure(_report_failure(observer))
         clock: Callable[[], int] = lambda: runtime.now_ns  # noqa: E731 - virtual or wall time
+        if mode == "live" and live_faults.needs_proxy(scenario):
+            placement = live_faults.place_for_run(scenario, pkg, configs, endpoints.assigned, runtime, processes,
+                                                  seed)
         for name, (role, cfg) in configs.items():
             group = scenario.group_of(name)
             if group.command:
-                processes[name] = launch.external_node(scenario, group, name, role, seed, endpoints, out_dir)
+                processes[name] = launch.external_node(scenario, group, name, role, seed, endpoints, out_dir,
+                                                       config=cfg, advertised=placement.advertised if placement else {})
                 runtime.attach_process(name, processes[name])  # type: ignore[attr-defined]
                 continue
             factory = (factories or {}).get(name)
@@ -225,6 +236,8 @@ def run_scenario(scenario: Scenario, seed: int, mode: str, out_dir: str | None =
         for name in scenario.node_names:  # checkers that judge final state ask for it last
             if roles[name] in pkg.final_status and name not in processes:
                 runtime.command(end - lead, name, {"op": "status"})
+        if placement is not None:
+            placement.proxy.start()
         for proc in processes.values():
             launch.start_process(proc)
         runtime.run(end)
@@ -236,12 +249,17 @@ def run_scenario(scenario: Scenario, seed: int, mode: str, out_dir: str | None =
             for v in verdicts:
                 trace.verdict(HARNESS, now, v.check, "pass" if v.ok else "fail", v.clause or v.check, v.detail)
     finally:
-        # Always: stop the runtime, reap every process, flush the trace (also on abort).
+        # Always: stop the runtime (then the proxy: stopped first, it would cut connections under
+        # nodes still running), reap every process, flush the trace (also on abort).
         try:
+            if placement is not None:
+                live_faults.take_rows_back(placement, runtime)
             stop = getattr(runtime, "stop", None)
             if stop is not None:
                 stop()
         finally:
+            if placement is not None:
+                live_faults.stop_proxy(placement, trace)
             for proc in processes.values():
                 proc.process.stop()
             if trace is not None:
@@ -275,8 +293,8 @@ def _make_runtime(scenario: Scenario, seed: int, mode: str, out_dir: str | None
         lat = scenario.latency
         links = {(link["from"], link["to"]): link["latency"] for link in lat.get("links", []) or []}
         latency = LatencyModel(lat["default"], links) if "default" in lat else LatencyModel(links=links)
-        return Simulation(seed, trace, latency=latency, rules=scenario.rules,
-                          record_frames=scenario.record_frames), trace, tpath
+        return Simulation(seed, trace, latency=latency, rules=scenario.rules, record_frames=scenario.record_frames,
+                          fields_of=codec_fields(scenario.protocol, scenario.dialect)), trace, tpath
     from harness.live.runtime import LiveRuntime  # noqa: PLC0415
 
     return LiveRuntime(trace, seed=seed), trace, tpath
@@ -290,4 +308,6 @@ def _stats(runtime: Any, observer: Observer, endpoints: Any) -> dict[str, Any]:
                      events=sim_stats.events, virtual_ns=runtime.now_ns)
     else:
         stats.update(wall_s=round(runtime.now_ns / 1e9, 3), endpoints=endpoints.assigned)
+        if getattr(runtime, "proxy", None) is not None:
+            stats["proxy"] = live_faults.proxy_stats(runtime.proxy)
     return stats

@@ -6,7 +6,10 @@ A command line gets placeholders filled in: ``{endpoint}`` (its first endpoint),
 ``{host}``, ``{endpoint0}``, ``{endpoint1}``, ... (every endpoint the protocol's wiring gave
 it), ``{name}``, ``{seed}``, ``{python}`` (this Python, quoted) and ``{zmq_harness}`` (the
 `zmq-harness` command of this installation, so a scenario can run a reference node as an
-"external" one without the virtual environment on PATH).
+"external" one without the virtual environment on PATH); ``{advertise}`` (the endpoint to
+announce to peers: the chaos proxy's listener when one stands in front of it), ``{datadir}``
+(a directory of its own that survives restarts), and every text setting the wiring gave the
+node (``{connect}``, ``{towers}``: a list joined with ``,``, a list of lists with ``;``).
 """
 
 from __future__ import annotations
@@ -54,21 +57,47 @@ def zmq_harness_command() -> str:
     return f"{shlex.quote(sys.executable)} -m harness.cli"
 
 
-def placeholders(name: str, endpoints: list[str], seed: int) -> dict[str, Any]:
+def placeholders(name: str, endpoints: list[str], seed: int, config: dict[str, Any] | None = None,
+                 advertised: dict[str, str] | None = None, datadir: str = "") -> dict[str, Any]:
     first = endpoints[0] if endpoints else ""
     port = first.rsplit(":", 1)[1] if first else ""
-    return {"endpoint": first, "port": port, "host": "127.0.0.1", "name": name, "seed": seed,
-            "python": shlex.quote(sys.executable), "zmq_harness": zmq_harness_command(),
+    return {**config_values(config or {}), "endpoint": first, "port": port, "host": "127.0.0.1", "name": name,
+            "seed": seed, "python": shlex.quote(sys.executable), "zmq_harness": zmq_harness_command(),
+            "advertise": (advertised or {}).get(first, first), "datadir": datadir,
             **{f"endpoint{i}": e for i, e in enumerate(endpoints)}}
 
 
+def config_values(cfg: dict[str, Any]) -> dict[str, str]:
+    """Text settings as command-line values: a list joined with ``,``, a list of lists with
+    ``;`` between them (``--set towers=xsub,xpub;xsub2,xpub2``)."""
+    out = {}
+    for key, value in cfg.items():
+        if not key.isidentifier():
+            continue
+        if isinstance(value, str):
+            out[key] = value
+        elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+            out[key] = ",".join(value)
+        elif isinstance(value, (list, tuple)) and all(isinstance(v, (list, tuple)) for v in value):
+            out[key] = ";".join(",".join(map(str, v)) for v in value)
+    return out
+
+
 def external_node(scenario: Any, group: Any, name: str, role: str, seed: int, endpoints: EndpointAllocator,
-                  out_dir: str | None) -> ExternalNode:
+                  out_dir: str | None, config: dict[str, Any] | None = None,
+                  advertised: dict[str, str] | None = None) -> ExternalNode:
     """The process of a ``command`` group's node, not started yet (`start_process`)."""
+    import tempfile  # noqa: PLC0415
+
     from harness.live.supervisor import ManagedProcess  # noqa: PLC0415
 
     eps = endpoints.of(name)
-    values = placeholders(name, eps, seed)
+    if out_dir:
+        datadir = os.path.join(out_dir, slug(scenario.name), "data", name)
+        os.makedirs(datadir, exist_ok=True)
+    else:
+        datadir = tempfile.mkdtemp(prefix=f"zmq-harness-{name}-")
+    values = placeholders(name, eps, seed, config, advertised, datadir)
     port = int(values["port"]) if values["port"] else None
     log = os.path.join(out_dir, slug(scenario.name), f"{name}.log") if out_dir else None
     proc = ManagedProcess(group.command, values=values, ready=ready_check(group.ready, port), name=name, log_path=log)

@@ -215,7 +215,7 @@ def _scenario_from(data: Any, locs: Locations, path: str) -> Scenario:
 
     targets = Targets({g.name: g.nodes for g in groups.values()},
                       {n: g.role for g in groups.values() for n in g.nodes}, pkg)
-    rules, faults = _faults(v, top, targets, duration)
+    rules, faults = _faults(v, top, targets, duration, set(pkg.tables[dialect].fields))
     workload = _workload(v, top, pkg, groups, resolve, duration)
     checks = _checks(v, top, pkg)
     settle = v.get(top, (), "settle", as_duration, 0)
@@ -319,7 +319,8 @@ def with_mutants(scenario: Scenario, specs: dict[str, str]) -> Scenario:
     return dataclasses.replace(scenario, groups=groups)
 
 
-def _faults(v: _Validator, top: dict[str, Any], targets: Targets, duration: int) -> tuple[RuleSet, list[Any]]:
+def _faults(v: _Validator, top: dict[str, Any], targets: Targets, duration: int,
+            field_names: set[str]) -> tuple[RuleSet, list[Any]]:
     """Message rules and scheduled faults, each parsed by its kind's ``from_yaml`` (one schema:
     `fault_injection.nemesis`); targets are checked here and resolved when a fault fires."""
     items = top.get("faults", []) or []
@@ -334,6 +335,10 @@ def _faults(v: _Validator, top: dict[str, Any], targets: Targets, duration: int)
         except FaultSpecError as e:
             raise v.fail(p + e.path, e.reason) from None
         if isinstance(fault, Rule):
+            for name, _ in fault.match.fields:  # a rule on a field no message has would never act
+                if name not in field_names:
+                    raise v.fail(p + ("rule", "fields", name), f"no message has a field {name!r}"
+                                 f"{_closest(name, sorted(field_names))} (fields: {', '.join(sorted(field_names))})")
             rules.append(fault)
             continue
         if isinstance(fault, nemesis.Partition):

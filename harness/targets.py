@@ -65,6 +65,11 @@ class Targets:
                              f"{did_you_mean(expr, self.nodes + list(self.groups) + sorted(set(self.roles.values())))}")
         return nodes
 
+    def static(self, expr: str) -> list[str] | None:
+        """The nodes a node, group, role or glob names; None for a target known only when its
+        fault fires (any, random, the protocol's own)."""
+        return self._static(expr)
+
     def _static(self, expr: str) -> list[str] | None:
         """The nodes a node, group, role or glob names (None: it is none of these)."""
         if expr in self.roles:

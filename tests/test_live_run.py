@@ -42,9 +42,11 @@ def test_external_broker_process(tmp_path: Path) -> None:
     assert not [p for p in running_processes() if p.running]
 
 
-def test_faults_that_need_the_proxy_are_refused(tmp_path: Path) -> None:
-    with pytest.raises(LiveRunError, match="message rules .* cannot run live yet: they need the ZMTP proxy"):
-        run_live(load_scenario("scenarios/dcp/lossy.yaml"), 1, str(tmp_path))
+def test_clock_skew_is_refused_with_a_one_line_reason(tmp_path: Path) -> None:
+    text = short(Path("scenarios/dcp/clean.yaml").read_text()) + "faults:\n  - {clock_skew: broker, offset: 50ms}\n"
+    with pytest.raises(LiveRunError, match="^clock_skew faults cannot run live: .*host's clock") as err:
+        run_live(parse_scenario(text, "skew.yaml"), 1, str(tmp_path))
+    assert "\n" not in str(err.value)
 
 
 def test_cli_live_exit_status(tmp_path: Path) -> None:

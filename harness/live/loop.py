@@ -180,6 +180,12 @@ class EventLoop:
         self._wake()
         return fut.result(timeout)
 
+    def post(self, fn: Callable[[], object]) -> None:
+        """Run ``fn()`` on the loop thread soon, without waiting for it (from any thread; an
+        exception it raises is the harness's and stops the loop)."""
+        self._calls.append((fn, None))
+        self._wake()
+
     def _broken(self) -> str | None:
         if self._fatal is not None:
             return f"live runtime loop died: {self._fatal!r}"

@@ -15,7 +15,7 @@ from typing import Any, Callable
 import zmq
 
 from harness.live.deliveries import DeliveryLog
-from harness.live.sockets import subscribe
+from harness.live.sockets import from_source, subscribe
 from harness.node import (
     Action, Connect, Deliver, Discard, Disconnect, DurableStore, Node, NodeFactory, Note, Send, SocketSpec,
     SocketType, Subscribe, Unsubscribe,
@@ -73,6 +73,7 @@ class Slot:
     connected: dict[str, list[str]] = field(default_factory=dict)  # socket -> endpoints
     peers: dict[str, str] = field(default_factory=dict)  # socket -> endpoint label for the trace
     routers: set[str] = field(default_factory=set)  # names of ROUTER sockets
+    source: str | None = None  # the local address its TCP connections come from (a 127.x address)
 
 
 class NodeIO:
@@ -198,11 +199,11 @@ class NodeIO:
     def _connect(self, slot: Slot, action: Connect | Disconnect, now: int) -> None:
         sock = self._socket(slot, action.socket)
         if type(action) is Connect:
-            sock.connect(action.endpoint)
+            sock.connect(from_source(action.endpoint, slot.source))
             kind = CONNECT
         else:
             try:
-                sock.disconnect(action.endpoint)
+                sock.disconnect(from_source(action.endpoint, slot.source))
             except zmq.ZMQError as exc:
                 if exc.errno != errno.ENOENT:  # not connected there: nothing to undo
                     raise

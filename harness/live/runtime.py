@@ -11,6 +11,12 @@ Nodes that the harness runs in this process and implementations under test start
 processes (`attach_process`) are both "nodes" here: crash, restart, pause and resume act on
 either (a process is killed, restarted, stopped with SIGSTOP and continued).
 
+Message rules, partitions and slow links act in a ZMTP-aware chaos proxy placed between the
+nodes (`fault_injection.proxy`, placed by `harness.live_faults`); `attach_proxy` hands it to
+the runtime, which then forwards those faults to it, writes the rows of what it did into the
+trace on the loop thread, and makes each in-process node connect from its own source address
+so the proxy can tell who connected.
+
 A node that raises follows the one policy of `harness.runtime`: an ``error`` row with the
 traceback, a ``crash`` row, a `NodeFailure` in ``failures``, the ``on_failure`` hooks; the
 other nodes keep running. An exception of the harness's own (a hook, a scheduled callback)
@@ -31,21 +37,23 @@ from harness.live.node_io import NodeIO, Slot
 from harness.live.sockets import BIND_RETRY_S, SocketSetupError, open_socket
 from harness.node import DurableStore, Node, NodeContext, NodeFactory, SocketType
 from harness.runtime import (
-    CRASH as CAN_CRASH, PAUSE as CAN_PAUSE, RESTART as CAN_RESTART, ActionHook, FailureHook, NodeFailure,
-    UnsupportedFault, failure_of, node_rng,
+    CRASH as CAN_CRASH, PARTITION as CAN_PARTITION, PAUSE as CAN_PAUSE, RESTART as CAN_RESTART,
+    RULES as CAN_RULES, SLOW_LINK as CAN_SLOW_LINK, ActionHook, FailureHook, NodeFailure, UnsupportedFault,
+    failure_of, node_rng,
 )
 from harness.trace import CRASH, PAUSE, RESTART, RESUME, TraceWriter
 
 log = logging.getLogger(__name__)
 
-LIVE_FAULTS = frozenset({CAN_CRASH, CAN_RESTART, CAN_PAUSE})
+LIVE_FAULTS = frozenset({CAN_CRASH, CAN_RESTART, CAN_PAUSE, CAN_PARTITION, CAN_SLOW_LINK, CAN_RULES})
+NO_PROXY = "needs the ZMTP proxy between the nodes (attach_proxy); the run driver places it when a scenario asks"
 
 __all__ = ["LIVE_FAULTS", "LiveRuntime", "LiveRuntimeError", "SocketSetupError"]
 
 
 class LiveRuntime(EventLoop, NodeIO):
-    # What the live runtime can do by itself; message rules, partitions and slow links need the
-    # ZMTP proxy in front of the sockets, clock skew needs a simulator.
+    # Crashes, restarts and pauses by itself; message rules, partitions and slow links through
+    # the ZMTP proxy it is given (attach_proxy); clock skew needs a simulator.
     capabilities = LIVE_FAULTS
 
     def __init__(self, trace: TraceWriter | None = None, *, seed: int = 0, context: zmq.Context | None = None,
@@ -64,6 +72,8 @@ class LiveRuntime(EventLoop, NodeIO):
         self._failure_hooks: list[FailureHook] = []
         self._log = DeliveryLog()
         self._failures: list[NodeFailure] = []
+        self._proxy: Any = None  # fault_injection.proxy.ChaosProxy, when attached
+        self._sources: dict[str, str] = {}  # node -> the address its connections come from
         self._init_io()
 
     # ==== the runtime interface: nodes ==========================================================
@@ -74,7 +84,8 @@ class LiveRuntime(EventLoop, NodeIO):
         self._new_name(name)
         if self._stopped:
             raise LiveRuntimeError("runtime is stopped")
-        slot = Slot(name, factory, role, dict(config or {}), implementation, DurableStore())
+        slot = Slot(name, factory, role, dict(config or {}), implementation, DurableStore(),
+                    source=self._sources.get(name))
         self._slots[name] = slot
         self._order.append(name)
         if self._trace is not None:
@@ -95,6 +106,21 @@ class LiveRuntime(EventLoop, NodeIO):
         self._order.append(name)
         if self._trace is not None:
             self._trace.register_node(name, external.role, external.implementation)
+
+    def attach_proxy(self, proxy: Any, sources: dict[str, str] | None = None) -> None:
+        """Carry out message rules, partitions and slow links in ``proxy`` (a ChaosProxy whose
+        listeners the nodes' configs already name), write its fault rows into the trace, and
+        connect each node named in ``sources`` from its address. Before `add_node`."""
+        self._proxy = proxy
+        self._sources = dict(sources or {})
+        trace = self._trace
+        if trace is not None:
+            trace.register_node("nemesis", "nemesis", "")
+            proxy.on_event = lambda ev: self.post(lambda: trace.emit(ev.node, ev.kind, ev.time_ns, **ev.row()))
+
+    @property
+    def proxy(self) -> Any:
+        return self._proxy
 
     def _new_name(self, name: str) -> None:
         if name in self._slots or name in self._external:
@@ -141,6 +167,10 @@ class LiveRuntime(EventLoop, NodeIO):
     def endpoints(self, name: str) -> dict[str, list[str]]:
         """Bound endpoints per socket, as resolved (wildcard ports filled in)."""
         return {k: list(v) for k, v in self._slot(name).bound.items()}
+
+    def connected(self, name: str) -> dict[str, list[str]]:
+        """Endpoints each socket of the node connects to, as the node named them."""
+        return {k: list(v) for k, v in self._slot(name).connected.items()}
 
     @property
     def failures(self) -> list[NodeFailure]:
@@ -226,19 +256,24 @@ class LiveRuntime(EventLoop, NodeIO):
         self.call(lambda: self._pause(slot, False))
 
     def partition(self, groups: Sequence[Sequence[str]], one_way: bool = False) -> int:
-        raise UnsupportedFault("partitions over real sockets need the ZMTP proxy between the nodes")
+        return self._need_proxy("partitions").partition(groups, one_way)
 
     def heal(self, pid: int | None = None) -> None:
-        raise UnsupportedFault("partitions over real sockets need the ZMTP proxy between the nodes")
+        self._need_proxy("partitions").heal(pid)
 
     def set_clock(self, node: str, offset_ns: int, drift: float = 0.0) -> None:
         raise UnsupportedFault("clock skew exists only in simulation (a real process reads the host's clock)")
 
     def slow_link(self, src: str, dst: str, latency: Any) -> int:
-        raise UnsupportedFault("slow links over real sockets need the ZMTP proxy between the nodes")
+        return self._need_proxy("slow links").slow_link(src, dst, latency)
 
     def restore_link(self, lid: int) -> None:
-        raise UnsupportedFault("slow links over real sockets need the ZMTP proxy between the nodes")
+        self._need_proxy("slow links").restore_link(lid)
+
+    def _need_proxy(self, what: str) -> Any:
+        if self._proxy is None:
+            raise UnsupportedFault(f"{what} over real sockets {NO_PROXY}")
+        return self._proxy
 
     def fault_note(self, fault: str, detail: str, node: str | None = None) -> None:
         if self._trace is not None:
@@ -326,7 +361,7 @@ class LiveRuntime(EventLoop, NodeIO):
         try:
             for spec in specs:
                 rebind = {ep: r for (sn, ep), r in slot.resolved.items() if sn == spec.name}
-                sock, bound = open_socket(self._ctx, spec, slot.name, rebind, bind_retry)
+                sock, bound = open_socket(self._ctx, spec, slot.name, rebind, bind_retry, slot.source)
                 slot.sockets[spec.name] = sock
                 slot.bound[spec.name] = bound
                 for ep, r in zip(spec.bind, bound):

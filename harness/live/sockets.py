@@ -29,17 +29,27 @@ class SocketSetupError(RuntimeError):
     """A socket could not be created, bound or connected as its spec asks."""
 
 
+def from_source(endpoint: str, source: str | None) -> str:
+    """The endpoint to connect to so the connection comes from ``source`` (libzmq's
+    ``tcp://SOURCE:0;HOST:PORT``); other transports and no source: unchanged."""
+    if source is None or not endpoint.startswith("tcp://") or ";" in endpoint:
+        return endpoint
+    return f"tcp://{source}:0;{endpoint[len('tcp://'):]}"
+
+
 def open_socket(
     ctx: zmq.Context,
     spec: SocketSpec,
     node: str,
     rebind: dict[str, str] | None = None,
     bind_retry: float = 0.0,
+    source: str | None = None,
 ) -> tuple[zmq.Socket, list[str]]:
     """Create, configure, bind and connect one socket. Returns it and the bound endpoints as
     resolved by ZeroMQ (a wildcard port becomes the real one). ``rebind`` maps a spec endpoint
     to the endpoint it resolved to last time, so a restarted node keeps its port; ``bind_retry``
-    is how long to retry a bind that finds the address in use (see BIND_RETRY_S)."""
+    is how long to retry a bind that finds the address in use (see BIND_RETRY_S); ``source`` the
+    address TCP connections come from."""
     sock = ctx.socket(ZMQ_TYPE[SocketType(spec.type)])
     try:
         configure(sock, spec)
@@ -49,7 +59,7 @@ def open_socket(
             bound.append(bind(sock, target, node, spec.name, bind_retry))
         for endpoint in spec.connect:
             try:
-                sock.connect(endpoint)
+                sock.connect(from_source(endpoint, source))
             except zmq.ZMQError as exc:
                 raise SocketSetupError(
                     f"node {node!r} socket {spec.name!r}: cannot connect to {endpoint!r}: {exc}"

@@ -236,6 +236,10 @@ class ProtocolPackage:
     command: Command | None = None  # the application command of a workload operation
     targets: dict[str, str] = field(default_factory=dict)  # symbolic fault target -> what it names
     resolve_target: Resolver | None = None
+    # Config key of an endpoint a node binds -> config key of the endpoint it announces to its
+    # peers for them to connect to (discovery). A live run behind the chaos proxy announces the
+    # proxy's listener there, so peers that learn the endpoint at run time connect through it.
+    advertised: dict[str, str] = field(default_factory=dict)
 
     @property
     def dialects(self) -> list[str]:

@@ -8,25 +8,15 @@ already hold a link see the change at once.
 
 from __future__ import annotations
 
-import fnmatch
 import random
-import re
 from collections.abc import Callable, Mapping, Sequence
 
+from fault_injection.partitions import PartitionTable
+from fault_injection.partitions import is_glob as _is_glob
+from fault_injection.partitions import matcher as _matcher
 from fault_injection.rules import Distribution, DistSpec
 
 DEFAULT_LATENCY: tuple[str, int, int] = ("uniform", 200_000, 800_000)
-
-
-def _is_glob(name: str) -> bool:
-    return any(c in name for c in "*?[")
-
-
-def _matcher(pattern: str) -> Callable[[str], bool]:
-    if not _is_glob(pattern):
-        return pattern.__eq__
-    regex = re.compile(fnmatch.translate(pattern))
-    return lambda s: regex.match(s) is not None
 
 
 class LatencyModel:
@@ -89,9 +79,7 @@ class Network:
         self._links: dict[tuple[str, str], Link] = {}
         self._slow: dict[int, tuple[Callable[[str], bool], Callable[[str], bool], Distribution]] = {}
         self._next_id = 1
-        # pid -> (groups as matchers, one_way); cut answers are memoised until the next change.
-        self._partitions: dict[int, tuple[list[list[Callable[[str], bool]]], bool]] = {}
-        self._cut_cache: dict[tuple[str, str], bool] = {}
+        self._parts = PartitionTable()  # partition ids come from _next_id, shared with slow links
         self.partitioned = False  # fast check on the delivery path
 
     # -- latency --------------------------------------------------------------------------
@@ -126,51 +114,24 @@ class Network:
 
     # -- partitions -----------------------------------------------------------------------
     def partition(self, groups: Sequence[Sequence[str]], one_way: bool) -> int:
-        if len(groups) < 2:
-            raise ValueError(f"a partition needs at least two groups, got {list(groups)}")
-        if one_way and len(groups) != 2:
-            raise ValueError("a one-way partition takes exactly two groups: from, to")
-        pid = self._next_id
+        pid = self._parts.add(groups, one_way, self._next_id)
         self._next_id += 1
-        self._partitions[pid] = ([[_matcher(n) for n in g] for g in groups], one_way)
-        self._changed()
+        self.partitioned = True
         return pid
 
     def heal(self, pid: int | None = None) -> list[int]:
         """Heal one partition (or all); returns the ids healed."""
-        healed = list(self._partitions) if pid is None else ([pid] if pid in self._partitions else [])
-        for p in healed:
-            del self._partitions[p]
-        self._changed()
+        healed = self._parts.heal(pid)
+        self.partitioned = self._parts.partitioned
         return healed
 
     def active_partitions(self) -> list[int]:
-        return list(self._partitions)
-
-    def _changed(self) -> None:
-        self._cut_cache.clear()
-        self.partitioned = bool(self._partitions)
+        return self._parts.active()
 
     def is_cut(self, src: str, dst: str) -> bool:
         """True if messages from src to dst are lost under the current partitions."""
-        if not self.partitioned:
-            return False
-        key = (src, dst)
-        cut = self._cut_cache.get(key)
-        if cut is None:
-            cut = any(self._cuts(groups, one_way, src, dst) for groups, one_way in self._partitions.values())
-            self._cut_cache[key] = cut
-        return cut
+        return self._parts.is_cut(src, dst)
 
     def blocked(self, a: str, b: str) -> bool:
         """A connection handshake needs both directions."""
-        return self.is_cut(a, b) or self.is_cut(b, a)
-
-    @staticmethod
-    def _cuts(groups: list[list[Callable[[str], bool]]], one_way: bool, src: str, dst: str) -> bool:
-        in_src = [any(m(src) for m in g) for g in groups]
-        in_dst = [any(m(dst) for m in g) for g in groups]
-        if one_way:
-            return in_src[0] and in_dst[1]
-        # Cut when both are in some group but no group holds both (a node in two groups bridges).
-        return any(in_src) and any(in_dst) and not any(s and d for s, d in zip(in_src, in_dst, strict=True))
+        return self._parts.blocked(a, b)

@@ -67,7 +67,8 @@ class Simulation(Transport):
 
     def __init__(self, seed: int, trace: TraceWriter | None = None, *,
                  latency: LatencyModel | None = None, rules: RuleSet | None = None,
-                 record_frames: bool = True) -> None:
+                 record_frames: bool = True,
+                 fields_of: Callable[[list[bytes]], Any] | None = None) -> None:
         self.seed = seed
         self.trace = trace
         self.stats = SimStats()
@@ -77,7 +78,9 @@ class Simulation(Transport):
         self._queue = self._env._queue  # type: ignore[assignment]
         self._eid = self._env._eid
         self._net = Network(seed, latency or LatencyModel())
-        self._rules = rules if rules is not None and len(rules) else None
+        # A fresh copy: rules that pick messages by count (nth) count per run.
+        self._rules = rules.fresh() if rules is not None and len(rules) else None
+        self._fields_of = fields_of  # decoded fields of a message, for rules with field conditions
         self._emit_message = trace.emit_message if trace is not None else None
         self._pack = trace is not None and record_frames
         # Same bytes as harness.trace.pack_frames, without building a Packer per call.

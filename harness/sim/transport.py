@@ -56,6 +56,7 @@ class Transport:
     _eid: Any
     _net: Network
     _rules: RuleSet | None
+    _fields_of: Callable[[list[bytes]], Any] | None
     _emit_message: Callable[..., None] | None
     _pack: bool
     _packb: Callable[[list[bytes]], bytes]
@@ -187,8 +188,12 @@ class Transport:
         extra = 0
         copies = 0
         if self._rules is not None:
+            fields = None
+            if self._rules.needs_fields and self._fields_of is not None:
+                fields_of = self._fields_of
+                fields = lambda: fields_of(msg.frames)  # noqa: E731 - decoded only if a rule asks
             verdict = self._rules.decide(link.src, link.dst, msg.msg_type, pipe.socket.name,
-                                         pipe.direction, link.rule_rng, pipe.endpoint)
+                                         pipe.direction, link.rule_rng, pipe.endpoint, fields)
             if verdict is not PASS:
                 fault = verdict.label
                 effect = verdict.effect

@@ -134,3 +134,50 @@ def test_rules_from_plain_data() -> None:
 def test_bad_rule_data_names_the_problem(item, message) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(ValueError, match=message):
         rule_from_dict(item)
+
+
+# ---- picking messages by count (nth) and by decoded field --------------------------------------
+
+
+def test_nth_picks_positions_among_the_messages_the_rule_matched() -> None:
+    rules = RuleSet([Rule(Match(msg_type="PING"), Drop(), nth=frozenset({3})),
+                     Rule(Match(msg_type="REQ"), Drop(), nth=frozenset(range(1, 3)))])
+    pings = [decide(rules, msg_type="PING").effect for _ in range(5)]
+    assert pings == ["pass", "pass", "drop", "pass", "pass"], "only the third PING"
+    assert decide(rules, msg_type="OTHER") is PASS
+    assert [decide(rules, msg_type="REQ").effect for _ in range(4)] == ["drop", "drop", "pass", "pass"]
+    fresh = rules.fresh()
+    assert [decide(fresh, msg_type="PING").effect for _ in range(3)] == ["pass", "pass", "drop"], "counts per run"
+
+
+def test_fields_match_decoded_values_as_text() -> None:
+    rules = RuleSet([Rule(Match(msg_type="REQUEST", fields=(("service", "ec*"),)), Drop()),
+                     Rule(Match(fields=(("data", "b?"),)), Duplicate())])
+    assert rules.needs_fields
+
+    def d(fields: dict[str, object] | None, msg_type: str = "REQUEST") -> str:
+        return decide_with(rules, msg_type, lambda: fields).effect
+
+    assert d({"service": b"echo"}) == "drop"
+    assert d({"service": "other"}) == "pass"
+    assert d({"service": "other", "data": [b"a1", b"b2"]}) == "duplicate", "any element of a list"
+    assert d({"service": 7}) == "pass" and d(None) == "pass", "undecodable: no field rule matches"
+    assert decide(rules, msg_type="REQUEST") is PASS, "without a decoder, field rules never match"
+    calls: list[int] = []
+    plain = RuleSet([Rule(Match(msg_type="X"), Drop()), Rule(Match(fields=(("a", "1"),)), Drop())])
+    assert decide_with(plain, "X", lambda: calls.append(1) or {}).effect == "drop"
+    assert calls == [], "fields are decoded only when a rule needs them"
+
+
+def decide_with(rules: RuleSet, msg_type: str, fields: object) -> Verdict:
+    return rules.decide("a", "b", msg_type, "s", "to_binder", random.Random(1), "tcp://b:1", fields)  # type: ignore[arg-type]
+
+
+def test_nth_and_fields_from_plain_data() -> None:
+    rule = rule_from_dict({"message": "REQUEST", "fields": {"service": "echo"}, "nth": "2-3", "drop": True})
+    assert rule.nth == frozenset({2, 3}) and rule.match.fields == (("service", "echo"),)
+    assert rule_from_dict({"nth": [1, 4], "drop": True}).nth == frozenset({1, 4})
+    for bad, where in (({"nth": 0, "drop": True}, "from 1"), ({"nth": "5-2", "drop": True}, "backwards"),
+                       ({"nth": "x", "drop": True}, "position"), ({"fields": [], "drop": True}, "maps field")):
+        with pytest.raises(ValueError, match=where):
+            rule_from_dict(bad)

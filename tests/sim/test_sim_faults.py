@@ -400,3 +400,25 @@ def test_timer_in_the_past_fires_at_once() -> None:
     sim.command(10 * MS, "n", {"op": "timer", "at": 1 * MS})
     sim.run(20 * MS)
     assert sim.node("n").timer_calls == [10 * MS]  # type: ignore[union-attr]
+
+
+def test_rules_by_count_and_by_decoded_field(tmp_path) -> None:
+    """nth counts the messages a rule matched over the run; fields look into decoded messages."""
+    trace = writer(tmp_path)
+    rules = RuleSet([Rule(Match(msg_type="req"), Drop(), nth=frozenset({2})),
+                     Rule(Match(fields=(("body", "drop-*"),)), Drop())])
+    sim = Simulation(1, trace, latency=FIXED_1MS, rules=rules,
+                     fields_of=lambda frames: {"body": frames[-1]} if frames[-1] != b"?" else None)
+    _pair(sim)
+    for k, body in enumerate([b"1", b"2", b"3", b"drop-me", b"?", b"keep"]):
+        send(sim, (10 + k) * MS, "a", "d", body, msg_type="req" if k < 3 else "other")
+    sim.run(50 * MS)
+    assert [f[-1] for f in log(sim, "b")] == [b"1", b"3", b"?", b"keep"]
+    trace.close()
+    assert [r["fault"] for r in rows(trace.path, kind="drop")] == ["drop:rule-0", "drop:rule-1"]
+    again = Simulation(1, latency=FIXED_1MS, rules=rules)  # the same RuleSet, a new run: counting starts over
+    _pair(again)
+    for k in range(3):
+        send(again, (10 + k) * MS, "a", "d", str(k).encode(), msg_type="req")
+    again.run(50 * MS)
+    assert [f[-1] for f in log(again, "b")] == [b"0", b"2"]

@@ -53,6 +53,7 @@ EXPIRY = Setting("peer_expiry_ms", as_ms, "forget a peer after this long without
 NODE_WIRING = {
     "bind": Setting("bind", as_str, "the XPUB endpoint tcp://host:port it binds and announces"),
     "towers": Setting("towers", _towers, "towers to connect to: 'xsub,xpub' or [[xsub, xpub], ...]"),
+    "advertise": Setting("advertise", as_str, "the endpoint it announces in beacons, if not the one it binds"),
     "address": Setting("address", as_str, "a fixed node address (default: a new UUID)"),
 }
 
@@ -153,4 +154,5 @@ PACKAGE = ProtocolPackage(
     suites=SUITES,
     wire=wire,
     command=command,
+    advertised={"bind": "advertise"},  # BEACON host and port (E-DAFKA-13)
 )

@@ -1,0 +1,43 @@
+"""How the network side names a message it only sees as frames: its type and its fields,
+decoded by the protocol's codec (the proxy's classifier; field conditions of message rules in
+the simulator and the proxy).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from harness.protocols import DecodeError, codec
+
+Classifier = Callable[[list[bytes]], str]
+FieldsOf = Callable[[list[bytes]], "Mapping[str, Any] | None"]
+
+
+def codec_classifier(protocol: str, dialect: str = "strict") -> Classifier:
+    """Message type names from the protocol's codec, as nodes name their sends; "" for
+    frames the codec does not recognise."""
+    c = codec(protocol, dialect)
+
+    def classify(frames: list[bytes]) -> str:
+        names = c.candidates(frames)  # cheap: a look-up on the identifying bytes
+        if len(names) < 2:
+            return names[0] if names else ""
+        try:
+            return c.decode(frames).name
+        except DecodeError:
+            return names[0]
+
+    return classify
+
+
+def codec_fields(protocol: str, dialect: str = "strict") -> FieldsOf:
+    """The decoded fields of a message, or None when the codec cannot decode it."""
+    c = codec(protocol, dialect)
+
+    def fields(frames: list[bytes]) -> Mapping[str, Any] | None:
+        try:
+            return c.decode(frames).fields
+        except DecodeError:
+            return None
+
+    return fields

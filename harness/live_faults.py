@@ -1,0 +1,258 @@
+"""Where the chaos proxy goes on a live run, so a scenario's message rules, partitions and slow
+links act over real sockets as they do in simulation.
+
+`place_proxy` puts a `ChaosProxy` listener in front of each endpoint a node binds, for every
+pair of nodes a fault of the scenario may touch (a rule whose ``from``/``to`` globs cover them, a
+partition that may separate them, a slow link that may join them; a target known only when its
+fault fires — ``any``, ``random``, ``leader`` — may touch any node): the binder keeps its real
+endpoint, each connecter configured with it gets a listener of its own (so the proxy knows who
+it is), and a node that announces its endpoint to peers (the package's ``advertised`` keys, e.g.
+a Dafka node's beacon) announces a shared listener, where in-process connecters are named by the
+source address the runtime gives them (``127.0.1.x``) and processes by which of them holds the
+connecting socket (`connection_owner`, from /proc).
+
+The live runtime then carries the faults out through the proxy (`LiveRuntime.attach_proxy`);
+the nemesis schedules them the same way as in simulation.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import socket
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from fault_injection import nemesis
+from fault_injection.naming import codec_classifier, codec_fields
+from fault_injection.proxy import ChaosProxy, LinkSpec
+from harness.packages.base import ProtocolPackage
+from harness.scenario import Scenario
+
+SOURCE_NET = "127.0.1."  # in-process node i connects from 127.0.1.(i + 2)
+
+
+def needs_proxy(scenario: Scenario) -> bool:
+    return bool(len(scenario.rules)) or any(isinstance(f, (nemesis.Partition, nemesis.SlowLink))
+                                            for f in scenario.faults)
+
+
+def _nodes_of(scenario: Scenario, target: str) -> set[str]:
+    """The nodes a target may name when its fault fires: all of them for a dynamic one."""
+    if target == nemesis.REST:
+        return set(scenario.node_names)
+    for prefix in ("any:", "random:"):  # one node of a set: some node of that set
+        if target.startswith(prefix):
+            target = target[len(prefix):]
+    static = scenario.targets.static(target)
+    return set(scenario.node_names) if static is None else set(static)
+
+
+def pair_touched(scenario: Scenario) -> Callable[[str, str], bool]:
+    """Whether some network fault of the scenario may act between two nodes (either way)."""
+    rules = scenario.rules.rules
+    apart: list[list[set[str]]] = []  # per partition, the nodes each side may name
+    joined: list[tuple[set[str], set[str]]] = []
+    for f in scenario.faults:
+        if isinstance(f, nemesis.Partition):
+            apart.append([set().union(*(_nodes_of(scenario, t) for t in side)) for side in f.sides])
+        elif isinstance(f, nemesis.SlowLink):
+            joined.append((_nodes_of(scenario, f.src), _nodes_of(scenario, f.dst)))
+
+    def one_way(a: str, b: str) -> bool:
+        return (any(fnmatch.fnmatchcase(a, r.match.src) and fnmatch.fnmatchcase(b, r.match.dst) for r in rules)
+                or any(a in sides[i] and b in sides[j] for sides in apart
+                       for i in range(len(sides)) for j in range(len(sides)) if i != j)
+                or any(a in s and b in d for s, d in joined))
+
+    return lambda a, b: one_way(a, b) or one_way(b, a)
+
+
+def _mentions(value: Any, endpoint: str) -> bool:
+    if isinstance(value, str):
+        return value == endpoint
+    if isinstance(value, (list, tuple)):
+        return any(_mentions(v, endpoint) for v in value)
+    if isinstance(value, dict):
+        return any(_mentions(v, endpoint) for v in value.values())
+    return False
+
+
+def _replace(value: Any, old: str, new: str) -> Any:
+    if isinstance(value, str):
+        return new if value == old else value
+    if isinstance(value, list):
+        return [_replace(v, old, new) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_replace(v, old, new) for v in value)
+    if isinstance(value, dict):
+        return {k: _replace(v, old, new) for k, v in value.items()}
+    return value
+
+
+def source_addresses_work() -> bool:
+    """Whether this host routes all of 127.0.0.0/8 to loopback (Linux does; others may not)."""
+    with socket.socket() as s:
+        try:
+            s.bind((SOURCE_NET + "2", 0))
+        except OSError:
+            return False
+    return True
+
+
+def _local_inode(addr: tuple[str, int]) -> str | None:
+    """The inode of the TCP socket whose local address is ``addr`` (Linux's /proc/net/tcp)."""
+    want = f"{socket.inet_aton(addr[0])[::-1].hex().upper()}:{addr[1]:04X}"
+    try:
+        with open("/proc/net/tcp") as f:
+            next(f, None)
+            for line in f:
+                fields = line.split()
+                if len(fields) > 9 and fields[1] == want:
+                    return fields[9]
+    except OSError:
+        return None
+    return None
+
+
+def _group_members(pgid: int) -> list[int]:
+    out = [pgid]
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != pgid:
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[2]) == pgid:
+                        out.append(int(entry))
+            except (OSError, ValueError, IndexError):
+                continue
+    return out
+
+
+def connection_owner(addr: tuple[str, int], pids: dict[str, int | None]) -> str | None:
+    """Which of the processes (node -> pid, each the leader of its process group) holds the
+    connecting socket whose local address is ``addr``; None if none does or the host has no
+    /proc. How the proxy names an external process that connects to a shared listener."""
+    inode = _local_inode(addr)
+    if inode is None:
+        return None
+    target = f"socket:[{inode}]"
+    for node, pid in pids.items():
+        if pid is None:
+            continue
+        for member in _group_members(pid):
+            try:
+                fds = os.listdir(f"/proc/{member}/fd")
+            except OSError:
+                continue
+            for fd in fds:
+                try:
+                    if os.readlink(f"/proc/{member}/fd/{fd}") == target:
+                        return node
+                except OSError:
+                    continue
+    return None
+
+
+@dataclass
+class ProxyPlacement:
+    proxy: ChaosProxy
+    sources: dict[str, str] = field(default_factory=dict)  # in-process node -> its source address
+    advertised: dict[str, str] = field(default_factory=dict)  # real endpoint -> shared listener
+    links: int = 0
+
+
+def place_proxy(scenario: Scenario, pkg: ProtocolPackage, configs: dict[str, tuple[str, dict[str, Any]]],
+                owners: dict[str, str], in_process: Sequence[str], seed: int, clock: Callable[[], int],
+                **callbacks: Any) -> ProxyPlacement:
+    """Create the proxy and its listeners, and rewrite ``configs`` in place so connecters (and
+    announcements) use the listeners. ``owners`` maps each real endpoint to the node binding it;
+    ``callbacks`` are the proxy's ``name_socket``, ``welcome_of`` and ``identify``."""
+    proxy = ChaosProxy(rules=scenario.rules, seed=seed, classify=codec_classifier(scenario.protocol, scenario.dialect),
+                       clock=clock, fields_of=codec_fields(scenario.protocol, scenario.dialect), **callbacks)
+    placement = ProxyPlacement(proxy)
+    touched = pair_touched(scenario)
+    try:
+        for endpoint, binder in owners.items():
+            for node, (_, cfg) in configs.items():
+                if node != binder and _mentions(cfg, endpoint) and touched(binder, node):
+                    listener = proxy.add_link(LinkSpec(endpoint, binder=binder, connecter=node))
+                    configs[node] = (configs[node][0], _replace(cfg, endpoint, listener))
+                    placement.links += 1
+            bcfg = configs[binder][1]
+            for bind_key, announce_key in pkg.advertised.items():
+                if bcfg.get(bind_key) == endpoint and any(touched(binder, n) for n in configs if n != binder):
+                    shared = proxy.add_link(LinkSpec(endpoint, binder=binder))
+                    bcfg[announce_key] = shared
+                    placement.advertised[endpoint] = shared
+                    placement.links += 1
+        if placement.advertised and source_addresses_work():
+            for i, node in enumerate(in_process):
+                placement.sources[node] = f"{SOURCE_NET}{i + 2}"
+                proxy.name_source(placement.sources[node], node)
+    except BaseException:
+        proxy.stop()
+        raise
+    return placement
+
+
+def place_for_run(scenario: Scenario, pkg: ProtocolPackage, configs: dict[str, tuple[str, dict[str, Any]]],
+                  assigned: dict[str, str], runtime: Any, processes: dict[str, Any], seed: int) -> ProxyPlacement:
+    """`place_proxy` for a live run of the run driver, and the proxy handed to its runtime.
+    ``assigned``: the endpoint allocator's ``node/purpose -> endpoint``; ``processes``: the run's
+    external nodes (filled in later; read when a connection needs naming)."""
+    owners = {ep: key.split("/", 1)[0] for key, ep in assigned.items()}
+    in_process = [n for n in configs if not scenario.group_of(n).command]
+    placement = place_proxy(
+        scenario, pkg, configs, owners, in_process, seed, lambda: runtime.now_ns,
+        name_socket=lambda node, ep: socket_on(runtime, node, ep),
+        welcome_of=lambda node, ep: welcome_on(runtime, node, ep),
+        identify=lambda addr: connection_owner(addr, {n: p.process.pid for n, p in processes.items()}))
+    runtime.attach_proxy(placement.proxy, placement.sources)
+    return placement
+
+
+def take_rows_back(placement: ProxyPlacement, runtime: Any) -> None:
+    """Before the runtime stops: the proxy keeps its fault rows from now on (`stop_proxy`
+    writes them), and the runtime writes those it was handed already."""
+    placement.proxy.on_event = None
+    if getattr(runtime, "running", False):
+        runtime.call(lambda: None)  # runs after every row posted before it
+
+
+def stop_proxy(placement: ProxyPlacement, trace: Any) -> None:
+    """After the runtime stopped: stop the proxy and write the rows it kept."""
+    placement.proxy.stop()
+    if trace is not None and not trace.closed:
+        for ev in placement.proxy.drain_events():
+            trace.emit(ev.node, ev.kind, ev.time_ns, **ev.row())
+
+
+def socket_on(runtime: Any, node: str, endpoint: str) -> str:
+    """The name of the node's socket that binds or connects to ``endpoint`` ("" if unknown)."""
+    for sockets in (runtime.endpoints(node), runtime.connected(node)):
+        for name, eps in sockets.items():
+            if endpoint in eps:
+                return name
+    return ""
+
+
+def welcome_on(runtime: Any, node: str, endpoint: str) -> bytes | None:
+    """The welcome message of the node's XPUB bound at ``endpoint`` (the simulator names it
+    zmq.welcome), or None."""
+    current = runtime.node(node)
+    for spec in current.sockets() if current is not None else ():
+        if endpoint in spec.bind:
+            return spec.welcome
+    return None
+
+
+def proxy_stats(proxy: ChaosProxy) -> dict[str, Any]:
+    s = proxy.stats()
+    return {"connections": s.connections, "messages": s.messages, "by_type": dict(s.by_type),
+            "effects": dict(s.effects), "opaque": dict(s.opaque), "unidentified": s.unidentified,
+            "refused": s.refused, "resets": s.resets, "links": proxy.link_count()}
+
+
+__all__ = ["ProxyPlacement", "connection_owner", "needs_proxy", "pair_touched", "place_for_run", "place_proxy",
+           "proxy_stats", "stop_proxy", "take_rows_back"]
