@@ -100,19 +100,24 @@ def workload_streams(scenario: Scenario, seed: int) -> list[Iterator[tuple[int, 
     Arrivals are a Poisson process per node and workload item, drawn from generators derived
     from the seed, so the same seed gives the same workload. Streams are lazy: the runtime
     draws each operation when the previous one of its stream is due, so a long workload never
-    sits in memory all at once."""
+    sits in memory all at once. A node's operations are numbered across its workload items (the
+    number makes request ids, which must not repeat when two items name the same node), in the
+    order the runtime draws them, which the seed fixes too."""
     pkg = package(scenario.protocol)
+    numbers: dict[str, int] = {}
 
     def stream(i: int, item: WorkloadItem, node: str) -> Iterator[tuple[int, str, dict[str, Any]]]:
         rng = random.Random(f"{seed}/workload/{i}/{node}")
         t = item.start_ns
-        k = 0
+        done = 0
         while True:
             t += int(rng.expovariate(item.rate) * 1e9)
-            if t >= item.end_ns or (item.limit is not None and k >= item.limit):
+            if t >= item.end_ns or (item.limit is not None and done >= item.limit):
                 return
+            k = numbers.get(node, 0)
+            numbers[node] = k + 1
             yield t, node, pkg.command(item.op, node, item.params, k, rng)  # type: ignore[misc]
-            k += 1
+            done += 1
 
     return [stream(i, item, node) for i, item in enumerate(scenario.workload) for node in item.nodes]
 

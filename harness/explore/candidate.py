@@ -163,12 +163,13 @@ class Runner:
         order = {k: i for i, k in enumerate(KEY_ORDER)}
         return head + dump_yaml(dict(sorted(data.items(), key=lambda kv: order.get(kv[0], len(order)))))
 
-    def evaluate(self, cand: Candidate, out_dir: str | None = None) -> Outcome:
-        """Run a candidate (or recall its outcome). ``out_dir`` keeps its trace there."""
+    def evaluate(self, cand: Candidate, fresh: bool = False) -> Outcome:
+        """Run a candidate, or recall its outcome (``fresh``: run it again all the same, as a
+        live failure is confirmed)."""
         text = self.render(cand)
         key = (text, cand.seed)
         known = self._cache.get(key)
-        if known is not None and out_dir is None:
+        if known is not None and (not fresh or known.invalid):
             return known
         try:
             scenario = parse_scenario(text, f"{self.scenario.path} (explored)")
@@ -176,7 +177,7 @@ class Runner:
             outcome = Outcome(invalid=str(e))
             self._cache[key] = outcome
             return outcome
-        outcome = self.run(scenario, cand.seed, out_dir)
+        outcome = self.run(scenario, cand.seed)
         self._cache[key] = outcome
         return outcome
 
@@ -219,9 +220,9 @@ class Differential:
     def runs(self) -> int:
         return self.runner.runs + (self.reference.runs if self.reference else 0)
 
-    def evaluate(self, cand: Candidate) -> Outcome:
+    def evaluate(self, cand: Candidate, fresh: bool = False) -> Outcome:
         """The candidate's outcome, its failed properties narrowed to those the reference passes."""
-        outcome = self.runner.evaluate(cand)
+        outcome = self.runner.evaluate(cand, fresh)
         if not outcome.failed or self.reference is None:
             return outcome
         ref = self.reference.evaluate(cand)

@@ -29,6 +29,9 @@ from harness.registry import package
 from harness.scenario import Scenario, load_scenario, load_scenario_source, mutant_groups
 
 
+LIVE_REPLAYS = 3  # a live shrunk file is replayed this many times; the report says how often it failed
+
+
 @dataclass
 class ExploreReport:
     scenario: str  # the explored file
@@ -93,7 +96,8 @@ def explore(path: str, *, budget: int = 100, seconds: float | None = None, mutan
     assert prop is not None  # a failing outcome names at least one property
     report.prop, report.original = prop, found
     say(f"{prop} fails; shrinking (at most {shrink_runs} runs)")
-    shrinker = Shrinker(runner, scenario, prop, runs=shrink_runs, seconds=shrink_seconds)
+    shrinker = Shrinker(runner, scenario, prop, runs=shrink_runs, seconds=shrink_seconds,
+                        confirm=2 if live else 1)
     report.shrunk = shrinker.shrink(found)
     report.reference_failures = runner.reference_failures
     _write(report, scenario, runner.runner, chosen, {**in_file, **chosen}, out_dir, guided,
@@ -130,12 +134,15 @@ def _write(report: ExploreReport, scenario: Scenario, runner: Runner, chosen: di
     report.written = path
 
     replayed = load_scenario(path)
-    outcome = runner_named.run(replayed, cand.seed, os.path.join(out_dir, "trace"))
-    report.replayed = outcome.fails(prop)
+    tries = 1 if report.mode == "sim" else LIVE_REPLAYS  # a seed fixes a simulated run; a live one varies
+    outcomes = [runner_named.run(replayed, cand.seed, os.path.join(out_dir, "trace", str(i)) if tries > 1
+                                 else os.path.join(out_dir, "trace")) for i in range(tries)]
+    failing = [o for o in outcomes if o.fails(prop)]
+    report.replayed = len(failing) == tries
     if not report.replayed:
-        report.notes.append(f"the written file did not fail {prop} when replayed (it failed: "
-                            f"{', '.join(map(str, outcome.failed)) or 'nothing'})"
-                            + (": live runs are not deterministic" if report.mode == "live" else ""))
+        report.notes.append(f"the written file failed {prop} in {len(failing)} of {tries} replay(s)"
+                            + (" (live runs are not deterministic)" if report.mode == "live" else ""))
+    outcome = failing[0] if failing else outcomes[0]
     verdict = next((v for v in (outcome.result.verdicts if outcome.result else [])
                     if not v.ok and Property(v.check, v.clause or v.check) == prop), None)
     ex = _explanation(report, scenario, replayed, cand, prop, verdict, all_mutants, path, guided, compared)

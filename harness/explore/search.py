@@ -73,6 +73,8 @@ def search(runner: Differential, strategy: object, base: Candidate, budget: Budg
         return outcome
 
     first = run(base)
+    if first.invalid:  # the file as written does not run (a command that does not start, say)
+        raise ValueError(first.invalid)
     if first.failed:
         return SearchResult(base, first, runner.runs - start_runs, time.monotonic() - t0, 1, coverage)
 

@@ -61,8 +61,9 @@ class ShrinkResult:
 
 class Shrinker:
     def __init__(self, runner: Differential, scenario: Scenario, prop: Property, *, runs: int = 200,
-                 seconds: float | None = None) -> None:
+                 seconds: float | None = None, confirm: int = 1) -> None:
         self.runner = runner
+        self.confirm = confirm  # runs a reduction must fail in a row (2 live, where runs vary)
         self.scenario = scenario
         self.prop = prop
         self.max_runs = runs
@@ -77,11 +78,19 @@ class Shrinker:
 
     def holds(self, cand: Candidate) -> bool:
         """Does ``cand`` still fail the property? (A run, unless the runner knows the answer.)"""
-        if self.runs >= self.max_runs or (self.max_seconds is not None
-                                          and time.monotonic() - self._t0 >= self.max_seconds):
+        if self._over():
             raise _Spent
-        outcome = self.runner.evaluate(cand)
-        return not outcome.invalid and outcome.fails(self.prop)
+        for attempt in range(self.confirm):  # live: a reduction must fail every time it is run
+            outcome = self.runner.evaluate(cand, fresh=attempt > 0)
+            if outcome.invalid or not outcome.fails(self.prop):
+                return False
+            if attempt + 1 < self.confirm and self._over():
+                raise _Spent
+        return True
+
+    def _over(self) -> bool:
+        return self.runs >= self.max_runs or (self.max_seconds is not None
+                                              and time.monotonic() - self._t0 >= self.max_seconds)
 
     def shrink(self, cand: Candidate) -> ShrinkResult:
         complete = True
@@ -183,29 +192,39 @@ class Shrinker:
 
 def ddmin(items: Sequence[Any], fails: Callable[[list[Any]], bool]) -> list[Any]:
     """Zeller and Hildebrandt's ddmin: a 1-minimal sublist of ``items`` that still ``fails``
-    (``items`` itself is known to fail). The empty list is tried first."""
-    items = list(items)
-    if fails([]):
+    (``items`` itself is known to fail). The empty list is tried first; no sublist is tried
+    twice (with two chunks, each one's complement is the other)."""
+    every = list(items)
+    known: dict[tuple[int, ...], bool] = {}
+
+    def test(sub: list[int]) -> bool:  # sublists as positions, so equal items stay apart
+        key = tuple(sub)
+        if key not in known:
+            known[key] = fails([every[i] for i in sub])
+        return known[key]
+
+    kept = list(range(len(every)))
+    if test([]):
         return []
     n = 2
-    while len(items) >= 2:
-        size = -(-len(items) // n)
-        chunks = [items[k:k + size] for k in range(0, len(items), size)]
+    while len(kept) >= 2:
+        size = -(-len(kept) // n)
+        chunks = [kept[k:k + size] for k in range(0, len(kept), size)]
         for chunk in chunks:  # one chunk alone
-            if len(chunk) < len(items) and fails(chunk):
-                items, n = chunk, 2
+            if len(chunk) < len(kept) and test(chunk):
+                kept, n = chunk, 2
                 break
         else:
-            for k in range(len(chunks)):  # everything but one chunk
+            for k in range(len(chunks) if len(chunks) > 2 else 0):  # everything but one chunk
                 rest = [x for j, c in enumerate(chunks) if j != k for x in c]
-                if fails(rest):
-                    items, n = rest, max(n - 1, 2)
+                if test(rest):
+                    kept, n = rest, max(n - 1, 2)
                     break
             else:
-                if n >= len(items):
+                if n >= len(kept):
                     break
-                n = min(len(items), 2 * n)
-    return items
+                n = min(len(kept), 2 * n)
+    return [every[i] for i in kept]
 
 
 def smallest(lo: int, hi: int, step: int, fails: Callable[[int], bool]) -> int:

@@ -82,34 +82,52 @@ def fault(scenario: Scenario, space: Space, nodes: list[str], duration_ns: int) 
     @st.composite
     def window(draw_: Any) -> tuple[int, int]:
         """(start, length) in ms: starts at or after ``from``, ends by the quiet end."""
-        length = draw_(st.integers(max(1, shortest_ms), max(1, min(longest_ms, last_end_ms - first_ms))))
-        start = draw_(st.integers(first_ms, max(first_ms, last_end_ms - length)))
+        length = draw_(spread(max(1, shortest_ms), max(1, min(longest_ms, last_end_ms - first_ms))))
+        start = draw_(spread(first_ms, max(first_ms, last_end_ms - length)))
         return start, length
 
     def ms(value: int) -> str:
         return fmt_duration(value * MS)
 
     target = st.sampled_from(targets) if targets else st.nothing()
+
+    def apart(other: st.SearchStrategy[str]) -> st.SearchStrategy[tuple[str, str]]:
+        """Two targets that name no node in common (by name, group, role or glob; a dynamic
+        target such as ``leader`` is settled when the fault fires)."""
+        return st.tuples(target, other).filter(
+            lambda ab: ab[0] != ab[1] and not scenario.targets.overlap(((ab[0],), (ab[1],))))
     by_kind: dict[str, st.SearchStrategy[dict[str, Any]]] = {
         "crash": st.builds(lambda t, w: {"at": ms(w[0]), "crash": t, "restart_after": ms(w[1])}, target, window()),
         "pause": st.builds(lambda t, w: {"from": ms(w[0]), "until": ms(w[0] + w[1]), "pause": t}, target, window()),
-        "partition": st.builds(_partition, target, st.one_of(st.just("rest"), target), st.booleans(), window(),
+        "partition": st.builds(_partition, apart(st.one_of(st.just("rest"), target)), st.booleans(), window(),
                                st.just(ms)),
         "slow_link": st.builds(
-            lambda a, b, lat, w: {"from": ms(w[0]), "until": ms(w[0] + w[1]), "slow_link": [a, b],
-                                  "latency": f"fixed({ms(lat)})"},
-            target, target, st.integers(1, max(1, space.latency_ns // MS)), window()),
+            lambda ab, lat, w: {"from": ms(w[0]), "until": ms(w[0] + w[1]), "slow_link": list(ab),
+                                "latency": f"fixed({ms(lat)})"},
+            apart(target), spread(1, max(1, space.latency_ns // MS)), window()),
         "clock_skew": st.builds(
             lambda t, at, off: {"at": ms(at), "clock_skew": t, "offset": ms(off)},
-            target, st.integers(first_ms, max(first_ms, last_end_ms)),
-            st.integers(-(space.skew_ns // MS), space.skew_ns // MS)),
+            target, spread(first_ms, max(first_ms, last_end_ms)),
+            spread(-(space.skew_ns // MS), space.skew_ns // MS)),
         RULE: rule(space, rule_ends(scenario, nodes)),
     }
     return st.sampled_from(kinds).flatmap(lambda k: by_kind[k])
 
 
-def _partition(a: str, b: str, one_way: bool, w: tuple[int, int], ms: Any) -> dict[str, Any]:
-    item: dict[str, Any] = {"from": ms(w[0]), "until": ms(w[0] + w[1]), "partition": [[a], [b]]}
+def spread(lo: int, hi: int, buckets: int = 8) -> st.SearchStrategy[int]:
+    """An integer in ``lo..hi`` drawn from one of ``buckets`` equal slices first: hypothesis
+    favours small and boundary values, which would keep most faults short and early; picking
+    the slice first spreads them over the range (and still shrinks towards ``lo``)."""
+    if hi - lo < buckets:
+        return st.integers(lo, hi)
+    width = (hi - lo + 1) / buckets
+    slices = [(lo + int(i * width), lo + int((i + 1) * width) - 1) for i in range(buckets)]
+    slices[-1] = (slices[-1][0], hi)
+    return st.sampled_from(slices).flatmap(lambda s: st.integers(*s))
+
+
+def _partition(ab: tuple[str, str], one_way: bool, w: tuple[int, int], ms: Any) -> dict[str, Any]:
+    item: dict[str, Any] = {"from": ms(w[0]), "until": ms(w[0] + w[1]), "partition": [[ab[0]], [ab[1]]]}
     if one_way:
         item["one_way"] = True
     return item
@@ -132,7 +150,7 @@ def rule(space: Space, ends: list[str]) -> st.SearchStrategy[dict[str, Any]]:
                 body[key] = end
         body[effect] = True
         if effect == "delay":
-            body[effect] = f"fixed({fmt_duration(draw_(st.integers(1, max(1, space.latency_ns // MS))) * MS)})"
+            body[effect] = f"fixed({fmt_duration(draw_(spread(1, max(1, space.latency_ns // MS))) * MS)})"
         p = draw_(st.sampled_from(space.probabilities(effect)))
         if p < 1.0:
             body["probability"] = fmt_probability(p)
