@@ -63,8 +63,11 @@ def run_explore(args: argparse.Namespace) -> int:
     if not report.failed:
         s = report.search
         if s is not None:
-            print(f"nothing fails: {s.runs} run(s) in {s.seconds:.1f} s ({s.candidates} schedule(s) drawn, "
+            corpus = f", {s.corpus} in the coverage corpus" if args.guided else ""
+            print(f"nothing fails: {s.runs} run(s) in {s.seconds:.1f} s ({s.candidates} schedule(s) drawn{corpus}, "
                   f"{len(s.coverage)} distinct protocol events reached)")
+            if report.reference_failures:
+                print(f"  {report.reference_failures} schedule(s) failed with the reference nodes too and were set aside")
         return 0
     shrunk = report.shrunk
     assert shrunk is not None and report.original is not None

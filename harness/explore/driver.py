@@ -24,7 +24,7 @@ from harness.explore.explain import Explanation, explain
 from harness.explore.search import Budget, Progress, SearchResult, search
 from harness.explore.shrink import ShrinkResult, Shrinker
 from harness.explore.space import space_of
-from harness.explore.strategies import candidates
+from harness.explore.strategies import candidates, mutations
 from harness.registry import package
 from harness.scenario import Scenario, load_scenario, load_scenario_source, mutant_groups
 
@@ -84,8 +84,8 @@ def explore(path: str, *, budget: int = 100, seconds: float | None = None, mutan
             return report
         found, first = base, outcome
     else:
-        strategy = candidates(scenario, space, base)
-        result = search(runner, strategy, base, Budget(budget, seconds), guided=guided, search_seed=search_seed,
+        result = search(runner, candidates(scenario, space, base), base, Budget(budget, seconds),
+                        children=mutations(scenario, space, base), guided=guided, search_seed=search_seed,
                         progress=progress)
         report.search = result
         report.reference_failures = runner.reference_failures

@@ -55,6 +55,10 @@ def describe_fault(item: dict[str, Any]) -> str:
         how = effect if body[effect] is True or effect in ("drop", "pass") else f"{effect} ({body[effect]})"
         chance = body.get("probability", "100%")
         where = "".join(f" {k} {body[k]}" for k in ("from", "to") if k in body)
+        if "nth" in body:
+            share = "" if chance == "100%" else f" ({chance} of them)"
+            return (f"{how} the {body.get('message', 'any')} message(s){where} number {body['nth']}, counted from "
+                    f"the start of the run{share}")
         return f"all run long: {how} {chance} of the {body.get('message', 'any')} messages{where}"
     if "crash" in item:
         after = item.get("restart_after")

@@ -33,6 +33,8 @@ from harness.packages.base import as_rate
 from harness.scenario import Scenario
 from harness.targets import ANY, RANDOM
 
+MAX_POSITIONS = 1 << 14  # a rule pinned to messages counts at most this far
+DDMIN_POSITIONS = 8  # a range this short is narrowed to the positions that matter
 GRAIN_NS = 100_000_000  # durations and times are shrunk in 100 ms steps ...
 FINE_NS = 10_000_000  # ... then fault lengths in 10 ms steps
 
@@ -98,7 +100,7 @@ class Shrinker:
             while True:
                 before = cand
                 for shrink_pass in (self.fewer_faults, self.shorter, self.fewer_nodes, self.fewer_messages,
-                                    self.simpler_faults):
+                                    self.exact_messages, self.simpler_faults):
                     cand = shrink_pass(cand)
                 if cand == before:
                     break
@@ -168,16 +170,58 @@ class Shrinker:
             i += 1
         return cand
 
-    # ---- 5. simpler faults -----------------------------------------------------------------------------
+    # ---- 5. exact messages -----------------------------------------------------------------------------
+    def exact_messages(self, cand: Candidate) -> Candidate:
+        """A rule that acts on a share of the messages it matches becomes one that acts on the
+        few it must: the positions (``nth``) among those it matches, narrowed from the front
+        and the back, then, for a handful, to the ones that matter; at 100% if that still fails."""
+        for i, item in enumerate(cand.faults):
+            if "rule" not in item or "nth" in item["rule"]:
+                continue
+
+            def pinned(nth: list[int], probability: str | None = item["rule"].get("probability"),
+                       i: int = i, item: dict[str, Any] = item) -> Candidate:
+                body = {k: v for k, v in item["rule"].items() if k != "probability"}
+                body["nth"] = nth_text(nth)
+                if probability is not None:
+                    body["probability"] = probability
+                return cand.with_(faults=cand.faults[:i] + ({"rule": body},) + cand.faults[i + 1:])
+
+            last = 1
+            while not self.holds(pinned(list(range(1, last + 1)))):
+                last *= 2
+                if last > MAX_POSITIONS:
+                    break
+            if last > MAX_POSITIONS:
+                continue
+            last = smallest(last // 2 + 1, last, 1, lambda b: self.holds(pinned(list(range(1, b + 1))))) \
+                if last > 1 else 1
+            span = smallest(0, last - 1, 1, lambda d: self.holds(pinned(list(range(last - d, last + 1)))))
+            positions = list(range(last - span, last + 1))
+            probability = item["rule"].get("probability")
+            if probability is not None and self.holds(pinned(positions, None)):
+                probability = None
+            if len(positions) <= DDMIN_POSITIONS:
+                positions = ddmin(positions, lambda sub: bool(sub) and self.holds(pinned(sub, probability))) or positions
+            cand = pinned(positions, probability)
+            self._accept(f"fault {i + 1}: only the {item['rule'].get('message', '')} message(s) number "
+                         f"{nth_text(positions)}" + (f" ({probability})" if probability else ""))
+        return cand
+
+    # ---- 6. simpler faults -----------------------------------------------------------------------------
     def simpler_faults(self, cand: Candidate) -> Candidate:
         for i in range(len(cand.faults)):
             def at(item: dict[str, Any], i: int = i) -> Candidate:
                 return cand.with_(faults=cand.faults[:i] + (item,) + cand.faults[i + 1:])
 
-            for what, simpler in narrowings(self.scenario, cand, cand.faults[i]):
-                if simpler != cand.faults[i] and self.holds(at(simpler)):
-                    self._accept(f"fault {i + 1}: {what}")
-                    cand = at(simpler)
+            progress = True
+            while progress:  # each narrowing is of the fault as it stands after the last one kept
+                progress = False
+                for what, simpler in narrowings(self.scenario, cand, cand.faults[i]):
+                    if simpler != cand.faults[i] and self.holds(at(simpler)):
+                        self._accept(f"fault {i + 1}: {what}")
+                        cand, progress = at(simpler), True
+                        break
             for m in magnitudes(cand.faults[i]):
                 item = cand.faults[i]
                 best = smallest(m.lowest, m.value, m.grain, lambda v: self.holds(at(m.set(item, v))))
@@ -245,6 +289,15 @@ def smallest(lo: int, hi: int, step: int, fails: Callable[[int], bool]) -> int:
         else:
             bad_lo = mid
     return good
+
+
+def nth_text(positions: list[int]) -> int | str | list[int]:
+    """Positions as a rule's ``nth`` is written: 3, "2-5" or [1, 4]."""
+    if len(positions) == 1:
+        return positions[0]
+    if positions == list(range(positions[0], positions[-1] + 1)):
+        return f"{positions[0]}-{positions[-1]}"
+    return list(positions)
 
 
 def cut(cand: Candidate, duration_ns: int) -> Candidate:
@@ -327,7 +380,7 @@ def magnitudes(item: dict[str, Any]) -> list[Magnitude]:
         body = item["rule"]
         p = parse_probability(body["probability"]) if "probability" in body else 1.0
         ladder = [q for q in PROBABILITY_LADDER if q < p] + [p]
-        if len(ladder) > 1:
+        if len(ladder) > 1 and "nth" not in body:  # a pinned rule is simplest at 100%
             out.append(Magnitude("probability", len(ladder) - 1, 0, 1,
                                  lambda it, k, ladder=ladder: {"rule": {**it["rule"], "probability":
                                                                         fmt_probability(ladder[k])}},

@@ -10,7 +10,7 @@ space's targets and, for a group, each of its nodes (in the drawn topology).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from hypothesis import strategies as st
 
@@ -38,6 +38,62 @@ def candidates(scenario: Scenario, space: Space, base: Candidate) -> st.SearchSt
         return cand.with_(workload=workload, faults=base.faults + tuple(extra))
 
     return draw()
+
+
+def mutations(scenario: Scenario, space: Space, base: Candidate) -> Callable[[Candidate], st.SearchStrategy[Candidate]]:
+    """The children of a candidate (coverage-guided search): another seed, another workload
+    rate, one drawn fault more (up to ``max_faults`` beyond the file's own), one fault fewer,
+    one replaced by a drawn one, or one moved to a drawn window."""
+    last_end_ms = space.last_end_ns(base.duration_ns) // MS
+
+    def children(parent: Candidate) -> st.SearchStrategy[Candidate]:
+        one = fault(scenario, space, parent.nodes(scenario), base.duration_ns)
+        options = [st.integers(1, SEED_MAX).map(lambda seed: parent.with_(seed=seed))]
+        if space.rates() != [1.0]:
+            options.append(st.sampled_from(space.rates()).map(
+                lambda r: parent.with_(workload=tuple(_scaled(w, r) for w in base.workload))))
+        if len(parent.faults) - len(base.faults) < space.max_faults:
+            options.append(one.map(lambda f: parent.with_(faults=parent.faults + (f,))))
+        if parent.faults:
+            index = st.integers(0, len(parent.faults) - 1)
+            options.append(index.map(lambda i: parent.with_(faults=parent.faults[:i] + parent.faults[i + 1:])))
+            options.append(st.tuples(index, one).map(
+                lambda i_f: parent.with_(faults=parent.faults[:i_f[0]] + (i_f[1],) + parent.faults[i_f[0] + 1:])))
+            options.append(st.tuples(index, _window(space, last_end_ms)).map(
+                lambda i_w: parent.with_(faults=parent.faults[:i_w[0]] + (_moved(parent.faults[i_w[0]], *i_w[1]),)
+                                         + parent.faults[i_w[0] + 1:])))
+        return st.one_of(options)
+
+    return children
+
+
+def _moved(item: dict[str, Any], start_ms: int, length_ms: int) -> dict[str, Any]:
+    """A fault item in another window (a rule, which acts all the run, stays as it is)."""
+    if "restart_after" in item:
+        return {**item, "at": _ms(start_ms), "restart_after": _ms(length_ms)}
+    if "until" in item:
+        return {**item, "from": _ms(start_ms), "until": _ms(start_ms + length_ms)}
+    if "at" in item:
+        return {**item, "at": _ms(start_ms)}
+    return item
+
+
+def _ms(value: int) -> str:
+    return fmt_duration(value * MS)
+
+
+def _window(space: Space, last_end_ms: int) -> st.SearchStrategy[tuple[int, int]]:
+    """(start, length) in ms: starts at or after ``from``, ends by the quiet end."""
+    first_ms = space.start_ns // MS
+    shortest_ms, longest_ms = space.shortest_ns // MS, space.longest_ns // MS
+
+    @st.composite
+    def window(draw_: Any) -> tuple[int, int]:
+        length = draw_(spread(max(1, shortest_ms), max(1, min(longest_ms, last_end_ms - first_ms))))
+        start = draw_(spread(first_ms, max(first_ms, last_end_ms - length)))
+        return start, length
+
+    return window()
 
 
 def _scaled(item: dict[str, Any], factor: float) -> dict[str, Any]:
@@ -77,17 +133,11 @@ def fault(scenario: Scenario, space: Space, nodes: list[str], duration_ns: int) 
         return st.nothing()
     last_end_ms = space.last_end_ns(duration_ns) // MS
     first_ms = space.start_ns // MS
-    shortest_ms, longest_ms = space.shortest_ns // MS, space.longest_ns // MS
 
-    @st.composite
-    def window(draw_: Any) -> tuple[int, int]:
-        """(start, length) in ms: starts at or after ``from``, ends by the quiet end."""
-        length = draw_(spread(max(1, shortest_ms), max(1, min(longest_ms, last_end_ms - first_ms))))
-        start = draw_(spread(first_ms, max(first_ms, last_end_ms - length)))
-        return start, length
+    def window() -> st.SearchStrategy[tuple[int, int]]:
+        return _window(space, last_end_ms)
 
-    def ms(value: int) -> str:
-        return fmt_duration(value * MS)
+    ms = _ms
 
     target = st.sampled_from(targets) if targets else st.nothing()
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.cli import main
 from harness.composition import run_sim
 from harness.explore import explore
 from harness.explore.candidate import Property
@@ -26,13 +27,13 @@ def replays(path: str, seed: int, prop: Property) -> bool:
 
 
 def test_a_mutant_that_needs_faults_is_found_shrunk_and_written(tmp_path: Path) -> None:
-    report = explore(DCP, budget=40, mutants={"broker": "no-reconnect"}, out_dir=str(tmp_path), shrink_runs=120)
+    report = explore(DCP, budget=40, mutants={"broker": "never-expire"}, out_dir=str(tmp_path), shrink_runs=120)
     assert report.failed and report.prop is not None and report.shrunk is not None
     small = report.shrunk.candidate
     assert 1 <= len(small.faults) <= 2 and any("crash" in f for f in small.faults)
     assert report.written and report.replayed
     text = Path(report.written).read_text()
-    assert "mutant: no-reconnect" in text and f"seeds: {small.seed}" in text and "explore:" not in text
+    assert "mutant: never-expire" in text and f"seeds: {small.seed}" in text and "explore:" not in text
     assert replays(report.written, small.seed, report.prop)  # again, from disk, as `zmq-harness run` would
     assert Path(report.explanation or "").read_text().count("crash") >= 1
     assert "<svg" in Path(report.page or "").read_text()
@@ -40,7 +41,8 @@ def test_a_mutant_that_needs_faults_is_found_shrunk_and_written(tmp_path: Path) 
 
 def test_a_mutant_that_fails_without_faults_shrinks_to_none(tmp_path: Path) -> None:
     report = explore(DAFKA, budget=5, mutants={"producer": "skip-offset"}, out_dir=str(tmp_path), shrink_runs=80)
-    assert report.failed and report.search is not None and report.search.runs == 1  # the file as written
+    assert report.failed and report.search is not None
+    assert report.search.runs == 2  # the file as written, and the reference nodes on it (they pass)
     assert report.prop == Property("offsets", "dafka.record.offset-increments")
     assert report.shrunk is not None and report.shrunk.candidate.faults == ()
     assert report.shrunk.candidate.duration_ns < 5_000_000_000 and report.replayed
@@ -54,23 +56,29 @@ def test_the_reference_nodes_yield_nothing(tmp_path: Path) -> None:
 
 def test_a_failing_seed_of_a_sweep_is_shrunk_the_same_way(tmp_path: Path) -> None:
     source = tmp_path / "sweep.yaml"
-    source.write_text(Path(DCP).read_text() + "faults:\n  - {at: 600ms, crash: broker, restart_after: 400ms}\n"
-                      "  - {from: 1s, until: 1200ms, pause: workers.1}\n")
-    report = explore(str(source), seed=3, mutants={"worker": "no-reregister"}, out_dir=str(tmp_path / "out"),
+    source.write_text(Path(DCP).read_text() + "faults:\n  - {from: 300ms, until: 500ms, pause: clients.1}\n"
+                      "  - {at: 600ms, crash: workers.0, restart_after: 550ms}\n")
+    report = explore(str(source), seed=3, mutants={"broker": "never-expire"}, out_dir=str(tmp_path / "out"),
                      shrink_runs=80)
     assert report.search is None and report.failed and report.original is not None
     assert report.original.seed == 3 and len(report.original.faults) == 2
     assert report.shrunk is not None and report.shrunk.candidate.seed == 3
-    assert [f.get("crash") for f in report.shrunk.candidate.faults] == ["broker"] and report.replayed
+    assert [f.get("crash") for f in report.shrunk.candidate.faults] == ["workers.0"] and report.replayed
     passing = explore(str(source), seed=3, out_dir=str(tmp_path / "none"))
     assert not passing.failed and passing.notes == ["seed 3 passes: nothing to shrink"]
 
 
-def test_the_search_is_the_same_for_the_same_search_seed(tmp_path: Path) -> None:
-    runs = [explore(DCP, budget=25, mutants={"broker": "no-reconnect"}, out_dir=str(tmp_path / str(i)),
-                    shrink_runs=0) for i in range(2)]
-    assert [r.search.runs for r in runs if r.search] == [runs[0].search.runs] * 2  # type: ignore[union-attr]
-    assert runs[0].original == runs[1].original
+@pytest.mark.parametrize("guided", [False, True])
+def test_the_search_is_the_same_for_the_same_search_seed(tmp_path: Path, guided: bool) -> None:
+    def schedules(search_seed: int) -> list[tuple[int, tuple]]:
+        seen: list[tuple[int, tuple]] = []
+        explore(DCP, budget=6, out_dir=str(tmp_path), guided=guided, search_seed=search_seed,
+                progress=lambda n, cand, outcome: seen.append((cand.seed, cand.faults)))
+        return seen
+
+    first = schedules(0)
+    assert len(first) >= 6 and schedules(0) == first
+    assert schedules(1) != first
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -97,13 +105,13 @@ def test_the_command_line_exits_1_with_a_shrunk_failure_and_0_without(tmp_path: 
     (["--mutant", "busy-worker"], "--mutant takes ROLE=NAME"),
     (["--budget", "0"], "--budget must be at least 1"),
 ])
-def test_bad_input_exits_2_with_a_clear_error(args: list[str], message: str) -> None:
-    r = cli("explore", DCP, *args)
-    assert r.returncode == 2 and message in r.stderr, r.stderr
+def test_bad_input_exits_2_with_a_clear_error(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["explore", DCP, "--quiet", *args]) == 2
+    assert message in capsys.readouterr().err
 
 
-def test_a_broken_explore_section_exits_2_naming_the_line(tmp_path: Path) -> None:
+def test_a_broken_explore_section_exits_2_naming_the_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text(Path(DCP).read_text().replace("max_faults: 3", "max_faults: three"))
-    r = cli("explore", str(bad), "--budget", "1")
-    assert r.returncode == 2 and f"{bad}:14: explore.max_faults: expected a whole number" in r.stderr, r.stderr
+    assert main(["explore", str(bad), "--budget", "1", "--quiet"]) == 2
+    assert f"{bad}:14: explore.max_faults: expected a whole number" in capsys.readouterr().err

@@ -142,3 +142,26 @@ def test_narrowings_and_magnitudes_of_each_fault_kind() -> None:
     skew = {"at": "1s", "clock_skew": "broker", "offset": "-80ms"}
     (off,) = magnitudes(skew)
     assert off.set(skew, 5_000_000)["offset"] == "-5ms"
+
+
+def test_a_rule_is_narrowed_to_the_messages_that_matter() -> None:
+    from fault_injection.rules import parse_nth
+
+    def reply_37_lost(cand: Candidate) -> bool:
+        for f in cand.faults:
+            body = f.get("rule", {})
+            if body.get("message") == "REPLY" and ("nth" not in body or 37 in parse_nth(body["nth"])):
+                return True
+        return False
+
+    runner = RuleRunner(reply_37_lost)
+    result = Shrinker(runner, SCENARIO, PROP, runs=300).shrink(start())  # type: ignore[arg-type]
+    assert result.candidate.faults == ({"rule": {"message": "REPLY", "drop": True, "nth": 37}},)
+    assert any("only the REPLY message(s) number 37" in s.what for s in result.steps)
+
+
+def test_a_narrowed_target_stays_narrowed_when_the_time_is_rounded_next() -> None:
+    runner = RuleRunner(lambda c: any("crash" in f for f in c.faults))
+    result = Shrinker(runner, SCENARIO, PROP, runs=300).shrink(start())  # type: ignore[arg-type]
+    assert result.candidate.faults == (crash("workers.0", "1200ms", "10ms"),)
+    assert [s.what for s in result.steps].count("fault 1: crash workers -> workers.0") == 1
