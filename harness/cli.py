@@ -98,13 +98,26 @@ def cmd_run(args: argparse.Namespace) -> int:
     mutants = "".join(f" --mutant {m}" for m in args.mutant or [])
     from harness.composition import RunError, run_live, run_sim
 
+    if args.capture is not None and not args.live:
+        raise UsageError("zmq-harness run: --capture records real traffic; it needs --live")
     if args.live:
+        from harness.capture.sniff import CaptureError
+        from harness.composition import capture_path
+
+        capture = (args.capture or capture_path(args.out, scenario, seeds[0])) if args.capture is not None else None
         try:
-            result = run_live(scenario, seeds[0], args.out)
+            result = run_live(scenario, seeds[0], args.out, capture=capture)
+        except CaptureError as e:
+            raise UsageError(f"zmq-harness run --capture: {e}")
         except RunError as e:
             print(f"error: {args.file}: {e}", file=sys.stderr)
             return 2
         _print_result(result, args.file, mutants)
+        if "capture" in result.stats:
+            c = result.stats["capture"]
+            dropped = f", {c['dropped']} DROPPED by the kernel" if c["dropped"] else ""
+            print(f"  capture: {c['path']} ({c['tool']}, {c['packets']} packet(s){dropped}); check it with: "
+                  f"zmq-harness pcap {c['path']} --protocol {scenario.protocol}")
         return 0 if result.ok else 1
 
     failed = []
@@ -142,7 +155,7 @@ def _replay(path: str, seed: int, mutants: str = "") -> str:
 
 def _print_result(result, path: str, mutants: str = "") -> None:
     status = "PASS" if result.ok else "FAIL"
-    print(f"{status} {result.scenario} seed {result.seed} ({result.mode})")
+    print(f"{status} {result.scenario}" + (f" seed {result.seed}" if result.mode != "pcap" else "") + f" ({result.mode})")
     for v in result.verdicts:
         mark = "ok  " if v.ok else "FAIL"
         print(f"  {mark} {v.check}" + (f" [{v.clause}]" if v.clause else "") + f": {v.detail}")
@@ -159,6 +172,32 @@ def cmd_explore(args: argparse.Namespace) -> int:
     from harness.explore.cli import run_explore
 
     return run_explore(args)
+
+
+def cmd_pcap(args: argparse.Namespace) -> int:
+    from harness.capture.convert import PcapInputError, PcapOptions, check_pcap
+    from harness.capture.nodes import parse_ports
+
+    try:
+        options = PcapOptions(args.protocol, args.dialect, parse_ports(args.ports), args.out, args.name,
+                              args.implementation or "captured", not args.no_frames)
+        result = check_pcap(args.file, options)
+    except (PcapInputError, ValueError) as e:
+        raise UsageError(f"zmq-harness pcap: {e}")
+    stats = result.stats
+    print(f"{args.file}: {stats['messages']} {args.protocol} message(s) on {stats['links']} ZMTP connection(s) "
+          f"between {len(result.nodes)} node(s), {stats['duration_s']:.2f} s of traffic")
+    _print_result(result, args.file)
+    for check, why in result.not_applicable:
+        print(f"  n/a  {check}: {why}")
+    for note in result.notes:
+        print(f"  note: {note}")
+    roles = ", ".join(f"{n} ({r or 'role unknown'})" for n, r in result.nodes.items())
+    print(f"  nodes: {roles}")
+    if result.ok:
+        print(f"  trace: {result.trace_path}")
+    print(f"  verdicts: {result.result_path}")
+    return 0 if result.ok else 1
 
 
 def cmd_node(args: argparse.Namespace) -> int:
@@ -194,7 +233,7 @@ def cmd_node(args: argparse.Namespace) -> int:
 
     factory = _factory(args.protocol, args.role, args.mutant) if args.mutant else role.factory
     return run_standalone(factory, name=args.name or f"{args.protocol}-{args.role}", role=args.role,
-                          config=config, trace_path=args.trace, seed=args.seed)
+                          config=config, trace_path=args.trace, seed=args.seed, output=pkg.output)
 
 
 def cmd_conform(args: argparse.Namespace) -> int:
@@ -299,6 +338,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, help="run this one seed")
     r.add_argument("--seeds", help="seeds to run, e.g. 1-500 or 1,5,9 (default: the file's 'seeds')")
     r.add_argument("--live", action="store_true", help="run once over real sockets on loopback")
+    r.add_argument("--capture", nargs="?", const="", metavar="OUT.pcap",
+                   help="with --live: record the run's loopback traffic (tcpdump when installed, else scapy's sniffer; "
+                   "needs root or CAP_NET_RAW) into OUT.pcap, or beside the trace when no path is given")
     r.add_argument("--out", default="runs", help="directory for traces and verdicts (default: runs/)")
     r.add_argument("--quiet", action="store_true", help="no progress line")
     r.add_argument("--mutant", action="append", metavar="ROLE=NAME",
@@ -315,6 +357,25 @@ def build_parser() -> argparse.ArgumentParser:
                        "Exit 0 when nothing fails within the budget, 1 with a shrunk failure, 2 on bad input.")
     _explore_arguments(e)
     e.set_defaults(func=cmd_explore)
+
+    pc = sub.add_parser("pcap", help="check a deployment from a packet capture (pcap or pcapng)",
+                        description="Read a capture, reassemble its TCP streams, parse ZMTP, decode every message "
+                        "with the protocol's codec, write a trace (OUT/<name>/pcap.parquet) and run the checks a "
+                        "capture can support: the protocol's wire-observable checkers and a strict decode of every "
+                        "message against the document's clauses. Exit 0 when every check holds, 1 on a failure, 2 on "
+                        "bad input.")
+    pc.add_argument("file", help="a pcap or pcapng file")
+    pc.add_argument("--protocol", required=True, choices=protocols())
+    pc.add_argument("--dialect", default="strict", help="decode in this dialect (strict conformance is reported too)")
+    pc.add_argument("--ports", action="append", metavar="PORT[=ROLE[/NAME]]",
+                    help="read only connections to or from these TCP ports (comma-separated, repeatable; default: "
+                    "every connection that starts with a ZMTP greeting); =ROLE gives the role of the node listening "
+                    "there, /NAME its name")
+    pc.add_argument("--out", default="runs", help="directory for the trace and verdicts (default: runs/)")
+    pc.add_argument("--name", help="name of the run in the trace and report (default: pcap-<file name>)")
+    pc.add_argument("--implementation", help="label of the implementation for reports (default: captured)")
+    pc.add_argument("--no-frames", action="store_true", help="leave the raw frames out of the trace")
+    pc.set_defaults(func=cmd_pcap)
 
     n = sub.add_parser("node", help="run one reference node standalone over real sockets",
                        description="Run one reference node until SIGTERM/SIGINT. It prints 'READY <name> <endpoints>' "

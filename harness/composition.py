@@ -187,27 +187,40 @@ def run_sim(scenario: Scenario, seed: int, out_dir: str | None = None, *,
 
 
 def run_live(scenario: Scenario, seed: int, out_dir: str, *, factories: dict[str, Any] | None = None,
-             observers: Sequence[Checker] = ()) -> RunResult:
+             observers: Sequence[Checker] = (), capture: str | None = None) -> RunResult:
     """Run a scenario once over real sockets on loopback (its reference nodes in this
-    process, its ``command`` groups as processes)."""
-    return run_scenario(scenario, seed, "live", out_dir, factories=factories, observers=observers)
+    process, its ``command`` groups as processes). ``capture``: record the run's loopback
+    traffic into this pcap file (harness.capture.sniff; `capture_path` is beside the trace)."""
+    return run_scenario(scenario, seed, "live", out_dir, factories=factories, observers=observers, capture=capture)
+
+
+def capture_path(out_dir: str, scenario: Scenario, seed: int) -> str:
+    """Where ``run --live --capture`` without a path saves the run's traffic: beside its trace."""
+    return os.path.join(out_dir, slug(scenario.name), f"live-seed-{seed}.pcap")
 
 
 def run_scenario(scenario: Scenario, seed: int, mode: str, out_dir: str | None = None, *,
                  factories: dict[str, Any] | None = None, checks: bool = True,
-                 observers: Sequence[Checker] = ()) -> RunResult:
+                 observers: Sequence[Checker] = (), capture: str | None = None) -> RunResult:
     pkg = package(scenario.protocol)
     runtime, trace, tpath = _make_runtime(scenario, seed, mode, out_dir)
     reasons = unsupported(scenario, runtime.capabilities, mode)
     if mode == "sim" and scenario.external:
         reasons.append(f"group {scenario.external[0].name!r} runs an external command: run the scenario --live")
+    if capture is not None and mode != "live":
+        reasons.append("a capture records real traffic: run the scenario --live")
     processes: dict[str, Any] = {}
+    recorder = None
     placement: live_faults.ProxyPlacement | None = None
     try:
         if reasons:
             raise RunError("; ".join(reasons))
         endpoints = launch.EndpointAllocator(mode)
         configs = node_configs(scenario, endpoints)
+        if capture is not None:  # started before any node, on every port the run binds (peers connect to those)
+            from harness.capture.sniff import LiveCapture  # noqa: PLC0415
+
+            recorder = LiveCapture(capture, [int(e.rsplit(":", 1)[1]) for e in endpoints.assigned.values()]).start()
         roles = {n: r for n, (r, _) in configs.items()}
         observer = Observer(build_checkers(scenario) + list(observers) if checks else [],
                             codec(scenario.protocol, scenario.dialect), roles)
@@ -267,8 +280,13 @@ def run_scenario(scenario: Scenario, seed: int, mode: str, out_dir: str | None =
                 live_faults.stop_proxy(placement, trace)
             for proc in processes.values():
                 proc.process.stop()
+            if recorder is not None:
+                summary = recorder.stop()
             if trace is not None:
                 trace.close()
+    if recorder is not None:
+        stats["capture"] = {"tool": summary.tool, "path": summary.path, "packets": summary.packets,
+                            "dropped": summary.dropped}
     result = RunResult(scenario.name, seed, mode, verdicts, stats, tpath)
     if out_dir is not None:
         result.result_path = os.path.join(out_dir, slug(scenario.name), f"{mode}-seed-{seed}.json")

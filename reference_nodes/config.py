@@ -37,3 +37,40 @@ def dialect_codec(protocol: str, config: dict[str, Any], dialects: tuple[str, ..
     if dialect not in dialects:
         raise ValueError(f"{protocol} config 'dialect' must be one of {dialects}, got {dialect!r}")
     return dialect, codec(protocol, dialect)
+
+
+def as_bytes(value: Any, what: str) -> bytes:
+    """Bytes as they are, text as UTF-8."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    raise ValueError(f"{what} must be bytes or str, not {type(value).__name__}")
+
+
+def endpoint(protocol: str, value: Any, key: str = "connect") -> str:
+    """One endpoint (a one-item list is taken too)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple)) and len(value) == 1 and isinstance(value[0], str):
+        return value[0]
+    raise ValueError(f"{protocol} config {key!r} must be one endpoint string, not {value!r}")
+
+
+def endpoints(protocol: str, value: Any, key: str = "bind") -> tuple[str, ...]:
+    """An endpoint or a non-empty list of them."""
+    if isinstance(value, str):
+        value = [value]
+    if not value or not isinstance(value, (list, tuple)) or not all(isinstance(b, str) for b in value):
+        raise ValueError(f"{protocol} config {key!r} must be an endpoint or a list of them, got {value!r}")
+    return tuple(value)
+
+
+def identity(protocol: str, value: Any) -> bytes | None:
+    """A routing identity: non-empty, not starting with a zero byte (ZeroMQ reserves those)."""
+    if value is None:
+        return None
+    b = as_bytes(value, f"{protocol} config 'identity'")
+    if not b or b[0] == 0:
+        raise ValueError(f"{protocol} config 'identity' must be non-empty and not start with 0x00, got {b!r}")
+    return b

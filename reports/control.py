@@ -126,7 +126,8 @@ class ControlTables:
             return
         with_verdicts.add(run)
         v = r["verdict"]
-        if v != "pass":
+        failed = v not in ("pass", "skipped")  # a check that did not apply (a capture's) failed nothing
+        if failed:
             self.failures.append({k: r[k] for k in ("run", "seed", "scenario", "protocol", "implementation", "node",
                                                     "role", "msg_type", "clause", "verdict", "detail")})
             if len(self.failures) > 4 * MAX_FAILURES_LISTED:  # keep memory bounded: the first ones in order
@@ -135,7 +136,7 @@ class ControlTables:
         if r["node"] == HARNESS_NODE:
             k = (r["protocol"], r["scenario"], r["msg_type"], r["clause"])
             acc = self.summary.setdefault(k, {**zero, "failing_seeds": set()})
-            if v != "pass" and r["seed"] is not None:
+            if failed and r["seed"] is not None:
                 acc["failing_seeds"].add(r["seed"])
             self.matrix.append({"protocol": r["protocol"], "scenario": r["scenario"], "seed": r["seed"],
                                 "run": run, "check": r["msg_type"], "verdict": v})
@@ -159,7 +160,7 @@ class ControlTables:
              "cases": sorted(a["cases"], key=str), "failing_cases": sorted(a["failing_cases"], key=str)}
             for (i, p, ro, cl), a in sorted(self.conf.items(), key=lambda kv: key(*kv[0]))]
         # the seed matrix: the first MAX_SEEDS_LISTED runs of each scenario, and every failing run
-        failing = {m["run"] for m in self.matrix if m["verdict"] != "pass"}
+        failing = {m["run"] for m in self.matrix if m["verdict"] not in ("pass", "skipped")}
         order: dict[tuple, list] = {}
         for m in self.matrix:
             order.setdefault((m["protocol"], m["scenario"]), []).append((m["seed"] is None, m["seed"], m["run"]))

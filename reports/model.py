@@ -101,9 +101,10 @@ def _chaos(job: JobResult) -> dict[str, Any]:
                                          "run": r["run"], "checks": {}})
         run["checks"][r["check"]] = r["verdict"]
     for run in runs.values():
-        run["ok"] = all(v == "pass" for v in run["checks"].values())
+        run["ok"] = all(v in ("pass", "skipped") for v in run["checks"].values())
     ordered = sorted(runs.values(), key=lambda r: (r["protocol"] or "", r["scenario"] or "", r["seed"] or 0, r["run"]))
-    summary = [{**s, "status": "fail" if (s["fail"] or s["error"]) else "pass"} for s in job.control.chaos_summary]
+    summary = [{**s, "status": "fail" if (s["fail"] or s["error"]) else "pass" if s["pass"] or not s["skipped"]
+                else "skipped"} for s in job.control.chaos_summary]
     return {"summary": summary, "runs": ordered}
 
 

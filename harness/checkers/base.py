@@ -84,6 +84,13 @@ class Checker:
     # checker wants (most sends and receives), which keeps the simulator's hot path short.
     kinds: frozenset[str] | None = None
     roles: frozenset[str] | None = None
+    # True when the verdict is sound on a capture of the traffic alone (`zmq-harness pcap`):
+    # the checker needs only sends and receives, and it neither misses nor invents a violation
+    # because the capture holds each connection's traffic only from its first byte (a
+    # connection that began earlier is not read) nor because a PUB socket's sends that no
+    # subscriber wanted never reach the wire. The others are reported as not applicable there.
+    from_capture = False
+    capture_note = ""  # why not, when the event kinds it needs do not already say it
 
     def __init__(self, **params: Any) -> None:
         self.params = params

@@ -16,6 +16,8 @@ class Offsets(Checker):
     clause = "dafka.record.offset-increments"
     kinds = frozenset({SEND})
     roles = PRODUCER
+    capture_note = ("a capture misses the RECORDs a producer published while nobody subscribed (a PUB socket "
+                    "sends them nowhere), so its first offset and its gaps cannot be judged from the wire")
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
@@ -248,6 +250,8 @@ class FetchAscending(Checker):
     clause = "dafka.fetch.ascending-order"
     kinds = frozenset({SEND, RECV})
     roles = frozenset({"producer", "store"})
+    capture_note = ("on the wire a new FETCH can arrive before the node has read it and finished answering the "
+                    "previous one, so a capture would see a correct node's answers as out of order")
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)

@@ -90,6 +90,7 @@ class MetadataUnchanged(Checker):
     clause = "dcp.worker.metadata-copied"
     kinds = frozenset({SEND, RECV})
     roles = CLIENT
+    from_capture = True  # a client's REQUESTs and REPLYs travel on its one connection
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
@@ -128,6 +129,9 @@ class OneRequestPerWorker(Checker):
     clause = "dcp.broker.one-request-per-worker"
     kinds = frozenset({SEND, RECV})
     roles = BROKER
+    # Workers are only those whose REGISTER was seen, and a worker's REQUESTs and ready signals
+    # travel on its one connection to the broker.
+    from_capture = True
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)

@@ -13,8 +13,16 @@ which the harness plays the other roles. Documented in docs/conformance.md.
 
 Step kinds: ``send`` (a message: type + fields, the rest defaulted), ``send_raw`` (frames as
 hex, for malformed input), ``expect`` (a message whose fields match, within a time; matchers
-below), ``expect_nothing`` (no message, or none of a type, for a time), ``wait``,
+below; with ``first: true`` it must also be the first message the peer gets in the step, nothing
+else before it), ``expect_nothing`` (no message, or none of a type, for a time), ``wait``,
 ``restart_iut`` / ``kill_iut`` (process control), ``disconnect`` (a peer goes away).
+
+What the implementation hands its application is observed on its standard output, one JSON
+object per line (what each protocol prints is in its conformance doc; lines that are not a
+JSON object are ignored): ``expect_output`` (a line whose keys match, within a time; it takes
+that line only, so lines may come in any order) and ``expect_no_output`` (no line matching the
+keys, other than lines an ``expect_output`` already took, arrives before the step ends: e.g. no
+second delivery of a message). Neither names a peer (no ``as``).
 
 Field matchers in ``expect``: a plain value (equal; text is UTF-8 for byte fields),
 ``{hex: "00ff"}``, ``{pattern: "regex"}``, ``{any: true}`` (present, any value),
@@ -40,7 +48,9 @@ from harness.yamlsrc import Locations, SourceError, load, loads
 
 CaseError = SourceError
 
-STEP_KINDS = ("send", "send_raw", "expect", "expect_nothing", "wait", "restart_iut", "kill_iut", "disconnect")
+STEP_KINDS = ("send", "send_raw", "expect", "expect_nothing", "wait", "restart_iut", "kill_iut", "disconnect",
+              "expect_output", "expect_no_output")
+TIMED_KINDS = ("expect", "expect_nothing", "wait", "expect_output", "expect_no_output")
 MATCHERS = ("hex", "pattern", "any", "ref", "identity_of", "not", "len", "one_of", "nonempty")
 DEFAULT_WITHIN_NS = 1_000_000_000
 
@@ -56,6 +66,7 @@ class Step:
     capture: str | None = None
     clause: str | None = None  # the clause this step checks (default: the case's first)
     field_clauses: dict[str, str] = field(default_factory=dict)  # expect: a mismatch here breaks that clause
+    first: bool = False  # expect: nothing else may arrive at the peer before the match
     line: int | None = None
     text: str = ""  # the step as written, for evidence
 
@@ -123,6 +134,10 @@ def case_from(data: Any, locs: Locations, path: str, peer_roles: dict[str, dict[
             raise locs.error(p, f"each step needs exactly one of {', '.join(STEP_KINDS)}")
         kind = kinds[0]
         allowed = {kind, "as", "within", "capture", "for", "clause", "field_clauses"}
+        if kind == "expect":
+            allowed.add("first")
+        if kind in ("expect_output", "expect_no_output"):
+            allowed -= {"as", "capture", "field_clauses"}
         for k in raw:
             if k not in allowed:
                 raise locs.error(p + (k,), f"unknown step field (a {kind} step takes {', '.join(sorted(allowed))})")
@@ -172,6 +187,17 @@ def case_from(data: Any, locs: Locations, path: str, peer_roles: dict[str, dict[
                 for f, m in spec.items():
                     _check_matcher(m, locs, p + (kind, f), captures, identity_refs)
                 step.fields = spec
+        if kind in ("expect_output", "expect_no_output"):
+            spec = raw[kind] if raw[kind] is not None else {}
+            if not isinstance(spec, dict) or (kind == "expect_output" and not spec):
+                raise locs.error(p + (kind,), "give the keys of the output line to match, e.g. {sequence: 1}")
+            for f, m in spec.items():
+                _check_matcher(m, locs, p + (kind, f), captures, identity_refs)
+            step.fields = dict(spec)
+        if kind == "expect" and "first" in raw:
+            if not isinstance(raw["first"], bool):
+                raise locs.error(p + ("first",), "first is true or false")
+            step.first = raw["first"]
         if kind == "send_raw":
             frames = raw["send_raw"]
             if not isinstance(frames, list):
@@ -180,10 +206,10 @@ def case_from(data: Any, locs: Locations, path: str, peer_roles: dict[str, dict[
                 step.frames = [bytes.fromhex(str(f or "").replace(" ", "")) for f in frames]
             except ValueError:
                 raise locs.error(p + ("send_raw",), "every frame must be hex") from None
-        if kind in ("expect", "expect_nothing", "wait"):
-            key = "within" if kind == "expect" else "for"
+        if kind in TIMED_KINDS:
+            key = "within" if kind in ("expect", "expect_output") else "for"
             value = raw.get(key, raw.get("within", raw.get(kind) if kind == "wait" else None))
-            if value is None and kind != "expect":
+            if value is None and kind not in ("expect", "expect_output"):
                 raise locs.error(p, f"a {kind} step needs 'for: <duration>'")
             if value is not None:
                 try:
@@ -231,6 +257,8 @@ def _normalise(c: Any, mtype: str, field_name: str, value: Any) -> Any:
     t = c.table.fields[field_name].type
     if isinstance(t, Text) and getattr(t, "any_bytes", False) and isinstance(value, bytes):
         return value.decode("utf-8", "surrogateescape")  # {hex: ...} for a field of any bytes
+    if isinstance(value, str) and isinstance(getattr(t, "default", None), bytes):
+        return value.encode()  # any field of bytes (a PPPP channel) takes text as UTF-8
     if isinstance(t, Raw):
         if isinstance(value, str):
             return value.encode()

@@ -32,15 +32,21 @@ see `PeerPlan`) add, all optional and unused by the other suites:
   placeholder (``PeerPlan.values``: ``{topic}``, ``{port}``, ...);
 * evidence: a received message equal to one already logged (periodic beacons and heads) is
   counted on that entry (``repeats``) instead of logged again (``fold_repeats``).
+
+What the implementation prints for its application (``expect_output`` steps) reaches the
+conductor as commands ``{"op": "output", "line": text}`` from the runner (the implementation's
+standard output live; its deliveries, through the protocol's ``output``, in simulation). A line
+that is a JSON object is kept until a step takes it; other lines are ignored.
 """
 
 from __future__ import annotations
 
-import re
+import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from harness.conformance.case import Case, Step
+from harness.conformance.matchers import matches
 from harness.node import Action, BaseNode, Deliver, Disconnect, Note, Send, SocketSpec, SocketType
 from harness.protocols import Codec, DecodeError
 from harness.protocols.codec import Message
@@ -150,6 +156,7 @@ class Conductor(BaseNode):
         self._ann_due: list[int | None] = [None] * len(self.announce)
         self._folded: dict[tuple[str, str, str], dict[str, Any]] | None = \
             {} if self.config.get("fold_repeats") else None
+        self.outputs: list[dict[str, Any]] = []  # output lines no expect_output took yet
 
     # ---- node contract --------------------------------------------------------------------
 
@@ -206,7 +213,19 @@ class Conductor(BaseNode):
         return self._announce_due(now) + self._advance(now)
 
     def command(self, request: dict[str, Any], now: int) -> list[Action]:
-        return []
+        if request.get("op") != "output" or self.done:
+            return []
+        try:
+            line = json.loads(str(request.get("line", "")))
+        except ValueError:
+            return []
+        if not isinstance(line, dict):
+            return []
+        self.outputs.append(line)
+        if len(self.log) < 500:
+            self.log.append({"t_ms": round((now - self.t0) / 1e6, 3), "dir": "in", "peer": "(output)",
+                             "message": "(output)", "fields": line})
+        return self._advance(now)
 
     # ---- the script -----------------------------------------------------------------------
 
@@ -253,6 +272,9 @@ class Conductor(BaseNode):
                 if self.deadline is None:
                     self.deadline = now + step.within_ns
                     self.step_seen = len(self.seen.get(step.peer, [])) - len(self.buffers[step.peer])
+                wrong = self._not_first(step)
+                if wrong is not None:
+                    return out + self._fail(now, wrong, self._clause(step))
                 found = self._take(step)
                 if found is None:
                     if now >= self.deadline:
@@ -274,6 +296,28 @@ class Conductor(BaseNode):
                                                  f"{_brief(self.codec, hit)} where nothing was expected", self._clause(step))
                 if now < self.deadline:
                     return out  # waiting: get_timer() names the deadline
+            elif kind == "expect_output":
+                if self.deadline is None:
+                    self.deadline = now + step.within_ns
+                k = self._output(step)
+                if k is None:
+                    if now >= self.deadline:
+                        got = "; ".join(json.dumps(o) for o in self.outputs[-5:]) or "none"
+                        return out + self._fail(now, f"expected an output line with {_fmt(step.fields)} within "
+                                                     f"{step.within_ns / 1e6:g} ms (line {step.line}); lines not "
+                                                     f"taken yet: {got}", self._clause(step))
+                    return out  # waiting: get_timer() names the deadline
+                del self.outputs[k]
+            elif kind == "expect_no_output":
+                if self.deadline is None:
+                    self.deadline = now + step.within_ns
+                k = self._output(step)
+                if k is not None:
+                    return out + self._fail(now, f"the implementation output {json.dumps(self.outputs[k])} where no "
+                                                 f"line with {_fmt(step.fields)} was expected (line {step.line})",
+                                            self._clause(step))
+                if now < self.deadline:
+                    return out  # waiting: get_timer() names the deadline
             self.i += 1
             self.deadline = None
         if not self.done and self.i >= len(self.case.steps):
@@ -292,6 +336,24 @@ class Conductor(BaseNode):
             frames = [ident, *frames]
         return [Send(peer.name, frames, step.message or "raw")]
 
+    def _not_first(self, step: Step) -> str | None:
+        """For ``first: true``: why the first message the peer got is not the expected one."""
+        buf = self.buffers[step.peer]
+        if not step.first or not buf:
+            return None
+        msg = buf[0][1]
+        if msg is not None and msg.name == step.message and self._match(step, msg):
+            return None
+        got = "a malformed message" if msg is None else f"{msg.name} {_brief(self.codec, msg)}"
+        return f"{step.peer} expected {step.message} first (line {step.line}); the first message was {got}"
+
+    def _output(self, step: Step) -> int | None:
+        """The index of the first output line not taken yet whose keys match the step."""
+        for k, line in enumerate(self.outputs):
+            if all(matches(self._resolve_matcher(m), line.get(f)) for f, m in step.fields.items()):
+                return k
+        return None
+
     def _take(self, step: Step, consume: bool = True) -> Message | None:
         buf = self.buffers[step.peer]
         for k, (_, msg, _) in enumerate(buf):
@@ -302,7 +364,7 @@ class Conductor(BaseNode):
         return None
 
     def _match(self, step: Step, msg: Message) -> bool:
-        return all(_matches(self._resolve_matcher(m), msg.fields.get(f)) for f, m in step.fields.items())
+        return all(matches(self._resolve_matcher(m), msg.fields.get(f)) for f, m in step.fields.items())
 
     def _resolve(self, fields: dict[str, Any]) -> dict[str, Any]:
         out = {}
@@ -369,7 +431,7 @@ class Conductor(BaseNode):
         near = [m for _, m, _ in fresh if m is not None and m.name == step.message]
         if near:
             m = near[-1]
-            wrong = [f for f, matcher in step.fields.items() if not _matches(self._resolve_matcher(matcher), m.fields.get(f))]
+            wrong = [f for f, matcher in step.fields.items() if not matches(self._resolve_matcher(matcher), m.fields.get(f))]
             shown = self.codec.show(m)
             detail = "; ".join(f"{f} was {shown.get(f)!r}" for f in wrong)
             clause = next((step.field_clauses[f] for f in wrong if f in step.field_clauses), self._clause(step))
@@ -519,44 +581,3 @@ def _brief(codec: Codec, msg: Message) -> str:
 
 def _fmt(d: dict[str, Any]) -> str:
     return "{" + ", ".join(f"{k}: {v}" for k, v in d.items()) + "}"
-
-
-def _as_bytes(v: Any) -> Any:
-    if isinstance(v, str):
-        return v.encode("utf-8", "surrogateescape")
-    if isinstance(v, dict) and set(v) == {"hex"}:
-        return bytes.fromhex(str(v["hex"]).replace(" ", ""))
-    if isinstance(v, list):
-        return [_as_bytes(x) for x in v]
-    return v
-
-
-def _equal(expected: Any, actual: Any) -> bool:
-    if expected == actual:
-        return True
-    if isinstance(actual, (bytes, list)):
-        return _as_bytes(expected) == actual
-    return False
-
-
-def _matches(m: Any, actual: Any) -> bool:
-    if isinstance(m, dict) and len(m) == 1:
-        (k, v), = m.items()
-        if k == "hex":
-            return _as_bytes(actual) == bytes.fromhex(str(v).replace(" ", ""))  # text fields too
-        if k == "pattern":
-            text = actual.decode("utf-8", "replace") if isinstance(actual, bytes) else str(actual)
-            return re.fullmatch(str(v), text) is not None
-        if k == "any":
-            return actual is not None
-        if k == "not":
-            return not _matches(v, actual)
-        if k == "len":
-            return actual is not None and len(actual) == int(v)
-        if k == "one_of":
-            return any(_matches(x, actual) for x in v)
-        if k == "nonempty":
-            return bool(actual) == bool(v)
-        if k == "ref":  # unresolved (nothing captured): never matches
-            return False
-    return _equal(m, actual)

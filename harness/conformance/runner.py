@@ -11,12 +11,13 @@ from __future__ import annotations
 import os
 import shlex
 import sys
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.conformance.case import Case, load_case
+from harness.conformance.case import TIMED_KINDS, Case, load_case
 from harness.conformance.conductor import Conductor, PeerPlan, PeerSocket
-from harness.node import NodeFactory
+from harness.node import Deliver, NodeFactory
 from harness.packages.base import RoleSuite
 from harness.protocols import catalogue, codec
 from harness.registry import package, suite
@@ -66,10 +67,37 @@ def load_suite(protocol: str, role: str, root: str = "scenarios", only: list[str
 def _peers(case: Case, rs: RoleSuite, endpoint: str, tag: str) -> dict[str, PeerSocket]:
     out = {}
     for name in case.peers:
-        role, stype, binds = rs.peers[name.split(".")[0]]
+        prefix = name.split(".")[0]
+        role, stype, binds = rs.peers[prefix]
         ident = None if binds else f"{name}{tag}".encode()
-        out[name] = PeerSocket(name, stype, endpoint, binds, ident)
+        out[name] = PeerSocket(name, stype, endpoint, binds, ident, channel=rs.peer_channels.get(prefix))
     return out
+
+
+class _OutputFeed:
+    """Hands an implementation's standard output to the conductor, line by line (from the
+    process's reader thread), once the conductor is a node of the runtime; earlier lines wait."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._runtime: Runtime | None = None
+        self._early: list[str] = []
+
+    def line(self, stream: str, text: str) -> None:
+        if stream != "stdout":
+            return
+        with self._lock:
+            runtime = self._runtime
+            if runtime is None:
+                self._early.append(text)
+                return
+        runtime.command(0, CONDUCTOR, {"op": "output", "line": text})
+
+    def attach(self, runtime: Runtime) -> None:
+        with self._lock:
+            self._runtime, early, self._early = runtime, self._early, []
+        for text in early:
+            runtime.command(0, CONDUCTOR, {"op": "output", "line": text})
 
 
 def _values(case: Case, rs: RoleSuite, dialect: str, endpoint: str, alloc: Any = None) -> dict[str, Any]:
@@ -122,7 +150,7 @@ def _finish(case: Case, data: dict[str, Any] | None, rerun: str) -> CaseResult:
 
 
 def case_budget_ns(case: Case) -> int:
-    return sum(s.within_ns for s in case.steps if s.kind in ("expect", "expect_nothing", "wait")) + 2_000_000_000
+    return sum(s.within_ns for s in case.steps if s.kind in TIMED_KINDS) + 2_000_000_000
 
 
 # ---- one case on a runtime -------------------------------------------------------------------
@@ -132,16 +160,24 @@ class _CaseRun:
     """One case on a runtime (the simulator or the live one, through `harness.runtime`): the
     conductor plays the peers, the IUT is a node of the runtime or a process attached to it,
     ``restart_iut``/``kill_iut`` steps act through the runtime's faults, and a crash of the IUT
-    ends the case."""
+    ends the case. An IUT that is a node of the runtime has its deliveries turned into the lines
+    its protocol's ``output`` prints standalone, for the conductor's ``expect_output`` steps (a
+    process's own standard output reaches the conductor through `_OutputFeed`)."""
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: Runtime, protocol: str) -> None:
         self.runtime = runtime
+        self.output = package(protocol).output
         self.result: dict[str, Any] = {}
         self.iut_failure: NodeFailure | None = None
         runtime.on_action(self._on_action)
         runtime.on_failure(self._on_failure)
 
     def _on_action(self, node: str, action: Any, t: int) -> None:
+        if node == IUT and self.output is not None and isinstance(action, Deliver):
+            line = self.output(action.kind, action.data)
+            if line is not None:
+                self.runtime.command(t, CONDUCTOR, {"op": "output", "line": line})
+            return
         if node != CONDUCTOR:
             return
         kind = getattr(action, "kind", None)
@@ -176,7 +212,7 @@ def run_case_sim(case: Case, factory: NodeFactory, *, dialect: str = "strict", s
     values = _values(case, rs, dialect, endpoint, alloc)
     conductor, budget = _conductor_config(case, rs, dialect, endpoint, "", values, alloc)
     sim = Simulation(seed, trace)
-    run = _CaseRun(sim)
+    run = _CaseRun(sim, case.protocol)
     sim.add_node(IUT, factory, role=case.role, config=rs.iut_config(endpoint, values))
     sim.add_node(CONDUCTOR, Conductor, role="conductor", config=conductor, start_at_ns=1_000_000)
     # Mesh nodes keep talking after the verdict: stop at it (checked between 50 ms steps).
@@ -248,7 +284,8 @@ def _run_case_live(case: Case, *, cmd: str | None = None, endpoint: str | None =
                             RunInfo(unique_run_id(f"conform/{case.protocol}/{case.role}/{case.id}"), 0, case.id,
                                     case.protocol))
     runtime = LiveRuntime(trace)
-    run = _CaseRun(runtime)
+    run = _CaseRun(runtime, case.protocol)
+    feed = _OutputFeed()
     if trace is not None and not cmd:
         trace.register_node(IUT, case.role, "external")
     try:
@@ -256,12 +293,14 @@ def _run_case_live(case: Case, *, cmd: str | None = None, endpoint: str | None =
             # The IUT binds: it must be ready before the conductor starts; else the harness
             # binds first and the IUT connects once it is up.
             ready = ReadyPort(int(values["port"]), timeout=15) if rs.iut_binds else ReadyDelay(0.0)
-            iut = ExternalNode(ManagedProcess(cmd, values=values, ready=ready, name=f"iut-{case.id}"), case.role)
+            iut = ExternalNode(ManagedProcess(cmd, values=values, ready=ready, name=f"iut-{case.id}",
+                                              on_line=feed.line), case.role)
             runtime.attach_process(IUT, iut)
             if rs.iut_binds:
                 iut.process.start()
         conductor, budget = _conductor_config(case, rs, dialect, ep, tag, values, _live_endpoint)
         runtime.add_node(CONDUCTOR, Conductor, role="conductor", config=conductor)
+        feed.attach(runtime)
         runtime.start()
         if iut is not None and not rs.iut_binds:
             iut.process.start()

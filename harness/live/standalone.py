@@ -13,10 +13,10 @@ import sys
 import threading
 import time
 from types import FrameType
-from typing import Any
+from typing import Any, Callable
 
 from harness.live.runtime import LiveRuntime
-from harness.node import NodeFactory
+from harness.node import Action, Deliver, NodeFactory
 from harness.trace import RunInfo, TraceWriter
 
 EXIT_OK = 0
@@ -33,8 +33,11 @@ def run_standalone(
     trace_path: str | None = None,
     seed: int = 0,
     implementation: str = "reference",
+    output: Callable[[str, dict[str, Any]], str | None] | None = None,
 ) -> int:
-    """Run until SIGTERM/SIGINT; returns the process exit code."""
+    """Run until SIGTERM/SIGINT; returns the process exit code. ``output`` turns the node's
+    deliveries to its application into lines printed on standard output (the protocol
+    package's ``output``; conformance cases read them)."""
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -50,6 +53,8 @@ def run_standalone(
             run_id = time.strftime("live-%Y%m%dT%H%M%S")
             trace = TraceWriter(trace_path, RunInfo(run_id, seed, "", getattr(node, "protocol", "")))
             runtime.set_trace(trace)
+        if output is not None:
+            runtime.on_action(lambda node, action, t: _print_delivery(output, action))
         runtime.start()
         if ready_line:
             endpoints = [ep for eps in runtime.endpoints(name).values() for ep in eps]
@@ -71,3 +76,10 @@ def run_standalone(
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
     return code
+
+
+def _print_delivery(output: Callable[[str, dict[str, Any]], str | None], action: Action) -> None:
+    if isinstance(action, Deliver):
+        line = output(action.kind, action.data)
+        if line is not None:
+            print(line, flush=True)

@@ -19,7 +19,7 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass
-from typing import IO, Any, Mapping, Sequence, Union
+from typing import IO, Any, Callable, Mapping, Sequence, Union
 
 from harness.live.output import OutputBuffer, start_reader
 
@@ -243,8 +243,10 @@ class ManagedProcess:
         log_path: str | None = None,
         name: str | None = None,
         max_lines: int = 2000,
+        on_line: Callable[[str, str], None] | None = None,
     ) -> None:
         self.args = fill_placeholders(cmd, values or {})
+        self.on_line = on_line  # (stream, line) for every line of output, on a reader thread
         self.env = dict(env) if env is not None else None  # added on top of os.environ
         self.cwd = cwd
         self.ready = ready
@@ -285,8 +287,8 @@ class ManagedProcess:
             _register(self)
             assert self._popen.stdout is not None and self._popen.stderr is not None
             self._readers = [
-                start_reader(self._popen.stdout, "stdout", self.buffer, self._log),
-                start_reader(self._popen.stderr, "stderr", self.buffer, self._log),
+                start_reader(self._popen.stdout, "stdout", self.buffer, self._log, self.on_line),
+                start_reader(self._popen.stderr, "stderr", self.buffer, self._log, self.on_line),
             ]
         try:
             self._wait_ready()

@@ -163,6 +163,9 @@ class RoleSuite:
     # Fields whose text values get a per-case suffix when one running implementation serves
     # every case (--endpoint), so that what one case registers cannot answer the next.
     isolate_fields: tuple[str, ...] = ()
+    # Scripted peer prefix -> the decode channel of what the IUT sends it, for protocols whose
+    # messages are told apart by direction (PPPP: "to-subscriber" / "to-publisher").
+    peer_channels: dict[str, str] = field(default_factory=dict)
 
     @property
     def peer_roles(self) -> dict[str, str]:
@@ -213,6 +216,28 @@ def running_with_role(view: TargetView, role: str) -> list[str]:
     return [n for n in view.node_names() if view.role_of(n) == role and view.is_running(n)]
 
 
+# ---- reading captures ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CaptureHints:
+    """How `zmq-harness pcap` reads this protocol's traffic (harness.capture); all optional.
+
+    ``channels``: (sender's ZMTP socket type, receiver's) -> the wire table channel the message
+    travels on, for layouts only the channel tells apart. ``role``: (an endpoint's ZMTP socket
+    type, the names of the messages it sent) -> its role, or None when that does not tell.
+    ``subscriber``: a subscription prefix -> the key of the node that subscribes (when the
+    prefix names it). ``announces``: a decoded message of one of the ``announcing`` kinds ->
+    (the key of its sender, the ``host:port`` it listens on, or ""). Connections with the same
+    key are one node. Requests and their responses are paired from the table (``answers``)."""
+
+    channels: dict[tuple[str, str], str] = field(default_factory=dict)
+    role: Callable[[str, frozenset[str]], "str | None"] | None = None
+    subscriber: Callable[[bytes], "str | None"] | None = None
+    announcing: frozenset[str] = frozenset()
+    announces: Callable[[Any], "tuple[str, str] | None"] | None = None
+
+
 # ---- the package -------------------------------------------------------------------------------
 
 
@@ -236,6 +261,11 @@ class ProtocolPackage:
     command: Command | None = None  # the application command of a workload operation
     targets: dict[str, str] = field(default_factory=dict)  # symbolic fault target -> what it names
     resolve_target: Resolver | None = None
+    # The standard-output line of an application delivery, (kind, data) -> line or None: what a
+    # reference node run standalone (`zmq-harness node`) prints, and what conformance cases
+    # read back from any implementation (expect_output).
+    output: Callable[[str, dict[str, Any]], str | None] | None = None
+    capture: CaptureHints = field(default_factory=CaptureHints)  # reading its traffic from a pcap
     # Config key of an endpoint a node binds -> config key of the endpoint it announces to its
     # peers for them to connect to (discovery). A live run behind the chaos proxy announces the
     # proxy's listener there, so peers that learn the endpoint at run time connect through it.

@@ -162,3 +162,31 @@ MESSAGES = (
 
 STRICT = Table(PROTOCOL, "strict", FIELDS, MESSAGES, grammar_clause=GRAMMAR, doc="pppp.txt with docs/errata.md")
 TABLES = {"strict": STRICT}
+
+
+# ---- ranges of sequence numbers (NACK ranges, gaps), shared by nodes and checkers -----------
+
+
+def ranges_without(first: int, last: int, numbers: Any) -> list[list[int]]:
+    """first..last (inclusive) minus ``numbers``, as sorted inclusive [first, last] ranges."""
+    out = []
+    start = first
+    for s in sorted(x for x in numbers if first <= x <= last):
+        if s > start:
+            out.append([start, s - 1])
+        start = s + 1
+    if start <= last:
+        out.append([start, last])
+    return out
+
+
+def cut_number(ranges: list[list[int]], seq: int) -> bool:
+    """Remove one number from sorted disjoint inclusive ranges, in place; whether it was there."""
+    for i, (first, last) in enumerate(ranges):
+        if first <= seq <= last:
+            parts = [[first, seq - 1]] if first < seq else []
+            if seq < last:
+                parts.append([seq + 1, last])
+            ranges[i:i + 1] = parts
+            return True
+    return False

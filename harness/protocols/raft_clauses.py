@@ -61,6 +61,11 @@ _BROADCAST_URL = "RequestBroadcastStateUrl RPC"
 _BROADCAST = "StateBroadcast MSG"
 _RAFT = "Raft algorithm (Raft paper, not this document)"
 
+_ALGORITHM = (
+    "(synthesized from the Raft paper (Ongaro and Ousterhout 2014), which this protocol"
+    " implements; not from this document) "
+)
+
 _FROM_PAPER = (
     "(synthesized: a safety property of the Raft algorithm, Figure 3 of the Raft paper"
     " (Ongaro and Ousterhout 2014) that this protocol implements; not from this document) "
@@ -728,6 +733,111 @@ CATALOGUE = Catalogue(
             " given index to its state machine, no other server will ever apply a different"
             " log entry for the same index.",
             WIRE,
+            PEER,
+            "",
+        ),
+        Clause(
+            "raft.safety.leader-append-only",
+            MUST,
+            _RAFT,
+            _FROM_PAPER + "Leader Append-Only: a leader never overwrites or deletes entries in its"
+            " log; it only appends new entries.",
+            WIRE,
+            PEER,
+            "",
+        ),
+        Clause(
+            "raft.algorithm.vote-once",
+            MUST,
+            _RAFT,
+            _ALGORITHM + "(section 5.2) Each server will vote for at most one candidate in a"
+            " given term, on a first-come-first-served basis.",
+            WIRE,
+            PEER,
+            "",
+        ),
+        Clause(
+            "raft.algorithm.vote-up-to-date",
+            MUST,
+            _RAFT,
+            _ALGORITHM + "(section 5.4.1) The voter denies its vote if its own log is more"
+            " up-to-date than that of the candidate (the later last term wins; with equal last"
+            " terms, the longer log).",
+            WIRE,
+            PEER,
+            "",
+        ),
+        Clause(
+            "raft.algorithm.persist-before-reply",
+            MUST,
+            _RAFT,
+            _ALGORITHM + "(Figure 2) Persistent state on all servers (currentTerm, votedFor,"
+            " log[]) is updated on stable storage before responding to RPCs.",
+            INTERNAL,
+            PEER,
+            "",
+        ),
+        Clause(
+            "raft.algorithm.truncate-conflicts",
+            MUST,
+            _RAFT,
+            _ALGORITHM + "(Figure 2, AppendEntries receiver implementation, 3) If an existing"
+            " entry conflicts with a new one (same index but different terms), delete the"
+            " existing entry and all that follow it.",
+            WIRE,
+            PEER,
+            "",
+        ),
+        Clause(
+            "raft.algorithm.higher-term",
+            MUST,
+            _RAFT,
+            _ALGORITHM + "(Figure 2, Rules for Servers) If RPC request or response contains term T"
+            " > currentTerm: set currentTerm = T, convert to follower.",
+            WIRE,
+            PEER,
+            "",
+        ),
+        Clause(
+            "raft.algorithm.commit-majority",
+            MUST,
+            _RAFT,
+            _ALGORITHM + "(section 5.3) A log entry is committed once the leader that created it"
+            " has replicated it on a majority of the servers; a leader advances its commit index"
+            " only over entries stored on a majority.",
+            WIRE,
+            PEER,
+            "",
+        ),
+        Clause(
+            "raft.algorithm.commit-current-term",
+            MUST,
+            _RAFT,
+            _ALGORITHM + "(section 5.4.2) Raft never commits log entries from previous terms by"
+            " counting replicas. Only log entries from the leader's current term are committed"
+            " by counting replicas.",
+            WIRE,
+            PEER,
+            "",
+        ),
+        Clause(
+            "raft.algorithm.random-election-timeout",
+            MUST,
+            _RAFT,
+            _ALGORITHM + "(section 5.2) Raft uses randomized election timeouts to ensure that"
+            " split votes are rare and that they are resolved quickly.",
+            TIMING,
+            PEER,
+            "",
+        ),
+        Clause(
+            "raft.algorithm.availability",
+            MUST,
+            _RAFT,
+            _ALGORITHM + "(section 5.6) Raft will be able to elect and maintain a steady leader"
+            " as long as the system satisfies the timing requirement: once the last fault has"
+            " healed, a leader is elected and client requests complete within a bound.",
+            TIMING,
             PEER,
             "",
         ),

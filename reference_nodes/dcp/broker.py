@@ -36,8 +36,9 @@ from typing import Any
 from harness.node import Action, Deliver, Discard, Note, NodeContext, Send, SocketSpec, SocketType
 from harness.protocols import DecodeError
 from harness.protocols.codec import Message
+from reference_nodes import config
 from reference_nodes.dcp.common import (
-    DEFAULT_ENDPOINT, DEFAULT_HEARTBEAT_MS, DEFAULT_LIVENESS, DcpNode, corr_of, ms_to_ns,
+    PROTOCOL, DEFAULT_ENDPOINT, DEFAULT_HEARTBEAT_MS, DEFAULT_LIVENESS, DcpNode, corr_of, ms_to_ns,
     positive_int,
 )
 
@@ -77,12 +78,7 @@ class Broker(DcpNode):
 
     def __init__(self, ctx: NodeContext) -> None:
         super().__init__(ctx)
-        bind = self.config.get("bind", [DEFAULT_ENDPOINT])
-        if isinstance(bind, str):
-            bind = [bind]
-        if not bind or not all(isinstance(b, str) for b in bind):
-            raise ValueError(f"dcp broker config 'bind' must be an endpoint or a list of them, got {bind!r}")
-        self.bind = tuple(bind)
+        self.bind = config.endpoints(PROTOCOL, self.config.get("bind", [DEFAULT_ENDPOINT]))
         self.heartbeat_ns = ms_to_ns(self.config.get("heartbeat_ms", DEFAULT_HEARTBEAT_MS), "heartbeat_ms")
         if self.heartbeat_ns <= 0:
             raise ValueError("dcp broker config 'heartbeat_ms' must be positive")

@@ -24,6 +24,7 @@ PROTOCOL = "dcp"
 DIALECTS = ("strict", "dcp:dagbox")
 ms_to_ns = functools.partial(config.ms_to_ns, PROTOCOL)
 positive_int = functools.partial(config.positive_int, PROTOCOL)
+as_bytes = config.as_bytes
 
 DEFAULT_ENDPOINT = "tcp://127.0.0.1:5555"
 DEFAULT_HEARTBEAT_MS = 1000
@@ -46,14 +47,6 @@ def service_bytes(service: str) -> bytes:
     return service.encode("utf-8", "surrogateescape")
 
 
-def as_bytes(value: Any, what: str) -> bytes:
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value)
-    if isinstance(value, str):
-        return value.encode("utf-8")
-    raise ValueError(f"{what} must be bytes or str, not {type(value).__name__}")
-
-
 def corr_of(metadata: list[bytes] | None) -> str | None:
     """The correlation id for the trace: the first metadata part (the reference client puts
     its request id there)."""
@@ -63,21 +56,11 @@ def corr_of(metadata: list[bytes] | None) -> str | None:
 
 
 def endpoint_of(value: Any, key: str = "connect") -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, (list, tuple)) and len(value) == 1 and isinstance(value[0], str):
-        return value[0]
-    raise ValueError(f"dcp config {key!r} must be one endpoint string, not {value!r}")
+    return config.endpoint(PROTOCOL, value, key)
 
 
 def identity_of(value: Any) -> bytes | None:
-    if value is None:
-        return None
-    b = as_bytes(value, "dcp config 'identity'")
-    if not b or b[0] == 0:
-        # ZeroMQ reserves identities that start with a zero byte (and the empty one).
-        raise ValueError(f"dcp config 'identity' must be non-empty and not start with 0x00, got {b!r}")
-    return b
+    return config.identity(PROTOCOL, value)
 
 
 class DcpNode(BaseNode):

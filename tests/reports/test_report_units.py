@@ -116,3 +116,25 @@ def test_spark_errors_are_shown_by_the_python_exception_a_task_raised() -> None:
             "  File \"x.py\", line 1\nValueError: /t/a.parquet: bad\n\tat org.apache.spark.Foo\n")
     assert spark_error(text) == "ValueError: /t/a.parquet: bad"
     assert spark_error("[PATH_NOT_FOUND] Path does not exist: /x.\nmore") == "[PATH_NOT_FOUND] Path does not exist: /x."
+
+
+def test_a_skipped_verdict_is_neither_a_failure_nor_a_pass() -> None:
+    """A check that does not apply (a capture's `n/a`) is listed as skipped: not among the
+    failures, not a failing seed, and not shown as passed."""
+    from types import SimpleNamespace
+
+    from reports.control import Control, ControlTables
+    from reports.model import _chaos
+
+    tables = ControlTables()
+    for check, verdict in (("one-request-per-worker", "pass"), ("exactly-once", "skipped")):
+        tables.add({"run": "pcap-a/pcap@x", "seed": 0, "implementation": "", "node": "harness", "role": "harness",
+                    "kind": "verdict", "time_ns": 5, "fault": None, "verdict": verdict, "clause": check,
+                    "detail": "", "protocol": "dcp", "scenario": "pcap-a", "msg_type": check, "order": 0})
+    out = Control()
+    tables.finish(out)
+    assert out.failures == []
+    chaos = _chaos(SimpleNamespace(control=out))
+    status = {s["check"]: (s["status"], s["failing_seeds"]) for s in chaos["summary"]}
+    assert status == {"one-request-per-worker": ("pass", []), "exactly-once": ("skipped", [])}
+    assert chaos["runs"][0]["ok"]

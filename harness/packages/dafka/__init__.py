@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from harness.checkers import dafka as checks
 from harness.packages.base import (
-    Check, Operation, ProtocolPackage, Role, Setting, as_bool, as_int, as_ms, as_str, one_of,
+    CaptureHints, Check, Operation, ProtocolPackage, Role, Setting, as_bool, as_int, as_ms, as_str, one_of,
 )
 from harness.packages.dafka.suites import SUITES
 from harness.protocols.dafka import TABLES
@@ -140,6 +140,41 @@ def command(op: str, node: str, params: dict[str, Any], k: int, rng: Any) -> dic
     return req
 
 
+def wire_role(socket_type: str, sent: frozenset[str]) -> str | None:
+    """The role of an endpoint in a capture, from what its XPUB publishes (a node's SUB and
+    tower PUB connections say nothing of their node's role)."""
+    if sent & {"TOWER-BEACON", "TOWER-WELCOME"}:
+        return "tower"
+    if socket_type != "XPUB":
+        return None
+    if sent & {"RECORD", "HEAD"}:
+        return "producer"
+    if sent & {"ACK", "STORE-HELLO"}:
+        return "store"
+    if sent & {"CONSUMER-HELLO", "GET-HEADS"}:
+        return "consumer"
+    return None
+
+
+# Subscriptions whose topic is the subscriber's own address (its ACKs and FETCHes as a producer,
+# what it fetched or was greeted with as a requester or consumer).
+OWN_ADDRESS_SUBSCRIPTIONS = (b"K", b"F", b"D", b"E", b"L")
+
+
+def wire_subscriber(prefix: bytes) -> str | None:
+    """The address a subscription names as its subscriber's own, or None."""
+    if len(prefix) > 1 and prefix[:1] in OWN_ADDRESS_SUBSCRIPTIONS:
+        return prefix[1:].decode("utf-8", "surrogateescape")
+    return None
+
+
+def wire_announces(msg: Any) -> tuple[str, str] | None:
+    """A BEACON names its sender's address and the XPUB endpoint it listens on."""
+    if msg.name == "BEACON":
+        return str(msg["sender"]), f"{msg['host']}:{msg['port']}"
+    return None
+
+
 PACKAGE = ProtocolPackage(
     name="dafka",
     tables=TABLES,
@@ -154,5 +189,7 @@ PACKAGE = ProtocolPackage(
     suites=SUITES,
     wire=wire,
     command=command,
+    capture=CaptureHints(channels={("PUB", "XSUB"): "to-tower"}, role=wire_role, subscriber=wire_subscriber,
+                         announcing=frozenset({"BEACON"}), announces=wire_announces),
     advertised={"bind": "advertise"},  # BEACON host and port (E-DAFKA-13)
 )

@@ -10,8 +10,8 @@ from typing import Any, Callable
 
 from harness.checkers import dcp as checks
 from harness.packages.base import (
-    Check, Operation, ProtocolPackage, Role, Setting, TargetView, as_int, as_ms, as_positive_int, as_str,
-    running_with_role,
+    CaptureHints, Check, Operation, ProtocolPackage, Role, Setting, TargetView, as_int, as_ms, as_positive_int,
+    as_str, running_with_role,
 )
 from harness.packages.dcp.suites import SUITES
 from harness.protocols.dcp import TABLES
@@ -131,6 +131,19 @@ def resolve_target(name: str, view: TargetView) -> list[str] | None:
     return None
 
 
+def wire_role(socket_type: str, sent: frozenset[str]) -> str | None:
+    """The role of an endpoint in a capture: the broker is the ROUTER; a DEALER that registers
+    or pings is a worker; one that only sends requests is a client."""
+    if socket_type == "ROUTER":
+        return "broker"
+    if socket_type == "DEALER":
+        if sent & {"REGISTER", "PING"}:
+            return "worker"
+        if "REQUEST" in sent:
+            return "client"
+    return None
+
+
 PACKAGE = ProtocolPackage(
     name="dcp",
     tables=TABLES,
@@ -145,4 +158,5 @@ PACKAGE = ProtocolPackage(
     command=command,
     targets={"broker": "the running broker (DCP has exactly one: dcp.broker.single)"},
     resolve_target=resolve_target,
+    capture=CaptureHints(channels={("DEALER", "ROUTER"): "to-broker"}, role=wire_role),
 )

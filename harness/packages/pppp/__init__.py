@@ -1,15 +1,127 @@
-"""PPPP (Paranoid Pirate Publishing Protocol): the wire table (`harness.protocols.pppp`) and
-the clause catalogue (`harness.protocols.pppp_clauses`). No reference nodes, workload,
-checkers, mutants or conformance suites yet (``zmq-harness protocols``).
+"""PPPP (Paranoid Pirate Publishing Protocol): one publisher, a pool of subscribers.
+
+Wire table: `harness.protocols.pppp`; clauses: `harness.protocols.pppp_clauses`; reference
+nodes and mutants: `reference_nodes.pppp`; checkers: `harness.checkers.pppp`; conformance
+suites: `harness.packages.pppp.suites`; docs/pppp.md.
 
 Symbolic fault target ``publisher``: the running node of role ``publisher`` (PPPP connects a
 single publisher and a pool of subscribers), whatever its group is called."""
 
 from __future__ import annotations
 
-from harness.packages.base import ProtocolPackage, TargetView, running_with_role
+from typing import Any, Callable
+
+from harness.checkers import pppp as checks
+from harness.packages.base import (
+    Check, Operation, ProtocolPackage, Role, Setting, TargetView, as_int, as_ms, as_rate, as_str, one_of,
+    running_with_role,
+)
+from harness.packages.pppp.suites import SUITES
 from harness.protocols.pppp import TABLES
 from harness.protocols.pppp_clauses import CATALOGUE
+from reference_nodes.pppp.common import (
+    DEFAULT_FIRST_IDLE_MS, DEFAULT_GRACE_MS, DEFAULT_IDLE_MS, DEFAULT_LIVENESS, channel_list, delivery_line,
+)
+from reference_nodes.pppp.mutants import MUTANTS
+from reference_nodes.pppp.publisher import Publisher
+from reference_nodes.pppp.subscriber import Subscriber
+
+TIMING_KEYS = ("first_idle_ms", "idle_ms", "liveness", "grace_ms")
+DEFAULTS = {"first_idle_ms": DEFAULT_FIRST_IDLE_MS, "idle_ms": DEFAULT_IDLE_MS, "liveness": DEFAULT_LIVENESS,
+            "grace_ms": DEFAULT_GRACE_MS}
+
+
+def liveness(v: Any) -> int:
+    """The "multiple" of E-PPPP-12: 3 to 5."""
+    n = as_int(v)
+    if not 3 <= n <= 5:
+        raise ValueError(f"the multiple must be 3, 4 or 5 (E-PPPP-12: 'usually 3-5'), got {v!r}")
+    return n
+
+
+def channels(v: Any) -> list[bytes]:
+    """A channel, a list of them, or 'a,b,c' ("" is every channel for a subscriber)."""
+    return channel_list(v, "channels")
+
+
+TIMING = {
+    "first_idle": Setting("first_idle_ms", as_ms, "the shorter first idle time: ACK/NACK and first heartbeat due"),
+    "idle": Setting("idle_ms", as_ms, "the idle time: heartbeats after it; disconnect after liveness x idle"),
+    "liveness": Setting("liveness", liveness, "the multiple (3-5) of idle / first idle before acting on silence"),
+    "grace": Setting("grace_ms", as_ms, "a disconnected subscriber's backlog is kept this long"),
+}
+
+ROLES = {
+    "publisher": Role("publisher", Publisher, {
+        "bind": Setting("bind", as_str, "endpoint of its ROUTER (scenarios assign it)"),
+        "channels": Setting("channels", channels, "standalone: channels it publishes on by itself"),
+        "count": Setting("count", as_int, "standalone: messages per channel, from the first SUBSCRIBE on"),
+        "rate": Setting("rate", as_rate, "standalone: messages per second per channel"),
+        "reply_channel": Setting("reply_channel", as_str, "publish each CUSTOM's payload back on this channel"),
+        **TIMING,
+    }, "one ROUTER; keeps every message until every subscriber ACKed it; exactly one per scenario"),
+    "subscriber": Role("subscriber", Subscriber, {
+        "connect": Setting("connect", as_str, "the publisher's endpoint (scenarios assign it)"),
+        "channels": Setting("channels", channels, "channel prefixes it subscribes to (default: every channel)"),
+        "ack_delay": Setting("ack_delay_ms", as_ms, "ACK/NACK this long after a PUBLISH (less than first_idle)"),
+        **TIMING,
+    }, "one DEALER; ACK/NACK, heartbeats, re-SUBSCRIBE; delivers each message exactly once"),
+}
+
+OPERATIONS = {
+    "publish": Operation("publish", ("publisher",), {
+        "channel": Setting("channels", channels, "channel, or list of channels picked at random (default news)"),
+        "size": Setting("size", as_int, "payload bytes (default 64)"),
+    }, "the publisher's application publishes a message"),
+}
+
+
+def timing_of(scenario: Any) -> dict[str, int]:
+    """The agreed-upon times of a scenario: the publisher's settings, else the defaults."""
+    out = dict(DEFAULTS)
+    for g in scenario.groups.values():
+        if g.role == "publisher":
+            out.update({k: g.config[k] for k in TIMING_KEYS if k in g.config})
+    return out
+
+
+def _timed(cls: type) -> Callable[..., Any]:
+    return lambda scenario, **params: cls(**timing_of(scenario), **params)
+
+
+TOLERANCE = {"tolerance": Setting("tolerance_ms", as_ms, "timing slack on top of the agreed times (default 25ms)")}
+EXTRA_PARAMS = {"exactly-once": {"sync": Setting("sync", one_of("backlog", "full-dump"),
+                                                 "how the publisher syncs a returning subscriber (default backlog)")}}
+
+
+def _check(name: str, cls: type) -> Check:
+    return Check(name, _timed(cls), params={**TOLERANCE, **EXTRA_PARAMS.get(name, {})}, doc=cls.__doc__ or "",
+                 clause=cls.clause, checker=cls)
+
+
+CHECKS = {c.name: _check(c.name, c) for c in checks.ALL}
+
+
+def wire(nodes: dict[str, tuple[str, dict[str, Any]]], endpoint: Callable[[str, str], str]) -> None:
+    pubs = [n for n, (role, _) in nodes.items() if role == "publisher"]
+    if len(pubs) != 1:
+        raise ValueError(f"PPPP connects a single publisher and a pool of subscribers; found {len(pubs)} publishers")
+    pcfg = nodes[pubs[0]][1]
+    addr = endpoint(pubs[0], "router")
+    pcfg["bind"] = [addr]
+    for name, (role, cfg) in nodes.items():
+        if role == "subscriber":
+            cfg["connect"] = addr
+            cfg.setdefault("identity", name.encode())  # the same identity after a restart
+            for key in TIMING_KEYS:  # the agreed-upon times (E-PPPP-12)
+                if key in pcfg:
+                    cfg.setdefault(key, pcfg[key])
+
+
+def command(op: str, node: str, params: dict[str, Any], k: int, rng: Any) -> dict[str, Any]:
+    options = params.get("channels") or [b"news"]
+    channel = options[0] if len(options) == 1 else options[rng.randrange(len(options))]
+    return {"op": "publish", "channel": channel, "payload": [rng.randbytes(params.get("size", 64))]}
 
 
 def resolve_target(name: str, view: TargetView) -> list[str] | None:
@@ -22,6 +134,15 @@ PACKAGE = ProtocolPackage(
     name="pppp",
     tables=TABLES,
     catalogue=CATALOGUE,
+    roles=ROLES,
+    operations=OPERATIONS,
+    checks=CHECKS,
+    default_checks=tuple(CHECKS),
+    mutants=MUTANTS,
+    suites=SUITES,
+    wire=wire,
+    command=command,
     targets={"publisher": "the running publisher (PPPP connects a single publisher)"},
     resolve_target=resolve_target,
+    output=delivery_line,
 )

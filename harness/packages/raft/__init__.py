@@ -1,18 +1,30 @@
-"""Raft over ZeroMQ: wire tables (`harness.protocols.raft`, strict and ``raft:zmq-raft``) and
-the clause catalogue (`harness.protocols.raft_clauses`). No reference nodes, workload,
-checkers, mutants or conformance suites yet (``zmq-harness protocols``).
+"""Raft over ZeroMQ: peers that replicate a log, clients that run a key-value application on it.
+
+Wire tables: `harness.protocols.raft` (strict and ``raft:zmq-raft``); clauses:
+`harness.protocols.raft_clauses`; reference nodes and mutants: `reference_nodes.raft`;
+checkers: `harness.checkers.raft`. docs/raft.md is the user guide.
 
 Symbolic fault target ``leader``: the running peer whose latest ``role`` note says it leads,
-in the highest term. The contract for peers (reference nodes to come, or a probe of an
-implementation under test): a peer emits ``Note("role", {"role": R, "term": T})`` whenever its
-role or its term changes, and once at start, with R one of ``follower``, ``candidate``,
-``leader`` and T its current term (an int)."""
+in the highest term. The contract for peers (reference nodes, or a probe of an implementation
+under test): a peer emits ``Note("role", {"role": R, "term": T})`` whenever its role or its term
+changes, and once at start, with R one of ``follower``, ``candidate``, ``leader`` and T its
+current term (an int)."""
 
 from __future__ import annotations
 
-from harness.packages.base import ProtocolPackage, TargetView
+from typing import Any, Callable
+
+from harness.packages.base import (
+    Operation, ProtocolPackage, Role, Setting, TargetView, as_bool, as_int, as_ms, as_positive_int, as_str,
+    one_of,
+)
+from harness.packages.raft.checks import CHECKS, DEFAULT_CHECKS
 from harness.protocols.raft import TABLES
 from harness.protocols.raft_clauses import CATALOGUE
+from reference_nodes.raft.client import Client
+from reference_nodes.raft.common import peer_list
+from reference_nodes.raft.mutants import MUTANTS
+from reference_nodes.raft.peer import Peer
 
 
 def leader(view: TargetView) -> list[str]:
@@ -43,10 +55,113 @@ def resolve_target(name: str, view: TargetView) -> list[str] | None:
     return None
 
 
+CLUSTER = Setting("cluster", as_str, "cluster ident, the same on every peer and client (default empty)")
+
+
+def _peers(v: Any) -> list[list[str]]:
+    return [list(p) for p in peer_list(v)]
+
+
+# How a standalone node (`zmq-harness node raft peer --set ...`) is wired; scenarios assign these
+# themselves (`wire`), over anything set here.
+PEERS = Setting("peers", _peers, "standalone: every peer as ID=URL,ID=URL (itself included)")
+NODE_WIRING = {
+    "id": Setting("id", as_str, "standalone: this peer's PEER ID"),
+    "endpoint": Setting("endpoint", as_str, "standalone: the ROUTER URL it binds"),
+    "broadcast_url": Setting("broadcast", as_str, "standalone: the StateBroadcast PUB URL it binds"),
+    "peers": PEERS,
+}
+
+ROLES = {
+    "peer": Role("peer", Peer, {
+        "election_min": Setting("election_min_ms", as_ms, "ELECTION_TIMEOUT_MIN (default 200ms)"),
+        "election_max": Setting("election_max_ms", as_ms, "ELECTION_TIMEOUT_MAX (default 300ms)"),
+        "rpc_timeout": Setting("rpc_timeout_ms", as_ms, "repeat an unanswered peer request after this (50ms)"),
+        "heartbeat": Setting("heartbeat_ms", as_ms, "leader's AppendEntries heartbeat (70ms)"),
+        "client_heartbeat": Setting("client_heartbeat_ms", as_ms, "empty StateBroadcast interval (500ms)"),
+        "max_entries": Setting("max_entries", as_positive_int, "entries per AppendEntries / RequestEntries (64)"),
+        "snapshot_every": Setting("snapshot_every", as_int, "compact the log after this many applied entries "
+                                                            "(0: never, the default)"),
+        "snapshot_keep": Setting("snapshot_keep", as_int, "applied entries kept in the log after compaction (0)"),
+        "chunk_size": Setting("chunk_size", as_positive_int, "snapshot chunk bytes (4096)"),
+        "update_ttl": Setting("update_ttl_ms", as_ms, "REQUEST_UPDATE_TTL (8h)"),
+        "entries_pipeline": Setting("entries_pipeline", as_positive_int, "REQUEST_ENTRIES_PIPELINES (5)"),
+        "broadcast": Setting("broadcast_enabled", as_bool, "run the BroadcastStateMachine's PUB (default true)"),
+        "state_machine": Setting("state_machine", one_of("kv", "none"), "kv (default) or none"),
+        "cluster": CLUSTER, **NODE_WIRING,
+    }, "a Raft peer: ROUTER for requests, one DEALER per other peer, PUB for StateBroadcast"),
+    "client": Role("client", Client, {
+        "response_ttl": Setting("response_ttl_ms", as_ms, "SERVER_RESPONSE_TTL (500ms)"),
+        "election_grace": Setting("election_grace_ms", as_ms, "SERVER_ELECTION_GRACE_MS (300ms)"),
+        "op_timeout": Setting("op_timeout_ms", as_ms, "give an operation up (status info) after this (10s)"),
+        "max_queue": Setting("max_queue", as_positive_int, "operations waiting their turn (1000)"),
+        "subscribe": Setting("subscribe", as_bool, "follow the leader's StateBroadcast (default false)"),
+        "cluster": CLUSTER, "peers": PEERS,
+    }, "a key-value client: every operation a RequestUpdate, results from the replayed log"),
+}
+
+KV_PARAMS = {
+    "keys": Setting("keys", as_positive_int, "keys k0..k(N-1) drawn uniformly (default 4)"),
+    "size": Setting("size", as_positive_int, "characters of a value (default 8)"),
+    "values": Setting("values", as_positive_int, "distinct values drawn uniformly (default 5, so cas often "
+                                                 "matches)"),
+}
+
+
+def _op(name: str, doc: str) -> Operation:
+    return Operation(name, ("client",), dict(KV_PARAMS), doc)
+
+
+OPERATIONS = {
+    "put": _op("put", "write a value"),
+    "get": _op("get", "read a key (through the log)"),
+    "cas": _op("cas", "compare-and-set: write a value if the key holds the expected one"),
+    "delete": _op("delete", "remove a key"),
+}
+
+
+def wire(nodes: dict[str, tuple[str, dict[str, Any]]], endpoint: Callable[[str, str], str]) -> None:
+    peers = [n for n, (role, _) in nodes.items() if role == "peer"]
+    if not peers:
+        raise ValueError("a Raft scenario needs at least one peer")
+    listing = [[n, endpoint(n, "router")] for n in peers]
+    # As text "ID=URL,ID=URL": what an implementation's command line gets as {peers}.
+    text = ",".join(f"{n}={url}" for n, url in listing)
+    clusters = {nodes[n][1].get("cluster", "") for n in peers}
+    if len(clusters) > 1:
+        raise ValueError(f"every peer of a cluster needs the same cluster ident, got {sorted(clusters)}")
+    cluster = clusters.pop()
+    for name, (role, cfg) in nodes.items():
+        cfg["peers"] = text
+        cfg.setdefault("cluster", cluster)
+        if role == "peer":
+            cfg["id"] = name
+            cfg["endpoint"] = endpoint(name, "router")
+            if cfg.pop("broadcast_enabled", True):
+                cfg["broadcast"] = endpoint(name, "pub")
+
+
+def command(op: str, node: str, params: dict[str, Any], k: int, rng: Any) -> dict[str, Any]:
+    keys, size, values = params.get("keys", 4), params.get("size", 8), params.get("values", 5)
+    req: dict[str, Any] = {"op": op, "key": f"k{rng.randrange(keys)}", "id": f"{node}-{op}-{k}"}
+    if op in ("put", "cas"):
+        req["value"] = f"{rng.randrange(values):0{size}d}"
+    if op == "cas":
+        req["expected"] = f"{rng.randrange(values):0{size}d}"
+    return req
+
+
 PACKAGE = ProtocolPackage(
     name="raft",
     tables=TABLES,
     catalogue=CATALOGUE,
+    roles=ROLES,
+    operations=OPERATIONS,
+    checks=CHECKS,
+    default_checks=DEFAULT_CHECKS,
+    mutants=MUTANTS,
+    wire=wire,
+    command=command,
     targets={"leader": "the running peer whose latest 'role' note says leader, in the highest term"},
     resolve_target=resolve_target,
 )

@@ -1,0 +1,102 @@
+"""What the PPPP checkers share: the agreed-upon times and their tolerances, reading a PPPP
+message out of a trace event, and numbers as sorted inclusive ranges.
+
+Times (E-PPPP-12): a checker is built with the run's ``first_idle_ms``, ``idle_ms``,
+``liveness`` and ``grace_ms`` and a ``tolerance_ms`` for latency and scheduling. Where the
+document allows a multiple "usually 3-5", an implementation may pick any of them: a reaction to
+silence is expected no later than 5 x the interval plus the tolerance, and behaviour is excused
+once 3 x the interval has passed (the earliest the other side may act).
+
+Subscribers are named by node on their own events and by ROUTER routing id on the
+publisher's; scenarios give every subscriber its node name as identity (`harness.packages.pppp`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.checkers.base import Checker, Event
+from harness.protocols.codec import Message
+from harness.protocols.pppp import cut_number
+
+PUBLISHER, SUBSCRIBER = "publisher", "subscriber"
+MIN_MULTIPLE, MAX_MULTIPLE = 3, 5
+NS_PER_MS = 1_000_000
+
+
+class PpppCheck(Checker):
+    """Base of the PPPP checkers: the agreed-upon times in ns."""
+
+    def __init__(self, first_idle_ms: int = 250, idle_ms: int = 1000, liveness: int = 3, grace_ms: int = 30_000,
+                 tolerance_ms: int = 25, **params: Any) -> None:
+        super().__init__(**params)
+        self.first_idle = int(first_idle_ms) * NS_PER_MS
+        self.idle = int(idle_ms) * NS_PER_MS
+        self.liveness = int(liveness)
+        self.grace = int(grace_ms) * NS_PER_MS
+        self.tol = int(tolerance_ms) * NS_PER_MS
+        self.may_drop = MIN_MULTIPLE * self.idle  # silence after which a peer may be considered gone
+        self.must_drop = MAX_MULTIPLE * self.idle + self.tol  # ... after which it must have been
+
+    def done(self, bad: list[tuple[str, list[Event], str]], ok: str) -> list:
+        """One verdict: ok, or the first problems with their evidence and the clause of the first."""
+        if not bad:
+            return [self.ok(ok)]
+        detail = f"{len(bad)} problem(s); first: " + "; ".join(p for p, _, _ in bad[:3])
+        evidence = [e.describe() for _, evs, _ in bad[:4] for e in evs[:4]]
+        return [self.fail(detail, evidence, clause=bad[0][2])]
+
+
+def message(ev: Event) -> Message | None:
+    """The PPPP message of a send or receive: after the routing id on the publisher's ROUTER."""
+    return ev.message(1 if ev.role == PUBLISHER else 0)
+
+
+def peer_of(ev: Event) -> bytes:
+    """The subscriber a publisher event is about: its routing id."""
+    return ev.frames[0] if ev.frames else b""
+
+
+def inside(seq: int, ranges: list[Any]) -> bool:
+    for first, last in ranges:
+        if first <= seq <= last:
+            return True
+    return False
+
+
+class Gaps:
+    """Numbers skipped so far (sorted, disjoint, inclusive ranges): what arrived above a gap
+    opens it, what arrives inside one fills it."""
+
+    __slots__ = ("highest", "ranges")
+
+    def __init__(self, first: int) -> None:
+        self.highest = first
+        self.ranges: list[list[int]] = []
+
+    def add(self, seq: int) -> None:
+        if seq > self.highest:
+            if seq > self.highest + 1:
+                self.ranges.append([self.highest + 1, seq - 1])
+            self.highest = seq
+            return
+        cut_number(self.ranges, seq)
+
+    def below(self, h: int) -> list[tuple[int, int]]:
+        """The skipped ranges up to h (cut at h)."""
+        return [(f, min(last, h)) for f, last in self.ranges if f <= h]
+
+
+def covered(need: list[tuple[int, int]], ranges: list[Any]) -> tuple[int, int] | None:
+    """The first part of ``need`` that no range of ``ranges`` holds, or None."""
+    spans = sorted((int(f), int(last)) for f, last in ranges)
+    for first, last in need:
+        at = first
+        for f, last2 in spans:
+            if f <= at <= last2:
+                at = last2 + 1
+                if at > last:
+                    break
+        if at <= last:
+            return at, last
+    return None

@@ -1,0 +1,13 @@
+"""Raft checkers: safety properties of the Raft paper and of the protocol's RPCs, judged from
+what the probes observe (docs/raft.md lists what each reads)."""
+
+from harness.checkers.raft.commits import CommitRule, CommittedDurable, LeaderCompleteness
+from harness.checkers.raft.elections import ElectionSafety, RaftChecker, TermUpdate, VoteOnce
+from harness.checkers.raft.liveness import LiveAfterHeal
+from harness.checkers.raft.logs import LeaderAppendOnly, LogMatching, StateMachineSafety
+from harness.checkers.raft.updates import UpdateOnce
+
+__all__ = [
+    "CommitRule", "CommittedDurable", "ElectionSafety", "LeaderAppendOnly", "LeaderCompleteness", "LiveAfterHeal",
+    "LogMatching", "RaftChecker", "StateMachineSafety", "TermUpdate", "UpdateOnce", "VoteOnce",
+]

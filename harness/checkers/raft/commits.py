@@ -1,0 +1,376 @@
+"""Raft commitment, judged from the wire: the commit rule, leader completeness, and committed
+entries never lost.
+
+What is committed is learned from the wire, never from a peer's private state:
+
+* a leader's AppendEntries with commit index c commits the entries up to c that it has sent
+  during its term (the commit rule below judges whether c was justified);
+* an InstallSnapshot covers committed entries up to its last included index;
+* RequestEntries responses (status 1 and 2) and StateBroadcasts carry committed entries;
+* a RequestUpdate response "true" with an index says the update's entry (its reqid) is
+  committed there.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.checkers.base import NOTE, RECV, SEND, Event, Verdict
+from harness.checkers.raft.elections import RaftChecker
+from harness.checkers.raft.logs import Ref, _skip
+from harness.checkers.raft.wire import Listener, Tracker, entries_of, entry_id, show
+from harness.protocols.codec import Message
+
+
+class Leadership:
+    """One peer leading one term, as its AppendEntries show it."""
+
+    __slots__ = ("node", "term", "claims", "matches", "vote", "vote_at", "first_ref")
+
+    def __init__(self, node: str, term: int, ref: Ref) -> None:
+        self.node = node
+        self.term = term
+        self.claims: dict[int, tuple[int, int | None, bytes | None]] = {}  # index -> (term, crc, reqid)
+        self.matches: dict[str, int] = {}  # follower connection -> highest index it acknowledged
+        self.vote: Message | None = None  # its RequestVote of this term: last log index and term
+        self.vote_at: int | None = None  # when it sent it (its candidacy)
+        self.first_ref = ref
+
+    def claim_append(self, ev: Event, msg: Message) -> None:
+        prev = msg["prev_log_index"]
+        if prev > 0 and prev not in self.claims:
+            self.claims[prev] = (msg["prev_log_term"], None, None)
+        first, raws = entries_of(ev, msg)
+        for k, raw in enumerate(raws):
+            t, crc = entry_id(raw)
+            self.claims[first + k] = (t, crc, raw[:12])
+
+
+class KnowledgeBase(Listener):
+    """What the wire says about leaderships and commitment, kept once per run for every checker
+    that needs it (`uses`): each leadership (its AppendEntries, its RequestVote, its followers'
+    acknowledgements) and each committed index (a `Fact`, as first learned). Checkers subscribe
+    to what happens: ``appended(ev, msg, lead)``, ``snapshot_sent(ev, msg, lead)``,
+    ``acknowledged(lead)`` (a follower acknowledged entries), ``claimed(i, term, crc, reqid, ref,
+    lead)`` (something is shown at index i: an AppendEntries entry of ``lead``, or with ``lead``
+    None a committed entry), ``learned(i, term, crc, reqid, commit_term, ref)`` (i is committed)
+    and ``acked(ev, request, msg)`` (a RequestUpdate answered with its index)."""
+
+    HOOKS = ("appended", "snapshot_sent", "acknowledged", "claimed", "learned", "acked")
+
+    def __init__(self) -> None:
+        self.leaderships: dict[tuple[str, int], Leadership] = {}
+        self.votes: dict[tuple[str, int], tuple[Message, int]] = {}  # (candidate, term) -> its RequestVote, when
+        self.committed: dict[int, Fact] = {}
+        self.learned_upto: dict[tuple[str, int], int] = {}  # leadership -> highest commit index learned from it
+        self.hooks: dict[str, list[Any]] = {h: [] for h in self.HOOKS}
+
+    @staticmethod
+    def uses(tracker: Tracker) -> "KnowledgeBase":
+        """The run's knowledge base on this tracker (made and fed on first use)."""
+        kb = tracker.shared.get("knowledge")
+        if kb is None:
+            kb = tracker.shared["knowledge"] = KnowledgeBase()
+            tracker.add(kb)
+        return kb
+
+    def subscribe(self, checker: Any) -> None:
+        for h in self.HOOKS:
+            fn = getattr(checker, "on_" + h, None)
+            if fn is not None:
+                self.hooks[h].append(fn)
+
+    def leadership(self, ev: Event, msg: Message) -> Leadership:
+        key = (ev.node, msg["term"])
+        lead = self.leaderships.get(key)
+        if lead is None:
+            lead = self.leaderships[key] = Leadership(ev.node, msg["term"], (ev, msg))
+            vote = self.votes.get(key)
+            if vote is not None:
+                lead.vote, lead.vote_at = vote
+        return lead
+
+    # ---- the wire --------------------------------------------------------------------------
+    def request_sent(self, ev: Event, msg: Message) -> None:
+        name = msg.name
+        if name == "RequestVote":
+            self.votes.setdefault((ev.node, msg["term"]), (msg, ev.time_ns))
+        elif name == "AppendEntries":
+            lead = self.leadership(ev, msg)
+            lead.claim_append(ev, msg)
+            for fn in self.hooks["appended"]:
+                fn(ev, msg, lead)
+            self.append_claims(ev, msg, lead)
+        elif name == "InstallSnapshot":
+            lead = self.leadership(ev, msg)
+            for fn in self.hooks["snapshot_sent"]:
+                fn(ev, msg, lead)
+
+    def append_claims(self, ev: Event, msg: Message, lead: Leadership) -> None:
+        first, raws = entries_of(ev, msg)
+        ref = (ev, msg)
+        claimed = self.hooks["claimed"]
+        for k, raw in enumerate(raws):  # what it sends now, judged against earlier commits
+            t, crc = entry_id(raw)
+            for fn in claimed:
+                fn(first + k, t, crc, raw[:12], ref, lead)
+        c = msg["commit_index"]
+        key = (lead.node, lead.term)
+        done = self.learned_upto.get(key, 0)
+        if c > done:
+            for i in range(done + 1, c + 1):
+                claim = lead.claims.get(i)
+                if claim is not None and claim[1] is not None:
+                    self.learn(i, claim[0], claim[1], claim[2], lead.term, ref)
+            self.learned_upto[key] = c
+
+    def response_received(self, ev: Event, request: Message, msg: Message) -> None:
+        name = request.name
+        if name in ("AppendEntries", "InstallSnapshot"):
+            self.peer_answer(ev, request, msg)
+        else:
+            self.client_response(ev, request, msg)
+
+    def response_sent(self, ev: Event, request: Message, msg: Message) -> None:
+        self.client_response(ev, request, msg)
+
+    def peer_answer(self, ev: Event, request: Message, msg: Message) -> None:
+        lead = self.leaderships.get((ev.node, request["term"]))
+        if lead is None or msg["term"] != request["term"]:
+            return
+        if request.name == "AppendEntries":
+            if not msg["success"]:
+                return
+            acked = request["prev_log_index"] + len(request["entries"])
+        else:
+            nxt = msg.get("next_offset")
+            done = nxt >= request["snapshot_size"] if nxt is not None else \
+                request["snapshot_offset"] + len(request["chunk"]) >= request["snapshot_size"]
+            if not done:
+                return
+            acked = request["last_included_index"]
+        lead.matches[ev.socket] = max(lead.matches.get(ev.socket, 0), acked)
+        for fn in self.hooks["acknowledged"]:
+            fn(lead)
+
+    def client_response(self, ev: Event, request: Message, msg: Message) -> None:
+        if msg.name == "RequestEntriesResponse":
+            self.entries(ev, msg, None)
+        elif msg.name == "RequestUpdateResponse" and msg["success"] and msg.get("log_index") is not None:
+            for fn in self.hooks["acked"]:
+                fn(ev, request, msg)
+            self.learn(msg["log_index"], None, None, msg["reqid"], None, (ev, msg))
+
+    def broadcast(self, ev: Event, msg: Message) -> None:
+        self.entries(ev, msg, msg["term"])
+
+    def entries(self, ev: Event, msg: Message, term: int | None) -> None:
+        first, raws = entries_of(ev, msg, _skip(ev))
+        for k, raw in enumerate(raws):
+            t, crc = entry_id(raw)
+            self.learn(first + k, t, crc, raw[:12], term, (ev, msg))
+
+    def learn(self, i: int, t: int | None, crc: int | None, reqid: bytes | None, term: int | None,
+              ref: Ref) -> None:
+        old = self.committed.get(i)
+        if old is None:
+            self.committed[i] = Fact(t, crc, reqid, ref[0].time_ns, term, ref)
+        elif old.term is None and t is not None:  # an index known by reqid only gets its content
+            old.term, old.crc, old.reqid = t, crc, old.reqid or reqid
+        for fn in self.hooks["learned"]:
+            fn(i, t, crc, reqid, term, ref)
+        for fn in self.hooks["claimed"]:
+            fn(i, t, crc, reqid, ref, None)
+
+
+class KnowledgeChecker(RaftChecker):
+    """A checker that reads the run's `KnowledgeBase` (shared with the checkers it joins)."""
+
+    def __init__(self, peers: int = 0, **params: Any) -> None:
+        super().__init__(**params)
+        self.peers = peers
+        self.kb = KnowledgeBase.uses(self.tracker)
+        self.kb.subscribe(self)
+
+    def join(self, owner: RaftChecker) -> None:
+        super().join(owner)
+        self.kb = KnowledgeBase.uses(owner.tracker)
+        self.kb.subscribe(self)
+
+
+class CommitRule(KnowledgeChecker):
+    """A leader advances its commit index only over an entry of its own term stored on a
+    majority (Raft 5.3, 5.4.2). Reads each leader's AppendEntries (what it claims at each index,
+    the commit index it sends) and the responses it receives, each paired with its request by
+    message id (a success acknowledges prev_log_index + the entries sent). A commit index is
+    justified when it is at most one justified before (by any leader), or when the leader's
+    entry at some N >= it has the leader's term and the leader and its acknowledging followers
+    holding N are a majority (whenever that came to be: a leader may commit and step down
+    before it announces the index, and announce it in a later term). An InstallSnapshot's last
+    included index counts as a commit index (a snapshot holds committed entries only)."""
+
+    name = "commit-rule"
+    clause = "raft.algorithm.commit-majority"
+
+    def __init__(self, peers: int = 0, **params: Any) -> None:
+        super().__init__(peers, **params)
+        self.justified = 0  # highest commit index justified so far, by any leader
+        self.judged: dict[tuple[str, int], int] = {}  # leadership -> highest commit index it sent
+        self.problems: dict[str, list[tuple[str, list[dict[str, Any]]]]] = {}
+        self.checked = 0
+
+    def majority_index(self, lead: Leadership) -> int | None:
+        """The highest index the leader and its acknowledging followers hold on a majority."""
+        majority = self.peers // 2 + 1
+        if majority < 2:
+            return None
+        acked = sorted(lead.matches.values(), reverse=True)
+        return acked[majority - 2] if len(acked) >= majority - 1 else None
+
+    def on_acknowledged(self, lead: Leadership) -> None:
+        """An entry of the leader's term on a majority is committed, announced or not (a leader
+        may step down before it says so; its commit index lives on in its next leadership)."""
+        n = self.majority_index(lead)
+        if n is not None and n > self.justified and lead.claims.get(n, (None,))[0] == lead.term:
+            self.justified = n
+
+    def judge(self, ev: Event, msg: Message, lead: Leadership, c: int) -> None:
+        key = (lead.node, lead.term)
+        before = self.judged.get(key, 0)
+        if c <= before:
+            return
+        self.checked += 1
+        self.judged[key] = c
+        if c <= self.justified:
+            return
+        majority = self.peers // 2 + 1
+        n = self.majority_index(lead)
+        term_n = lead.claims.get(n, (None,))[0] if n is not None else None
+        justified = n is not None and n >= c and term_n == lead.term
+        self.justified = max(self.justified, c)  # judged once; later leaders build on it
+        if justified or sum(len(p) for p in self.problems.values()) >= 50:
+            return
+        ref = show(ev, msg, acknowledged=dict(lead.matches), majority=majority)
+        if n is not None and n >= c:
+            self.problems.setdefault("raft.algorithm.commit-current-term", []).append((
+                f"{lead.node}, leader of term {lead.term}, committed {c} by counting replicas of entry {n} "
+                f"of the earlier term {term_n}", [ref]))
+        else:
+            self.problems.setdefault("raft.algorithm.commit-majority", []).append((
+                f"{lead.node}, leader of term {lead.term}, sent commit index {c}, held by no majority "
+                f"(acknowledged: {sorted(lead.matches.values(), reverse=True)}, majority {majority})", [ref]))
+
+    def on_appended(self, ev: Event, msg: Message, lead: Leadership) -> None:
+        self.judge(ev, msg, lead, msg["commit_index"])
+
+    def on_snapshot_sent(self, ev: Event, msg: Message, lead: Leadership) -> None:
+        self.judge(ev, msg, lead, msg["last_included_index"])
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        if not self.problems:
+            return [self.ok(f"{self.checked} commit index advance(s), each over a majority of the leader's term")]
+        out = []
+        for clause, problems in self.problems.items():
+            out += self.verdict(problems, "", clause)
+        return out
+
+
+class Fact:
+    """A committed index: its entry (term and CRC-32, or only the reqid when an acknowledgement
+    is all that shows it), when the wire first showed it committed, and a term by which it was
+    committed (the announcing leader's or broadcaster's term; None when unknown)."""
+
+    __slots__ = ("term", "crc", "reqid", "at", "commit_term", "ref")
+
+    def __init__(self, term: int | None, crc: int | None, reqid: bytes | None, at: int, commit_term: int | None,
+                 ref: Ref) -> None:
+        self.term, self.crc, self.reqid, self.at, self.commit_term, self.ref = term, crc, reqid, at, commit_term, ref
+
+    def binds(self, lead: Leadership) -> bool:
+        """Whether a leadership must hold this entry: its term is later than the commit's, or its
+        candidacy started after the commit was shown (then its term is later too, though the
+        wire does not say by how much: a majority had stored the entry by then)."""
+        if self.commit_term is not None and lead.term > self.commit_term:
+            return True
+        return lead.vote_at is not None and lead.vote_at > self.at
+
+    def differs(self, t: int | None, crc: int | None, reqid: bytes | None) -> bool:
+        """Whether an entry so described is not this one (parts unknown on either side are
+        not compared)."""
+        if t is not None and self.term is not None and t != self.term:
+            return True
+        if crc is not None and self.crc is not None and crc != self.crc:
+            return True
+        return reqid is not None and self.reqid is not None and reqid != self.reqid
+
+
+class LeaderCompleteness(KnowledgeChecker):
+    """Leader Completeness: an entry committed in a term is in the log of every leader of a
+    later term. Committed entries (see the module) are compared with the RequestVote each later
+    leader sent for its term (its last log index must reach the entry, its last log term be at
+    least the entry's) and with what the leader's AppendEntries say is at that index. A leader
+    is "later" when its term exceeds the one the commit was shown in, or its candidacy started
+    after the commit was shown."""
+
+    name = "leader-completeness"
+    clause = "raft.safety.leader-completeness"
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        problems: list[tuple[str, list[dict[str, Any]]]] = []
+        facts = sorted(self.kb.committed.items())
+        for lead in self.kb.leaderships.values():
+            vote = lead.vote
+            for i, f in facts:
+                if len(problems) >= 50 or not f.binds(lead):
+                    continue
+                if vote is not None and (vote["last_log_index"] < i or (f.term is not None
+                                                                         and vote["last_log_term"] < f.term)):
+                    problems.append((f"{lead.node} became leader of term {lead.term} with last log entry "
+                                     f"{vote['last_log_index']} (term {vote['last_log_term']}), without committed "
+                                     f"entry {i} (term {f.term})", [show(*f.ref), show(*lead.first_ref)]))
+                    break
+                claim = lead.claims.get(i)
+                if claim is not None and f.differs(*claim):
+                    problems.append((f"{lead.node}, leader of term {lead.term}, has term {claim[0]} at index {i} "
+                                     f"where an entry of term {f.term} was committed", [show(*f.ref),
+                                                                                         show(*lead.first_ref)]))
+        return self.verdict(problems, f"{len(facts)} committed index(es) in the logs of every later leader "
+                                      f"({len(self.kb.leaderships)} leadership(s))")
+
+
+class CommittedDurable(KnowledgeChecker):
+    """Committed entries are never lost, also across crashes: once the wire shows an entry
+    committed (see the module), nothing shown later at its index differs from it: not an entry
+    in the AppendEntries of a leader bound to hold it (see `Fact.binds`), a RequestEntries or
+    StateBroadcast entry, a RequestUpdate acknowledged there for another reqid, nor an entry a
+    peer notes as applied."""
+
+    name = "committed-durable"
+    clause = "raft.algorithm.persist-before-reply"
+    kinds = frozenset({SEND, RECV, NOTE})
+
+    def __init__(self, peers: int = 0, **params: Any) -> None:
+        super().__init__(peers, **params)
+        self.problems: list[tuple[str, list[dict[str, Any]]]] = []
+
+    def on_claimed(self, i: int, t: int | None, crc: int | None, reqid: bytes | None, ref: Ref,
+                   lead: Leadership | None) -> None:
+        f = self.kb.committed.get(i)
+        if f is None or f.at >= ref[0].time_ns or len(self.problems) >= 50:
+            return
+        if lead is not None and not f.binds(lead):
+            return  # a deposed leader that does not know yet
+        if f.differs(t, crc, reqid):
+            self.problems.append((f"index {i}, committed by {f.at / 1e6:.1f} ms, holds another entry at "
+                                  f"{ref[0].time_ns / 1e6:.1f} ms on {ref[0].node}", [show(*f.ref), show(*ref)]))
+
+    def on_other(self, ev: Event) -> None:
+        if ev.kind != NOTE or ev.msg_type != "apply" or not ev.data:
+            return
+        first = ev.data.get("first")
+        if isinstance(first, int):
+            for k, (t, crc) in enumerate(zip(ev.data.get("terms") or [], ev.data.get("crcs") or [])):
+                self.on_claimed(first + k, t, crc, None, (ev, None), None)
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        return self.verdict(self.problems, f"{len(self.kb.committed)} committed index(es), none replaced later")

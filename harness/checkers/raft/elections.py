@@ -1,0 +1,178 @@
+"""Raft elections and terms, judged from the wire: election safety, one vote per term, and
+the adoption of higher terms."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.checkers.base import NOTE, RECV, SEND, Checker, Event, Verdict
+from harness.checkers.raft.wire import PEER_RPCS, Listener, Tracker, show
+from harness.protocols.codec import Message
+
+
+class RaftChecker(Checker, Listener):
+    """A checker fed by a `Tracker` (SEND and RECV events) and, if it asks (``kinds``), by
+    other events (``on_other``).
+
+    Checkers of one run may share a tracker: ``join(owner)`` hands this checker's events to
+    ``owner``, which classifies each SEND and RECV once and calls only the checkers that want
+    it; the joined checker then asks the observer for nothing itself."""
+
+    kinds = frozenset({SEND, RECV})
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self.tracker = Tracker()
+        self.tracker.add(self)
+        self.members: list[RaftChecker] = [self]
+
+    def join(self, owner: "RaftChecker") -> None:
+        owner.tracker.add(self)
+        owner.members.append(self)
+        owner.kinds = owner.kinds | type(self).kinds
+        self.kinds = frozenset()
+
+    def on_event(self, ev: Event) -> None:
+        kind = ev.kind
+        if kind == SEND or kind == RECV:
+            self.tracker.feed(ev)
+            return
+        for m in self.members:
+            if kind in type(m).kinds:
+                m.on_other(ev)
+
+    def on_other(self, ev: Event) -> None:
+        pass
+
+    def verdict(self, problems: list[tuple[str, list[dict[str, Any]]]], ok: str,
+                clause: str | None = None) -> list[Verdict]:
+        if not problems:
+            return [self.ok(ok)]
+        detail = f"{len(problems)} violation(s): " + "; ".join(p for p, _ in problems[:3])
+        return [self.fail(detail, [e for _, evs in problems[:5] for e in evs], clause)]
+
+
+class ElectionSafety(RaftChecker):
+    """At most one leader per term (Raft's Election Safety). Reads every AppendEntries and
+    InstallSnapshot a peer sends (only a leader sends them; frame 4 names it, frame 5 its term)
+    and the peers' ``role`` notes saying ``leader``. Two different peers leading one term fail."""
+
+    name = "election-safety"
+    clause = "raft.safety.election-safety"
+    kinds = frozenset({SEND, RECV, NOTE})
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self.leaders: dict[int, tuple[str, tuple[Event, Message | None]]] = {}  # term -> (node, evidence)
+        self.problems: list[tuple[str, list[dict[str, Any]]]] = []
+
+    def claim(self, term: int, node: str, ev: Event, msg: Message | None) -> None:
+        first = self.leaders.setdefault(term, (node, (ev, msg)))
+        if first[0] != node and len(self.problems) < 50:
+            self.problems.append((f"term {term} has two leaders, {first[0]} and {node}",
+                                  [show(*first[1]), show(ev, msg)]))
+
+    def request_sent(self, ev: Event, msg: Message) -> None:
+        if msg.name in ("AppendEntries", "InstallSnapshot"):
+            self.claim(msg["term"], ev.node, ev, msg)
+
+    def on_other(self, ev: Event) -> None:
+        if ev.kind == NOTE and ev.msg_type == "role" and ev.data and ev.data.get("role") == "leader":
+            term = ev.data.get("term")
+            if isinstance(term, int):
+                self.claim(term, ev.node, ev, None)
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        return self.verdict(self.problems, f"{len(self.leaders)} term(s) with a leader, one leader each")
+
+
+class VoteOnce(RaftChecker):
+    """A peer grants at most one candidate its vote in a term, across its restarts (Raft 5.2;
+    the vote must be durable). Reads the RequestVote requests a peer receives (frame 4: the
+    candidate) and its responses (frame 2: its term, frame 3: granted), and the RequestVotes a
+    peer sends: a candidate has voted for itself in its term."""
+
+    name = "vote-once"
+    clause = "raft.algorithm.vote-once"
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self.votes: dict[tuple[str, int], tuple[str, tuple[Event, Message]]] = {}  # (voter, term) -> candidate
+        self.problems: list[tuple[str, list[dict[str, Any]]]] = []
+        self.granted = 0
+        self.reported: set[tuple[str, int, str]] = set()
+
+    def vote(self, ev: Event, msg: Message, term: int, cand: str) -> None:
+        self.granted += 1
+        first = self.votes.get((ev.node, term))
+        if first is None:
+            self.votes[(ev.node, term)] = (cand, (ev, msg))
+        elif first[0] != cand and (ev.node, term, cand) not in self.reported and len(self.problems) < 50:
+            self.reported.add((ev.node, term, cand))
+            self.problems.append((f"{ev.node} voted for {first[0]} and for {cand} in term {term}",
+                                  [show(*first[1]), show(ev, msg, candidate=cand)]))
+
+    def response_sent(self, ev: Event, request: Message, msg: Message) -> None:
+        if request.name == "RequestVote" and msg["vote_granted"]:
+            self.vote(ev, msg, msg["term"], request["peer_id"])
+
+    def request_sent(self, ev: Event, msg: Message) -> None:
+        if msg.name == "RequestVote":  # a candidate's own vote (retries count again)
+            self.vote(ev, msg, msg["term"], msg["peer_id"])
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        return self.verdict(self.problems, f"{self.granted} vote(s) granted, never two candidates in one term")
+
+
+class TermUpdate(RaftChecker):
+    """A peer that has taken in a higher term adopts it (Raft: a request or response with term
+    T > currentTerm sets currentTerm = T). A peer that answers a request has read it, so its
+    answer carries at least the request's term, and every peer request and response it sends
+    afterwards too. Reads the term frame of the RequestVote, AppendEntries and InstallSnapshot
+    requests a peer answers and of every peer request and response it sends. Responses a peer
+    receives are not counted: it may drop one unread (a superseded request's, E-RAFT-04), and
+    not taking in a message is as safe as the network losing it. ``grace`` (default 0) allows
+    an implementation that handles its input asynchronously that long to catch up."""
+
+    name = "term-update"
+    clause = "raft.algorithm.higher-term"
+
+    def __init__(self, grace_ms: int = 0, **params: Any) -> None:
+        super().__init__(**params)
+        self.grace_ns = grace_ms * 1_000_000
+        self.seen: dict[str, list[tuple[int, int, tuple[Event, Message]]]] = {}  # node -> rising (term, at, evidence)
+        self.problems: list[tuple[str, list[dict[str, Any]]]] = []
+        self.checked = 0
+
+    def problem(self, text: str, evidence: list[dict[str, Any]]) -> None:
+        if len(self.problems) < 50:
+            self.problems.append((text, evidence))
+
+    def sent(self, ev: Event, msg: Message) -> None:
+        self.checked += 1
+        hist = self.seen.get(ev.node)
+        if not hist or msg["term"] >= hist[-1][0]:
+            return
+        for term, at, (e, m) in reversed(hist):  # the highest term it had taken in, in time
+            if at + self.grace_ns <= ev.time_ns and term > msg["term"]:
+                self.problem(f"{ev.node} sent {msg.name} with term {msg['term']} after taking in term {term}",
+                             [show(e, m), show(ev, msg)])
+                return
+
+    def request_sent(self, ev: Event, msg: Message) -> None:
+        if msg.name in PEER_RPCS:
+            self.sent(ev, msg)
+
+    def response_sent(self, ev: Event, request: Message, msg: Message) -> None:
+        if request.name not in PEER_RPCS:
+            return
+        self.sent(ev, msg)
+        if msg["term"] < request["term"]:
+            self.problem(f"{ev.node} answered a {request.name} of term {request['term']} with term {msg['term']}",
+                         [show(ev, msg, request_term=request["term"])])
+        hist = self.seen.setdefault(ev.node, [])
+        if not hist or request["term"] > hist[-1][0]:
+            hist.append((request["term"], ev.time_ns, (ev, msg)))
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        return self.verdict(self.problems, f"{self.checked} peer message(s) sent, none behind a term taken in")

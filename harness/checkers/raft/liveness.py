@@ -1,0 +1,77 @@
+"""Raft liveness after faults: a working leader and completed requests within a bound."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.checkers.base import COMMAND, DELIVER, RECV, SEND, Event, Verdict
+from harness.checkers.raft.elections import RaftChecker
+from harness.checkers.raft.wire import show
+from harness.protocols.codec import Message
+
+
+class LiveAfterHeal(RaftChecker):
+    """Once the last fault has healed (``heal_ns``: the end of the last partition, pause or slow
+    link, the last restart, the last clock change; 0 without faults), within ``within`` (default
+    5 s): some leader's AppendEntries is acknowledged by a follower, or a client operation
+    completes (either shows a working leader; the second also when the peers are not probed), and
+    every client operation invoked after the heal completes with status ``ok`` within ``within``
+    of its invocation. Reads AppendEntries and their responses at the leaders, the clients'
+    commands and their ``op`` deliveries. Operations invoked too close to the end of the run to
+    be judged are skipped. Message rules (loss, reordering) are not faults that heal: liveness
+    must hold under them."""
+
+    name = "live-after-heal"
+    clause = "raft.algorithm.availability"
+    kinds = frozenset({SEND, RECV, COMMAND, DELIVER})
+
+    def __init__(self, heal_ns: int = 0, within_ms: int = 5000, **params: Any) -> None:
+        super().__init__(**params)
+        self.heal_ns = heal_ns
+        self.within_ns = within_ms * 1_000_000
+        self.leader_at: int | None = None  # first acknowledged AppendEntries after the heal
+        self.leader_ref: dict[str, Any] | None = None
+        self.invoked: dict[tuple[str, Any], Event] = {}
+        self.done: dict[tuple[str, Any], Event] = {}
+
+    def response_received(self, ev: Event, request: Message, msg: Message) -> None:
+        if self.leader_at is None and request.name == "AppendEntries" and ev.time_ns >= self.heal_ns \
+                and msg["success"] and msg["term"] == request["term"]:
+            self.leader_at = ev.time_ns
+            self.leader_ref = show(ev, msg)
+
+    def on_other(self, ev: Event) -> None:
+        data = ev.data or {}
+        if ev.kind == COMMAND and ev.time_ns >= self.heal_ns and "id" in data:
+            self.invoked.setdefault((ev.node, data["id"]), ev)
+        elif ev.kind == DELIVER and ev.msg_type == "op":
+            self.done.setdefault((ev.node, data.get("id")), ev)
+            if self.leader_at is None and ev.time_ns >= self.heal_ns and data.get("status") == "ok":
+                self.leader_at = ev.time_ns  # a committed update: some leader works (peers unseen)
+                self.leader_ref = show(ev)
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        deadline = self.heal_ns + self.within_ns
+        if deadline > end_ns:
+            return [self.ok(f"not judged: the run ends {((deadline - end_ns) / 1e9):.1f} s before the bound after "
+                            f"the last heal at {self.heal_ns / 1e9:.1f} s")]
+        problems: list[tuple[str, list[dict[str, Any]]]] = []
+        if self.leader_at is None or self.leader_at > deadline:
+            problems.append((f"no follower acknowledged a leader within {self.within_ns / 1e9:g} s of the last heal "
+                             f"at {self.heal_ns / 1e9:.3f} s", [self.leader_ref] if self.leader_ref else []))
+        judged = 0
+        for key, inv in self.invoked.items():
+            due = inv.time_ns + self.within_ns
+            if due > end_ns:
+                continue
+            judged += 1
+            done = self.done.get(key)
+            if done is None or done.time_ns > due or (done.data or {}).get("status") != "ok":
+                how = "not completed" if done is None else \
+                    f"{(done.data or {}).get('status')} after {(done.time_ns - inv.time_ns) / 1e9:.3f} s"
+                if len(problems) < 50:
+                    problems.append((f"operation {key[1]} of {key[0]} invoked at {inv.time_ns / 1e9:.3f} s: {how}",
+                                     [show(inv)] + ([show(done)] if done is not None else [])))
+        return self.verdict(problems, f"leader within {((self.leader_at or 0) - self.heal_ns) / 1e9:.3f} s of the "
+                                      f"last heal; {judged} later operation(s) completed within "
+                                      f"{self.within_ns / 1e9:g} s")

@@ -1,0 +1,189 @@
+"""Raft logs, judged from the entries that cross the wire: log matching, leader append-only,
+state machine safety.
+
+An entry is identified by its index and its content: (term, CRC-32 of the entry frame).
+Entries with their indexes appear in AppendEntries (prev_log_index + 1 onwards, after the
+prev_log_term), RequestEntries responses of status 1 and 2 (ending at frame 4's index) and
+StateBroadcast (ending at its LAST APPLIED INDEX). Evidence is kept as (event, message) and
+rendered only for a violation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.checkers.base import NOTE, RECV, SEND, Event, Verdict
+from harness.checkers.raft.elections import RaftChecker
+from harness.checkers.raft.wire import entries_of, entry_id, show
+from harness.protocols.codec import Message
+
+Ref = tuple[Event, Message | None]
+
+
+def _skip(ev: Event) -> int:
+    return 1 if ev.kind == SEND and ev.socket == "router" else 0
+
+
+class LogMatching(RaftChecker):
+    """Log Matching: two logs holding an entry with the same index and term are identical up to
+    that index. Checked on every run of consecutive entries seen on the wire (AppendEntries sent
+    by peers, RequestEntries responses and StateBroadcasts sent or received): one (index, term)
+    always has the same content and the same predecessor term, and terms never decrease along a
+    log (nor exceed the term of the leader sending them)."""
+
+    name = "log-matching"
+    clause = "raft.safety.log-matching"
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self.content: dict[tuple[int, int], tuple[int, Ref]] = {}
+        self.pred: dict[tuple[int, int], tuple[int, Ref]] = {}
+        self.problems: list[tuple[str, list[dict[str, Any]]]] = []
+
+    def problem(self, text: str, *refs: Ref) -> None:
+        if len(self.problems) < 50:
+            self.problems.append((text, [show(e, m) for e, m in refs]))
+
+    def run(self, ev: Event, msg: Message, prev_term: int | None, ceiling: int | None = None) -> None:
+        first, raws = entries_of(ev, msg, _skip(ev))
+        if not raws:
+            return
+        ref = (ev, msg)
+        content, pred = self.content, self.pred
+        before = prev_term
+        for k, raw in enumerate(raws):
+            i = first + k
+            t, crc = entry_id(raw)
+            seen = content.get((i, t))
+            if seen is None:
+                content[(i, t)] = (crc, ref)
+            elif seen[0] != crc:
+                self.problem(f"two different entries at index {i} in term {t}", seen[1], ref)
+            if before is not None:
+                if t < before:
+                    self.problem(f"entry {i} has term {t} after an entry of term {before}", ref)
+                p = pred.get((i, t))
+                if p is None:
+                    pred[(i, t)] = (before, ref)
+                elif p[0] != before:
+                    self.problem(f"entry {i} (term {t}) follows an entry of term {p[0]} in one log and of "
+                                 f"term {before} in another", p[1], ref)
+            if ceiling is not None and t > ceiling:
+                self.problem(f"a leader of term {ceiling} sent entry {i} of the later term {t}", ref)
+            before = t
+
+    def request_sent(self, ev: Event, msg: Message) -> None:
+        if msg.name == "AppendEntries":
+            self.run(ev, msg, msg["prev_log_term"] if msg["prev_log_index"] > 0 else None, msg["term"])
+
+    def response_sent(self, ev: Event, request: Message, msg: Message) -> None:
+        if msg.name == "RequestEntriesResponse":
+            self.run(ev, msg, None)
+
+    def response_received(self, ev: Event, request: Message, msg: Message) -> None:
+        if msg.name == "RequestEntriesResponse":
+            self.run(ev, msg, None)
+
+    def broadcast(self, ev: Event, msg: Message) -> None:
+        self.run(ev, msg, None)
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        return self.verdict(self.problems, f"{len(self.content)} (index, term) pair(s) seen, each with one content "
+                                           "and one predecessor")
+
+
+class LeaderAppendOnly(RaftChecker):
+    """Leader Append-Only: during its term a leader never overwrites or deletes an entry of its
+    log. Reads each leader's AppendEntries: within one (leader, term), what it says about an
+    index (the entry it sends there, or prev_log_term for prev_log_index) never changes."""
+
+    name = "leader-append-only"
+    clause = "raft.safety.leader-append-only"
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self.claims: dict[tuple[str, int], dict[int, tuple[int, int | None, Ref]]] = {}
+        self.problems: list[tuple[str, list[dict[str, Any]]]] = []
+        self.sent = 0
+
+    def claim(self, book: dict[int, tuple[int, int | None, Ref]], i: int, t: int, crc: int | None, ref: Ref,
+              node: str, term: int) -> None:
+        old = book.get(i)
+        if old is None or (old[1] is None and crc is not None and old[0] == t):
+            book[i] = (t, crc, ref)
+            return
+        if old[0] != t or (crc is not None and old[1] is not None and old[1] != crc):
+            if len(self.problems) < 50:
+                self.problems.append((f"leader {node} of term {term} changed its entry {i} (term {old[0]} -> {t})",
+                                      [show(*old[2]), show(*ref)]))
+            book[i] = (t, crc, ref)
+
+    def request_sent(self, ev: Event, msg: Message) -> None:
+        if msg.name != "AppendEntries":
+            return
+        self.sent += 1
+        term = msg["term"]
+        book = self.claims.setdefault((ev.node, term), {})
+        ref = (ev, msg)
+        prev = msg["prev_log_index"]
+        if prev > 0:
+            self.claim(book, prev, msg["prev_log_term"], None, ref, ev.node, term)
+        first, raws = entries_of(ev, msg)
+        for k, raw in enumerate(raws):
+            t, crc = entry_id(raw)
+            self.claim(book, first + k, t, crc, ref, ev.node, term)
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        return self.verdict(self.problems, f"{self.sent} AppendEntries from {len(self.claims)} leadership(s), "
+                                           "none changing an entry")
+
+
+class StateMachineSafety(RaftChecker):
+    """State Machine Safety: no two peers apply different entries at one index. Reads the peers'
+    ``apply`` notes (index, term and CRC-32 of each applied entry) and the entries the wire shows
+    as committed (RequestEntries responses, StateBroadcasts)."""
+
+    name = "state-machine-safety"
+    clause = "raft.safety.state-machine-safety"
+    kinds = frozenset({SEND, RECV, NOTE})
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self.applied: dict[int, tuple[int, int, Ref]] = {}
+        self.problems: list[tuple[str, list[dict[str, Any]]]] = []
+
+    def one(self, i: int, t: int, crc: int, ref: Ref) -> None:
+        seen = self.applied.get(i)
+        if seen is None:
+            self.applied[i] = (t, crc, ref)
+        elif (seen[0], seen[1]) != (t, crc) and len(self.problems) < 50:
+            self.problems.append((f"index {i} holds an entry of term {seen[0]} on {seen[2][0].node} and one of "
+                                  f"term {t} on {ref[0].node}", [show(*seen[2]), show(*ref)]))
+
+    def on_other(self, ev: Event) -> None:
+        if ev.kind != NOTE or ev.msg_type != "apply" or not ev.data:
+            return
+        first, terms, crcs = ev.data.get("first"), ev.data.get("terms") or [], ev.data.get("crcs") or []
+        if isinstance(first, int):
+            for k, (t, crc) in enumerate(zip(terms, crcs)):
+                self.one(first + k, t, crc, (ev, None))
+
+    def committed(self, ev: Event, msg: Message) -> None:
+        first, raws = entries_of(ev, msg, _skip(ev))
+        for k, raw in enumerate(raws):
+            t, crc = entry_id(raw)
+            self.one(first + k, t, crc, (ev, msg))
+
+    def response_sent(self, ev: Event, request: Message, msg: Message) -> None:
+        if msg.name == "RequestEntriesResponse":
+            self.committed(ev, msg)
+
+    def response_received(self, ev: Event, request: Message, msg: Message) -> None:
+        if msg.name == "RequestEntriesResponse":
+            self.committed(ev, msg)
+
+    def broadcast(self, ev: Event, msg: Message) -> None:
+        self.committed(ev, msg)
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        return self.verdict(self.problems, f"{len(self.applied)} index(es) applied, one entry each")

@@ -1,0 +1,169 @@
+"""Reading Raft traffic from the probes' events: decoding, and pairing responses with requests.
+
+Raft responses carry no type byte: a response is recognised by the request it answers. A
+`Tracker` follows one run's SEND and RECV events and calls its listener with decoded
+messages, each response together with its request:
+
+* on a ``router`` socket (a peer's ROUTER; frame 0 is the routing id): ``request_received`` and
+  ``response_sent``, paired by (node, routing id, first frame);
+* on any other socket that sends requests (a peer's DEALERs ``peer:<id>``, a client's
+  ``dealer``): ``request_sent`` and ``response_received``, paired by (node, socket, first frame);
+* ``pub`` SENDs and ``sub`` RECVs: ``broadcast`` (StateBroadcast).
+
+The first frame is the peer RPC message id or the client RPC's reqid/request id, so retries
+and pipelined responses pair with their request. Decoded messages are cached on the event,
+which every checker of the run shares, so each message is decoded once.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+from harness.checkers.base import RECV, SEND, Event
+from harness.protocols import DecodeError
+from harness.protocols.codec import Message
+
+ROUTER, PUB, SUB = "router", "pub", "sub"
+PEER_RPCS = frozenset({"RequestVote", "AppendEntries", "InstallSnapshot"})
+AE_HEADER = 8  # frames of an AppendEntries before its entries
+RE_HEADER = 4  # frames of a status 1/2 RequestEntries response before its entries
+SB_HEADER = 3  # frames of a StateBroadcast before its entries
+
+
+def decode(ev: Event, skip: int = 0, as_: str | None = None, channel: str | None = None) -> Message | None:
+    """The event's frames (after ``skip``) decoded, or None; cached on the event."""
+    cache = ev.__dict__.setdefault("_raft", {})
+    key = (skip, as_, channel)
+    if key not in cache:
+        msg = None
+        if ev.frames is not None and ev.codec is not None and len(ev.frames) > skip:
+            try:
+                msg = ev.codec.decode(ev.frames[skip:], as_=as_, channel=channel)
+            except DecodeError:
+                msg = None
+        cache[key] = msg
+    return cache[key]
+
+
+def entry_term(raw: bytes) -> int:
+    return int.from_bytes(raw[13:20], "little")
+
+
+def entry_id(raw: bytes) -> tuple[int, int]:
+    """What identifies an entry's content: (term, CRC-32 of its frame)."""
+    return entry_term(raw), zlib.crc32(raw)
+
+
+def entries_of(ev: Event, msg: Message, skip: int = 0) -> tuple[int, list[bytes]]:
+    """(index of the first entry, entry frames) of an AppendEntries, a status 1/2
+    RequestEntries response or a StateBroadcast; (0, []) for other messages."""
+    frames = ev.frames or []
+    name = msg.name
+    if name == "AppendEntries":
+        return msg["prev_log_index"] + 1, frames[skip + AE_HEADER:]
+    if name == "RequestEntriesResponse" and msg["status"] in (1, 2):
+        raws = frames[skip + RE_HEADER:]
+        return msg["last_index"] - len(raws) + 1, raws
+    if name == "StateBroadcast":
+        raws = frames[skip + SB_HEADER:]
+        return msg["last_applied"] - len(raws) + 1, raws
+    return 0, []
+
+
+class Listener:
+    """What a `Tracker` calls; checkers override what they need."""
+
+    def request_sent(self, ev: Event, msg: Message) -> None: ...
+
+    def request_received(self, ev: Event, msg: Message) -> None: ...
+
+    def response_sent(self, ev: Event, request: Message, msg: Message) -> None: ...
+
+    def response_received(self, ev: Event, request: Message, msg: Message) -> None: ...
+
+    def broadcast(self, ev: Event, msg: Message) -> None: ...
+
+
+LISTENER_METHODS = ("request_sent", "request_received", "response_sent", "response_received", "broadcast")
+
+
+class Tracker:
+    """Pairs responses with requests and calls every listener that overrides the callback.
+    One tracker may serve several checkers (`RaftChecker.join`): each event is then
+    classified once, and only the checkers that want what it is are called."""
+
+    def __init__(self) -> None:
+        self.subscribers: dict[str, list[Any]] = {m: [] for m in LISTENER_METHODS}
+        self.received: dict[tuple[str, bytes, bytes], Message] = {}  # requests on a ROUTER
+        self.sent: dict[tuple[str, str, bytes], Message] = {}  # requests from a DEALER
+        self.shared: dict[str, Any] = {}  # state several listeners read (a knowledge base)
+
+    def add(self, listener: Listener) -> None:
+        for m in LISTENER_METHODS:
+            if getattr(type(listener), m) is not getattr(Listener, m):
+                self.subscribers[m].append(getattr(listener, m))
+
+    def feed(self, ev: Event) -> None:
+        what = self.classify(ev)
+        if what:
+            for fn in self.subscribers[what[0]]:
+                fn(ev, *what[1:])
+
+    def classify(self, ev: Event) -> tuple[Any, ...]:
+        """(listener callback, its arguments after the event), or () for nothing."""
+        frames = ev.frames
+        if not frames:
+            return ()
+        sock = ev.socket
+        if ev.kind == RECV:
+            if sock == ROUTER:
+                msg = decode(ev, 1, channel="request")
+                if msg is not None and len(frames) > 1:
+                    self.received[(ev.node, frames[0], frames[1])] = msg
+                    return ("request_received", msg)
+            elif sock == SUB:
+                msg = decode(ev, channel="broadcast")
+                if msg is not None:
+                    return ("broadcast", msg)
+            else:
+                req = self.sent.get((ev.node, sock, frames[0]))
+                if req is not None:
+                    msg = decode(ev, as_=req.name + "Response")
+                    if msg is not None:
+                        return ("response_received", req, msg)
+        elif ev.kind == SEND:
+            if sock == ROUTER:
+                req = self.received.get((ev.node, frames[0], frames[1])) if len(frames) > 1 else None
+                if req is not None:
+                    msg = decode(ev, 1, as_=req.name + "Response")
+                    if msg is not None:
+                        return ("response_sent", req, msg)
+            elif sock == PUB:
+                msg = decode(ev, channel="broadcast")
+                if msg is not None:
+                    return ("broadcast", msg)
+            else:
+                msg = decode(ev, channel="request")
+                if msg is not None:
+                    self.sent[(ev.node, sock, frames[0])] = msg
+                    return ("request_sent", msg)
+        return ()
+
+
+def show(ev: Event, msg: Message | None = None, **extra: Any) -> dict[str, Any]:
+    """Evidence of one event: when, who, which socket, the message decoded (entries as their
+    count, index and term), and extra facts the checker derived from it."""
+    out: dict[str, Any] = {"time_ms": round(ev.time_ns / 1e6, 3), "node": ev.node, "kind": ev.kind}
+    if ev.socket:
+        out["socket"] = ev.socket
+    if msg is not None and ev.codec is not None:
+        out["message"] = msg.name
+        fields = {k: v for k, v in msg.fields.items() if k != "entries" and k != "chunk"}
+        out["fields"] = ev.codec.show(type(msg)(msg.name, fields))
+        if "entries" in msg.fields:
+            out["entries"] = [{"term": e.term, "reqid": e.reqid.hex(), "size": len(e.data)} for e in msg["entries"][:8]]
+    elif ev.data:
+        out["data"] = {k: v for k, v in ev.data.items() if not isinstance(v, (list, dict)) or len(str(v)) < 200}
+    out.update(extra)
+    return out

@@ -1,0 +1,80 @@
+"""The Raft package's checks: each a checker of `harness.checkers.raft` with its parameters
+taken from the scenario (the number of peers, when the last fault heals)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from fault_injection import nemesis
+from harness.checkers import raft as checkers
+from harness.packages.base import Check, Setting, as_ms
+
+PEER_COUNTED = (checkers.CommitRule, checkers.LeaderCompleteness, checkers.CommittedDurable, checkers.UpdateOnce)
+
+
+def peer_count(scenario: Any) -> int:
+    return sum(len(g.nodes) for g in scenario.groups.values() if g.role == "peer")
+
+
+def last_heal_ns(scenario: Any) -> int:
+    """When the last fault of the scenario is over: the end of its last partition, pause or slow
+    link, its last restart (or crash without one), its last clock change. Message rules apply
+    all the time and are not counted."""
+    heal = 0
+    for f in scenario.faults:
+        end = getattr(f, "end", None)
+        if end is None:  # a node that stays down, a clock that stays skewed: over once it happened;
+            # a partition, pause or slow link that never ends: never over
+            end = f.start if isinstance(f, (nemesis.Crash, nemesis.ClockSkew)) else 1 << 62
+        heal = max(heal, end)
+    return heal
+
+
+def _share(scenario: Any, checker: Any) -> Any:
+    """The Raft checkers of one run share one tracker (each event classified once): the first
+    built for a run owns it, the others join. `harness.composition.build_checkers` builds a
+    run's checkers one after the other, once per check of the scenario; a group holding as many
+    checkers as the scenario has checks belongs to the previous run."""
+    group = scenario.__dict__.get("_raft_checkers")
+    if group is None or len(group) >= len(scenario.checks):
+        group = scenario.__dict__["_raft_checkers"] = []
+    owner = next((c for c in group if isinstance(c, checkers.RaftChecker)), None)
+    if owner is not None and isinstance(checker, checkers.RaftChecker):
+        checker.join(owner)
+    group.append(checker)
+    return checker
+
+
+def _factory(cls: type) -> Callable[..., Any]:
+    def make(scenario: Any, **params: Any) -> Any:
+        if cls in PEER_COUNTED:
+            params["peers"] = peer_count(scenario)
+        elif cls is checkers.LiveAfterHeal:
+            params["heal_ns"] = last_heal_ns(scenario)
+        return _share(scenario, cls(**params))
+
+    return make
+
+
+def _check(name: str, cls: type, params: dict[str, Setting] | None = None) -> Check:
+    return Check(name, _factory(cls), params or {}, doc=cls.__doc__ or "", clause=cls.clause, checker=cls)
+
+
+CHECKS = {
+    "election-safety": _check("election-safety", checkers.ElectionSafety),
+    "vote-once": _check("vote-once", checkers.VoteOnce),
+    "term-update": _check("term-update", checkers.TermUpdate, {
+        "grace": Setting("grace_ms", as_ms, "how long a peer may take to adopt a higher term (default 0ms)")}),
+    "log-matching": _check("log-matching", checkers.LogMatching),
+    "leader-append-only": _check("leader-append-only", checkers.LeaderAppendOnly),
+    "leader-completeness": _check("leader-completeness", checkers.LeaderCompleteness),
+    "state-machine-safety": _check("state-machine-safety", checkers.StateMachineSafety),
+    "committed-durable": _check("committed-durable", checkers.CommittedDurable),
+    "commit-rule": _check("commit-rule", checkers.CommitRule),
+    "update-once": _check("update-once", checkers.UpdateOnce),
+    "live-after-heal": _check("live-after-heal", checkers.LiveAfterHeal, {
+        "within": Setting("within_ms", as_ms, "the bound after the last heal (default 5s)"),
+        "value": Setting("within_ms", as_ms, "the bound, written as 'live-after-heal: 5s'")}),
+}
+
+DEFAULT_CHECKS = tuple(CHECKS)

@@ -1,0 +1,211 @@
+"""Deliberately broken Raft peers: each breaks one rule and is otherwise the reference peer.
+
+The checkers are tested against these (tests/checkers/test_raft_checkers.py): a checker that
+passes its mutant has a hole. Each class overrides the least it can; its docstring names the
+clause it breaks and how the break shows.
+
+``MUTANTS`` maps a mutant's name to ``(role, factory, clause id)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from harness.node import Action, DurableStore, NodeContext
+from reference_nodes.raft.log import RaftLog, entry_term
+from reference_nodes.raft.peer import Link, Outstanding, Peer
+
+
+class VoteTwicePeer(Peer):
+    """Breaks ``raft.algorithm.vote-once``: grants every candidate whose log is up to date, even
+    when it already voted for another in the term. Two candidates of one term can both win."""
+
+    def grant_vote(self, candidate: str, last_index: int, last_term: int) -> bool:
+        return self.log_up_to_date(last_index, last_term)
+
+
+class SkipUpToDatePeer(Peer):
+    """Breaks ``raft.algorithm.vote-up-to-date``: votes without comparing logs, so a candidate
+    that missed committed entries can win (and Leader Completeness fails)."""
+
+    def log_up_to_date(self, last_index: int, last_term: int) -> bool:
+        return True
+
+
+class ForgetVotePeer(Peer):
+    """Breaks ``raft.algorithm.persist-before-reply`` for the vote: keeps it in memory only, so a
+    restarted peer may vote again in a term it already voted in."""
+
+    def load_state(self) -> None:
+        super().load_state()
+        self.voted_for = None
+
+    def persist_term(self) -> None:
+        self.store.put("term", self.term)
+
+
+class VolatileLogPeer(Peer):
+    """Breaks ``raft.algorithm.persist-before-reply`` for the log: acknowledges entries it keeps
+    in memory only; after a crash they are gone, and committed entries can be lost."""
+
+    def make_log(self) -> RaftLog:
+        return RaftLog(DurableStore())
+
+
+class CommitNoMajorityPeer(Peer):
+    """Breaks ``raft.algorithm.commit-majority``: as leader, commits every entry of its term as
+    soon as it has appended it, without waiting for a majority."""
+
+    def advance_commit(self, now: int) -> list[Action]:
+        n = self.log.last_index
+        if n > self.commit_index and self.log.term_at(n) == self.term:
+            return self.set_commit(n, now)
+        return []
+
+    def on_update(self, ident: bytes, msg: Any, now: int) -> list[Action]:
+        return super().on_update(ident, msg, now) + self.advance_commit(now)
+
+
+class CommitOldTermPeer(Peer):
+    """Breaks ``raft.algorithm.commit-current-term`` (Raft 5.4.2, the paper's Figure 8): counts
+    replicas of entries of earlier terms to commit them. (To let that happen it also appends no
+    checkpoint entry when elected, which on its own would be allowed.)"""
+
+    def append_entries_local(self, raws: list[bytes]) -> int:
+        if len(raws) == 1 and raws[0][12] == 2 and self.state == "leader" and self.log.last_term < self.term:
+            return self.log.last_index  # the election checkpoint: skipped
+        return super().append_entries_local(raws)
+
+    def become_leader(self, now: int) -> list[Action]:
+        out = super().become_leader(now)
+        for link in self.links.values():
+            link.next_index = self.log.last_index + 1
+        return out
+
+    def advance_commit(self, now: int) -> list[Action]:
+        matches = sorted([self.log.last_index] + [link.match_index for link in self.links.values()], reverse=True)
+        n = matches[self.majority - 1]
+        if n > self.commit_index:
+            return self.set_commit(n, now)
+        return []
+
+
+class KeepConflictsPeer(Peer):
+    """Breaks ``raft.algorithm.truncate-conflicts``: keeps an existing entry where the leader
+    sends a different one (only appends beyond its log), so it applies entries the cluster
+    replaced and its state machine diverges (State Machine Safety fails)."""
+
+    def append_from_leader(self, prev: int, raws: list[bytes]) -> None:
+        log = self.log
+        for k in range(len(raws)):
+            if prev + 1 + k > log.last_index:
+                self.append_entries_local(raws[k:])
+                return
+
+
+class WrongPrevTermPeer(Peer):
+    """Breaks ``raft.safety.log-matching``: an off-by-one in its AppendEntries, whose
+    prev_log_term is the term of the first entry sent rather than the term at prev_log_index
+    (heartbeats and the start of the log are right). Followers accept entries after a
+    mismatched predecessor, and its own AppendEntries contradict each other about which term
+    precedes an entry."""
+
+    def replicate(self, link: Link, now: int) -> list[Action]:
+        log = self.log
+        if link.next_index <= log.snapshot_index:
+            return super().replicate(link, now)
+        prev = link.next_index - 1
+        last = min(log.last_index, prev + self.max_entries)
+        raws = log.slice(prev + 1, last) if last > prev else []
+        wrong = entry_term(raws[0]) if raws and prev > 0 else log.term_at(prev)
+        fields = {"cluster": self.cluster, "peer_id": self.id, "term": self.term, "prev_log_index": prev,
+                  "prev_log_term": wrong, "commit_index": self.commit_index, "entries": ()}
+        return [self.request(link, "AppendEntries", fields, now, raws, prev=prev, count=len(raws))]
+
+
+class IgnoreHigherTermPeer(Peer):
+    """Breaks ``raft.algorithm.higher-term``: as leader, a higher term in a request or response
+    does not make it a follower of that term; it answers the new leader's AppendEntries and a
+    candidate's RequestVote with its old term."""
+
+    def observe_term(self, term: int, now: int) -> list[Action]:
+        if self.state == "leader":
+            return []
+        return super().observe_term(term, now)
+
+
+class ReapplyReqidPeer(Peer):
+    """Breaks ``raft.update.idempotent``: does not look a RequestUpdate's reqid up in its log, so
+    a retried update is appended (and applied) a second time."""
+
+    def find_update(self, reqid: bytes) -> int | None:
+        return None
+
+
+class NoDebouncePeer(Peer):
+    """Breaks ``raft.rpc.response-id``: takes any response on a connection for the answer to its
+    outstanding request, whatever its message id. A late answer to an earlier AppendEntries then
+    counts as an acknowledgement of later entries, and the leader commits what no majority holds."""
+
+    def answers(self, out: Outstanding, msg_id: int) -> bool:
+        return True
+
+
+class TruncatingLeaderPeer(Peer):
+    """Breaks ``raft.safety.leader-append-only``: as leader, when a follower reports a conflict
+    (a shorter log), it deletes its own entries from the follower's conflict index on, as a
+    follower would."""
+
+    def on_append_response(self, link: Link, out: Outstanding, msg: Any, now: int) -> list[Action]:
+        hint = msg.get("conflict_index")
+        if not msg["success"] and hint is not None and self.log.snapshot_index < hint <= self.log.last_index:
+            self.truncate_log(hint)
+        return super().on_append_response(link, out, msg, now)
+
+    def replicate(self, link: Link, now: int) -> list[Action]:
+        last = self.log.last_index  # acknowledgements of entries it has since deleted point past its log
+        link.next_index = min(link.next_index, last + 1)
+        link.match_index = min(link.match_index, last)
+        return super().replicate(link, now)
+
+
+class ApplyUncommittedPeer(Peer):
+    """Breaks ``raft.safety.state-machine-safety``: applies entries as soon as its log holds them,
+    committed or not; entries the cluster later replaces end up in its state machine."""
+
+    def apply_limit(self) -> int:
+        return self.log.last_index
+
+    def on_update(self, ident: bytes, msg: Any, now: int) -> list[Action]:
+        return super().on_update(ident, msg, now) + self.apply_committed(now)
+
+    def on_append_request(self, msg: Any, raws: list[bytes], now: int) -> tuple[list[Action], dict[str, Any]]:
+        out, fields = super().on_append_request(msg, raws, now)
+        return out + self.apply_committed(now), fields
+
+
+class FixedTimeoutPeer(Peer):
+    """Breaks ``raft.algorithm.random-election-timeout``: every election timeout is exactly
+    ``election_min_ms``. Peers that start together time out together, split the vote, and do
+    it again, forever."""
+
+    def reset_election_timer(self, now: int) -> None:
+        self.election_deadline = now + self.election_min
+
+
+MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
+    "vote-twice": ("peer", VoteTwicePeer, "raft.algorithm.vote-once"),
+    "skip-up-to-date": ("peer", SkipUpToDatePeer, "raft.algorithm.vote-up-to-date"),
+    "forget-vote": ("peer", ForgetVotePeer, "raft.algorithm.persist-before-reply"),
+    "volatile-log": ("peer", VolatileLogPeer, "raft.algorithm.persist-before-reply"),
+    "commit-no-majority": ("peer", CommitNoMajorityPeer, "raft.algorithm.commit-majority"),
+    "commit-old-term": ("peer", CommitOldTermPeer, "raft.algorithm.commit-current-term"),
+    "keep-conflicts": ("peer", KeepConflictsPeer, "raft.algorithm.truncate-conflicts"),
+    "wrong-prev-term": ("peer", WrongPrevTermPeer, "raft.safety.log-matching"),
+    "ignore-higher-term": ("peer", IgnoreHigherTermPeer, "raft.algorithm.higher-term"),
+    "reapply-reqid": ("peer", ReapplyReqidPeer, "raft.update.idempotent"),
+    "no-debounce": ("peer", NoDebouncePeer, "raft.rpc.response-id"),
+    "truncating-leader": ("peer", TruncatingLeaderPeer, "raft.safety.leader-append-only"),
+    "apply-uncommitted": ("peer", ApplyUncommittedPeer, "raft.safety.state-machine-safety"),
+    "fixed-timeout": ("peer", FixedTimeoutPeer, "raft.algorithm.random-election-timeout"),
+}

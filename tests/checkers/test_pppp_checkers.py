@@ -1,0 +1,205 @@
+"""Every PPPP checker catches a deliberately broken node, passes the reference nodes, and raises
+no false alarm for conformant implementations that behave differently from the reference.
+
+Each case runs a real simulated scenario with nodes replaced by a mutant from
+reference_nodes/pppp/mutants.py (or a node defined here) and asserts that the checker of the
+broken rule fails, on the mutant's clause and with evidence, while every check holds for the
+reference nodes in the same scenario."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from harness.composition import RunResult, run_sim
+from harness.node import Action
+from harness.scenario import parse_scenario
+from reference_nodes.pppp import mutants as M
+from reference_nodes.pppp.subscriber import Subscriber
+from tests.reference_nodes.pppp_variants import (
+    FullDumpPublisher, ImmediateAckSubscriber, InOrderSubscriber, LazyResendPublisher, Multiple5Publisher,
+    Multiple5Subscriber,
+)
+
+# Two bursts of messages. subs.0 gets 5% of its PUBLISHes twice and loses 30% of its ACK/NACKs
+# (so the publisher resends on silence what it already has); subs.1 loses 15% of its PUBLISHes
+# and 10% of its ACK/NACKs: NACKs, resends on silence and duplicates all happen.
+LOSSY = """protocol: pppp
+name: checker-test
+duration: 4s
+settle: 1500ms
+nodes:
+  publisher: {role: publisher, config: {idle: 200ms, first_idle: 50ms, liveness: 3}}
+  subs: {role: subscriber, count: 2, config: {channels: [news, weather]}}
+workload:
+  - {nodes: publisher, op: publish, rate: 40/s, from: 300ms, until: 1200ms, channel: [news, weather], size: 16}
+  - {nodes: publisher, op: publish, rate: 40/s, from: 1800ms, until: 2500ms, channel: [news, weather], size: 16}
+faults:
+  - rule: {message: PUBLISH, to: subs.0, duplicate: 5%}
+  - rule: {message: PUBLISH, drop: 15%}
+  - rule: {message: ACK, from: subs.0, drop: 30%}
+  - rule: {message: ACK, drop: 10%}
+"""
+# subs.1 dies for good at 1.5 s.
+SUB_DIES = LOSSY.replace("faults:", "faults:\n  - {at: 1500ms, crash: subs.1}")
+# The publisher is down from 1.5 s to 2.5 s: the subscribers must SUBSCRIBE again.
+PUB_RESTART = LOSSY.replace("faults:", "faults:\n  - {at: 1500ms, crash: publisher, restart_after: 1s}")
+# Sparse messages, heavy loss, a slow resend on silence (5 x 50 ms) next to a 100 ms idle time:
+# a lost tail is recovered through the implicit NACK long before the next resend on silence.
+IMPLICIT = f"""protocol: pppp
+name: checker-test-implicit
+duration: 6s
+settle: 2s
+nodes:
+  publisher: {{role: publisher, config: {{idle: 100ms, first_idle: 50ms, liveness: 5}}}}
+  subs: {{role: subscriber, count: 2, config: {{channels: [news]}}}}
+workload:
+  - {{nodes: publisher, op: publish, rate: 6/s, from: 500ms, until: 4s, channel: news, size: 16}}
+faults:
+  - rule: {{message: PUBLISH, drop: 40%}}
+"""
+# subs.0 cut off from the publisher from 700 ms to 1.7 s, while messages flow.
+PARTITION = LOSSY.replace("faults:", "faults:\n  - {from: 700ms, until: 1700ms, partition: [[subs.0], [publisher]]}")
+
+SCENARIOS = {"lossy": LOSSY, "sub-dies": SUB_DIES, "pub-restart": PUB_RESTART, "implicit": IMPLICIT,
+             "partition": PARTITION}
+
+
+def run(text: str, seed: int = 1, **factories: Any) -> RunResult:
+    return run_sim(parse_scenario(text, "test.yaml"), seed, factories={k.replace("__", "."): v
+                                                                       for k, v in factories.items()})
+
+
+def verdict(result: RunResult, check: str):
+    return next(v for v in result.verdicts if v.check == check)
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_the_reference_nodes_pass_every_check(name: str) -> None:
+    for seed in (1, 2):
+        r = run(SCENARIOS[name], seed)
+        assert r.ok, (name, seed, [(v.check, v.detail) for v in r.failed])
+
+
+class LateSubscriber(Subscriber):
+    """Talks (HEARTBEAT) for half a second before its SUBSCRIBE: breaks subscribe-first itself,
+    and gives a publisher the chance to break it too."""
+
+    def __init__(self, ctx: Any) -> None:
+        super().__init__(ctx)
+        self.subscribed_at: int | None = None
+
+    def start(self, now: int) -> list[Action]:
+        self.last_heard = now
+        self.subscribed_at = now + 500_000_000
+        out: list[Action] = []
+        self.send_heartbeat(now, out)
+        return out
+
+    def handle_timer(self, now: int) -> list[Action]:
+        out: list[Action] = []
+        if self.subscribed_at is not None and now >= self.subscribed_at:
+            self.subscribed_at = None
+            self.subscribe_all(now, out)
+        return out + super().handle_timer(now)
+
+    def get_timer(self) -> int | None:
+        t = super().get_timer()
+        return t if self.subscribed_at is None or (t is not None and t < self.subscribed_at) else self.subscribed_at
+
+
+# (check, scenario, {node: factory}, the clause the failure must name, words of the detail)
+CAUGHT = [
+    ("exactly-once", "lossy", {"subs__0": M.NoDedupSubscriber}, "pppp.subscriber.exactly-once", "twice"),
+    ("exactly-once", "lossy", {"publisher": M.NoResendOnSilencePublisher}, "pppp.subscriber.exactly-once",
+     "never delivered"),
+    ("preserve-until-acked", "lossy", {"publisher": M.ReleasesOnFirstAckPublisher},
+     "pppp.publisher.preserve-until-acked", "had not acknowledged it"),
+    ("resend-nacked", "lossy", {"publisher": M.IgnoresNacksPublisher}, "pppp.publisher.resend-nacked", "not resent"),
+    ("resend-nacked", "lossy", {"publisher": M.RenumbersResendsPublisher}, "pppp.publisher.resend-nacked",
+     "not resent"),
+    ("resend-nacked", "implicit", {"publisher": M.IgnoresImplicitNackPublisher}, "pppp.publisher.implicit-nack",
+     "implicitly NACKed"),
+    ("sequence-numbers", "lossy", {"publisher": M.NumbersFromZeroPublisher}, "pppp.publisher.sequence-consecutive",
+     "#0"),
+    ("subscribe-first", "lossy", {"subs__0": M.HeartbeatFirstSubscriber}, "pppp.conversation.subscribe-first",
+     "subs.0 sent HEARTBEAT before SUBSCRIBE"),
+    ("subscribe-first", "lossy", {"publisher": M.TalksFirstPublisher, "subs__1": LateSubscriber},
+     "pppp.conversation.subscribe-first", "the publisher sent HEARTBEAT to b'subs.1', which had not subscribed"),
+    ("subscriber-heartbeats", "lossy", {"subs__0": M.NoHeartbeatSubscriber}, "pppp.heartbeat.first-idle",
+     "sent nothing"),
+    ("subscriber-heartbeats", "lossy", {"subs__0": M.SlowFirstHeartbeatSubscriber}, "pppp.heartbeat.first-idle",
+     "sent nothing"),
+    ("subscriber-heartbeats", "lossy", {"subs__0": M.SlowHeartbeatSubscriber}, "pppp.heartbeat.interval",
+     "after a HEARTBEAT"),
+    ("publisher-heartbeats", "lossy", {"publisher": M.NoHeartbeatPublisher}, "pppp.heartbeat.first-idle",
+     "sent nothing"),
+    ("publisher-heartbeats", "lossy", {"publisher": M.SlowFirstHeartbeatPublisher}, "pppp.heartbeat.first-idle",
+     "sent nothing"),
+    ("publisher-heartbeats", "lossy", {"publisher": M.SlowHeartbeatPublisher}, "pppp.heartbeat.interval",
+     "after a HEARTBEAT"),
+    ("resubscribe", "pub-restart", {"subs__0": M.NoResubscribeSubscriber}, "pppp.subscriber.resubscribe",
+     "had not SUBSCRIBEd b'news', b'weather' again"),
+    ("resubscribe", "pub-restart", {"subs__0": M.ResubscribesOneSubscriber}, "pppp.subscriber.resubscribe",
+     "had not SUBSCRIBEd b'weather' again"),
+    ("stop-to-disconnected", "sub-dies", {"publisher": M.NeverStopsPublisher}, "pppp.publisher.stop-to-disconnected",
+     "b'subs.1'"),
+    ("ack-timing", "lossy", {"subs__0": M.LateAckSubscriber}, "pppp.subscriber.ack-within-first-idle",
+     "ms after receiving it"),
+    ("ack-timing", "lossy", {"subs__0": M.IgnoresDuplicatesSubscriber}, "pppp.subscriber.ack-duplicates",
+     "duplicate"),
+    ("ack-highest", "lossy", {"subs__1": M.NoNackSubscriber}, "pppp.subscriber.ack-highest", "without NACKing"),
+]
+
+
+@pytest.mark.parametrize("check,scenario,factories,clause,words", CAUGHT,
+                         ids=[f"{c[0]}-{next(iter(c[2].values())).__name__}" for c in CAUGHT])
+def test_the_checker_catches_the_mutant(check: str, scenario: str, factories: dict[str, Any], clause: str,
+                                        words: str) -> None:
+    bad = [verdict(run(SCENARIOS[scenario], seed, **factories), check) for seed in (1, 2, 3)]
+    failed = [v for v in bad if not v.ok]
+    assert failed, f"{check} passed {factories} on {scenario} for seeds 1-3"
+    v = failed[0]
+    assert v.clause == clause, (v.clause, v.detail)
+    assert words in v.detail, v.detail
+    assert v.evidence or check in ("exactly-once", "resubscribe"), v.detail
+
+
+def test_every_checker_has_a_mutant_it_catches() -> None:
+    from harness.checkers.pppp import ALL
+
+    assert {c.name for c in ALL} == {c[0] for c in CAUGHT}
+
+
+# ---- no false alarms: conformant behaviour other than the reference's -----------------------
+
+
+VARIANTS = [
+    ("lossy", {"subs__0": ImmediateAckSubscriber, "subs__1": InOrderSubscriber}),
+    ("partition", {"subs__0": InOrderSubscriber}),
+    ("lossy", {"publisher": Multiple5Publisher, "subs__0": Multiple5Subscriber}),
+    ("pub-restart", {"publisher": Multiple5Publisher, "subs__0": Multiple5Subscriber}),
+    ("sub-dies", {"publisher": Multiple5Publisher}),
+    ("lossy", {"publisher": LazyResendPublisher}),
+    ("partition", {"publisher": FullDumpPublisher}),
+]
+
+
+@pytest.mark.parametrize("scenario,factories", VARIANTS,
+                         ids=[f"{s}-{'-'.join(f.__name__ for f in fs.values())}" for s, fs in VARIANTS])
+def test_conformant_variants_raise_no_alarm(scenario: str, factories: dict[str, Any]) -> None:
+    text = SCENARIOS[scenario]
+    if FullDumpPublisher in factories.values():
+        text += "check: [exactly-once: {sync: full-dump}, preserve-until-acked, resend-nacked, sequence-numbers, " \
+                "subscribe-first, subscriber-heartbeats, publisher-heartbeats, resubscribe, stop-to-disconnected, " \
+                "ack-timing, ack-highest]\n"
+    for seed in (1, 2, 3):
+        r = run(text, seed, **factories)
+        assert r.ok, (seed, [(v.check, v.detail) for v in r.failed])
+
+
+def test_the_full_dump_variant_is_what_the_sync_parameter_is_for() -> None:
+    # Without sync: full-dump, exactly-once expects the backlog a full-dump publisher does not keep.
+    bad = [run(PARTITION, seed, publisher=FullDumpPublisher) for seed in (1, 2, 3)]
+    assert any(not verdict(r, "exactly-once").ok for r in bad)

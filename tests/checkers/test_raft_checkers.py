@@ -1,0 +1,197 @@
+"""Every Raft checker catches a deliberately broken peer (reference_nodes/raft/mutants.py) and
+passes the reference peers on the same scenario.
+
+Each case names a mutant, a small scenario built to provoke its bug, and the check that must
+fail; the mutant replaces every peer (or the named ones) and must fail that check within the
+given seeds. The reference peers pass every check of every scenario here."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.composition import RunResult, run_sim
+from harness.protocols import catalogue
+from harness.registry import package
+from harness.scenario import parse_scenario
+from reference_nodes.raft.mutants import MUTANTS
+
+ALL_CHECKS = ("[election-safety, vote-once, term-update, log-matching, leader-append-only, leader-completeness, "
+              "state-machine-safety, committed-durable, commit-rule, update-once]")
+
+SCENARIOS = {
+    # Five peers with identical election timeouts, all restarted at once: everyone stands at the
+    # same instant and the vote splits; peer 4 crashes right after voting for itself.
+    "votes": """
+protocol: raft
+name: raft-test-votes
+duration: 2s
+nodes:
+  peers: {role: peer, count: 5, config: {election_min: 200ms, election_max: 200ms}}
+faults:
+  - {at: 1s, crash: peers, restart_after: 10ms}
+  - {at: 1210100us, crash: peers.4, restart_after: 1ms}
+check: CHECKS
+""",
+    # Narrow election windows and power cuts: candidates stand together and ask the same voters.
+    "elections": """
+protocol: raft
+name: raft-test-elections
+duration: 3s
+nodes:
+  peers: {role: peer, count: 5, config: {election_min: 200ms, election_max: 204ms}}
+  clients: {role: client, count: 2, config: {op_timeout: 2s}}
+workload:
+  - {nodes: clients, op: put, rate: 10/s, from: 300ms, until: 2500ms}
+faults:
+  - {at: 1s, crash: peers, restart_after: 10ms}
+  - {at: 2s, crash: peers, restart_after: 10ms}
+check: CHECKS
+""",
+    # Peer 0 is cut off while the others commit; its term runs ahead, its log falls behind.
+    "stale": """
+protocol: raft
+name: raft-test-stale
+duration: 4s
+nodes:
+  peers: {role: peer, count: 3}
+  clients: {role: client, count: 2, config: {op_timeout: 2s}}
+workload:
+  - {nodes: clients, op: put, rate: 20/s, from: 300ms, until: 3500ms}
+faults:
+  - {from: 1s, until: 2500ms, partition: [[peers.0], [peers.1, peers.2, clients]]}
+check: CHECKS
+""",
+    # The first leader (it has the shortest timeout) is cut off with most clients: it accepts
+    # updates it cannot commit, and is deposed.
+    "deposed": """
+protocol: raft
+name: raft-test-deposed
+duration: 4s
+nodes:
+  first: {role: peer, config: {election_min: 100ms, election_max: 110ms, heartbeat: 50ms}}
+  peers: {role: peer, count: 2}
+  clients: {role: client, count: 4, config: {op_timeout: 2s}}
+workload:
+  - {nodes: clients, op: put, rate: 20/s, from: 300ms, until: 3500ms}
+faults:
+  - {from: 1s, until: 2500ms, partition: [[first, clients.0, clients.1, clients.2], [peers, clients.3]]}
+check: CHECKS
+""",
+    # A follower is down across a change of leader, and comes back behind it; before the
+    # leader crashes, its links to peers 2 and 3 are slow, so its latest entries are held by a
+    # minority (itself and peer 1), which elects the next leader.
+    "lagging": """
+protocol: raft
+name: raft-test-lagging
+duration: 4s
+nodes:
+  first: {role: peer, config: {election_min: 100ms, election_max: 110ms, heartbeat: 50ms}}
+  peers: {role: peer, count: 4}
+  clients: {role: client, count: 3, config: {op_timeout: 2s}}
+workload:
+  - {nodes: clients, op: put, rate: 10/s, from: 300ms, until: 3500ms}
+faults:
+  - {at: 1s, crash: peers.0, restart_after: 2s}
+  - {at: 2s, crash: first, restart_after: 500ms}
+  - {from: 0s, until: 2s, slow_link: [first, "peers.[23]"], latency: 30ms}
+check: CHECKS
+""",
+    # Lost update responses make clients retry their reqids; duplicated AppendEntries responses
+    # arrive after the next request went out.
+    "retries": """
+protocol: raft
+name: raft-test-retries
+duration: 3s
+nodes:
+  peers: {role: peer, count: 3}
+  clients: {role: client, count: 4, config: {op_timeout: 2s}}
+workload:
+  - {nodes: clients, op: put, rate: 30/s, from: 300ms, until: 2500ms}
+faults:
+  - rule: {message: RequestUpdateResponse, drop: 30%}
+  - rule: {message: AppendEntriesResponse, duplicate: 50%}
+  - rule: {message: AppendEntries, delay: 20ms}
+check: CHECKS
+""",
+    "quiet": """
+protocol: raft
+name: raft-test-quiet
+duration: 3s
+nodes:
+  peers: {role: peer, count: 3}
+  clients: {role: client, count: 1, config: {op_timeout: 1s}}
+workload:
+  - {nodes: clients, op: put, rate: 5/s, from: 300ms, until: 2s}
+check: [live-after-heal: 1500ms]
+""",
+}
+
+# mutant, scenario, check that must fail, seeds to try; for commit-rule also the clause its
+# verdict must name (which rule of commitment the mutant's behaviour broke)
+CASES = [
+    ("vote-twice", "elections", "vote-once", [1, 2, 3]),
+    ("vote-twice", "elections", "election-safety", [1, 2, 3]),
+    ("forget-vote", "votes", "vote-once", [1, 2]),
+    ("skip-up-to-date", "stale", "leader-completeness", [1, 3, 4]),
+    ("volatile-log", "elections", "committed-durable", [1, 2]),
+    ("commit-no-majority", "stale", "commit-rule", [1, 2], "raft.algorithm.commit-majority"),
+    ("commit-old-term", "lagging", "commit-rule", [1, 2, 3], "raft.algorithm.commit-current-term"),
+    ("keep-conflicts", "deposed", "state-machine-safety", [3, 4, 1]),
+    ("wrong-prev-term", "stale", "log-matching", [1, 2]),
+    ("ignore-higher-term", "deposed", "term-update", [1, 2, 3]),
+    ("reapply-reqid", "retries", "update-once", [1, 2]),
+    ("no-debounce", "retries", "commit-rule", [1, 2, 3], "raft.algorithm.commit-majority"),
+    ("truncating-leader", "lagging", "leader-append-only", [1, 2]),
+    ("apply-uncommitted", "deposed", "state-machine-safety", [1, 2, 3]),
+    ("fixed-timeout", "quiet", "live-after-heal", [1]),
+]
+
+
+def scenario(name: str):
+    return parse_scenario(SCENARIOS[name].replace("CHECKS", ALL_CHECKS), f"{name}.yaml")
+
+
+def run(name: str, seed: int, mutant: str | None = None) -> RunResult:
+    sc = scenario(name)
+    factories = {}
+    if mutant is not None:
+        factory = MUTANTS[mutant][1]
+        factories = {n: factory for n in sc.node_names if sc.role_of(n) == "peer"}
+    return run_sim(sc, seed, factories=factories)
+
+
+def verdict(result: RunResult, check: str):
+    return next(v for v in result.verdicts if v.check == check)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{c[0]}->{c[2]}" for c in CASES])
+def test_the_check_catches_the_mutant(case: tuple) -> None:
+    mutant, name, check, seeds = case[:4]
+    clause = case[4] if len(case) > 4 else package("raft").checks[check].clause
+    for seed in seeds:
+        v = verdict(run(name, seed, mutant), check)
+        if not v.ok:
+            assert v.evidence, f"{check} failed {mutant} without evidence"
+            assert v.clause == clause
+            return
+    pytest.fail(f"{check} passed the {mutant} mutant on seeds {seeds}")
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_the_reference_peers_pass_every_check_of_the_mutant_scenarios(name: str) -> None:
+    seeds = sorted({c[3][0] for c in CASES if c[1] == name})[:2]
+    for seed in seeds:
+        r = run(name, seed)
+        assert r.ok, (seed, [(v.check, v.detail) for v in r.failed])
+
+
+def test_every_mutant_names_a_catalogued_clause_and_has_a_case() -> None:
+    ids = {c.id for c in catalogue("raft")}
+    assert {c[0] for c in CASES} == set(MUTANTS)
+    for name, (role, _, clause) in MUTANTS.items():
+        assert role == "peer" and clause in ids, name
+
+
+def test_every_raft_check_has_a_mutant_it_catches() -> None:
+    caught = {c[2] for c in CASES}
+    assert caught == set(package("raft").checks)
