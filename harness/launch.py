@@ -7,9 +7,10 @@ A command line gets placeholders filled in: ``{endpoint}`` (its first endpoint),
 it), ``{name}``, ``{seed}``, ``{python}`` (this Python, quoted) and ``{zmq_harness}`` (the
 `zmq-harness` command of this installation, so a scenario can run a reference node as an
 "external" one without the virtual environment on PATH); ``{advertise}`` (the endpoint to
-announce to peers: the chaos proxy's listener when one stands in front of it), ``{datadir}``
-(a directory of its own that survives restarts), and every text setting the wiring gave the
-node (``{connect}``, ``{towers}``: a list joined with ``,``, a list of lists with ``;``).
+announce to peers: the chaos proxy's listener when one stands in front of it), ``{data_dir}``
+(a directory of its own that survives restarts; ``{datadir}`` is the same, its older name), and
+every text or whole-number setting the node has after wiring (``{connect}``, ``{towers}``: a
+list joined with ``,``, a list of lists with ``;``; ``{heartbeat_ms}``: a duration in ms).
 """
 
 from __future__ import annotations
@@ -63,19 +64,21 @@ def placeholders(name: str, endpoints: list[str], seed: int, config: dict[str, A
     port = first.rsplit(":", 1)[1] if first else ""
     return {**config_values(config or {}), "endpoint": first, "port": port, "host": "127.0.0.1", "name": name,
             "seed": seed, "python": shlex.quote(sys.executable), "zmq_harness": zmq_harness_command(),
-            "advertise": (advertised or {}).get(first, first), "datadir": datadir,
+            "advertise": (advertised or {}).get(first, first), "data_dir": datadir, "datadir": datadir,
             **{f"endpoint{i}": e for i, e in enumerate(endpoints)}}
 
 
 def config_values(cfg: dict[str, Any]) -> dict[str, str]:
-    """Text settings as command-line values: a list joined with ``,``, a list of lists with
-    ``;`` between them (``--set towers=xsub,xpub;xsub2,xpub2``)."""
+    """Text and whole-number settings as command-line values: a list joined with ``,``, a list
+    of lists with ``;`` between them (``--set towers=xsub,xpub;xsub2,xpub2``)."""
     out = {}
     for key, value in cfg.items():
         if not key.isidentifier():
             continue
         if isinstance(value, str):
             out[key] = value
+        elif isinstance(value, int) and not isinstance(value, bool):
+            out[key] = str(value)
         elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
             out[key] = ",".join(value)
         elif isinstance(value, (list, tuple)) and all(isinstance(v, (list, tuple)) for v in value):

@@ -23,6 +23,13 @@ def test_the_scenarios_are_shipped() -> None:
 
 
 @pytest.mark.parametrize("path", RAFT)
+def test_every_scenario_with_clients_checks_linearizability(path: str) -> None:
+    scenario = load_scenario(path)
+    if any(g.role == "client" for g in scenario.groups.values()):
+        assert "linearizable" in [name for name, _ in scenario.checks], path
+
+
+@pytest.mark.parametrize("path", RAFT)
 def test_scenario_passes_a_few_seeds(path: str) -> None:
     sweep(path, [1, 2])
 

@@ -16,7 +16,7 @@ starts with "(synthesized ...)":
 * `raft.wire.grammar`, the catch-all for the frame tables;
 * `raft.entries.committed-only`, from an erratum decision;
 * the Raft algorithm properties the harness checks (`raft.safety.*`,
-  `raft.algorithm.leader-heartbeat`). They come from the Raft paper (Ongaro and
+  `raft.algorithm.leader-heartbeat`, `raft.kv.linearizable`). They come from the Raft paper (Ongaro and
   Ousterhout, "In Search of an Understandable Consensus Algorithm", 2014), which this
   protocol implements, not from this document.
 
@@ -852,6 +852,20 @@ CATALOGUE = Catalogue(
             TIMING,
             PEER,
             "E-RAFT-12",
+        ),
+        Clause(
+            "raft.kv.linearizable",
+            MUST,
+            _RAFT,
+            "(synthesized: the guarantee Raft gives the application it replicates (Raft paper,"
+            " section 8); not from this document) Every operation of the replicated key-value"
+            " application appears to take effect atomically at one instant between its"
+            " invocation and its completion (linearizability, Herlihy and Wing 1990): a read"
+            " returns the value of the latest write before it in that order, whichever peer"
+            " answers and whatever faults happen.",
+            INTERNAL,
+            CLIENT,
+            "",
         ),
     ),
 )

@@ -43,7 +43,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from harness.node import Action, Connect, Deliver, Disconnect, Discard, NodeContext, Send, SocketSpec, SocketType
+from harness.node import Action, Connect, Deliver, Disconnect, Discard, NodeContext, Note, Send, SocketSpec, SocketType
 from harness.protocols import DecodeError
 from harness.protocols.raft import NULL, Entry
 from reference_nodes.raft.client_reader import COMPACTED, SUB, LogReader
@@ -148,7 +148,8 @@ class Client(LogReader, RaftNode):
         o = self.current = self.queue.popleft()
         o.reqid = self.new_reqid(now)
         self.my_reqids.add(o.reqid)
-        return self.send_update(now)
+        # the start of the operation's interval in the history (harness.packages.raft.history)
+        return [Note("op-start", {"id": o.id, "reqid": o.reqid.hex()}), *self.send_update(now)]
 
     def send_update(self, now: int) -> list[Action]:
         o = self.current

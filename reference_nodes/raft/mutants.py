@@ -1,4 +1,5 @@
-"""Deliberately broken Raft peers: each breaks one rule and is otherwise the reference peer.
+"""Deliberately broken Raft peers (and one client): each breaks one rule and is otherwise the
+reference node.
 
 The checkers are tested against these (tests/checkers/test_raft_checkers.py): a checker that
 passes its mutant has a hole. Each class overrides the least it can; its docstring names the
@@ -12,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from harness.node import Action, DurableStore, NodeContext
+from reference_nodes.raft.client import Client
 from reference_nodes.raft.log import RaftLog, entry_term
 from reference_nodes.raft.peer import Link, Outstanding, Peer
 
@@ -193,6 +195,20 @@ class FixedTimeoutPeer(Peer):
         self.election_deadline = now + self.election_min
 
 
+class LocalReadClient(Client):
+    """Breaks ``raft.kv.linearizable`` (the client's side of it): answers a ``get`` at once from
+    its own replica of the state machine, without a log entry and without reading the log up to
+    the present, the shortcut of serving a read from local state. Its replica lags whatever
+    other clients wrote since it last read, so a get returns a value older than a put that
+    completed before the get began. Every peer is correct; only the linearizable check sees it."""
+
+    def next_op(self, now: int) -> list[Action]:
+        if self.current is None and self.queue and self.queue[0].op == "get":
+            o = self.current = self.queue.popleft()
+            return self.complete("ok", now, self.sm.kv.get(o.key))  # which goes on with the next
+        return super().next_op(now)
+
+
 MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
     "vote-twice": ("peer", VoteTwicePeer, "raft.algorithm.vote-once"),
     "skip-up-to-date": ("peer", SkipUpToDatePeer, "raft.algorithm.vote-up-to-date"),
@@ -208,4 +224,5 @@ MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
     "truncating-leader": ("peer", TruncatingLeaderPeer, "raft.safety.leader-append-only"),
     "apply-uncommitted": ("peer", ApplyUncommittedPeer, "raft.safety.state-machine-safety"),
     "fixed-timeout": ("peer", FixedTimeoutPeer, "raft.algorithm.random-election-timeout"),
+    "local-read": ("client", LocalReadClient, "raft.kv.linearizable"),
 }

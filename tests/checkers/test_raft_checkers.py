@@ -1,9 +1,9 @@
-"""Every Raft checker catches a deliberately broken peer (reference_nodes/raft/mutants.py) and
-passes the reference peers on the same scenario.
+"""Every Raft checker catches a deliberately broken peer or client (reference_nodes/raft/mutants.py)
+and passes the reference nodes on the same scenario.
 
 Each case names a mutant, a small scenario built to provoke its bug, and the check that must
-fail; the mutant replaces every peer (or the named ones) and must fail that check within the
-given seeds. The reference peers pass every check of every scenario here."""
+fail; the mutant replaces every node of its role and must fail that check within the given
+seeds. The reference nodes pass every check of every scenario here."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from harness.scenario import parse_scenario
 from reference_nodes.raft.mutants import MUTANTS
 
 ALL_CHECKS = ("[election-safety, vote-once, term-update, log-matching, leader-append-only, leader-completeness, "
-              "state-machine-safety, committed-durable, commit-rule, update-once]")
+              "state-machine-safety, committed-durable, commit-rule, update-once, linearizable]")
 
 SCENARIOS = {
     # Five peers with identical election timeouts, all restarted at once: everyone stands at the
@@ -124,6 +124,19 @@ workload:
   - {nodes: clients, op: put, rate: 5/s, from: 300ms, until: 2s}
 check: [live-after-heal: 1500ms]
 """,
+    # Three clients write and read two keys; no fault at all.
+    "reads": """
+protocol: raft
+name: raft-test-reads
+duration: 3s
+nodes:
+  peers: {role: peer, count: 3}
+  clients: {role: client, count: 3, config: {op_timeout: 2s}}
+workload:
+  - {nodes: clients, op: put, rate: 10/s, from: 300ms, until: 2500ms, keys: 2}
+  - {nodes: clients, op: get, rate: 10/s, from: 300ms, until: 2500ms, keys: 2}
+check: CHECKS
+""",
 }
 
 # mutant, scenario, check that must fail, seeds to try; for commit-rule also the clause its
@@ -144,6 +157,7 @@ CASES = [
     ("truncating-leader", "lagging", "leader-append-only", [1, 2]),
     ("apply-uncommitted", "deposed", "state-machine-safety", [1, 2, 3]),
     ("fixed-timeout", "quiet", "live-after-heal", [1]),
+    ("local-read", "reads", "linearizable", [1, 2]),
 ]
 
 
@@ -155,8 +169,8 @@ def run(name: str, seed: int, mutant: str | None = None) -> RunResult:
     sc = scenario(name)
     factories = {}
     if mutant is not None:
-        factory = MUTANTS[mutant][1]
-        factories = {n: factory for n in sc.node_names if sc.role_of(n) == "peer"}
+        role, factory, _ = MUTANTS[mutant]
+        factories = {n: factory for n in sc.node_names if sc.role_of(n) == role}
     return run_sim(sc, seed, factories=factories)
 
 
@@ -189,7 +203,17 @@ def test_every_mutant_names_a_catalogued_clause_and_has_a_case() -> None:
     ids = {c.id for c in catalogue("raft")}
     assert {c[0] for c in CASES} == set(MUTANTS)
     for name, (role, _, clause) in MUTANTS.items():
-        assert role == "peer" and clause in ids, name
+        assert role in ("peer", "client") and clause in ids, name
+
+
+def test_only_the_linearizable_check_sees_a_client_that_reads_its_own_replica() -> None:
+    """The local-read client breaks nothing the peers do: every other check passes it, on the
+    seed where linearizable fails it."""
+    result = run("reads", 1, "local-read")
+    failed = {v.check for v in result.verdicts if not v.ok}
+    assert failed == {"linearizable"}, failed
+    v = verdict(result, "linearizable")
+    assert "cannot be explained" in v.detail and v.evidence[0]["minimal"]
 
 
 def test_every_raft_check_has_a_mutant_it_catches() -> None:

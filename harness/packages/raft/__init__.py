@@ -22,7 +22,7 @@ from harness.packages.raft.checks import CHECKS, DEFAULT_CHECKS
 from harness.protocols.raft import TABLES
 from harness.protocols.raft_clauses import CATALOGUE
 from reference_nodes.raft.client import Client
-from reference_nodes.raft.common import peer_list
+from reference_nodes.raft.common import DEFAULT_ELECTION_MAX_MS, DEFAULT_ELECTION_MIN_MS, peer_list
 from reference_nodes.raft.mutants import MUTANTS
 from reference_nodes.raft.peer import Peer
 
@@ -121,6 +121,10 @@ OPERATIONS = {
 
 
 def wire(nodes: dict[str, tuple[str, dict[str, Any]]], endpoint: Callable[[str, str], str]) -> None:
+    """Each peer gets ``id``, ``endpoint`` (ROUTER), ``broadcast`` (PUB), its election timeouts
+    (the defaults written out), every node ``peers`` and ``cluster``: what an external peer's
+    command line gets as ``{id}``, ``{endpoint}``, ``{endpoint1}``, ``{election_min_ms}``,
+    ``{election_max_ms}``, ``{peers}``, ``{cluster}`` (`harness.launch.placeholders`)."""
     peers = [n for n, (role, _) in nodes.items() if role == "peer"]
     if not peers:
         raise ValueError("a Raft scenario needs at least one peer")
@@ -137,6 +141,8 @@ def wire(nodes: dict[str, tuple[str, dict[str, Any]]], endpoint: Callable[[str, 
         if role == "peer":
             cfg["id"] = name
             cfg["endpoint"] = endpoint(name, "router")
+            cfg.setdefault("election_min_ms", DEFAULT_ELECTION_MIN_MS)
+            cfg.setdefault("election_max_ms", DEFAULT_ELECTION_MAX_MS)
             if cfg.pop("broadcast_enabled", True):
                 cfg["broadcast"] = endpoint(name, "pub")
 

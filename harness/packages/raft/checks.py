@@ -1,5 +1,7 @@
 """The Raft package's checks: each a checker of `harness.checkers.raft` with its parameters
-taken from the scenario (the number of peers, when the last fault heals)."""
+taken from the scenario (the number of peers, when the last fault heals), and ``linearizable``,
+the linearizability checker (`harness.checkers.linearizability`) on the clients' key-value
+history (`harness.packages.raft.history`)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,10 @@ from typing import Any, Callable
 
 from fault_injection import nemesis
 from harness.checkers import raft as checkers
-from harness.packages.base import Check, Setting, as_ms
+from harness.checkers.base import COMMAND, DELIVER, NOTE, Verdict
+from harness.checkers.linearizability import Linearizable
+from harness.packages.base import Check, Setting, as_ms, as_positive_int
+from harness.packages.raft.history import KVHistory
 
 PEER_COUNTED = (checkers.CommitRule, checkers.LeaderCompleteness, checkers.CommittedDurable, checkers.UpdateOnce)
 
@@ -60,6 +65,27 @@ def _check(name: str, cls: type, params: dict[str, Setting] | None = None) -> Ch
     return Check(name, _factory(cls), params or {}, doc=cls.__doc__ or "", clause=cls.clause, checker=cls)
 
 
+LINEARIZABLE_CLAUSE = "raft.kv.linearizable"
+
+
+class KVLinearizable(Linearizable):
+    """`Linearizable` over a `KVHistory`, which also adds, at the end, the operations still
+    waiting to start or complete."""
+
+    def __init__(self, **params: Any) -> None:
+        self.history = KVHistory()
+        super().__init__(self.history, kinds=(COMMAND, DELIVER, NOTE), roles=("client",),
+                         clause=LINEARIZABLE_CLAUSE, **params)
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        self.entries.extend(self.history.unfinished())
+        return super().finish(end_ns)
+
+
+def _linearizable(scenario: Any, **params: Any) -> Linearizable:
+    return _share(scenario, KVLinearizable(**params))
+
+
 CHECKS = {
     "election-safety": _check("election-safety", checkers.ElectionSafety),
     "vote-once": _check("vote-once", checkers.VoteOnce),
@@ -75,6 +101,16 @@ CHECKS = {
     "live-after-heal": _check("live-after-heal", checkers.LiveAfterHeal, {
         "within": Setting("within_ms", as_ms, "the bound after the last heal (default 5s)"),
         "value": Setting("within_ms", as_ms, "the bound, written as 'live-after-heal: 5s'")}),
+    "linearizable": Check(
+        "linearizable", _linearizable, {
+            "max_steps": Setting("max_steps", as_positive_int, "model steps the search may take (5,000,000)"),
+            "shrink_steps": Setting("shrink_steps", as_positive_int,
+                                    "model steps to shrink a counterexample (2,000,000)")},
+        doc="The clients' put/get/cas/delete operations, invoked at their command and completed at their "
+            "delivery on the run's clock (timed-out ones of unknown outcome), are linearizable against a "
+            "key-value map: harness.checkers.linearizability, each key on its own. Fails with a minimal "
+            "counterexample, or as undecided when the step budget runs out.",
+        clause=LINEARIZABLE_CLAUSE, checker=KVLinearizable),
 }
 
 DEFAULT_CHECKS = tuple(CHECKS)
