@@ -24,7 +24,6 @@ import os
 import random
 import re
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path

@@ -31,7 +31,7 @@ from bench.common import command_line, record  # noqa: E402
 from harness.composition import run_sim  # noqa: E402
 from harness.live.runtime import LiveRuntime  # noqa: E402
 from harness.live.supervisor import free_port  # noqa: E402
-from harness.node import Deliver, Note, NodeContext  # noqa: E402
+from harness.node import Deliver, Note  # noqa: E402
 from harness.scenario import parse_scenario  # noqa: E402
 from reference_nodes.raft.client import Client  # noqa: E402
 from reference_nodes.raft.peer import Peer  # noqa: E402

@@ -87,12 +87,14 @@ def cmd_clauses(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from harness.scenario import ScenarioError, load_scenario, parse_seeds
+    from harness.scenario import ScenarioError, load_scenario, parse_mutant_options, parse_seeds, with_mutants
 
     try:
         scenario = load_scenario(args.file)
         chosen = args.seed if args.seed is not None else args.seeds
         seeds = parse_seeds(chosen) if chosen is not None else scenario.seeds
+        if args.mutant:
+            scenario = with_mutants(scenario, parse_mutant_options(args.mutant))
     except (ScenarioError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -126,7 +128,7 @@ def _run_live(args: argparse.Namespace, scenario: Any, seed: int) -> int:
     except RunError as e:
         print(f"error: {args.file}: {e}", file=sys.stderr)
         return 2
-    _print_result(result, args.file)
+    _print_result(result, args.file, _mutant_flags(args))
     if "capture" in result.stats:
         c = result.stats["capture"]
         dropped = f", {c['dropped']} DROPPED by the kernel" if c["dropped"] else ""
@@ -140,6 +142,7 @@ def _run_sim(args: argparse.Namespace, scenario: Any, seeds: list[int], done: li
 
     from harness.composition import RunError, run_sim
 
+    mutants = _mutant_flags(args)
     failed = []
     t0 = time.monotonic()
     show_progress = len(seeds) > 1 and not args.quiet
@@ -152,9 +155,9 @@ def _run_sim(args: argparse.Namespace, scenario: Any, seeds: list[int], done: li
         done.append(result)
         if not result.ok:
             failed.append(result)
-            _print_result(result, args.file)
+            _print_result(result, args.file, mutants)
         elif len(seeds) == 1:
-            _print_result(result, args.file)
+            _print_result(result, args.file, mutants)
         if show_progress:
             elapsed = time.monotonic() - t0
             eta = elapsed / i * (len(seeds) - i)
@@ -165,15 +168,21 @@ def _run_sim(args: argparse.Namespace, scenario: Any, seeds: list[int], done: li
         print(file=sys.stderr)
     print(f"{scenario.name}: {len(seeds) - len(failed)}/{len(seeds)} seed(s) passed; traces and verdicts in {args.out}")
     if failed:
-        print("replay a failure with: " + _replay(args.file, failed[0].seed))
+        print("replay a failure with: " + _replay(args.file, failed[0].seed, mutants))
+        print("shrink it with: " + _replay(args.file, failed[0].seed, mutants).replace(" run ", " explore ", 1))
     return 0 if not failed else 1
 
 
-def _replay(path: str, seed: int) -> str:
-    return f"zmq-harness run {path} --seed {seed}"
+def _mutant_flags(args: argparse.Namespace) -> str:
+    """The --mutant options of a run, as they go into its replay command."""
+    return "".join(f" --mutant {m}" for m in args.mutant or [])
 
 
-def _print_result(result, path: str) -> None:
+def _replay(path: str, seed: int, mutants: str = "") -> str:
+    return f"zmq-harness run {path} --seed {seed}{mutants}"
+
+
+def _print_result(result, path: str, mutants: str = "") -> None:
     status = "PASS" if result.ok else "FAIL"
     print(f"{status} {result.scenario}" + (f" seed {result.seed}" if result.mode != "pcap" else "") + f" ({result.mode})")
     for v in result.verdicts:
@@ -185,7 +194,13 @@ def _print_result(result, path: str) -> None:
     if not result.ok:
         print(f"  trace: {result.trace_path}")
         if result.mode == "sim":
-            print(f"  replay: {_replay(path, result.seed)}")
+            print(f"  replay: {_replay(path, result.seed, mutants)}")
+
+
+def cmd_explore(args: argparse.Namespace) -> int:
+    from harness.explore.cli import run_explore
+
+    return run_explore(args)
 
 
 def cmd_pcap(args: argparse.Namespace) -> int:
@@ -443,7 +458,20 @@ def build_parser() -> argparse.ArgumentParser:
                    "needs root or CAP_NET_RAW) into OUT.pcap, or beside the trace when no path is given")
     r.add_argument("--out", default="runs", help="directory for traces and verdicts (default: runs/)")
     r.add_argument("--quiet", action="store_true", help="no progress line")
+    r.add_argument("--mutant", action="append", metavar="ROLE=NAME",
+                   help="run a shipped mutant instead of the reference node of a role (or group); repeatable")
     r.set_defaults(func=cmd_run)
+
+    from harness.explore.cli import add_arguments as _explore_arguments
+
+    e = sub.add_parser("explore", help="search a scenario's faults for a failure and shrink it to a minimal file",
+                       description="Draw fault schedules and workload variations from the scenario's 'explore:' "
+                       "section (or its defaults) with hypothesis and run each in simulation (--live: over real "
+                       "sockets); on the first failure, shrink it while it fails the same property and write the "
+                       "smallest schedule as a scenario file, with an explanation and a space-time diagram, to --out. "
+                       "Exit 0 when nothing fails within the budget, 1 with a shrunk failure, 2 on bad input.")
+    _explore_arguments(e)
+    e.set_defaults(func=cmd_explore)
 
     pc = sub.add_parser("pcap", help="check a deployment from a packet capture (pcap or pcapng)",
                         description="Read a capture, reassemble its TCP streams, parse ZMTP, decode every message "

@@ -17,7 +17,7 @@ import json
 import os
 import random
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 from fault_injection import nemesis
 from fault_injection.naming import codec_fields
@@ -101,19 +101,24 @@ def workload_streams(scenario: Scenario, seed: int) -> list[Iterator[tuple[int, 
     Arrivals are a Poisson process per node and workload item, drawn from generators derived
     from the seed, so the same seed gives the same workload. Streams are lazy: the runtime
     draws each operation when the previous one of its stream is due, so a long workload never
-    sits in memory all at once."""
+    sits in memory all at once. A node's operations are numbered across its workload items (the
+    number makes request ids, which must not repeat when two items name the same node), in the
+    order the runtime draws them, which the seed fixes too."""
     pkg = package(scenario.protocol)
+    numbers: dict[str, int] = {}
 
     def stream(i: int, item: WorkloadItem, node: str) -> Iterator[tuple[int, str, dict[str, Any]]]:
         rng = random.Random(f"{seed}/workload/{i}/{node}")
         t = item.start_ns
-        k = 0
+        done = 0
         while True:
             t += int(rng.expovariate(item.rate) * 1e9)
-            if t >= item.end_ns or (item.limit is not None and k >= item.limit):
+            if t >= item.end_ns or (item.limit is not None and done >= item.limit):
                 return
+            k = numbers.get(node, 0)
+            numbers[node] = k + 1
             yield t, node, pkg.command(item.op, node, item.params, k, rng)  # type: ignore[misc]
-            k += 1
+            done += 1
 
     return [stream(i, item, node) for i, item in enumerate(scenario.workload) for node in item.nodes]
 
@@ -173,19 +178,21 @@ slug = launch.slug
 
 
 def run_sim(scenario: Scenario, seed: int, out_dir: str | None = None, *,
-            factories: dict[str, Any] | None = None, checks: bool = True) -> RunResult:
+            factories: dict[str, Any] | None = None, checks: bool = True,
+            observers: Sequence[Checker] = ()) -> RunResult:
     """Run one seed of a scenario in simulation. ``factories`` may replace the node factory of
     some nodes (by node name) — how tests put a mutant in place of a reference node.
-    ``checks=False`` runs without probes and checkers (benchmarks of the bare simulation)."""
-    return run_scenario(scenario, seed, "sim", out_dir, factories=factories, checks=checks)
+    ``checks=False`` runs without probes and checkers (benchmarks of the bare simulation).
+    ``observers`` see the run's events like checkers (``explore`` collects coverage so)."""
+    return run_scenario(scenario, seed, "sim", out_dir, factories=factories, checks=checks, observers=observers)
 
 
 def run_live(scenario: Scenario, seed: int, out_dir: str, *, factories: dict[str, Any] | None = None,
-             capture: str | None = None) -> RunResult:
+             observers: Sequence[Checker] = (), capture: str | None = None) -> RunResult:
     """Run a scenario once over real sockets on loopback (its reference nodes in this
     process, its ``command`` groups as processes). ``capture``: record the run's loopback
     traffic into this pcap file (harness.capture.sniff; `capture_path` is beside the trace)."""
-    return run_scenario(scenario, seed, "live", out_dir, factories=factories, capture=capture)
+    return run_scenario(scenario, seed, "live", out_dir, factories=factories, observers=observers, capture=capture)
 
 
 def capture_path(out_dir: str, scenario: Scenario, seed: int) -> str:
@@ -194,7 +201,8 @@ def capture_path(out_dir: str, scenario: Scenario, seed: int) -> str:
 
 
 def run_scenario(scenario: Scenario, seed: int, mode: str, out_dir: str | None = None, *,
-                 factories: dict[str, Any] | None = None, checks: bool = True, capture: str | None = None) -> RunResult:
+                 factories: dict[str, Any] | None = None, checks: bool = True,
+                 observers: Sequence[Checker] = (), capture: str | None = None) -> RunResult:
     pkg = package(scenario.protocol)
     runtime, trace, tpath = _make_runtime(scenario, seed, mode, out_dir)
     reasons = unsupported(scenario, runtime.capabilities, mode)
@@ -215,8 +223,8 @@ def run_scenario(scenario: Scenario, seed: int, mode: str, out_dir: str | None =
 
             recorder = LiveCapture(capture, [int(e.rsplit(":", 1)[1]) for e in endpoints.assigned.values()]).start()
         roles = {n: r for n, (r, _) in configs.items()}
-        observer = Observer(build_checkers(scenario) if checks else [], codec(scenario.protocol, scenario.dialect),
-                            roles)
+        observer = Observer(build_checkers(scenario) + list(observers) if checks else [],
+                            codec(scenario.protocol, scenario.dialect), roles)
         runtime.on_failure(_report_failure(observer))
         clock: Callable[[], int] = lambda: runtime.now_ns  # noqa: E731 - virtual or wall time
         if mode == "live" and live_faults.needs_proxy(scenario):
@@ -229,8 +237,12 @@ def run_scenario(scenario: Scenario, seed: int, mode: str, out_dir: str | None =
                                                        config=cfg, advertised=placement.advertised if placement else {})
                 runtime.attach_process(name, processes[name])  # type: ignore[attr-defined]
                 continue
-            factory = (factories or {}).get(name) or pkg.roles[role].factory
-            impl = "reference" if (factories or {}).get(name) is None else getattr(factory, "implementation", "mutant")
+            factory = (factories or {}).get(name)
+            if factory is not None:
+                impl = getattr(factory, "implementation", "mutant")
+            else:
+                factory = pkg.mutants[group.mutant][1] if group.mutant else pkg.roles[role].factory
+                impl = "reference"
             runtime.add_node(name, probed(factory, observer, clock) if checks else factory, role=role, config=cfg,
                              implementation=impl if group.implementation == "reference" else group.implementation,
                              start_at_ns=group.start_ns)

@@ -23,7 +23,7 @@ ScenarioError = SourceError
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 TOP_KEYS = {
     "protocol", "name", "description", "duration", "seeds", "dialect", "nodes", "network",
-    "workload", "faults", "check", "settle", "record_frames",
+    "workload", "faults", "check", "settle", "record_frames", "explore",
 }
 
 
@@ -37,6 +37,7 @@ class NodeGroup:
     ready: dict[str, Any] | None = None
     implementation: str = "reference"
     start_ns: int = 0  # when the group's nodes start (late joiners)
+    mutant: str | None = None  # a shipped mutant (the package's ``mutants``) instead of the reference node
 
     @property
     def nodes(self) -> list[str]:
@@ -157,6 +158,9 @@ class _Validator:
                 raise self.fail(path + (k,), f"unknown field{hint} (known: {', '.join(sorted(map(str, keys)))})")
 
 
+Validator = _Validator  # for tools that validate their own section of a scenario file
+
+
 def _closest(word: str, options: list[str]) -> str:
     import difflib
 
@@ -243,10 +247,16 @@ def _groups(v: _Validator, top: dict[str, Any], pkg: ProtocolPackage) -> dict[st
         if not isinstance(gname, str) or not _NAME.match(gname):
             raise v.fail(p, "node names start with a letter and hold letters, digits, '-' and '_'")
         spec = v.mapping(spec, p, f"node {gname!r}")
-        v.known(spec, p, {"role", "count", "config", "command", "ready", "implementation", "start"})
+        v.known(spec, p, {"role", "count", "config", "command", "ready", "implementation", "start", "mutant"})
         role = v.get(spec, p, "role", as_str)
         if role not in pkg.roles:
             raise v.fail(p + ("role",), f"{pkg.name} has no role {role!r} (roles: {', '.join(pkg.roles)})")
+        mutant = v.get(spec, p, "mutant", as_str, None)
+        if mutant is not None:
+            try:
+                check_mutant(pkg, role, mutant)
+            except ValueError as e:
+                raise v.fail(p + ("mutant",), str(e)) from None
         count = v.get(spec, p, "count", as_positive_int, None)
         cfg_in = v.mapping(spec.get("config", {}) or {}, p + ("config",), "config")
         settings = pkg.roles[role].settings
@@ -265,8 +275,61 @@ def _groups(v: _Validator, top: dict[str, Any], pkg: ProtocolPackage) -> dict[st
             v.known(ready, p + ("ready",), {"line", "port", "delay", "timeout"})
         impl = v.get(spec, p, "implementation", as_str, "external" if command else "reference")
         start = v.get(spec, p, "start", as_duration, 0)
-        groups[gname] = NodeGroup(gname, role, count, config, command, ready, impl, start)
+        if mutant is not None and command:
+            raise v.fail(p + ("mutant",), "a group runs either an external command or a mutant, not both")
+        groups[gname] = NodeGroup(gname, role, count, config, command, ready,
+                                  f"mutant:{mutant}" if mutant and impl == "reference" else impl, start, mutant)
     return groups
+
+
+def check_mutant(pkg: ProtocolPackage, role: str, name: str) -> None:
+    """Raise ValueError unless ``name`` is a shipped mutant of ``role``."""
+    if name not in pkg.mutants:
+        of_role = [m for m, (r, _, _) in pkg.mutants.items() if r == role]
+        raise ValueError(f"{pkg.name} has no mutant {name!r}{_closest(name, list(pkg.mutants))} "
+                         f"({role} mutants: {', '.join(of_role) or 'none'})")
+    if pkg.mutants[name][0] != role:
+        raise ValueError(f"mutant {name!r} is a {pkg.mutants[name][0]}, not a {role}")
+
+
+def mutant_groups(scenario: Scenario, specs: dict[str, str]) -> dict[str, str]:
+    """Group -> mutant for ``--mutant ROLE=NAME`` options: the left side names a role (every
+    group of it) or a group. ValueError saying what is wrong."""
+    pkg = package(scenario.protocol)
+    out: dict[str, str] = {}
+    for who, name in specs.items():
+        groups = [g for g in scenario.groups.values() if who in (g.role, g.name)]
+        if not groups:
+            known = sorted({g.role for g in scenario.groups.values()} | set(scenario.groups))
+            raise ValueError(f"--mutant {who}={name}: no role or group named {who!r} in {scenario.name} "
+                             f"(roles and groups: {', '.join(known)})")
+        for g in groups:
+            if g.command:
+                raise ValueError(f"--mutant {who}={name}: group {g.name!r} runs an external command")
+            check_mutant(pkg, g.role, name)
+            out[g.name] = name
+    return out
+
+
+def parse_mutant_options(items: list[str]) -> dict[str, str]:
+    """``["broker=busy-worker", ...]`` -> {"broker": "busy-worker"}; ValueError on bad syntax."""
+    out: dict[str, str] = {}
+    for item in items:
+        who, sep, name = item.partition("=")
+        if not sep or not who.strip() or not name.strip():
+            raise ValueError(f"--mutant takes ROLE=NAME (or GROUP=NAME), got {item!r}")
+        out[who.strip()] = name.strip()
+    return out
+
+
+def with_mutants(scenario: Scenario, specs: dict[str, str]) -> Scenario:
+    """The scenario with the groups ``--mutant`` options name running those mutants."""
+    import dataclasses
+
+    chosen = mutant_groups(scenario, specs)
+    groups = {name: dataclasses.replace(g, mutant=chosen[name], implementation=f"mutant:{chosen[name]}")
+              if name in chosen else g for name, g in scenario.groups.items()}
+    return dataclasses.replace(scenario, groups=groups)
 
 
 def _faults(v: _Validator, top: dict[str, Any], targets: Targets, duration: int,
@@ -384,6 +447,13 @@ def _checks(v: _Validator, top: dict[str, Any], pkg: ProtocolPackage) -> list[tu
 def load_scenario(path: str) -> Scenario:
     data, locs = load(path)
     return _scenario_from(data, locs, path)
+
+
+def load_scenario_source(path: str) -> tuple[Scenario, Locations]:
+    """The scenario and where each of its values sits in the file (for tools that read more of
+    the file than the scenario, such as ``explore``'s section), errors as `load_scenario`."""
+    data, locs = load(path)
+    return _scenario_from(data, locs, path), locs
 
 
 def parse_scenario(text: str, path: str = "<string>") -> Scenario:

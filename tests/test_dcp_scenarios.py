@@ -34,3 +34,15 @@ def test_faults_really_happen() -> None:
     crash = run_sim(load_scenario("scenarios/dcp/worker-crash.yaml"), 1)
     expiry = [v for v in crash.verdicts if v.check == "worker-expiry"][0]
     assert expiry.ok and expiry.detail.startswith("1 dead worker")
+
+
+def test_two_workload_items_on_the_same_clients_give_distinct_request_ids() -> None:
+    # Operations are numbered per node across workload items: ids made from the number must not
+    # repeat (they did, and the reference client refused the second 'clients.0-0').
+    from harness.composition import workload_streams
+
+    scenario = load_scenario("scenarios/dcp/explore/services.yaml")
+    ids = [cmd["id"] for stream in workload_streams(scenario, 1) for _, node, cmd in stream if node == "clients.0"]
+    assert len(ids) > 10 and len(ids) == len(set(ids))
+    result = run_sim(scenario, 1)
+    assert result.ok, [v.detail for v in result.failed]

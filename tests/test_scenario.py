@@ -131,3 +131,36 @@ def test_seed_specs() -> None:
 def test_every_shipped_scenario_is_valid(path: str) -> None:
     s = load_scenario(path)
     assert s.node_names and s.duration_ns > 0 and s.checks
+
+
+def test_a_group_may_run_a_shipped_mutant_and_run_options_choose_one() -> None:
+    from harness.scenario import parse_mutant_options, with_mutants
+
+    s = parse("", BASE.replace("broker: {role: broker,", "broker: {role: broker, mutant: busy-worker,"))
+    assert s.groups["broker"].mutant == "busy-worker" and s.groups["broker"].implementation == "mutant:busy-worker"
+    assert "x.yaml:5: nodes.broker.mutant: dcp has no mutant 'busy-workr'; did you mean 'busy-worker'?" in str(
+        error_of(BASE.replace("broker: {role: broker,", "broker: {role: broker, mutant: busy-workr,")))
+    assert "nodes.workers.mutant: mutant 'busy-worker' is a broker, not a worker" in str(
+        error_of(BASE.replace("workers: {role: worker,", "workers: {role: worker, mutant: busy-worker,")))
+    chosen = with_mutants(parse(), parse_mutant_options(["worker=no-ping", "clients=no-retry"]))
+    assert (chosen.groups["workers"].mutant, chosen.groups["clients"].mutant, chosen.groups["broker"].mutant) == (
+        "no-ping", "no-retry", None)
+    for bad, message in ((["broker"], "--mutant takes ROLE=NAME"), (["tower=x"], "no role or group named 'tower'")):
+        with pytest.raises(ValueError, match=message):
+            with_mutants(parse(), parse_mutant_options(bad))
+
+
+def test_a_mutant_named_in_the_file_or_on_the_command_line_runs(tmp_path) -> None:
+    from harness.cli import main
+    from harness.composition import run_sim
+
+    text = BASE + "workload:\n  - {nodes: clients, op: request, rate: 10/s, until: 1s}\n"
+    assert run_sim(parse_scenario(text, "x.yaml"), 1).ok
+    bad = run_sim(parse_scenario(text.replace("clients: {role: client,", "clients: {role: client, mutant: "
+                                                                          "foreign-client-address,"), "x.yaml"), 1)
+    assert not bad.ok
+    path = tmp_path / "x.yaml"
+    path.write_text(text)
+    assert main(["run", str(path), "--out", str(tmp_path / "runs"), "--quiet"]) == 0
+    assert main(["run", str(path), "--out", str(tmp_path / "runs"), "--mutant", "client=foreign-client-address"]) == 1
+    assert main(["run", str(path), "--mutant", "client=busy-worker"]) == 2

@@ -11,11 +11,13 @@ CLIENT, BROKER, WORKER = frozenset({"client"}), frozenset({"broker"}), frozenset
 
 class ExactlyOnce(Checker):
     """Every request a client application makes is answered to it exactly once (retries are
-    allowed; duplicate replies must be hidden), with the data the service computes."""
+    allowed; duplicate replies must be hidden), with the data the service computes. A client
+    that crashes takes its unanswered requests with it (its memory, and the application that
+    made them, are gone): those are not expected to be answered."""
 
     name = "exactly-once"
     clause = "dcp.client.retry"
-    kinds = frozenset({COMMAND, DELIVER})
+    kinds = frozenset({COMMAND, DELIVER, CRASH})
 
     def __init__(self, behaviours: dict[str, str] | None = None, **params: Any) -> None:
         super().__init__(**params)
@@ -23,9 +25,16 @@ class ExactlyOnce(Checker):
         self.requests: dict[tuple[str, str], Event] = {}
         self.replies: dict[tuple[str, str], list[Event]] = {}
         self.failed: list[Event] = []
+        self.abandoned = 0  # unanswered requests of clients that crashed
 
     def on_event(self, ev: Event) -> None:
-        if ev.kind == COMMAND and ev.data and ev.data.get("op") == "request":
+        if ev.kind == CRASH:
+            if ev.role == "client":
+                lost = [k for k in self.requests if k[0] == ev.node and k not in self.replies]
+                for k in lost:
+                    del self.requests[k]
+                self.abandoned += len(lost)
+        elif ev.kind == COMMAND and ev.data and ev.data.get("op") == "request":
             self.requests[(ev.node, str(ev.data["id"]))] = ev
         elif ev.kind == DELIVER and ev.data is not None:
             if ev.msg_type == "reply":
@@ -52,7 +61,8 @@ class ExactlyOnce(Checker):
         for ev in self.failed:
             problems.append((f"{ev.node} gave up on request {(ev.data or {}).get('id')}", [ev]))
         if not problems:
-            return [self.ok(f"{len(self.requests)} request(s), each answered exactly once")]
+            lost = f" ({self.abandoned} more lost with clients that crashed)" if self.abandoned else ""
+            return [self.ok(f"{len(self.requests)} request(s), each answered exactly once{lost}")]
         detail = f"{len(problems)} problem(s): " + "; ".join(p for p, _ in problems[:3])
         evidence = [e.describe() for _, evs in problems[:5] for e in evs]
         return [self.fail(detail, evidence)]

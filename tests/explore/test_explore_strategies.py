@@ -1,0 +1,54 @@
+"""The strategies draw only what the space allows, and every draw is a valid scenario file."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+
+from fault_injection.rules import parse_duration, parse_probability
+from harness.explore.candidate import Candidate, Runner, fault_window, from_scenario
+from harness.explore.space import space_of
+from harness.explore.strategies import candidates
+from harness.scenario import load_scenario_source, parse_scenario
+
+SCENARIO, LOCS = load_scenario_source("scenarios/dcp/explore/basic.yaml")
+SPACE = space_of(SCENARIO, LOCS)
+BASE = from_scenario(SCENARIO, 1)
+RUNNER = Runner(SCENARIO)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(candidates(SCENARIO, SPACE, BASE))
+def test_every_drawn_candidate_is_a_valid_scenario_within_the_bounds(cand: Candidate) -> None:
+    scenario = parse_scenario(RUNNER.render(cand), "drawn.yaml")  # raises if the file is not valid
+    assert scenario.duration_ns == SCENARIO.duration_ns and scenario.seeds == [cand.seed]
+    assert 1 <= len(cand.faults) <= SPACE.max_faults
+    for group, count in cand.counts:
+        lo, hi = SPACE.counts.get(group, (count, count))
+        assert lo <= count <= hi
+    last_end = SPACE.last_end_ns(SCENARIO.duration_ns)
+    for item in cand.faults:
+        window = fault_window(item)
+        if window is None:  # a rule: one message type, an effect within its bound
+            body = item["rule"]
+            assert body["message"] in SPACE.messages
+            effect = next(e for e in SPACE.effects if e in body)
+            assert parse_probability(body.get("probability", "100%")) <= SPACE.effects[effect]
+            continue
+        start, end = window
+        assert SPACE.start_ns <= start and end is not None and end <= last_end, item  # every fault ends, in time
+        assert SPACE.shortest_ns <= end - start <= SPACE.longest_ns
+        if "crash" in item:
+            assert parse_duration(item["restart_after"]) > 0
+
+
+def test_a_drawn_workload_rate_is_a_factor_of_the_written_one_within_the_bounds() -> None:
+    rates: set[float] = set()
+
+    @settings(max_examples=40, deadline=None, database=None)
+    @given(candidates(SCENARIO, SPACE, BASE))
+    def collect(cand: Candidate) -> None:
+        scenario = parse_scenario(RUNNER.render(cand), "drawn.yaml")
+        rates.add(scenario.workload[0].rate)
+
+    collect()
+    assert rates <= {5.0, 10.0, 20.0, 40.0} and len(rates) > 1
