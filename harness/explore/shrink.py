@@ -125,10 +125,10 @@ class Shrinker:
 
     # ---- 2. shorter ------------------------------------------------------------------------------
     def shorter(self, cand: Candidate) -> Candidate:
-        best = smallest(GRAIN_NS, cand.duration_ns, GRAIN_NS, lambda d: self.holds(cut(cand, d)))
+        best = smallest(GRAIN_NS, cand.duration_ns, GRAIN_NS, lambda d: self.holds(cut(cand, d, self.scenario.settle_ns)))
         if best < cand.duration_ns:
             self._accept(f"duration: {fmt_duration(cand.duration_ns)} -> {fmt_duration(best)}")
-            return cut(cand, best)
+            return cut(cand, best, self.scenario.settle_ns)
         return cand
 
     # ---- 3. fewer nodes -----------------------------------------------------------------------------
@@ -300,10 +300,15 @@ def nth_text(positions: list[int]) -> int | str | list[int]:
     return list(positions)
 
 
-def cut(cand: Candidate, duration_ns: int) -> Candidate:
-    """The candidate ending at ``duration_ns``: faults that would start later and workload
-    items that would begin later are left out, the others end by then."""
-    faults = tuple(f for f in cand.faults if (fault_window(f) or (0, None))[0] < duration_ns)
+def cut(cand: Candidate, duration_ns: int, settle_ns: int = 0) -> Candidate:
+    """The candidate ending at ``duration_ns``: faults that would start later, or end (restart,
+    heal) after the run's end (a file refuses both), and workload items that would begin later
+    are left out, the others end by then."""
+    def within(item: dict[str, Any]) -> bool:
+        start, end = fault_window(item) or (0, None)
+        return start < duration_ns and (end is None or end <= duration_ns + settle_ns)
+
+    faults = tuple(f for f in cand.faults if within(f))
     workload = []
     for item in cand.workload:
         start = parse_duration(item.get("from", 0))
