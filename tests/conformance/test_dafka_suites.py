@@ -133,7 +133,7 @@ def test_reference_passes_over_other_seeds(role: str) -> None:
 
 @pytest.mark.live
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("dialect", DIALECTS)
+@pytest.mark.parametrize("dialect", [d if d == "strict" else pytest.param(d, marks=pytest.mark.slow) for d in DIALECTS])
 def test_reference_passes_every_case_live(dialect: str) -> None:
     jobs = [(c, suite("dafka", role).reference_cmd, dialect) for role in ROLES for c in CASES[role]]
     results = run_live(jobs)

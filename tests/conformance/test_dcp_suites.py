@@ -128,8 +128,11 @@ def test_reference_passes_every_case_in_simulation(case: Case, dialect: str) -> 
 
 @pytest.mark.live
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("role,dialect", [("worker", "strict"), ("client", "strict"), ("broker", "dcp:dagbox"),
-                                          ("worker", "dcp:dagbox"), ("client", "dcp:dagbox")])
+@pytest.mark.parametrize("role,dialect", [("worker", "strict"), ("client", "strict"),
+                                          # the dialect's whole suites live in the slow suite (each case of
+                                          # the dialect runs in simulation by default)
+                                          *(pytest.param(r, "dcp:dagbox", marks=pytest.mark.slow)
+                                            for r in ("broker", "worker", "client"))])
 def test_reference_passes_every_case_live(role: str, dialect: str) -> None:
     # the broker in strict: test_exit_status_of_the_reference_broker_live, through the CLI
     results = run_suite(CASES[role], cmd=suite("dcp", role).reference_cmd, dialect=dialect)

@@ -63,6 +63,7 @@ def suite_args(*extra: str, suites: Path = SCENARIOS) -> list[str]:
     return ["--zmq-harness-suite", "dcp:broker", f"--zmq-harness-suites={suites}", *extra]
 
 
+@pytest.mark.slow  # the whole broker suite live; test_case_selection runs items through the plugin by default
 def test_reference_broker_passes_every_case_each_an_item(pytester: pytest.Pytester) -> None:
     r = run(pytester, *suite_args("--zmq-harness-reference"), "-v")
     r.assert_outcomes(passed=len(BROKER_CASES))
