@@ -155,3 +155,21 @@ def mutant_table(mutants: Any, roles: tuple[str, ...]) -> list[str]:
         out.append(f"| `{name}` | {role} | `{clause}` | {on} |")
     out.append("")
     return out
+
+
+def observed_mutant_table(mutants: Any, cases: dict[str, list[Case]], cat: Catalogue, run: Any, *,
+                          intro: str, unreached: str) -> list[str]:
+    """Markdown lines: every mutant's role suite run (``run(case, factory)``), the cases that fail
+    and the clause each failure is attributed to; ``unreached`` stands where no case fails."""
+    out = [f"#### Mutants ({len(mutants.MUTANTS)})\n", intro + "\n",
+           "| mutant | role | breaks | level | failing cases → attributed clause |", "|---|---|---|---|---|"]
+    for name, (role, factory, clause) in mutants.MUTANTS.items():
+        by_clause: dict[str, list[str]] = {}
+        for c in cases[role]:
+            r = run(c, factory)
+            if r.verdict != "pass":
+                by_clause.setdefault(f"{r.clause}" + ("" if r.verdict == "fail" else f" ({r.verdict})"), []).append(c.id)
+        shown = "; ".join(f"{', '.join(f'`{i}`' for i in ids)} → `{cl}`" for cl, ids in by_clause.items()) or unreached
+        out.append(f"| `{name}` | {role} | `{clause}` | {cat[clause].level.value} | {shown} |")
+    out.append("")
+    return out

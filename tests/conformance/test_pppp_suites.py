@@ -31,7 +31,6 @@ from typing import Any
 import pytest
 
 from harness.conformance.case import Case
-from harness.conformance.conductor import ROBUSTNESS
 from harness.conformance.runner import CaseResult, load_suite, run_case_sim, run_suite
 from harness.protocols import catalogue
 from harness.protocols.clauses import Level
@@ -86,10 +85,7 @@ def ref_factory(role: str) -> Any:
 
 
 def acceptable(name: str) -> set[str]:
-    _, _, clause = M.MUTANTS[name]
-    if name in M.CRASHES:  # a crash is reported as such, whichever step was waiting
-        return {ROBUSTNESS}
-    return {clause, *M.ALSO_BREAKS.get(name, {})}
+    return proof.acceptable(M, name)  # a crash (M.CRASHES) is reported as such, whichever step was waiting
 
 
 def failures(results: list[CaseResult], lenient: bool = False) -> list[tuple[str, str, str]]:
@@ -306,21 +302,11 @@ def test_the_example_cases_in_the_docs_load_and_pass_against_the_reference() -> 
 
 def coverage_tables() -> str:
     out = proof.clause_tables("pppp", CASES, UNCOVERED, CAT)
-    out.append(f"#### Mutants ({len(M.MUTANTS)})\n")
-    out.append("Each mutant's role suite in the simulator: the cases that fail, and the clause each failure is "
-               "attributed to.\n")
-    out.append("| mutant | role | breaks | level | failing cases → attributed clause |")
-    out.append("|---|---|---|---|---|")
-    for name, (role, factory, clause) in M.MUTANTS.items():
-        by_clause: dict[str, list[str]] = {}
-        for c in CASES[role]:
-            r = run_case_sim(c, factory)
-            if r.verdict != "pass":
-                by_clause.setdefault(f"{r.clause}" + ("" if r.verdict == "fail" else f" ({r.verdict})"), []).append(c.id)
-        shown = "; ".join(f"{', '.join(f'`{i}`' for i in ids)} → `{cl}`" for cl, ids in by_clause.items()) \
-            or "none: no case can reach the clause (the chaos checker catches it)"
-        out.append(f"| `{name}` | {role} | `{clause}` | {CAT[clause].level.value} | {shown} |")
-    out.append("")
+    out += proof.observed_mutant_table(
+        M, CASES, CAT, run_case_sim,
+        intro="Each mutant's role suite in the simulator: the cases that fail, and th"
+              "e clause each failure is attributed to.",
+        unreached="none: no case can reach the clause (the chaos checker catches it)")
     return "\n".join(out)
 
 
