@@ -18,6 +18,7 @@ from harness.explore.candidate import Candidate, fmt_duration, fmt_probability
 from harness.explore.space import MS, RULE, Space
 from harness.packages.base import as_rate
 from harness.scenario import Scenario
+from harness.targets import Targets
 
 SEED_MAX = 2**31 - 1
 
@@ -113,6 +114,19 @@ def node_targets(scenario: Scenario, space: Space, nodes: list[str]) -> list[str
     return list(dict.fromkeys(out))
 
 
+def drawn_targets(scenario: Scenario, nodes: list[str]) -> Targets:
+    """The targets of the drawn topology: a group drawn larger than the file's has nodes (such as
+    ``workers.2``) the file's own targets do not know, and a partition must not name one of them
+    on one side and its group on the other."""
+    groups: dict[str, list[str]] = {}
+    roles: dict[str, str] = {}
+    for g in scenario.groups.values():
+        members = [g.name] if g.count is None else [n for n in nodes if n.startswith(f"{g.name}.")]
+        groups[g.name] = members
+        roles.update((n, g.role) for n in members)
+    return Targets(groups, roles, scenario.targets.package)
+
+
 def rule_ends(scenario: Scenario, nodes: list[str]) -> list[str]:
     """What a rule's ``from``/``to`` may name: a node, or every node of a group (a glob)."""
     out: list[str] = []
@@ -140,12 +154,13 @@ def fault(scenario: Scenario, space: Space, nodes: list[str], duration_ns: int) 
     ms = _ms
 
     target = st.sampled_from(targets) if targets else st.nothing()
+    drawn = drawn_targets(scenario, nodes)
 
     def apart(other: st.SearchStrategy[str]) -> st.SearchStrategy[tuple[str, str]]:
         """Two targets that name no node in common (by name, group, role or glob; a dynamic
         target such as ``leader`` is settled when the fault fires)."""
         return st.tuples(target, other).filter(
-            lambda ab: ab[0] != ab[1] and not scenario.targets.overlap(((ab[0],), (ab[1],))))
+            lambda ab: ab[0] != ab[1] and not drawn.overlap(((ab[0],), (ab[1],))))
     by_kind: dict[str, st.SearchStrategy[dict[str, Any]]] = {
         "crash": st.builds(lambda t, w: {"at": ms(w[0]), "crash": t, "restart_after": ms(w[1])}, target, window()),
         "pause": st.builds(lambda t, w: {"from": ms(w[0]), "until": ms(w[0] + w[1]), "pause": t}, target, window()),

@@ -41,6 +41,18 @@ def test_every_drawn_candidate_is_a_valid_scenario_within_the_bounds(cand: Candi
             assert parse_duration(item["restart_after"]) > 0
 
 
+def test_a_partition_never_puts_a_node_of_a_group_drawn_larger_on_both_sides() -> None:
+    """CI found it: with ``workers`` drawn at 3, ``workers.2`` is a node the file's own targets do
+    not know, and a partition of ``workers.2`` against ``workers`` names it on both sides."""
+    from harness.explore.strategies import drawn_targets
+    cand = Candidate(seed=1, duration_ns=SCENARIO.duration_ns, faults=(), counts=(("workers", 3), ("clients", 1)),
+                     workload=BASE.workload)
+    drawn = drawn_targets(SCENARIO, cand.nodes(SCENARIO))
+    assert drawn.overlap((("workers.2",), ("workers",))) == ["workers.2"]
+    assert SCENARIO.targets.overlap((("workers.2",), ("workers",))) == []  # why the file's targets missed it
+    assert drawn.overlap((("workers.2",), ("broker",))) == []
+
+
 def test_a_drawn_workload_rate_is_a_factor_of_the_written_one_within_the_bounds() -> None:
     rates: set[float] = set()
 
