@@ -3,7 +3,7 @@ runs and seconds random and coverage-guided search need to find its failure, wha
 costs and how small the schedule gets.
 
     .venv/bin/python bench/bench_explore.py [--protocols dcp,dafka] [--budget 60] [--modes random,guided]
-                                            [--mutants a,b] [--record]
+                                            [--mutants a,b] [--record [--section 'Raft, PPPP, Event BUS']]
 
 Every mutant of a protocol is explored on the protocol's exploration scenarios
 (``scenarios/<protocol>/explore/*.yaml``, in name order) until one of them yields a shrunk
@@ -80,6 +80,8 @@ def main() -> None:
     ap.add_argument("--reference-budget", type=int, default=150)
     ap.add_argument("--fresh", action="store_true")
     ap.add_argument("--record", action="store_true", help="write the tables into bench/RESULTS.md")
+    ap.add_argument("--section", default="", help="suffix of the RESULTS.md section titles, e.g. 'Raft, PPPP, "
+                    "Event BUS' (each protocol set keeps its own sections)")
     args = ap.parse_args()
     rows = load_done(args.fresh)
     done = {(r["protocol"], r["mutant"], r["mode"]) for r in rows}
@@ -112,13 +114,16 @@ def main() -> None:
 
 
 def write_results(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    protocols = set(args.protocols.split(","))
+    rows = [r for r in rows if r["protocol"] in protocols]
+    suffix = f" ({args.section})" if args.section else ""
     ref = [r for r in rows if r["mutant"].startswith("reference:")]
     speed = ["| scenario | mode | runs | s | runs / s | distinct protocol events | found |", "|---|---|---|---|---|---|---|"]
     for r in ref:
         speed.append(f"| {r['file']} | {r['mode']} | {r['search_runs']} | {r['search_s']} | "
                      f"{r['search_runs'] / max(r['search_s'], 1e-9):.2f} | {r['coverage']} | "
                      f"{'FAILURE' if r['found'] else 'nothing'} |")
-    record("Explore: runs per second, reference nodes", "\n".join(speed) + "\n\nThe search of each exploration "
+    record(f"Explore: runs per second, reference nodes{suffix}", "\n".join(speed) + "\n\nThe search of each exploration "
            "scenario on the reference nodes, which must find nothing; runs / s is the search's own rate "
            "(hypothesis's draws, rendering, parsing and the simulated run with its checkers).", command_line())
     by: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
@@ -167,7 +172,7 @@ def write_results(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
         worse = sum(1 for a, b in both if cost(b) > cost(a))
         lines.append(f"- guided against random, on the {len(both)} mutants either found: guided needed fewer runs "
                      f"for {better}, more for {worse}, as many for {len(both) - better - worse}")
-    record("Explore: every shipped mutant", "\n".join(table) + "\n\n" + "\n".join(lines) + "\n\nruns to find count "
+    record(f"Explore: every shipped mutant{suffix}", "\n".join(table) + "\n\n" + "\n".join(lines) + "\n\nruns to find count "
            "every simulated run of the search, the file as written first and the reference runs that confirm a "
            "failure included; 'not in N' means no failure within the budget on any exploration scenario of the "
            "protocol. Shrinking keeps a reduction only if the mutant still fails the same property and the "
