@@ -195,6 +195,77 @@ class FixedTimeoutPeer(Peer):
         self.election_deadline = now + self.election_min
 
 
+class SlowElectionPeer(Peer):
+    """Breaks ``raft.algorithm.random-election-timeout``: draws its election timeout from ten to
+    twelve times the configured range, so a cluster without a leader stays without one for
+    many times ELECTION_TIMEOUT_MAX. (Suite only: the chaos checks see it as slow liveness.)"""
+
+    def reset_election_timer(self, now: int) -> None:
+        self.election_deadline = now + 10 * self.rng.randint(self.election_min, self.election_max + self.election_max // 5)
+
+
+class AcceptAnyPrevPeer(Peer):
+    """Breaks ``raft.safety.log-matching`` as a follower: skips the consistency check of
+    AppendEntries (prev_log_index / prev_log_term) and appends after whatever it holds."""
+
+    def on_append_request(self, msg: Any, raws: list[bytes], now: int) -> tuple[list[Action], dict[str, Any]]:
+        if msg["term"] < self.term:
+            return [], {"term": self.term, "success": False}
+        out = self.accept_leader(msg, now)
+        prev = min(msg["prev_log_index"], self.log.last_index)
+        self.append_from_leader(prev, raws)
+        return out, {"term": self.term, "success": True}
+
+
+class DiesOnMalformedPeer(Peer):
+    """Breaks ``raft.wire.grammar`` (E-RAFT-23: drop what does not decode): raises on the first
+    malformed message, so the process dies."""
+
+    def malformed(self, socket: str, frames: list[bytes], err: Any) -> list[Action]:
+        raise ValueError(f"malformed input: {err}")
+
+
+class HidesLeaderPeer(Peer):
+    """Breaks ``raft.wire.grammar`` (the answers' LEADER ID frame): as a follower it never says
+    which peer leads (RequestConfig, RequestLogInfo and a refused RequestUpdate give nil), so a
+    client can never find the leader through it."""
+
+    def accept_leader(self, msg: Any, now: int) -> list[Action]:
+        out = super().accept_leader(msg, now)
+        self.leader_id = None
+        return out
+
+
+class NoRetryPeer(Peer):
+    """Breaks ``raft.rpc.retry-after-timeout``: never repeats an unanswered request; a lost
+    RequestVote or AppendEntries waits for the next election or entry."""
+
+    def retry(self, link: Link, now: int) -> list[Action]:
+        link.deadline = now + self.rpc_timeout
+        return []
+
+
+class SameMessageIdPeer(Peer):
+    """Breaks ``raft.wire.message-id``: every request it sends carries message id 1 instead of
+    the next id, so a receiver that debounces takes a new request for a repeat."""
+
+    def request(self, link: Link, *args: Any, **kwargs: Any) -> Any:
+        link.last_id = 0
+        return super().request(link, *args, **kwargs)
+
+
+class EntriesUncommittedPeer(Peer):
+    """Breaks ``raft.entries.committed-only``: answers RequestEntries with every entry of its
+    log, committed or not; a reader sees entries the cluster may later replace."""
+
+    def pump_entries(self, *args: Any) -> list[Action]:
+        saved, self.commit_index = self.commit_index, self.log.last_index
+        try:
+            return super().pump_entries(*args)
+        finally:
+            self.commit_index = saved
+
+
 class LocalReadClient(Client):
     """Breaks ``raft.kv.linearizable`` (the client's side of it): answers a ``get`` at once from
     its own replica of the state machine, without a log entry and without reading the log up to
@@ -225,4 +296,45 @@ MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
     "apply-uncommitted": ("peer", ApplyUncommittedPeer, "raft.safety.state-machine-safety"),
     "fixed-timeout": ("peer", FixedTimeoutPeer, "raft.algorithm.random-election-timeout"),
     "local-read": ("client", LocalReadClient, "raft.kv.linearizable"),
+    "slow-election": ("peer", SlowElectionPeer, "raft.algorithm.random-election-timeout"),
+    "accept-any-prev": ("peer", AcceptAnyPrevPeer, "raft.safety.log-matching"),
+    "dies-on-malformed": ("peer", DiesOnMalformedPeer, "raft.wire.grammar"),
+    "hides-leader": ("peer", HidesLeaderPeer, "raft.wire.grammar"),
+    "no-retry": ("peer", NoRetryPeer, "raft.rpc.retry-after-timeout"),
+    "same-message-id": ("peer", SameMessageIdPeer, "raft.wire.message-id"),
+    "entries-uncommitted": ("peer", EntriesUncommittedPeer, "raft.entries.committed-only"),
 }
+
+# Mutants only the conformance suites judge (a wire behaviour of one peer no chaos check reads);
+# tests/checkers/test_raft_checkers.py leaves them out.
+SUITE_ONLY = ("slow-election", "accept-any-prev", "dies-on-malformed", "hides-leader", "no-retry", "same-message-id",
+              "entries-uncommitted")
+# Mutants that crash (the suite reports harness.robustness whichever step was waiting).
+CRASHES = ("dies-on-malformed",)
+
+# For the suites' proof (tests/conformance/suite_proof.py): clauses a mutant's failures may
+# also be attributed to, with why; mutants no suite case can reach, with why; mutants seen
+# in some dialects only.
+ALSO_BREAKS: dict[str, dict[str, str]] = {
+    "forget-vote": {"raft.algorithm.vote-once": "persistence is internal: what shows on the wire is the second "
+                                                "vote of the term after the restart"},
+    "volatile-log": {"raft.safety.log-matching": "persistence is internal: what shows on the wire is the "
+                                                 "restarted follower refusing entries it acknowledged"},
+    "commit-old-term": {"raft.algorithm.leader-heartbeat": "its next index starts past its empty log, so as a "
+                                                           "new leader it sends empty InstallSnapshots, no "
+                                                           "AppendEntries"},
+    "accept-any-prev": {"raft.algorithm.truncate-conflicts": "appending after whatever it holds, it keeps the "
+                                                             "entry the leader replaced"},
+}
+_CLUSTER = ("its leader's behaviour shows only when the peer under test replicates entries of several terms to "
+            "followers that answer every AppendEntries; no case scripts that; the chaos checks catch it")
+OUT_OF_REACH: dict[str, str] = {
+    "wrong-prev-term": _CLUSTER,
+    "truncating-leader": _CLUSTER,
+    "apply-uncommitted": "what it applies is internal to the peer; the state-machine-safety check compares "
+                         "the peers' applied entries",
+    "fixed-timeout": "one fixed timeout within the range is a timeout a random draw could give; only many "
+                     "elections tell, which the chaos scenarios (split votes forever) show",
+    "local-read": "a client mutant: no client suite yet",
+}
+DIALECTS: dict[str, tuple[str, ...]] = {}

@@ -19,6 +19,7 @@ from harness.packages.base import (
     one_of,
 )
 from harness.packages.raft.checks import CHECKS, DEFAULT_CHECKS
+from harness.packages.raft.suites import SUITES
 from harness.protocols.raft import TABLES
 from harness.protocols.raft_clauses import CATALOGUE
 from reference_nodes.raft.client import Client
@@ -171,4 +172,5 @@ PACKAGE = ProtocolPackage(
     command=command,
     targets={"leader": "the running peer whose latest 'role' note says leader, in the highest term"},
     resolve_target=resolve_target,
+    suites=SUITES,
 )
