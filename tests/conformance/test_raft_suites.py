@@ -125,12 +125,26 @@ def test_reference_passes_every_case_in_simulation(role: str, dialect: str) -> N
                                    if r.verdict != "pass"]
 
 
-def _live(role: str, dialect: str) -> None:
-    results = run_suite(CASES[role], cmd=suite("raft", role).reference_cmd, dialect=dialect)
+# Cases over real sockets by default: a vote, a restart with {data_dir} kept, an election with
+# the message id check (about 8 s); every case live in the slow suite (about 40 s a dialect).
+LIVE_SUBSET = {"peer": ("vote-once", "restart-keeps-vote", "response-id")}
+
+
+def _live(role: str, dialect: str, only: tuple[str, ...] | None = None) -> None:
+    cases = [c for c in CASES[role] if only is None or c.id in only]
+    results = run_suite(cases, cmd=suite("raft", role).reference_cmd, dialect=dialect)
     assert not failures(results), [(r.case.id, r.clause, r.reason, r.iut_output) for r in results
                                    if r.verdict != "pass"]
 
 
+@pytest.mark.live
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("role", ROLES)
+def test_reference_passes_live(role: str) -> None:
+    _live(role, "strict", LIVE_SUBSET[role])
+
+
+@pytest.mark.slow
 @pytest.mark.live
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("role", ROLES)
