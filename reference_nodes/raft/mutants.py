@@ -280,6 +280,65 @@ class LocalReadClient(Client):
         return super().next_op(now)
 
 
+class NoConfigClient(Client):
+    """Breaks ``raft.client.request-config``: never asks the peers for the cluster state; it sends
+    its updates to whichever peer its DEALER picks and relies on redirects."""
+
+    def ask_config(self, now: int) -> list[Action]:
+        self.config_deadline = None
+        return []
+
+
+class NoRepeatConfigClient(Client):
+    """Breaks ``raft.client.repeat-config``: when a RequestConfig answer names no leader it does
+    not ask again; its updates wait for an answer that may never name one."""
+
+    def on_config_response(self, frames: list[bytes], now: int) -> list[Action]:
+        out = super().on_config_response(frames, now)
+        self.config_deadline = None
+        return out
+
+
+class IgnoresRedirectClient(Client):
+    """Breaks ``raft.client.broken-leader``: a refusal naming the leader is treated as one naming
+    none (the second scenario): it reconnects to every peer and waits the grace period."""
+
+    def broken_leader(self, leader: Any, now: int) -> list[Action]:
+        return self.search(now)
+
+
+class NewReqidRetryClient(Client):
+    """Breaks ``raft.client.broken-leader-search``: sends an unanswered update again under a new
+    reqid, so a cluster that did get the first applies it twice."""
+
+    def send_update(self, now: int) -> list[Action]:
+        o = self.current
+        if o is not None and o.attempts > 0 and o.index is None:
+            self.my_reqids.discard(o.reqid)
+            o.reqid = self.new_reqid(now)
+            self.my_reqids.add(o.reqid)
+        return super().send_update(now)
+
+
+class ReuseReqidClient(Client):
+    """Breaks ``raft.reqid.unique``: every request carries the same reqid, so the cluster takes
+    each new update for a repeat of the first."""
+
+    def next_op(self, now: int) -> list[Action]:
+        self.making_update = True
+        try:
+            return super().next_op(now)
+        finally:
+            self.making_update = False
+
+    def new_reqid(self, now: int) -> bytes:
+        rid = super().new_reqid(now)
+        if getattr(self, "making_update", False):  # an update's reqid: the first one, again
+            self.update_reqid: bytes = getattr(self, "update_reqid", None) or rid
+            return self.update_reqid
+        return rid
+
+
 MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
     "vote-twice": ("peer", VoteTwicePeer, "raft.algorithm.vote-once"),
     "skip-up-to-date": ("peer", SkipUpToDatePeer, "raft.algorithm.vote-up-to-date"),
@@ -303,12 +362,18 @@ MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
     "no-retry": ("peer", NoRetryPeer, "raft.rpc.retry-after-timeout"),
     "same-message-id": ("peer", SameMessageIdPeer, "raft.wire.message-id"),
     "entries-uncommitted": ("peer", EntriesUncommittedPeer, "raft.entries.committed-only"),
+    "no-config": ("client", NoConfigClient, "raft.client.request-config"),
+    "ignores-redirect": ("client", IgnoresRedirectClient, "raft.client.broken-leader"),
+    "no-repeat-config": ("client", NoRepeatConfigClient, "raft.client.repeat-config"),
+    "new-reqid-on-retry": ("client", NewReqidRetryClient, "raft.client.broken-leader-search"),
+    "reuse-reqid": ("client", ReuseReqidClient, "raft.reqid.unique"),
 }
 
 # Mutants only the conformance suites judge (a wire behaviour of one peer no chaos check reads);
 # tests/checkers/test_raft_checkers.py leaves them out.
 SUITE_ONLY = ("slow-election", "accept-any-prev", "dies-on-malformed", "hides-leader", "no-retry", "same-message-id",
-              "entries-uncommitted")
+              "entries-uncommitted", "no-config", "ignores-redirect", "new-reqid-on-retry", "reuse-reqid",
+              "no-repeat-config")
 # Mutants that crash (the suite reports harness.robustness whichever step was waiting).
 CRASHES = ("dies-on-malformed",)
 
@@ -323,6 +388,8 @@ ALSO_BREAKS: dict[str, dict[str, str]] = {
     "commit-old-term": {"raft.algorithm.leader-heartbeat": "its next index starts past its empty log, so as a "
                                                            "new leader it sends empty InstallSnapshots, no "
                                                            "AppendEntries"},
+    "new-reqid-on-retry": {"raft.client.broken-leader": "the update it sends the leader a refusal names carries "
+                                                       "a new reqid too"},
     "accept-any-prev": {"raft.algorithm.truncate-conflicts": "appending after whatever it holds, it keeps the "
                                                              "entry the leader replaced"},
 }
@@ -335,6 +402,7 @@ OUT_OF_REACH: dict[str, str] = {
                          "the peers' applied entries",
     "fixed-timeout": "one fixed timeout within the range is a timeout a random draw could give; only many "
                      "elections tell, which the chaos scenarios (split votes forever) show",
-    "local-read": "a client mutant: no client suite yet",
+    "local-read": "its break is in the results it hands its application (a get answered from its own replica), "
+                  "which the client suite does not read; the linearizable check catches it",
 }
 DIALECTS: dict[str, tuple[str, ...]] = {}

@@ -97,6 +97,9 @@ ROLES = {
         "op_timeout": Setting("op_timeout_ms", as_ms, "give an operation up (status info) after this (10s)"),
         "max_queue": Setting("max_queue", as_positive_int, "operations waiting their turn (1000)"),
         "subscribe": Setting("subscribe", as_bool, "follow the leader's StateBroadcast (default false)"),
+        "updates": Setting("updates", as_int, "standalone: put this many values (v1, v2, ...) on 'key' at start "
+                                              "(default 0)"),
+        "key": Setting("key", as_str, "standalone: the key of those puts (default k)"),
         "cluster": CLUSTER, "peers": PEERS,
     }, "a key-value client: every operation a RequestUpdate, results from the replayed log"),
 }

@@ -100,7 +100,7 @@ def _fill(prefix: str, scripted: tuple[str, ...], own: bool) -> Callable[[dict[s
 
     def fill(values: dict[str, Any]) -> None:
         count = int(values.get("peer_count", len(scripted) + own))
-        others = scripted[: count - 1] if own else scripted
+        others = scripted[: count - 1] if own else scripted[:count]
         listing = ([f"{values['id']}={values['endpoint']}"] if own else []) + \
                   [f"{p}={values[prefix + p]}" for p in others]
         values["peers"] = ",".join(listing)
@@ -129,7 +129,7 @@ def _plan(iut_role: str) -> Callable[..., Any]:
             for p in CLUSTER:
                 peers[f"peer.{p}"] = PeerSocket(f"peer.{p}", SocketType.ROUTER, values[f"peer_{p}"], True,
                                                 channel="request")
-        shown = {k: values[k] for k in ("id", "key") if k in values}
+        shown = {k: values[k] for k in ("id", "key", *(f"peer_{p}" for p in CLUSTER)) if k in values}
         return PeerPlan(peers, values=shown, case=dialect_case(case, values.get("dialect", "strict"),
                                                                int(values["epoch_s"])))
 
@@ -142,6 +142,13 @@ def _peer_config(endpoint: str, values: dict[str, Any]) -> dict[str, Any]:
     return {"dialect": values.get("dialect", "strict"), "id": values["id"], "endpoint": endpoint,
             "peers": peer_list(values["peers"]), "election_min_ms": int(values["election_min_ms"]),
             "election_max_ms": int(values["election_max_ms"]), "epoch_s": int(values["epoch_s"])}
+
+
+def _client_config(endpoint: str, values: dict[str, Any]) -> dict[str, Any]:
+    from reference_nodes.raft.common import peer_list
+
+    return {"dialect": values.get("dialect", "strict"), "peers": peer_list(values["peers"]),
+            "updates": int(values["updates"]), "key": str(values["key"]), "epoch_s": int(values["epoch_s"])}
 
 
 _NODE = "{python} -m harness.cli node raft "
@@ -162,5 +169,20 @@ SUITES: dict[str, RoleSuite] = {
         harness_endpoints=tuple(f"router_{p}" for p in SCRIPTED),
         build_peers=_plan("peer"),
         fill_values=_fill("router_", SCRIPTED, own=True),
+    ),
+    "client": RoleSuite(
+        "raft", "client",
+        peers={"peer": ("peer", SocketType.ROUTER, True)},
+        iut_binds=False,
+        reference_cmd=_NODE + "client --dialect {dialect} --set peers={peers} --set updates={updates} --set key={key}",
+        # {peers}: the cluster as the client first knows it, only peer a (the cases' RequestConfig
+        # answers tell it of b and c, as the document's client learns them); {updates}: puts it
+        # makes on {key} by itself, one after the other.
+        placeholders={"peers": "", "peer_count": 1, "updates": 1, "key": "k", "epoch_s": 0},
+        iut_config=_client_config,
+        harness_endpoints=tuple(f"peer_{p}" for p in CLUSTER),
+        build_peers=_plan("client"),
+        fill_values=_fill("peer_", CLUSTER, own=False),
+        completes=True,  # a client may exit 0 once its updates are done
     ),
 }
