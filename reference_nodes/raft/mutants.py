@@ -254,6 +254,17 @@ class SameMessageIdPeer(Peer):
         return super().request(link, *args, **kwargs)
 
 
+class NoHeartbeatPeer(Peer):
+    """Breaks ``raft.algorithm.leader-heartbeat``: as leader it sends AppendEntries only when it
+    has entries to replicate, so an idle follower's election timeout elapses."""
+
+    def replicate(self, link: Link, now: int) -> list[Action]:
+        if link.next_index > self.log.last_index:
+            link.deadline = now + self.heartbeat
+            return []
+        return super().replicate(link, now)
+
+
 class EntriesUncommittedPeer(Peer):
     """Breaks ``raft.entries.committed-only``: answers RequestEntries with every entry of its
     log, committed or not; a reader sees entries the cluster may later replace."""
@@ -362,6 +373,7 @@ MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
     "no-retry": ("peer", NoRetryPeer, "raft.rpc.retry-after-timeout"),
     "same-message-id": ("peer", SameMessageIdPeer, "raft.wire.message-id"),
     "entries-uncommitted": ("peer", EntriesUncommittedPeer, "raft.entries.committed-only"),
+    "no-heartbeat": ("peer", NoHeartbeatPeer, "raft.algorithm.leader-heartbeat"),
     "no-config": ("client", NoConfigClient, "raft.client.request-config"),
     "ignores-redirect": ("client", IgnoresRedirectClient, "raft.client.broken-leader"),
     "no-repeat-config": ("client", NoRepeatConfigClient, "raft.client.repeat-config"),
@@ -373,7 +385,7 @@ MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
 # tests/checkers/test_raft_checkers.py leaves them out.
 SUITE_ONLY = ("slow-election", "accept-any-prev", "dies-on-malformed", "hides-leader", "no-retry", "same-message-id",
               "entries-uncommitted", "no-config", "ignores-redirect", "new-reqid-on-retry", "reuse-reqid",
-              "no-repeat-config")
+              "no-repeat-config", "no-heartbeat")
 # Mutants that crash (the suite reports harness.robustness whichever step was waiting).
 CRASHES = ("dies-on-malformed",)
 

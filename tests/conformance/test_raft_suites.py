@@ -95,9 +95,6 @@ UNCOVERED: dict[str, dict[str, str]] = {
         "raft.safety.leader-append-only": _CLUSTER,
         "raft.algorithm.commit-current-term": _CLUSTER,
         "raft.algorithm.availability": _CLUSTER,
-        "raft.algorithm.leader-heartbeat": "Named by the steps that wait for a new leader's first "
-                                           "AppendEntries (higher-term, response-id, commit-majority), so a "
-                                           "leader that sends none fails there; no case times the interval yet.",
     },
 }
 
