@@ -49,6 +49,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
+from harness.conformance.answers import Answers
 from harness.conformance.case import Case, Step
 from harness.conformance.matchers import matches
 from harness.conformance.plan import Announcement, PeerSocket
@@ -107,11 +108,7 @@ class Conductor(BaseNode):
         self.followed: set[str] = {p.recv.endpoint for p in self.peers.values()
                                    if p.recv is not None and p.recv.endpoint is not None}
         self.outputs: list[dict[str, Any]] = []  # output lines no expect_output took yet
-        # Responses without a type of their own (Raft's) decode as the answer to the request the
-        # peer sent with the same first frame (its id), else to the peer's last request.
-        self.answer_of = {m.answers: m.name for m in self.codec.table.messages if m.answers}
-        self.asked: dict[str, dict[bytes, str]] = {}
-        self.last_asked: dict[str, str] = {}
+        self.answers = Answers(self.codec)  # responses without a type of their own (Raft's)
 
     # ---- node contract --------------------------------------------------------------------
 
@@ -147,7 +144,7 @@ class Conductor(BaseNode):
         if not on_recv and peer.type is SocketType.XPUB and _is_subscription(frames):
             return self._on_subscription(peer, frames[0], now) + self._advance(now)
         channel = (peer.recv.channel if on_recv and peer.recv is not None else peer.channel)
-        answer = self._answer_name(name, frames)
+        answer = self.answers.name(name, frames)
         try:
             msg: Message | None = (self.codec.decode(frames, as_=answer) if answer is not None
                                    else self.codec.decode(frames) if channel is None
@@ -307,10 +304,7 @@ class Conductor(BaseNode):
                 sent = self.codec.decode(frames, as_=step.message)
             except DecodeError:
                 sent = None
-            answer = self.answer_of.get(step.message)
-            if answer is not None and frames:
-                self.asked.setdefault(peer.name, {})[bytes(frames[0])] = answer
-                self.last_asked[peer.name] = answer
+            self.answers.sent(peer.name, step.message, frames)
         self._log(now, "out", peer.name, frames, sent, None)
         if peer.routed:
             ident = self.iut_ident.get(peer.name)
@@ -319,11 +313,6 @@ class Conductor(BaseNode):
                                        "and sent anything to it", self._clause(step), error=True)
             frames = [ident, *frames]
         return [Send(peer.name, frames, step.message or "raw")]
-
-    def _answer_name(self, peer: str, frames: list[bytes]) -> str | None:
-        if peer not in self.last_asked or not frames:
-            return None
-        return self.asked[peer].get(bytes(frames[0]), self.last_asked[peer])
 
     def _output(self, step: Step) -> int | None:
         """The index of the first output line not taken yet whose keys match the step."""

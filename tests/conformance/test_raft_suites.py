@@ -244,6 +244,24 @@ def test_every_case_fails_against_some_mutant() -> None:
     assert every - failing == set(), "cases no mutant fails"
 
 
+LIVE_MUTANTS = ("forget-vote", "vote-twice", "no-debounce", "ignores-redirect")
+
+
+@pytest.mark.slow
+@pytest.mark.live
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("name", LIVE_MUTANTS)
+def test_mutant_fails_live_as_in_simulation(name: str) -> None:
+    """The mutant as a real subprocess (`zmq-harness node raft ROLE --mutant NAME`, its state in
+    {data_dir}): the cases it fails in simulation fail live on the same clause."""
+    role, factory, _ = M.MUTANTS[name]
+    sim = {c.id: run_case_sim(c, factory) for c in CASES[role]}
+    chosen = [c for c in CASES[role] if sim[c.id].verdict != "pass"][:2]
+    live = run_suite(chosen, cmd=suite("raft", role).reference_cmd + f" --mutant {name}")
+    assert [(r.case.id, r.verdict, r.clause) for r in live] == \
+        [(c.id, sim[c.id].verdict, sim[c.id].clause) for c in chosen], [(r.case.id, r.reason[:200]) for r in live]
+
+
 # ---- docs/conformance-raft.md --------------------------------------------------------------------
 
 
