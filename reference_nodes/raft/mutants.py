@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from harness.node import Action, DurableStore, NodeContext
+from harness.protocols.raft import NULL
 from reference_nodes.raft.client import Client
 from reference_nodes.raft.log import RaftLog, entry_term
 from reference_nodes.raft.peer import Link, Outstanding, Peer
@@ -254,6 +255,24 @@ class SameMessageIdPeer(Peer):
         return super().request(link, *args, **kwargs)
 
 
+class NeverExpiresPeer(Peer):
+    """Breaks ``raft.update.reqid-freshness``: takes an update whatever the age of its reqid, so
+    a request that reaches the cluster after REQUEST_UPDATE_TTL is still applied."""
+
+    def expired(self, reqid: bytes, now: int) -> bool:
+        return False
+
+
+class ExpiredAsNotLeaderPeer(Peer):
+    """Breaks ``raft.update.expired``: refuses an expired update with a third frame (nil, "not the
+    leader, leader unknown"), so the client searches for a leader instead of giving the request up."""
+
+    def update_reply(self, ident: bytes, reqid: bytes, ok: bool, third: Any = None) -> Any:
+        if not ok and third is None:
+            third = NULL
+        return super().update_reply(ident, reqid, ok, third)
+
+
 class NoHeartbeatPeer(Peer):
     """Breaks ``raft.algorithm.leader-heartbeat``: as leader it sends AppendEntries only when it
     has entries to replicate, so an idle follower's election timeout elapses."""
@@ -374,6 +393,8 @@ MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
     "same-message-id": ("peer", SameMessageIdPeer, "raft.wire.message-id"),
     "entries-uncommitted": ("peer", EntriesUncommittedPeer, "raft.entries.committed-only"),
     "no-heartbeat": ("peer", NoHeartbeatPeer, "raft.algorithm.leader-heartbeat"),
+    "never-expires": ("peer", NeverExpiresPeer, "raft.update.reqid-freshness"),
+    "expired-as-not-leader": ("peer", ExpiredAsNotLeaderPeer, "raft.update.expired"),
     "no-config": ("client", NoConfigClient, "raft.client.request-config"),
     "ignores-redirect": ("client", IgnoresRedirectClient, "raft.client.broken-leader"),
     "no-repeat-config": ("client", NoRepeatConfigClient, "raft.client.repeat-config"),
@@ -385,7 +406,8 @@ MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
 # tests/checkers/test_raft_checkers.py leaves them out.
 SUITE_ONLY = ("slow-election", "accept-any-prev", "dies-on-malformed", "hides-leader", "no-retry", "same-message-id",
               "entries-uncommitted", "no-config", "ignores-redirect", "new-reqid-on-retry", "reuse-reqid",
-              "no-repeat-config", "no-heartbeat")
+              "no-repeat-config", "no-heartbeat", "never-expires",
+              "expired-as-not-leader")
 # Mutants that crash (the suite reports harness.robustness whichever step was waiting).
 CRASHES = ("dies-on-malformed",)
 

@@ -77,8 +77,6 @@ UNCOVERED: dict[str, dict[str, str]] = {
                                        "to the peer under test).",
         "raft.update.reqid-in-entry": "Not written yet: it needs a matcher for one entry of a list "
                                       "(RequestEntries returns the entries as one repeated field).",
-        "raft.update.reqid-freshness": "Not written yet: a reqid 8 hours old (the peer's clock is its own).",
-        "raft.update.expired": "Not written yet: as raft.update.reqid-freshness.",
         "raft.update.index-when-committed": "Named by the steps of update-once that wait for the committed "
                                             "answer; no mutant answers without the index yet.",
         "raft.update.accepted-repeat": "A permission (MAY): update-once and read-log accept it before the "

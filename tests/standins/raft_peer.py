@@ -33,6 +33,7 @@ import zmq
 
 RPC_TIMEOUT = 0.05
 HEARTBEAT = 0.1
+UPDATE_TTL = 8 * 3600  # REQUEST_UPDATE_TTL, seconds
 
 
 def uint(n: int) -> bytes:
@@ -183,6 +184,8 @@ class Peer:
         if kind == b"=" and len(b) == 3:
             if self.state != "leader":
                 return [b[0], boolean(False), js(leader)]
+            if int.from_bytes(b[0][:4], "big") < time.time() - UPDATE_TTL:
+                return [b[0], boolean(False)]  # expired: no third frame
             for i, e in enumerate(self.log, 1):
                 if e[0] == b[0].hex():
                     return self.committed(b[0], ident)
