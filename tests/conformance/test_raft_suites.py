@@ -244,7 +244,7 @@ def test_every_case_fails_against_some_mutant() -> None:
     assert every - failing == set(), "cases no mutant fails"
 
 
-LIVE_MUTANTS = ("forget-vote", "vote-twice", "no-debounce", "ignores-redirect")
+LIVE_MUTANTS = ("forget-vote", "vote-twice", "no-debounce", "dies-on-malformed", "ignores-redirect")
 
 
 @pytest.mark.slow
