@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from harness.packages.base import (
-    Operation, ProtocolPackage, Role, Setting, TargetView, as_bool, as_int, as_ms, as_positive_int, as_str,
+    CaptureHints, Operation, ProtocolPackage, Role, Setting, TargetView, as_bool, as_int, as_ms, as_positive_int, as_str,
     one_of,
 )
 from harness.packages.raft.checks import CHECKS, DEFAULT_CHECKS
@@ -162,6 +162,22 @@ def command(op: str, node: str, params: dict[str, Any], k: int, rng: Any) -> dic
     return req
 
 
+def wire_role(socket_type: str, sent: frozenset[str]) -> str | None:
+    """The role of an endpoint in a capture: peers bind ROUTERs, send the peer RPCs and the
+    StateBroadcast; a DEALER that sends only client RPCs is a client."""
+    if socket_type in ("ROUTER", "PUB") or sent & {"RequestVote", "AppendEntries", "InstallSnapshot", "StateBroadcast"}:
+        return "peer"
+    if socket_type == "DEALER" and sent:
+        return "client"
+    return None
+
+
+# Every Raft request and response starts with its id (message_id, reqid); RequestUpdate is
+# answered "accepted", then "committed", and RequestEntries in a pipeline of responses.
+CAPTURE = CaptureHints(channels={("PUB", "SUB"): "broadcast", ("PUB", "XSUB"): "broadcast"}, role=wire_role,
+                       correlation_frame=0, repeats=frozenset({"RequestUpdateResponse", "RequestEntriesResponse"}))
+
+
 PACKAGE = ProtocolPackage(
     name="raft",
     tables=TABLES,
@@ -176,4 +192,5 @@ PACKAGE = ProtocolPackage(
     targets={"leader": "the running peer whose latest 'role' note says leader, in the highest term"},
     resolve_target=resolve_target,
     suites=SUITES,
+    capture=CAPTURE,
 )
