@@ -56,6 +56,7 @@ from harness.conformance.plan import Announcement, PeerSocket
 from harness.node import Action, BaseNode, Connect, Deliver, Disconnect, Note, Send, SocketSpec, SocketType
 from harness.protocols import Codec, DecodeError
 from harness.protocols.codec import Message
+from harness.protocols.errors import FieldError
 
 
 RECV = "/recv"  # suffix of a peer's second (receiving) socket
@@ -211,10 +212,14 @@ class Conductor(BaseNode):
                 if self.done:
                     return out
             elif kind == "send_raw":
-                held = self._hold_send(step, list(step.frames or []), now)
+                try:
+                    raw = [f if isinstance(f, bytes) else self._ref_frame(str(f["ref"])) for f in step.frames or []]
+                except ValueError as e:
+                    return out + self._fail(now, f"the case cannot build its frames: {e}", self._clause(step), error=True)
+                held = self._hold_send(step, raw, now)
                 if held is not None:
                     return out + held
-                out.extend(self._send(step, list(step.frames or []), now))
+                out.extend(self._send(step, raw, now))
                 if self.done:
                     return out
             elif kind == "disconnect":
@@ -424,6 +429,16 @@ class Conductor(BaseNode):
         name, _, field = str(ref).partition(".")
         msg = self.captured.get(name)
         return None if msg is None else (msg.fields.get(field) if field else msg)
+
+    def _ref_frame(self, ref: str) -> bytes:
+        """A captured field as the frame its table encodes it in (send_raw)."""
+        value, fname = self._ref(ref), ref.partition(".")[2]
+        if value is None or fname not in self.codec.table.fields:
+            raise ValueError(f"nothing captured as {ref}")
+        try:
+            return self.codec.table.fields[fname].type.encode(value)
+        except FieldError as e:
+            raise ValueError(f"{ref}: {e}") from None
 
     def _clause(self, step: Step) -> str:
         return step.clause or self.case.clauses[0]

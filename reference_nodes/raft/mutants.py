@@ -329,6 +329,14 @@ class NoRepeatConfigClient(Client):
         return out
 
 
+class DiesOnMalformedClient(Client):
+    """Breaks ``raft.wire.grammar`` (E-RAFT-23: drop what does not decode): raises on the first
+    malformed answer, so the process dies."""
+
+    def malformed(self, socket: str, frames: list[bytes], err: Any) -> list[Action]:
+        raise ValueError(f"malformed input: {err}")
+
+
 class IgnoresRedirectClient(Client):
     """Breaks ``raft.client.broken-leader``: a refusal naming the leader is treated as one naming
     none (the second scenario): it reconnects to every peer and waits the grace period."""
@@ -397,6 +405,7 @@ MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
     "expired-as-not-leader": ("peer", ExpiredAsNotLeaderPeer, "raft.update.expired"),
     "no-config": ("client", NoConfigClient, "raft.client.request-config"),
     "ignores-redirect": ("client", IgnoresRedirectClient, "raft.client.broken-leader"),
+    "client-dies-on-malformed": ("client", DiesOnMalformedClient, "raft.wire.grammar"),
     "no-repeat-config": ("client", NoRepeatConfigClient, "raft.client.repeat-config"),
     "new-reqid-on-retry": ("client", NewReqidRetryClient, "raft.client.broken-leader-search"),
     "reuse-reqid": ("client", ReuseReqidClient, "raft.reqid.unique"),
@@ -407,9 +416,9 @@ MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
 SUITE_ONLY = ("slow-election", "accept-any-prev", "dies-on-malformed", "hides-leader", "no-retry", "same-message-id",
               "entries-uncommitted", "no-config", "ignores-redirect", "new-reqid-on-retry", "reuse-reqid",
               "no-repeat-config", "no-heartbeat", "never-expires",
-              "expired-as-not-leader")
+              "expired-as-not-leader", "client-dies-on-malformed")
 # Mutants that crash (the suite reports harness.robustness whichever step was waiting).
-CRASHES = ("dies-on-malformed",)
+CRASHES = ("dies-on-malformed", "client-dies-on-malformed")
 
 # For the suites' proof (tests/conformance/suite_proof.py): clauses a mutant's failures may
 # also be attributed to, with why; mutants no suite case can reach, with why; mutants seen

@@ -105,9 +105,6 @@ _NOT_YET = "Not written yet: "
 UNCOVERED["client"] = {
     **{c: _CLIENT_TYPES for c in ("raft.wire.message-type", "raft.wire.uint", "raft.wire.bool", "raft.wire.string",
                                   "raft.wire.msgpack", "raft.wire.reqid", "raft.wire.entry")},
-    "raft.wire.grammar": _NOT_YET + "malformed answers need send_raw with a captured request id (the client "
-                                    "matches an answer by its id before it decodes it), which the case format "
-                                    "has not got.",
     "raft.wire.reqid-layout": "The time, machine and process parts of a reqid are the client's to choose; a "
                               "case can check only that reqids differ (raft.reqid.unique).",
     "raft.client.dealer-socket": "The socket type travels only in the ZMTP handshake, which no case sees.",

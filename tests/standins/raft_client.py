@@ -55,7 +55,7 @@ class Client:
 
     def ask_config(self) -> None:
         self.config_id = self.reqid()
-        self.config_at = None
+        self.config_at = time.monotonic() + RESPONSE_TTL  # no valid answer by then: ask again
         self.sock.send_multipart([self.config_id, b"^"])
 
     def send_update(self) -> None:
@@ -82,11 +82,12 @@ class Client:
                 leader = msgpack.unpackb(frames[2])
                 peers = msgpack.unpackb(frames[3]) if len(frames) > 3 else None
             except (ValueError, msgpack.UnpackException):
-                return
+                return  # malformed: dropped (asked again when its time is up)
             if isinstance(peers, list) and peers:
                 self.peers = {str(p[0]): str(p[1]) for p in peers}
             self.config_id = None
             if isinstance(leader, str) and leader in self.peers:
+                self.config_at = None
                 self.follow(leader)
             else:
                 self.config_at = time.monotonic() + ASK_AGAIN  # no leader yet: ask again

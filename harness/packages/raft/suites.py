@@ -82,6 +82,8 @@ def dialect_case(case: Any, dialect: str, epoch_s: int) -> Any:
         if isinstance(fields.get("reqid"), bytes) and fields["reqid"][:4] == bytes(4):  # sent or matched
             fields["reqid"] = epoch_s.to_bytes(4, "big") + fields["reqid"][4:]
         step.fields = fields
+        if step.frames:  # send_raw: a captured request id, renamed like a field's
+            step.frames = [fix_ref(f) for f in step.frames]
         if step.capture and step.message:
             captured[step.capture] = step.message
     return out
