@@ -53,17 +53,22 @@ class WireDecoder:
 
     def decode(self, wm: WireMessage) -> Decoded:
         frames = wm.frames
-        channel = self.channels.get((wm.sender.socket_type, wm.receiver.socket_type))
+        hinted = self.channels.get((wm.sender.socket_type, wm.receiver.socket_type))
+        # one socket pair may carry several channels (an Event BUS client's DEALERs reach the
+        # snapshot and the collector ROUTERs): tried in order, the first that decodes wins
+        channels: tuple[str | None, ...] = (hinted,) if hinted is None or isinstance(hinted, str) else tuple(hinted)
+        channel = channels[0]
         owed = self._owed.get((wm.link.id, wm.from_client))
         msg, err = None, None
         if owed:
             msg, err, entry = self._as_response(frames, owed)
             if msg is not None and entry[0] not in self.repeats:
                 owed.remove(entry)
-        if msg is None:
+        for ch in channels if msg is None else ():
             try:
-                msg = self.codec.decode(frames, channel=channel)
-                err = None
+                msg = self.codec.decode(frames, channel=ch)
+                err, channel = None, ch
+                break
             except DecodeError as e:
                 if err is None:
                     err = e

@@ -243,7 +243,7 @@ class CaptureHints:
     """How `zmq-harness pcap` reads this protocol's traffic (harness.capture); all optional.
 
     ``channels``: (sender's ZMTP socket type, receiver's) -> the wire table channel the message
-    travels on, for layouts only the channel tells apart. ``role``: (an endpoint's ZMTP socket
+    travels on (or several, tried in order), for layouts only the channel tells apart. ``role``: (an endpoint's ZMTP socket
     type, the names of the messages it sent) -> its role, or None when that does not tell.
     ``subscriber``: a subscription prefix -> the key of the node that subscribes (when the
     prefix names it). ``announces``: a decoded message of one of the ``announcing`` kinds ->
@@ -254,7 +254,7 @@ class CaptureHints:
     request may get several of (a Raft RequestUpdate is answered "accepted", then "committed";
     RequestEntries answers in a pipeline)."""
 
-    channels: dict[tuple[str, str], str] = field(default_factory=dict)
+    channels: dict[tuple[str, str], "str | tuple[str, ...]"] = field(default_factory=dict)
     role: Callable[[str, frozenset[str]], "str | None"] | None = None
     subscriber: Callable[[bytes], "str | None"] | None = None
     announcing: frozenset[str] = frozenset()

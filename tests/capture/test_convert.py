@@ -215,6 +215,25 @@ def test_raft_responses_pair_by_request_id_and_may_repeat(tmp_path: Path) -> Non
     assert not verdicts(bad)[("wire-conformance", "raft.wire.grammar")]
 
 
+def test_an_event_bus_clients_dealers_reach_snapshot_and_collector(tmp_path: Path) -> None:
+    """A live Event BUS capture once failed wire-conformance on every PUB: a client's DEALER sends
+    SYNCSTART to the snapshot ROUTER and PUB to the collector ROUTER, and a PUB alone reads as a
+    BROADCAST too. Both channels of that socket pair are tried, in order."""
+    bus = codec("eventbus")
+    event = dict(topic="/news/", sequence=0, producer="p1", timestamp="2026-11-27T01:00:00.000Z",
+                 uuid="00000000-0000-4000-8000-000000000001", data={"n": 1})
+    clock = [1000.0]
+    snap = Conversation(("127.0.0.1", 40001), ("127.0.0.1", 7000), clock).zmtp_open(identity=b"c1")
+    coll = Conversation(("127.0.0.1", 40002), ("127.0.0.1", 7002), clock, seq=[5000, 700000]).zmtp_open(identity=b"c1")
+    snap.send(True, message(bus.encode("SYNCSTART", subtrees=["/news/"], sequence=0)))
+    snap.send(False, message(bus.encode("SYNCEND", subtrees=["/news/"], sequence=0)))
+    coll.send(True, message(bus.encode("PUB", **event)))
+    r = run(write(str(tmp_path / "a.pcap"), snap, coll), tmp_path, protocol="eventbus")
+    t = read_trace(r.trace_path)
+    assert t.filter(pc.equal(t["kind"], "send"))["msg_type"].to_pylist() == ["SYNCSTART", "SYNCEND", "PUB"]
+    assert r.ok, [v.to_dict() for v in r.verdicts if not v.ok]
+
+
 @pytest.mark.parametrize("make,error", [
     (lambda d: (d / "x.pcap").write_bytes(b"junk") and str(d / "x.pcap"), "not a pcap or pcapng capture"),
     (lambda d: str(d / "missing.pcap"), "no such file"),
