@@ -39,7 +39,8 @@ subscriber (E-PPPP-09), and every message sent starts with the recipient's routi
   acknowledged; duplicates are the subscriber's to drop.
 
 Application commands: ``{"op": "publish", "channel": c, "payload": bytes | [bytes, ...]}``
-(Deliver ``published`` with the number) and ``{"op": "status"}``. Standalone mode: with
+(Deliver ``published`` with the number), the same with ``"batch": [payload, ...]`` instead of
+``payload`` (a burst: one message per payload, in order) and ``{"op": "status"}``. Standalone mode: with
 ``channels`` and ``count``, the publisher publishes ``count`` messages on each channel, one per
 channel every 1/``rate`` seconds, beginning ``start_delay_ms`` (200) after its first SUBSCRIBE, so
 that subscribers connecting at the same time are in (payload ``<channel>:<n>``).
@@ -211,11 +212,16 @@ class Publisher(PpppNode):
         op = request.get("op")
         if op == "publish":
             channel = channel_name(request.get("channel", b""), "the channel of a publish")
-            payload = request.get("payload", [])
-            if isinstance(payload, (bytes, bytearray, str)):
-                payload = [payload]
+            batch = request.get("batch")
+            if batch is None:
+                batch = [request.get("payload", [])]
+            elif not isinstance(batch, (list, tuple)):
+                raise ValueError(f"pppp publisher: 'batch' is a list of payloads, not {type(batch).__name__}")
             out: list[Action] = []
-            self.publish(channel, [as_bytes(p, "a payload frame") for p in payload], now, out)
+            for payload in batch:  # an application may hand over a burst at once: one command, many messages
+                if isinstance(payload, (bytes, bytearray, str)):
+                    payload = [payload]
+                self.publish(channel, [as_bytes(p, "a payload frame") for p in payload], now, out)
             return out
         if op == "status":
             return [Deliver("publisher-status", self.status())]
