@@ -21,19 +21,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
 import time
 
 import zmq
+from pppp_program import number, run_program  # a sibling: this folder is first on the path
 
 SUBSCRIBE, ACK, HEARTBEAT = b"\x01", b"\x02", b"\x03"
 EARLY = 0.75  # heartbeats go out at this fraction of their deadline: "within" allows early
 
-
-def number(n: int) -> bytes:
-    """E-PPPP-01: 8 bytes, network order."""
-    return n.to_bytes(8, "big")
 
 
 class Channel:
@@ -151,9 +147,6 @@ class Subscriber:
                 self.send([HEARTBEAT], heartbeat=True)
 
 
-class Stop(Exception):
-    pass
-
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -166,28 +159,18 @@ def main() -> int:
     ap.add_argument("--run-s", type=float, default=600.0, help="exit 0 after this long at most")
     a = ap.parse_args()
 
-    def stop(*_: object) -> None:
-        raise Stop
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    time.sleep(0.5)  # a slow start
-    ctx = zmq.Context()
-    sock = ctx.socket(zmq.DEALER)
-    sock.setsockopt(zmq.LINGER, 0)
-    if a.identity:
-        sock.setsockopt(zmq.IDENTITY, a.identity.encode())
-    sock.connect(a.connect)
     channels = [c.encode() for c in a.channels.split(",") if c]
-    try:
-        Subscriber(sock, channels, a.idle_ms / 1000, a.first_idle_ms / 1000, a.dead_multiple).run(
-            time.monotonic() + a.run_s)
-    except Stop:
-        pass
-    finally:
-        sock.close(0)
-        ctx.term()
-    return 0
+
+    def make_socket(ctx: zmq.Context) -> zmq.Socket:
+        sock = ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        if a.identity:
+            sock.setsockopt(zmq.IDENTITY, a.identity.encode())
+        sock.connect(a.connect)
+        return sock
+
+    return run_program(make_socket, lambda sock: Subscriber(
+        sock, channels, a.idle_ms / 1000, a.first_idle_ms / 1000, a.dead_multiple).run(time.monotonic() + a.run_s))
 
 
 if __name__ == "__main__":
