@@ -217,11 +217,12 @@ class Publisher(PpppNode):
                 batch = [request.get("payload", [])]
             elif not isinstance(batch, (list, tuple)):
                 raise ValueError(f"pppp publisher: 'batch' is a list of payloads, not {type(batch).__name__}")
+            corr = request.get("corr")  # the workload's correlation id: "published" names it
             out: list[Action] = []
             for payload in batch:  # an application may hand over a burst at once: one command, many messages
                 if isinstance(payload, (bytes, bytearray, str)):
                     payload = [payload]
-                self.publish(channel, [as_bytes(p, "a payload frame") for p in payload], now, out)
+                self.publish(channel, [as_bytes(p, "a payload frame") for p in payload], now, out, corr)
             return out
         if op == "status":
             return [Deliver("publisher-status", self.status())]
@@ -239,7 +240,8 @@ class Publisher(PpppNode):
 
     # ---- publishing ------------------------------------------------------------------------
 
-    def publish(self, channel: bytes, payload: list[bytes], now: int, out: list[Action]) -> int:
+    def publish(self, channel: bytes, payload: list[bytes], now: int, out: list[Action],
+                corr: str | None = None) -> int:
         """Give the message the channel's next number, keep it for every subscriber it is owed
         to, send it to those in a conversation; returns the number."""
         seq = self.next_seq.get(channel, self.FIRST_SEQ)
@@ -266,7 +268,10 @@ class Publisher(PpppNode):
                 pending[seq] = None
                 if sub.talking:
                     self._send(sub, frames, "PUBLISH", meta, now, out=out)
-        out.append(Deliver("published", {"channel": channel, "seq": seq, "topic": topic}))
+        done: dict[str, Any] = {"channel": channel, "seq": seq, "topic": topic}
+        if corr is not None:
+            done["corr"] = corr
+        out.append(Deliver("published", done))
         return seq
 
     def _auto_publish(self, now: int, out: list[Action]) -> None:
