@@ -314,7 +314,7 @@ def _run_case_live(case: Case, *, cmd: str | None = None, endpoint: str | None =
     # {tmpdir}: an empty directory of this case's own, for the IUT's files (state that must
     # survive restart_iut); removed with everything in it when the case ends.
     tmp = tempfile.TemporaryDirectory(prefix=f"zmq-harness-{case.id}-")
-    values["tmpdir"] = tmp.name
+    values["tmpdir"] = values["data_dir"] = tmp.name  # {data_dir}: the name chaos command lines use
     iut: ExternalNode | None = None
     trace = None
     if trace_dir:
@@ -372,7 +372,7 @@ def check_command(rs: RoleSuite, cmd: str) -> None:
     unknown placeholder, a stray brace, an unbalanced quote."""
     from harness.live.supervisor import fill_placeholders
 
-    standard = ("endpoint", "port", "host", "dialect", "python", "tmpdir", *rs.harness_endpoints)
+    standard = ("endpoint", "port", "host", "dialect", "python", "tmpdir", "data_dir", *rs.harness_endpoints)
     fill_placeholders(cmd, {**rs.placeholders, **dict.fromkeys(standard, "x")})
 
 
