@@ -261,10 +261,18 @@ def cmd_node(args: argparse.Namespace) -> int:
         config["identity"] = args.identity.encode()
 
     factory = _factory(args.protocol, args.role, args.mutant) if args.mutant else role.factory
-    if args.store:
+    if args.store and args.data_dir:
+        raise UsageError("zmq-harness node: give --store or --data-dir, not both")
+    store_path = args.store
+    if args.data_dir:
+        import os
+
+        os.makedirs(args.data_dir, exist_ok=True)
+        store_path = os.path.join(args.data_dir, f"{args.protocol}-{args.role}.store")
+    if store_path:
         from harness.live.filestore import FileStore, with_store
 
-        factory = with_store(factory, FileStore(args.store))
+        factory = with_store(factory, FileStore(store_path))
     from harness.live.sockets import SocketSetupError
 
     try:
@@ -508,6 +516,8 @@ def build_parser() -> argparse.ArgumentParser:
     n.add_argument("--trace", help="write a Parquet trace here")
     n.add_argument("--store", metavar="PATH", help="keep the node's durable store in this file, so that it survives "
                    "the process being killed and started again (default: in memory)")
+    n.add_argument("--data-dir", metavar="DIR", help="keep the node's durable store in DIR (created if missing; the "
+                   "file DIR/<protocol>-<role>.store): what an external node's {data_dir} is for")
     n.add_argument("--mutant", help="run a deliberately broken variant (see reference_nodes/<protocol>/mutants.py)")
     n.set_defaults(func=cmd_node)
 

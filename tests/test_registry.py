@@ -19,7 +19,7 @@ EXPECTED_LACKS: dict[str, list[str]] = {
     "dcp": [],
     "eventbus": [],
     "pppp": [],
-    "raft": ["suites"],
+    "raft": [],
 }
 
 

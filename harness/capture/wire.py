@@ -3,8 +3,9 @@ document: `WireDecoder` and `ClauseTally`.
 
 `WireDecoder.decode(message)` decodes a `WireMessage` in the chosen dialect. The channel comes
 from the protocol's `CaptureHints` (sender and receiver socket types); a response that carries
-no type (Raft) is decoded as the response to the oldest request its sender received on the same
-link and has not answered yet (the table's ``answers``). When the dialect is not strict, the
+no type (Raft) is decoded as the response to the request its sender received on the same link
+with the id the response repeats (``CaptureHints.correlation_frame``; else the oldest it has not
+answered yet), and some responses may come several times for one request (``repeats``). When the dialect is not strict, the
 message is also decoded strictly, so a run reports both: conformance to the document, and
 whether the traffic works in its dialect.
 
@@ -34,6 +35,9 @@ class Decoded:
     strict_error: DecodeError | None  # strict decoding's error, when the dialect is not strict
 
 
+OWED_MAX = 4096  # answers a link may owe at once; the oldest is forgotten past it
+
+
 class WireDecoder:
     def __init__(self, protocol: str, dialect: str, hints: CaptureHints) -> None:
         self.codec: Codec = codec(protocol, dialect)
@@ -41,22 +45,30 @@ class WireDecoder:
         self.channels = hints.channels
         table = self.codec.table
         self.answers = {m.answers: m.name for m in table.messages if m.answers}  # request -> response
-        # (link id, responder is the client side) -> responses it owes, oldest first
-        self._owed: dict[tuple[int, bool], deque[str]] = {}
+        self.key_frame = hints.correlation_frame
+        self.repeats = hints.repeats
+        # (link id, responder is the client side) -> (response, the request's id frame) it owes,
+        # oldest first; bounded, as a response that repeats stays owed
+        self._owed: dict[tuple[int, bool], deque[tuple[str, bytes | None]]] = {}
 
     def decode(self, wm: WireMessage) -> Decoded:
         frames = wm.frames
-        channel = self.channels.get((wm.sender.socket_type, wm.receiver.socket_type))
+        hinted = self.channels.get((wm.sender.socket_type, wm.receiver.socket_type))
+        # one socket pair may carry several channels (an Event BUS client's DEALERs reach the
+        # snapshot and the collector ROUTERs): tried in order, the first that decodes wins
+        channels: tuple[str | None, ...] = (hinted,) if hinted is None or isinstance(hinted, str) else tuple(hinted)
+        channel = channels[0]
         owed = self._owed.get((wm.link.id, wm.from_client))
         msg, err = None, None
         if owed:
-            msg, err, name = self._as_response(frames, owed)
-            if msg is not None:
-                owed.remove(name)
-        if msg is None:
+            msg, err, entry = self._as_response(frames, owed)
+            if msg is not None and entry[0] not in self.repeats:
+                owed.remove(entry)
+        for ch in channels if msg is None else ():
             try:
-                msg = self.codec.decode(frames, channel=channel)
-                err = None
+                msg = self.codec.decode(frames, channel=ch)
+                err, channel = None, ch
+                break
             except DecodeError as e:
                 if err is None:
                     err = e
@@ -66,23 +78,39 @@ class WireDecoder:
         if msg is not None:
             response = self.answers.get(msg.name)
             if response is not None:  # the receiver owes an answer on this link
-                self._owed.setdefault((wm.link.id, not wm.from_client), deque()).append(response)
+                owes = self._owed.setdefault((wm.link.id, not wm.from_client), deque(maxlen=OWED_MAX))
+                owes.append((response, self._key(frames)))
         return Decoded(msg, err, strict_err)
 
     def forget(self, link_id: int) -> None:
         self._owed.pop((link_id, True), None)
         self._owed.pop((link_id, False), None)
 
-    def _as_response(self, frames: list[bytes], owed: deque[str]) -> tuple[Message | None, DecodeError | None, str]:
-        """Decode as one of the owed responses, the oldest first (a peer may answer out of
-        order); the error is the oldest's when none fits."""
+    def _key(self, frames: list[bytes]) -> bytes | None:
+        k = self.key_frame
+        return frames[k] if k is not None and k < len(frames) else None
+
+    def _as_response(self, frames: list[bytes], owed: deque[tuple[str, bytes | None]]
+                     ) -> tuple[Message | None, DecodeError | None, tuple[str, bytes | None]]:
+        """Decode as one of the owed responses: the one whose request id it repeats when the
+        protocol has ids (the latest request with that id), else the oldest first (a peer may
+        answer out of order); the error is the first candidate's when none fits."""
+        if self.key_frame is not None:
+            key = self._key(frames)
+            candidates = [e for e in reversed(owed) if e[1] == key]
+        else:
+            candidates = list(owed)
         first_err: DecodeError | None = None
-        for name in dict.fromkeys(owed):
+        tried: set[str] = set()
+        for entry in candidates:
+            if entry[0] in tried:
+                continue
+            tried.add(entry[0])
             try:
-                return self.codec.decode(frames, as_=name), None, name
+                return self.codec.decode(frames, as_=entry[0]), None, entry
             except DecodeError as e:
                 first_err = first_err or e
-        return None, first_err, ""
+        return None, first_err, ("", None)
 
     def _strict(self, frames: list[bytes], msg: Message | None, channel: str | None) -> DecodeError | None:
         assert self.strict is not None

@@ -74,7 +74,7 @@ class Step:
     peer: str | None
     message: str | None = None  # message type for send/expect/expect_nothing
     fields: dict[str, Any] = field(default_factory=dict)  # send values or expect matchers
-    frames: list[bytes] | None = None  # send_raw
+    frames: list[Any] | None = None  # send_raw: bytes, or {"ref": "capture.field"}
     within_ns: int = DEFAULT_WITHIN_NS  # expect deadline; expect_nothing/wait duration
     capture: str | None = None
     clause: str | None = None  # the clause this step checks (default: the case's first)
@@ -220,9 +220,16 @@ def case_from(data: Any, locs: Locations, path: str, peer_roles: dict[str, dict[
             if not isinstance(frames, list):
                 raise locs.error(p + ("send_raw",), "send_raw is a list of frames in hex ('' is an empty frame)")
             try:
-                step.frames = [bytes.fromhex(str(f or "").replace(" ", "")) for f in frames]
+                # {ref: capture.field}: that field of a captured message, encoded as its table
+                # encodes it (a request id the implementation will recognise, around malformed frames)
+                step.frames = [dict(f) if isinstance(f, dict) and set(f) == {"ref"}
+                               else bytes.fromhex(str(f or "").replace(" ", "")) for f in frames]
             except ValueError:
-                raise locs.error(p + ("send_raw",), "every frame must be hex") from None
+                raise locs.error(p + ("send_raw",), "every frame must be hex or {ref: capture.field}") from None
+            for f in step.frames:
+                if isinstance(f, dict) and str(f["ref"]).split(".")[0] not in captures:
+                    raise locs.error(p + ("send_raw",), f"no earlier step captured a message named "
+                                                        f"{str(f['ref']).split('.')[0]!r}")
         if kind in TIMED_KINDS:
             key = "within" if kind in ("expect", "expect_output", "expect_subscription") else "for"
             value = raw.get(key, raw.get("within", raw.get(kind) if kind == "wait" else None))

@@ -49,12 +49,14 @@ from __future__ import annotations
 import json
 from typing import Any, Callable
 
+from harness.conformance.answers import Answers
 from harness.conformance.case import Case, Step
 from harness.conformance.matchers import matches
 from harness.conformance.plan import Announcement, PeerSocket
 from harness.node import Action, BaseNode, Connect, Deliver, Disconnect, Note, Send, SocketSpec, SocketType
 from harness.protocols import Codec, DecodeError
 from harness.protocols.codec import Message
+from harness.protocols.errors import FieldError
 
 
 RECV = "/recv"  # suffix of a peer's second (receiving) socket
@@ -107,6 +109,7 @@ class Conductor(BaseNode):
         self.followed: set[str] = {p.recv.endpoint for p in self.peers.values()
                                    if p.recv is not None and p.recv.endpoint is not None}
         self.outputs: list[dict[str, Any]] = []  # output lines no expect_output took yet
+        self.answers = Answers(self.codec)  # responses without a type of their own (Raft's)
 
     # ---- node contract --------------------------------------------------------------------
 
@@ -142,8 +145,10 @@ class Conductor(BaseNode):
         if not on_recv and peer.type is SocketType.XPUB and _is_subscription(frames):
             return self._on_subscription(peer, frames[0], now) + self._advance(now)
         channel = (peer.recv.channel if on_recv and peer.recv is not None else peer.channel)
+        answer = self.answers.name(name, frames)
         try:
-            msg: Message | None = (self.codec.decode(frames) if channel is None
+            msg: Message | None = (self.codec.decode(frames, as_=answer) if answer is not None
+                                   else self.codec.decode(frames) if channel is None
                                    else self.codec.decode(frames, channel=channel))
             error = None
         except DecodeError as e:
@@ -207,10 +212,14 @@ class Conductor(BaseNode):
                 if self.done:
                     return out
             elif kind == "send_raw":
-                held = self._hold_send(step, list(step.frames or []), now)
+                try:
+                    raw = [f if isinstance(f, bytes) else self._ref_frame(str(f["ref"])) for f in step.frames or []]
+                except ValueError as e:
+                    return out + self._fail(now, f"the case cannot build its frames: {e}", self._clause(step), error=True)
+                held = self._hold_send(step, raw, now)
                 if held is not None:
                     return out + held
-                out.extend(self._send(step, list(step.frames or []), now))
+                out.extend(self._send(step, raw, now))
                 if self.done:
                     return out
             elif kind == "disconnect":
@@ -294,7 +303,14 @@ class Conductor(BaseNode):
 
     def _send(self, step: Step, frames: list[bytes], now: int) -> list[Action]:
         peer = self.peers[step.peer]
-        self._log(now, "out", peer.name, frames, None, None)
+        sent: Message | None = None
+        if step.message is not None:
+            try:
+                sent = self.codec.decode(frames, as_=step.message)
+            except DecodeError:
+                sent = None
+            self.answers.sent(peer.name, step.message, frames)
+        self._log(now, "out", peer.name, frames, sent, None)
         if peer.routed:
             ident = self.iut_ident.get(peer.name)
             if ident is None:
@@ -413,6 +429,16 @@ class Conductor(BaseNode):
         name, _, field = str(ref).partition(".")
         msg = self.captured.get(name)
         return None if msg is None else (msg.fields.get(field) if field else msg)
+
+    def _ref_frame(self, ref: str) -> bytes:
+        """A captured field as the frame its table encodes it in (send_raw)."""
+        value, fname = self._ref(ref), ref.partition(".")[2]
+        if value is None or fname not in self.codec.table.fields:
+            raise ValueError(f"nothing captured as {ref}")
+        try:
+            return self.codec.table.fields[fname].type.encode(value)
+        except FieldError as e:
+            raise ValueError(f"{ref}: {e}") from None
 
     def _clause(self, step: Step) -> str:
         return step.clause or self.case.clauses[0]

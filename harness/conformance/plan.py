@@ -70,8 +70,14 @@ class PeerPlan:
     fold_repeats: bool = True  # evidence: a message equal to one already logged counts as a repeat
     # (address, endpoint) that a message of the implementation announces (a Dafka BEACON), else None
     announced: Callable[[Message], tuple[str, str] | None] | None = None
+    # The case as the conductor plays it, when the suite rewrites it for the dialect (Raft: the
+    # request id field of each message, named by the dialect's table); None: the case as loaded.
+    case: Any = None
 
     def conductor_config(self) -> dict[str, Any]:
-        return {"peers": self.peers, "announce": list(self.announce), "values": dict(self.values),
-                "send_wait_ns": self.send_wait_ns, "optional_sends": dict(self.optional_sends),
-                "fold_repeats": self.fold_repeats, "announced": self.announced}
+        out = {"peers": self.peers, "announce": list(self.announce), "values": dict(self.values),
+               "send_wait_ns": self.send_wait_ns, "optional_sends": dict(self.optional_sends),
+               "fold_repeats": self.fold_repeats, "announced": self.announced}
+        if self.case is not None:
+            out["case"] = self.case
+        return out

@@ -314,7 +314,7 @@ def _run_case_live(case: Case, *, cmd: str | None = None, endpoint: str | None =
     # {tmpdir}: an empty directory of this case's own, for the IUT's files (state that must
     # survive restart_iut); removed with everything in it when the case ends.
     tmp = tempfile.TemporaryDirectory(prefix=f"zmq-harness-{case.id}-")
-    values["tmpdir"] = tmp.name
+    values["tmpdir"] = values["data_dir"] = tmp.name  # {data_dir}: the name chaos command lines use
     iut: ExternalNode | None = None
     trace = None
     if trace_dir:
@@ -334,7 +334,8 @@ def _run_case_live(case: Case, *, cmd: str | None = None, endpoint: str | None =
         own_ports = bool(cmd) and rs.iut_binds and binds_own_ports(rs, cmd)
         binds_given = bool(cmd) and rs.iut_binds and not own_ports
         if cmd:
-            ready = ReadyPort(int(values["port"]), timeout=15) if binds_given else ReadyDelay(0.0)
+            # Ready once every port of the IUT accepts connections (it may bind them one by one).
+            ready = ReadyPort(int(values["port"]), timeout=15, count=rs.ports) if binds_given else ReadyDelay(0.0)
             iut = ExternalNode(ManagedProcess(cmd, values=values, ready=ready, name=f"iut-{case.id}",
                                               on_line=feed.line), case.role)
             runtime.attach_process(IUT, iut)
@@ -372,7 +373,7 @@ def check_command(rs: RoleSuite, cmd: str) -> None:
     unknown placeholder, a stray brace, an unbalanced quote."""
     from harness.live.supervisor import fill_placeholders
 
-    standard = ("endpoint", "port", "host", "dialect", "python", "tmpdir", *rs.harness_endpoints)
+    standard = ("endpoint", "port", "host", "dialect", "python", "tmpdir", "data_dir", *rs.harness_endpoints)
     fill_placeholders(cmd, {**rs.placeholders, **dict.fromkeys(standard, "x")})
 
 

@@ -243,18 +243,24 @@ class CaptureHints:
     """How `zmq-harness pcap` reads this protocol's traffic (harness.capture); all optional.
 
     ``channels``: (sender's ZMTP socket type, receiver's) -> the wire table channel the message
-    travels on, for layouts only the channel tells apart. ``role``: (an endpoint's ZMTP socket
+    travels on (or several, tried in order), for layouts only the channel tells apart. ``role``: (an endpoint's ZMTP socket
     type, the names of the messages it sent) -> its role, or None when that does not tell.
     ``subscriber``: a subscription prefix -> the key of the node that subscribes (when the
     prefix names it). ``announces``: a decoded message of one of the ``announcing`` kinds ->
     (the key of its sender, the ``host:port`` it listens on, or ""). Connections with the same
-    key are one node. Requests and their responses are paired from the table (``answers``)."""
+    key are one node. Requests and their responses are paired from the table (``answers``):
+    with ``correlation_frame``, a response answers the request of the same link whose frame at
+    that index (its id) it repeats; else the oldest unanswered one. ``repeats``: responses one
+    request may get several of (a Raft RequestUpdate is answered "accepted", then "committed";
+    RequestEntries answers in a pipeline)."""
 
-    channels: dict[tuple[str, str], str] = field(default_factory=dict)
+    channels: dict[tuple[str, str], "str | tuple[str, ...]"] = field(default_factory=dict)
     role: Callable[[str, frozenset[str]], "str | None"] | None = None
     subscriber: Callable[[bytes], "str | None"] | None = None
     announcing: frozenset[str] = frozenset()
     announces: Callable[[Any], "tuple[str, str] | None"] | None = None
+    correlation_frame: int | None = None
+    repeats: frozenset[str] = frozenset()
 
 
 # ---- the package -------------------------------------------------------------------------------

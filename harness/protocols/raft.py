@@ -475,6 +475,10 @@ class Entry(FrameType):
         if isinstance(v, LogEntry):
             return v
         if isinstance(v, dict):
+            # As a case file writes one: reqid (12 bytes, default zeros) and type (default 0,
+            # state) may be left out, text stands for its UTF-8 bytes.
+            v = {"reqid": bytes(12), "type": ENTRY_STATE, **v}
+            v = {k: x.encode() if k in ("reqid", "data") and isinstance(x, str) else x for k, x in v.items()}
             try:
                 return LogEntry(**v)
             except TypeError as e:

@@ -35,7 +35,8 @@ unknown, e.g. it timed out after ``op_timeout_ms``, default 10 s, or its reqid e
 
 Config: ``peers`` ([[id, url], ...]), ``cluster``, ``dialect``, ``response_ttl_ms``,
 ``election_grace_ms``, ``op_timeout_ms``, ``max_queue`` (1000; beyond it an operation fails at
-once), ``subscribe`` (false), ``epoch_s``.
+once), ``subscribe`` (false), ``epoch_s``; standalone, ``updates`` and ``key`` (puts it makes by
+itself at start, see ``start``).
 """
 
 from __future__ import annotations
@@ -114,7 +115,14 @@ class Client(LogReader, RaftNode):
     def start(self, now: int) -> list[Action]:
         self.now = now
         self.connected = list(self.peers.values())
-        return self.ask_config(now)
+        out = self.ask_config(now)
+        # A standalone client (``zmq-harness node raft client --set updates=2 --set key=k ...``,
+        # a conformance suite's client under test) has no application to command it: config
+        # ``updates`` makes it put that many values (v1, v2, ...) on ``key`` at start.
+        key = str(self.config.get("key", "k"))
+        for k in range(int(self.config.get("updates", 0) or 0)):
+            out += self.command({"op": "put", "key": key, "value": f"v{k + 1}", "id": f"update-{k + 1}"}, now)
+        return out
 
     # ---- ids -------------------------------------------------------------------------------------
     def new_reqid(self, now: int) -> bytes:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from harness.node import Action, DurableStore, NodeContext
+from harness.protocols.raft import NULL
 from reference_nodes.raft.client import Client
 from reference_nodes.raft.log import RaftLog, entry_term
 from reference_nodes.raft.peer import Link, Outstanding, Peer
@@ -195,6 +196,106 @@ class FixedTimeoutPeer(Peer):
         self.election_deadline = now + self.election_min
 
 
+class SlowElectionPeer(Peer):
+    """Breaks ``raft.algorithm.random-election-timeout``: draws its election timeout from ten to
+    twelve times the configured range, so a cluster without a leader stays without one for
+    many times ELECTION_TIMEOUT_MAX. (Suite only: the chaos checks see it as slow liveness.)"""
+
+    def reset_election_timer(self, now: int) -> None:
+        self.election_deadline = now + 10 * self.rng.randint(self.election_min, self.election_max + self.election_max // 5)
+
+
+class AcceptAnyPrevPeer(Peer):
+    """Breaks ``raft.safety.log-matching`` as a follower: skips the consistency check of
+    AppendEntries (prev_log_index / prev_log_term) and appends after whatever it holds."""
+
+    def on_append_request(self, msg: Any, raws: list[bytes], now: int) -> tuple[list[Action], dict[str, Any]]:
+        if msg["term"] < self.term:
+            return [], {"term": self.term, "success": False}
+        out = self.accept_leader(msg, now)
+        prev = min(msg["prev_log_index"], self.log.last_index)
+        self.append_from_leader(prev, raws)
+        return out, {"term": self.term, "success": True}
+
+
+class DiesOnMalformedPeer(Peer):
+    """Breaks ``raft.wire.grammar`` (E-RAFT-23: drop what does not decode): raises on the first
+    malformed message, so the process dies."""
+
+    def malformed(self, socket: str, frames: list[bytes], err: Any) -> list[Action]:
+        raise ValueError(f"malformed input: {err}")
+
+
+class HidesLeaderPeer(Peer):
+    """Breaks ``raft.wire.grammar`` (the answers' LEADER ID frame): as a follower it never says
+    which peer leads (RequestConfig, RequestLogInfo and a refused RequestUpdate give nil), so a
+    client can never find the leader through it."""
+
+    def accept_leader(self, msg: Any, now: int) -> list[Action]:
+        out = super().accept_leader(msg, now)
+        self.leader_id = None
+        return out
+
+
+class NoRetryPeer(Peer):
+    """Breaks ``raft.rpc.retry-after-timeout``: never repeats an unanswered request; a lost
+    RequestVote or AppendEntries waits for the next election or entry."""
+
+    def retry(self, link: Link, now: int) -> list[Action]:
+        link.deadline = now + self.rpc_timeout
+        return []
+
+
+class SameMessageIdPeer(Peer):
+    """Breaks ``raft.wire.message-id``: every request it sends carries message id 1 instead of
+    the next id, so a receiver that debounces takes a new request for a repeat."""
+
+    def request(self, link: Link, *args: Any, **kwargs: Any) -> Any:
+        link.last_id = 0
+        return super().request(link, *args, **kwargs)
+
+
+class NeverExpiresPeer(Peer):
+    """Breaks ``raft.update.reqid-freshness``: takes an update whatever the age of its reqid, so
+    a request that reaches the cluster after REQUEST_UPDATE_TTL is still applied."""
+
+    def expired(self, reqid: bytes, now: int) -> bool:
+        return False
+
+
+class ExpiredAsNotLeaderPeer(Peer):
+    """Breaks ``raft.update.expired``: refuses an expired update with a third frame (nil, "not the
+    leader, leader unknown"), so the client searches for a leader instead of giving the request up."""
+
+    def update_reply(self, ident: bytes, reqid: bytes, ok: bool, third: Any = None) -> Any:
+        if not ok and third is None:
+            third = NULL
+        return super().update_reply(ident, reqid, ok, third)
+
+
+class NoHeartbeatPeer(Peer):
+    """Breaks ``raft.algorithm.leader-heartbeat``: as leader it sends AppendEntries only when it
+    has entries to replicate, so an idle follower's election timeout elapses."""
+
+    def replicate(self, link: Link, now: int) -> list[Action]:
+        if link.next_index > self.log.last_index:
+            link.deadline = now + self.heartbeat
+            return []
+        return super().replicate(link, now)
+
+
+class EntriesUncommittedPeer(Peer):
+    """Breaks ``raft.entries.committed-only``: answers RequestEntries with every entry of its
+    log, committed or not; a reader sees entries the cluster may later replace."""
+
+    def pump_entries(self, *args: Any) -> list[Action]:
+        saved, self.commit_index = self.commit_index, self.log.last_index
+        try:
+            return super().pump_entries(*args)
+        finally:
+            self.commit_index = saved
+
+
 class LocalReadClient(Client):
     """Breaks ``raft.kv.linearizable`` (the client's side of it): answers a ``get`` at once from
     its own replica of the state machine, without a log entry and without reading the log up to
@@ -207,6 +308,73 @@ class LocalReadClient(Client):
             o = self.current = self.queue.popleft()
             return self.complete("ok", now, self.sm.kv.get(o.key))  # which goes on with the next
         return super().next_op(now)
+
+
+class NoConfigClient(Client):
+    """Breaks ``raft.client.request-config``: never asks the peers for the cluster state; it sends
+    its updates to whichever peer its DEALER picks and relies on redirects."""
+
+    def ask_config(self, now: int) -> list[Action]:
+        self.config_deadline = None
+        return []
+
+
+class NoRepeatConfigClient(Client):
+    """Breaks ``raft.client.repeat-config``: when a RequestConfig answer names no leader it does
+    not ask again; its updates wait for an answer that may never name one."""
+
+    def on_config_response(self, frames: list[bytes], now: int) -> list[Action]:
+        out = super().on_config_response(frames, now)
+        self.config_deadline = None
+        return out
+
+
+class DiesOnMalformedClient(Client):
+    """Breaks ``raft.wire.grammar`` (E-RAFT-23: drop what does not decode): raises on the first
+    malformed answer, so the process dies."""
+
+    def malformed(self, socket: str, frames: list[bytes], err: Any) -> list[Action]:
+        raise ValueError(f"malformed input: {err}")
+
+
+class IgnoresRedirectClient(Client):
+    """Breaks ``raft.client.broken-leader``: a refusal naming the leader is treated as one naming
+    none (the second scenario): it reconnects to every peer and waits the grace period."""
+
+    def broken_leader(self, leader: Any, now: int) -> list[Action]:
+        return self.search(now)
+
+
+class NewReqidRetryClient(Client):
+    """Breaks ``raft.client.broken-leader-search``: sends an unanswered update again under a new
+    reqid, so a cluster that did get the first applies it twice."""
+
+    def send_update(self, now: int) -> list[Action]:
+        o = self.current
+        if o is not None and o.attempts > 0 and o.index is None:
+            self.my_reqids.discard(o.reqid)
+            o.reqid = self.new_reqid(now)
+            self.my_reqids.add(o.reqid)
+        return super().send_update(now)
+
+
+class ReuseReqidClient(Client):
+    """Breaks ``raft.reqid.unique``: every request carries the same reqid, so the cluster takes
+    each new update for a repeat of the first."""
+
+    def next_op(self, now: int) -> list[Action]:
+        self.making_update = True
+        try:
+            return super().next_op(now)
+        finally:
+            self.making_update = False
+
+    def new_reqid(self, now: int) -> bytes:
+        rid = super().new_reqid(now)
+        if getattr(self, "making_update", False):  # an update's reqid: the first one, again
+            self.update_reqid: bytes = getattr(self, "update_reqid", None) or rid
+            return self.update_reqid
+        return rid
 
 
 MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
@@ -225,4 +393,59 @@ MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
     "apply-uncommitted": ("peer", ApplyUncommittedPeer, "raft.safety.state-machine-safety"),
     "fixed-timeout": ("peer", FixedTimeoutPeer, "raft.algorithm.random-election-timeout"),
     "local-read": ("client", LocalReadClient, "raft.kv.linearizable"),
+    "slow-election": ("peer", SlowElectionPeer, "raft.algorithm.random-election-timeout"),
+    "accept-any-prev": ("peer", AcceptAnyPrevPeer, "raft.safety.log-matching"),
+    "dies-on-malformed": ("peer", DiesOnMalformedPeer, "raft.wire.grammar"),
+    "hides-leader": ("peer", HidesLeaderPeer, "raft.wire.grammar"),
+    "no-retry": ("peer", NoRetryPeer, "raft.rpc.retry-after-timeout"),
+    "same-message-id": ("peer", SameMessageIdPeer, "raft.wire.message-id"),
+    "entries-uncommitted": ("peer", EntriesUncommittedPeer, "raft.entries.committed-only"),
+    "no-heartbeat": ("peer", NoHeartbeatPeer, "raft.algorithm.leader-heartbeat"),
+    "never-expires": ("peer", NeverExpiresPeer, "raft.update.reqid-freshness"),
+    "expired-as-not-leader": ("peer", ExpiredAsNotLeaderPeer, "raft.update.expired"),
+    "no-config": ("client", NoConfigClient, "raft.client.request-config"),
+    "ignores-redirect": ("client", IgnoresRedirectClient, "raft.client.broken-leader"),
+    "client-dies-on-malformed": ("client", DiesOnMalformedClient, "raft.wire.grammar"),
+    "no-repeat-config": ("client", NoRepeatConfigClient, "raft.client.repeat-config"),
+    "new-reqid-on-retry": ("client", NewReqidRetryClient, "raft.client.broken-leader-search"),
+    "reuse-reqid": ("client", ReuseReqidClient, "raft.reqid.unique"),
 }
+
+# Mutants only the conformance suites judge (a wire behaviour of one peer no chaos check reads);
+# tests/checkers/test_raft_checkers.py leaves them out.
+SUITE_ONLY = ("slow-election", "accept-any-prev", "dies-on-malformed", "hides-leader", "no-retry", "same-message-id",
+              "entries-uncommitted", "no-config", "ignores-redirect", "new-reqid-on-retry", "reuse-reqid",
+              "no-repeat-config", "no-heartbeat", "never-expires",
+              "expired-as-not-leader", "client-dies-on-malformed")
+# Mutants that crash (the suite reports harness.robustness whichever step was waiting).
+CRASHES = ("dies-on-malformed", "client-dies-on-malformed")
+
+# For the suites' proof (tests/conformance/suite_proof.py): clauses a mutant's failures may
+# also be attributed to, with why; mutants no suite case can reach, with why; mutants seen
+# in some dialects only.
+ALSO_BREAKS: dict[str, dict[str, str]] = {
+    "forget-vote": {"raft.algorithm.vote-once": "persistence is internal: what shows on the wire is the second "
+                                                "vote of the term after the restart"},
+    "volatile-log": {"raft.safety.log-matching": "persistence is internal: what shows on the wire is the "
+                                                 "restarted follower refusing entries it acknowledged"},
+    "commit-old-term": {"raft.algorithm.leader-heartbeat": "its next index starts past its empty log, so as a "
+                                                           "new leader it sends empty InstallSnapshots, no "
+                                                           "AppendEntries"},
+    "new-reqid-on-retry": {"raft.client.broken-leader": "the update it sends the leader a refusal names carries "
+                                                       "a new reqid too"},
+    "accept-any-prev": {"raft.algorithm.truncate-conflicts": "appending after whatever it holds, it keeps the "
+                                                             "entry the leader replaced"},
+}
+_CLUSTER = ("its leader's behaviour shows only when the peer under test replicates entries of several terms to "
+            "followers that answer every AppendEntries; no case scripts that; the chaos checks catch it")
+OUT_OF_REACH: dict[str, str] = {
+    "wrong-prev-term": _CLUSTER,
+    "truncating-leader": _CLUSTER,
+    "apply-uncommitted": "what it applies is internal to the peer; the state-machine-safety check compares "
+                         "the peers' applied entries",
+    "fixed-timeout": "one fixed timeout within the range is a timeout a random draw could give; only many "
+                     "elections tell, which the chaos scenarios (split votes forever) show",
+    "local-read": "its break is in the results it hands its application (a get answered from its own replica), "
+                  "which the client suite does not read; the linearizable check catches it",
+}
+DIALECTS: dict[str, tuple[str, ...]] = {}

@@ -186,6 +186,54 @@ def test_responses_without_a_type_are_paired_with_their_requests(tmp_path: Path)
     assert r.ok and t.filter(pc.equal(t["kind"], "send"))["term"].to_pylist() == [3, 3]
 
 
+def test_raft_responses_pair_by_request_id_and_may_repeat(tmp_path: Path) -> None:
+    """A live Raft capture once failed wire-conformance on every RequestUpdate: the leader answers
+    it twice ("accepted", then "committed") and RequestEntries in a pipeline, and only the first
+    answer was decoded. Responses pair by the id they repeat; one with no request is still an error."""
+    raft = codec("raft")
+    u1, u2, e1 = b"u" * 12, b"v" * 12, b"e" * 12
+    c = Conversation(("127.0.0.1", 40001), ("127.0.0.1", 7001)).zmtp_open()
+    c.send(True, message(raft.encode("RequestUpdate", reqid=u1, data=b"put")))
+    c.send(True, message(raft.encode("RequestUpdate", reqid=u2, data=b"cas")))
+    c.send(True, message(raft.encode("RequestEntries", reqid=e1, prev_log_index=0, count=4)))
+    for rid in (u2, u1, u1, u2):  # accepted and committed, out of order
+        c.send(False, message(raft.encode("RequestUpdateResponse", reqid=rid, success=True, log_index=1)))
+    for status in (2, 1):  # a pipeline of two
+        c.send(False, message(raft.encode("RequestEntriesResponse", reqid=e1, status=status, ignored=None, last_index=4,
+                                          entries=[])))
+    r = run(write(str(tmp_path / "a.pcap"), c), tmp_path, protocol="raft")
+    t = read_trace(r.trace_path)
+    names = t.filter(pc.equal(t["kind"], "send"))["msg_type"].to_pylist()
+    assert names == ["RequestUpdate"] * 2 + ["RequestEntries"] + ["RequestUpdateResponse"] * 4 + [
+        "RequestEntriesResponse"] * 2
+    assert r.ok, [v.to_dict() for v in r.verdicts if not v.ok]
+
+    stray = Conversation(("127.0.0.1", 40002), ("127.0.0.1", 7001)).zmtp_open()
+    stray.send(True, message(raft.encode("RequestUpdate", reqid=u1, data=b"put")))
+    stray.send(False, message(raft.encode("RequestUpdateResponse", reqid=u2, success=True, log_index=1)))
+    bad = run(write(str(tmp_path / "b.pcap"), stray), tmp_path / "b", protocol="raft")
+    assert not verdicts(bad)[("wire-conformance", "raft.wire.grammar")]
+
+
+def test_an_event_bus_clients_dealers_reach_snapshot_and_collector(tmp_path: Path) -> None:
+    """A live Event BUS capture once failed wire-conformance on every PUB: a client's DEALER sends
+    SYNCSTART to the snapshot ROUTER and PUB to the collector ROUTER, and a PUB alone reads as a
+    BROADCAST too. Both channels of that socket pair are tried, in order."""
+    bus = codec("eventbus")
+    event = dict(topic="/news/", sequence=0, producer="p1", timestamp="2026-11-27T01:00:00.000Z",
+                 uuid="00000000-0000-4000-8000-000000000001", data={"n": 1})
+    clock = [1000.0]
+    snap = Conversation(("127.0.0.1", 40001), ("127.0.0.1", 7000), clock).zmtp_open(identity=b"c1")
+    coll = Conversation(("127.0.0.1", 40002), ("127.0.0.1", 7002), clock, seq=[5000, 700000]).zmtp_open(identity=b"c1")
+    snap.send(True, message(bus.encode("SYNCSTART", subtrees=["/news/"], sequence=0)))
+    snap.send(False, message(bus.encode("SYNCEND", subtrees=["/news/"], sequence=0)))
+    coll.send(True, message(bus.encode("PUB", **event)))
+    r = run(write(str(tmp_path / "a.pcap"), snap, coll), tmp_path, protocol="eventbus")
+    t = read_trace(r.trace_path)
+    assert t.filter(pc.equal(t["kind"], "send"))["msg_type"].to_pylist() == ["SYNCSTART", "SYNCEND", "PUB"]
+    assert r.ok, [v.to_dict() for v in r.verdicts if not v.ok]
+
+
 @pytest.mark.parametrize("make,error", [
     (lambda d: (d / "x.pcap").write_bytes(b"junk") and str(d / "x.pcap"), "not a pcap or pcapng capture"),
     (lambda d: str(d / "missing.pcap"), "no such file"),

@@ -139,3 +139,21 @@ def test_a_dafka_capture_ties_each_nodes_connections_together(tmp_path: Path) ->
     fetches = t.filter(pc.and_(pc.equal(t["node"], producer), pc.equal(t["kind"], "subscribe")))
     assert any(topic.startswith("F") for topic in fetches["topic"].to_pylist())  # its SUB links are its own
     assert {c for c, _ in captured.not_applicable} == set(scenario.raw["check"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("protocol,path", [("raft", "scenarios/raft/chaos/leader-crash.yaml"),
+                                           ("eventbus", "scenarios/eventbus/chaos/clean.yaml"),
+                                           ("pppp", "scenarios/pppp/chaos/restart-live.yaml")])
+def test_the_capture_of_a_clean_live_run_conforms(protocol: str, path: str, tmp_path: Path) -> None:
+    """Every message of a passing live run of reference nodes decodes strictly from its capture
+    (Raft's repeated answers and the Event BUS's two ROUTERs behind one socket pair once failed)."""
+    root = Path(__file__).resolve().parents[2]
+    scenario = parse_scenario((root / path).read_text(), path)
+    pcap = str(tmp_path / "run.pcap")
+    live = run_live(scenario, 1, str(tmp_path / "live"), capture=pcap)
+    assert live.ok, [v.to_dict() for v in live.failed]
+    captured = check_pcap(pcap, PcapOptions(protocol, out_dir=str(tmp_path / "pcap")))
+    wire = {v.check: v for v in captured.verdicts}
+    assert wire["wire-conformance"].ok and wire["zmtp-framing"].ok and wire["capture-complete"].ok, \
+        [v.to_dict() for v in captured.failed]

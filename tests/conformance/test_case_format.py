@@ -65,3 +65,17 @@ def test_the_command_line_check_refuses_an_unknown_placeholder() -> None:
 
     with pytest.raises(PlaceholderError):
         check_command(suite("dcp", "broker"), "mybroker --bind {endpiont}")
+
+
+RAFT_PEERS = package("raft").peer_roles()
+RAFT_HEAD = "protocol: raft\nrole: client\ncase: x\nclauses: [raft.wire.grammar]\nsteps:\n"
+
+
+def test_a_send_raw_frame_may_be_a_captured_field() -> None:
+    """Added for the Raft client suite: a malformed answer must carry the request's id, or the
+    client drops it unread (the reference matches answers by id before decoding them)."""
+    c = parse_case(RAFT_HEAD + "  - {as: peer.a, expect: {type: RequestConfig}, capture: ask}\n"
+                                "  - {as: peer.a, send_raw: [{ref: ask.reqid}, '01', c1]}\n", RAFT_PEERS)
+    assert c.steps[1].frames == [{"ref": "ask.reqid"}, b"\x01", b"\xc1"]
+    with pytest.raises(CaseError, match="no earlier step captured a message named 'nothing'"):
+        parse_case(RAFT_HEAD + "  - {as: peer.a, send_raw: [{ref: nothing.reqid}]}\n", RAFT_PEERS)

@@ -92,7 +92,7 @@ def test_the_command_line_exits_1_with_a_shrunk_failure_and_0_without(tmp_path: 
     assert "FAIL offsets [dafka.record.offset-starts-at-zero]" in found.stdout
     written = tmp_path / "dafka-explore-basic-shrunk.yaml"
     assert f"replay:      zmq-harness run {written} --seed" in found.stdout and written.exists()
-    again = cli("run", str(written))
+    again = cli("run", str(written), "--out", str(tmp_path / "replay"))  # not the checkout's runs/
     assert again.returncode == 1 and "FAIL offsets" in again.stdout
     nothing = cli("explore", DCP, "--budget", "2", "--out", str(tmp_path / "n"))
     assert nothing.returncode == 0 and nothing.stdout.startswith("nothing fails: 2 run(s)")

@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -32,7 +34,10 @@ CASES = [
     for m in t.messages
 ]
 TABLE_IDS = [(p, d) for p in PROTOCOLS if _available(p) for d in tables(p)]
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# 186 property tests: 30 examples each by default (about a minute in all), 300 in the slow run
+# (ZMQ_HARNESS_SLOW=1), where the long search belongs.
+EXAMPLES = 300 if os.environ.get("ZMQ_HARNESS_SLOW") else 30
+SETTINGS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @pytest.mark.parametrize("protocol,dialect,name", CASES)

@@ -215,5 +215,7 @@ PACKAGE = ProtocolPackage(
     resolve_target=resolve_target,
     # BROADCAST and PUB have the same frames: PUB -> SUB is the publisher port. DEALER -> ROUTER
     # carries both the snapshot commands and PUBs, which the socket types cannot tell apart.
-    capture=CaptureHints(channels={("PUB", "SUB"): "publisher", ("PUB", "XSUB"): "publisher"}, role=wire_role),
+    capture=CaptureHints(channels={("PUB", "SUB"): "publisher", ("PUB", "XSUB"): "publisher",
+                                    # a client's DEALERs: SYNCSTART to the snapshot ROUTER, PUB to the collector
+                                    ("DEALER", "ROUTER"): ("snapshot", "collector")}, role=wire_role),
 )

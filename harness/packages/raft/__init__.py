@@ -15,10 +15,11 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from harness.packages.base import (
-    Operation, ProtocolPackage, Role, Setting, TargetView, as_bool, as_int, as_ms, as_positive_int, as_str,
+    CaptureHints, Operation, ProtocolPackage, Role, Setting, TargetView, as_bool, as_int, as_ms, as_positive_int, as_str,
     one_of,
 )
 from harness.packages.raft.checks import CHECKS, DEFAULT_CHECKS
+from harness.packages.raft.suites import SUITES
 from harness.protocols.raft import TABLES
 from harness.protocols.raft_clauses import CATALOGUE
 from reference_nodes.raft.client import Client
@@ -96,6 +97,9 @@ ROLES = {
         "op_timeout": Setting("op_timeout_ms", as_ms, "give an operation up (status info) after this (10s)"),
         "max_queue": Setting("max_queue", as_positive_int, "operations waiting their turn (1000)"),
         "subscribe": Setting("subscribe", as_bool, "follow the leader's StateBroadcast (default false)"),
+        "updates": Setting("updates", as_int, "standalone: put this many values (v1, v2, ...) on 'key' at start "
+                                              "(default 0)"),
+        "key": Setting("key", as_str, "standalone: the key of those puts (default k)"),
         "cluster": CLUSTER, "peers": PEERS,
     }, "a key-value client: every operation a RequestUpdate, results from the replayed log"),
 }
@@ -158,6 +162,22 @@ def command(op: str, node: str, params: dict[str, Any], k: int, rng: Any) -> dic
     return req
 
 
+def wire_role(socket_type: str, sent: frozenset[str]) -> str | None:
+    """The role of an endpoint in a capture: peers bind ROUTERs, send the peer RPCs and the
+    StateBroadcast; a DEALER that sends only client RPCs is a client."""
+    if socket_type in ("ROUTER", "PUB") or sent & {"RequestVote", "AppendEntries", "InstallSnapshot", "StateBroadcast"}:
+        return "peer"
+    if socket_type == "DEALER" and sent:
+        return "client"
+    return None
+
+
+# Every Raft request and response starts with its id (message_id, reqid); RequestUpdate is
+# answered "accepted", then "committed", and RequestEntries in a pipeline of responses.
+CAPTURE = CaptureHints(channels={("PUB", "SUB"): "broadcast", ("PUB", "XSUB"): "broadcast"}, role=wire_role,
+                       correlation_frame=0, repeats=frozenset({"RequestUpdateResponse", "RequestEntriesResponse"}))
+
+
 PACKAGE = ProtocolPackage(
     name="raft",
     tables=TABLES,
@@ -171,4 +191,6 @@ PACKAGE = ProtocolPackage(
     command=command,
     targets={"leader": "the running peer whose latest 'role' note says leader, in the highest term"},
     resolve_target=resolve_target,
+    suites=SUITES,
+    capture=CAPTURE,
 )

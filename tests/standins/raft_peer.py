@@ -1,0 +1,333 @@
+"""A ZMQ Raft peer written only from the document (specs/zmq-raft.md, strict dialect, with the
+errata the codec follows) and the Raft paper's Figure 2 — not from the reference peer, whose
+code it does not import: the stand-in that shows the peer suite asks nothing of an
+implementation that the document does not (tests/conformance/test_raft_standins.py).
+
+It makes other choices than the reference wherever the document leaves one: a new leader
+appends no checkpoint entry; a refused AppendEntries carries no conflict hints; ``false`` is
+the byte 0x00 (the reference sends an empty frame); RequestUpdate is answered once, when
+committed (no "accepted" answer first); RequestEntries with nothing new answers at once with no
+entries; a repeated request is processed again (not answered from a cache); the leader's
+heartbeat is 100 ms; durable state is one JSON file replaced atomically before every answer
+that depends on it.
+
+    python tests/standins/raft_peer.py --id iut --endpoint tcp://127.0.0.1:5000 \\
+        --peers iut=tcp://127.0.0.1:5000,b=tcp://127.0.0.1:5001 --data-dir /tmp/x \\
+        --election-min 300 --election-max 500 --seed 1
+
+Runs until SIGTERM or SIGINT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import time
+from typing import Any
+
+import msgpack
+import zmq
+
+RPC_TIMEOUT = 0.05
+HEARTBEAT = 0.1
+UPDATE_TTL = 8 * 3600  # REQUEST_UPDATE_TTL, seconds
+
+
+def uint(n: int) -> bytes:
+    return n.to_bytes(max(1, (n.bit_length() + 7) // 8), "little")
+
+
+def read_uint(b: bytes, max_bytes: int = 8) -> int:
+    if not 1 <= len(b) <= max_bytes:
+        raise ValueError("uint of a wrong size")
+    return int.from_bytes(b, "little")
+
+
+def boolean(v: bool) -> bytes:
+    return b"\x01" if v else b"\x00"
+
+
+def js(v: Any) -> bytes:
+    return msgpack.packb(v, use_bin_type=True)
+
+
+class Peer:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.id = args.id
+        self.peers = [tuple(p.split("=", 1)) for p in args.peers.split(",")]
+        self.others = [p for p, _ in self.peers if p != self.id]
+        self.majority = len(self.peers) // 2 + 1
+        self.emin, self.emax = args.election_min / 1000, args.election_max / 1000
+        self.rng = random.Random(args.seed * 1000 + sum(self.id.encode()))
+        self.path = os.path.join(args.data_dir, "standin-state.json")
+        self.term, self.vote, self.log = 0, None, []  # log: [reqid, type, term, data] (bytes as hex)
+        if os.path.exists(self.path):
+            with open(self.path) as f:
+                st = json.load(f)
+            self.term, self.vote, self.log = st["term"], st["vote"], st["log"]
+        self.state, self.leader = "follower", None
+        self.commit = 0
+        self.votes: set[str] = set()
+        self.ctx = zmq.Context()
+        self.router = self.ctx.socket(zmq.ROUTER)
+        self.router.setsockopt(zmq.LINGER, 0)
+        self.router.bind(args.endpoint)
+        self.dealers: dict[str, Any] = {}
+        for pid, url in self.peers:
+            if pid != self.id:
+                d = self.ctx.socket(zmq.DEALER)
+                d.setsockopt(zmq.LINGER, 0)
+                d.connect(url)
+                self.dealers[pid] = d
+        self.msg_id = {p: 0 for p in self.others}
+        self.outstanding: dict[str, tuple[int, list[bytes], float, int, int] | None] = {p: None for p in self.others}
+        self.next_index = {p: 1 for p in self.others}
+        self.match = {p: 0 for p in self.others}
+        self.last_sent = {p: 0.0 for p in self.others}
+        self.waiting: dict[bytes, bytes] = {}  # reqid of an update waiting for its commit -> client identity
+        self.reset_timer()
+        if not self.others:
+            self.deadline = time.monotonic()
+
+    # ---- state ----
+    def save(self) -> None:
+        tmp = self.path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump({"term": self.term, "vote": self.vote, "log": self.log}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+
+    def reset_timer(self) -> None:
+        self.deadline = time.monotonic() + self.rng.uniform(self.emin, self.emax)
+
+    def last(self) -> tuple[int, int]:
+        return len(self.log), (self.log[-1][2] if self.log else 0)
+
+    def term_at(self, i: int) -> int:
+        return self.log[i - 1][2] if 0 < i <= len(self.log) else 0
+
+    def entry_bytes(self, e: list[Any]) -> bytes:
+        return bytes.fromhex(e[0]) + (e[1] | e[2] << 8).to_bytes(8, "little") + bytes.fromhex(e[3])
+
+    def adopt(self, term: int) -> None:
+        if term > self.term:
+            self.term, self.vote = term, None
+            if self.state != "follower":
+                self.reset_timer()
+            self.state, self.leader = "follower", None
+            for p in self.others:
+                self.outstanding[p] = None
+            self.save()
+
+    # ---- requests arriving at the ROUTER ----
+    def on_router(self, frames: list[bytes]) -> None:
+        ident, body = frames[0], frames[1:]
+        try:
+            reply = self.handle(body, ident)
+        except (ValueError, IndexError, KeyError, UnicodeDecodeError, msgpack.UnpackException):
+            return  # malformed: dropped
+        if reply is not None:
+            self.router.send_multipart([ident] + reply)
+
+    def handle(self, b: list[bytes], ident: bytes) -> list[bytes] | None:
+        kind = b[1] if len(b) > 1 else b""
+        if kind == b"?" and len(b) == 7:
+            mid = read_uint(b[0], 3)
+            cand, term, lidx, lterm = b[3].decode(), read_uint(b[4]), read_uint(b[5]), read_uint(b[6])
+            self.adopt(term)
+            my_idx, my_term = self.last()
+            ok = term == self.term and self.vote in (None, cand) and (lterm, lidx) >= (my_term, my_idx)
+            if ok:
+                self.vote = cand
+                self.save()
+                self.reset_timer()
+            return [b[0], uint(self.term), boolean(ok)]
+        if kind == b"+" and len(b) >= 8:
+            read_uint(b[0], 3)
+            lead, term, prev, pterm, lcommit = b[3].decode(), read_uint(b[4]), read_uint(b[5]), read_uint(b[6]), \
+                read_uint(b[7])
+            entries = []
+            for raw in b[8:]:
+                if len(raw) < 20:
+                    raise ValueError("short entry")
+                head = int.from_bytes(raw[12:20], "little")
+                entries.append([raw[:12].hex(), head & 0xFF, head >> 8, raw[20:].hex()])
+            if term < self.term:
+                return [b[0], uint(self.term), boolean(False)]
+            self.adopt(term)
+            self.state, self.leader = "follower", lead
+            self.reset_timer()
+            if prev > len(self.log) or (prev > 0 and self.term_at(prev) != pterm):
+                return [b[0], uint(self.term), boolean(False)]
+            for k, e in enumerate(entries):
+                i = prev + 1 + k
+                if i <= len(self.log) and self.log[i - 1][2] != e[2]:
+                    del self.log[i - 1:]
+                if i > len(self.log):
+                    self.log.append(e)
+            self.save()
+            self.commit = max(self.commit, min(lcommit, prev + len(entries)))
+            return [b[0], uint(self.term), boolean(True)]
+        if len(b[0]) != 12:
+            raise ValueError("not a reqid")
+        leader = self.id if self.state == "leader" else self.leader
+        if kind == b"^" and len(b) == 2:
+            return [b[0], boolean(self.state == "leader"), js(leader), js([list(p) for p in self.peers])]
+        if kind == b"%" and len(b) == 2:
+            n, _ = self.last()
+            return [b[0], boolean(self.state == "leader"), js(leader), uint(self.term), uint(1), uint(self.commit),
+                    uint(self.commit), uint(n), uint(0)]
+        if kind == b"=" and len(b) == 3:
+            if self.state != "leader":
+                return [b[0], boolean(False), js(leader)]
+            if int.from_bytes(b[0][:4], "big") < time.time() - UPDATE_TTL:
+                return [b[0], boolean(False)]  # expired: no third frame
+            for i, e in enumerate(self.log, 1):
+                if e[0] == b[0].hex():
+                    return self.committed(b[0], ident)
+            self.log.append([b[0].hex(), 0, self.term, b[2].hex()])
+            self.save()
+            self.advance()
+            return self.committed(b[0], ident)
+        if kind == b"<" and len(b) in (3, 4):
+            if self.state != "leader":
+                return [b[0], uint(0), js(leader)]
+            prev = read_uint(b[2])
+            upto = self.commit if len(b) == 3 else min(self.commit, prev + read_uint(b[3]))
+            out = [self.entry_bytes(e) for e in self.log[prev:upto]]
+            return [b[0], uint(1), js(None), uint(prev + len(out))] + out
+        raise ValueError("unknown request")
+
+    def committed(self, reqid: bytes, ident: bytes) -> list[bytes] | None:
+        """The answer to an update once it is committed; until then the client waits for it."""
+        for i, e in enumerate(self.log[: self.commit], 1):
+            if e[0] == reqid.hex():
+                self.waiting.pop(reqid, None)
+                return [reqid, boolean(True), js(i)]
+        self.waiting[reqid] = ident
+        return None
+
+    # ---- this peer's own requests ----
+    def send(self, p: str, frames: list[bytes], prev: int = 0, n: int = 0) -> None:
+        self.dealers[p].send_multipart(frames)
+        self.outstanding[p] = (read_uint(frames[0], 3), frames, time.monotonic(), prev, n)
+        self.last_sent[p] = time.monotonic()
+
+    def next_id(self, p: str) -> bytes:
+        self.msg_id[p] = (self.msg_id[p] + 1) & 0xFFFFFF
+        return uint(self.msg_id[p])
+
+    def start_election(self) -> None:
+        self.state, self.term, self.vote, self.leader = "candidate", self.term + 1, self.id, None
+        self.save()
+        self.votes = {self.id}
+        self.reset_timer()
+        if len(self.votes) >= self.majority:
+            return self.become_leader()
+        idx, t = self.last()
+        for p in self.others:
+            self.send(p, [self.next_id(p), b"?", b"", self.id.encode(), uint(self.term), uint(idx), uint(t)])
+
+    def become_leader(self) -> None:
+        self.state, self.leader = "leader", self.id
+        for p in self.others:
+            self.next_index[p], self.match[p], self.outstanding[p] = len(self.log) + 1, 0, None
+            self.append_entries(p)
+        self.advance()
+
+    def append_entries(self, p: str) -> None:
+        prev = self.next_index[p] - 1
+        entries = [self.entry_bytes(e) for e in self.log[prev:prev + 32]]
+        self.send(p, [self.next_id(p), b"+", b"", self.id.encode(), uint(self.term), uint(prev),
+                      uint(self.term_at(prev)), uint(self.commit)] + entries, prev, len(entries))
+
+    def advance(self) -> None:
+        for n in range(len(self.log), self.commit, -1):
+            held = 1 + sum(1 for p in self.others if self.match[p] >= n)
+            if held >= self.majority and self.log[n - 1][2] == self.term:
+                self.commit = n
+                break
+        for reqid, ident in list(self.waiting.items()):
+            reply = self.committed(reqid, ident)
+            if reply is not None:
+                self.router.send_multipart([ident] + reply)
+
+    def on_dealer(self, p: str, frames: list[bytes]) -> None:
+        out = self.outstanding[p]
+        try:
+            mid, term = read_uint(frames[0], 3), read_uint(frames[1])
+        except (ValueError, IndexError):
+            return
+        if out is None or mid != out[0]:
+            return  # not the answer to this peer's outstanding request
+        self.outstanding[p] = None
+        if term > self.term:
+            self.adopt(term)
+            return
+        ok = len(frames) > 2 and frames[2][:1] not in (b"", b"\x00")
+        if self.state == "candidate" and out[1][1] == b"?" and term == self.term and ok:
+            self.votes.add(p)
+            if len(self.votes) >= self.majority:
+                self.become_leader()
+        elif self.state == "leader" and out[1][1] == b"+":
+            if ok:
+                self.match[p] = max(self.match[p], out[3] + out[4])
+                self.next_index[p] = self.match[p] + 1
+                self.advance()
+            else:
+                self.next_index[p] = max(1, self.next_index[p] - 1)
+            if len(self.log) >= self.next_index[p]:
+                self.append_entries(p)
+
+    def tick(self) -> None:
+        now = time.monotonic()
+        if self.state != "leader" and now >= self.deadline:
+            self.start_election()
+            return
+        for p in self.others:
+            out = self.outstanding[p]
+            if out is not None and now - out[2] >= RPC_TIMEOUT:
+                self.dealers[p].send_multipart(out[1])  # the same message again (E-RAFT-04)
+                self.outstanding[p] = (out[0], out[1], now, out[3], out[4])
+            elif out is None and self.state == "leader" and now - self.last_sent[p] >= HEARTBEAT:
+                self.append_entries(p)
+
+    def run(self) -> None:
+        poller = zmq.Poller()
+        poller.register(self.router, zmq.POLLIN)
+        names = {}
+        for p, d in self.dealers.items():
+            poller.register(d, zmq.POLLIN)
+            names[d] = p
+        stop = []
+        signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+        signal.signal(signal.SIGINT, lambda *_: stop.append(1))
+        while not stop:
+            for sock, _ in poller.poll(10):
+                frames = sock.recv_multipart()
+                if sock is self.router:
+                    self.on_router(frames)
+                else:
+                    self.on_dealer(names[sock], frames)
+            self.tick()
+        self.ctx.destroy(0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--id", required=True)
+    ap.add_argument("--endpoint", required=True)
+    ap.add_argument("--peers", required=True)
+    ap.add_argument("--data-dir", required=True)
+    ap.add_argument("--election-min", type=int, default=200)
+    ap.add_argument("--election-max", type=int, default=300)
+    ap.add_argument("--seed", type=int, default=0)
+    Peer(ap.parse_args()).run()
+
+
+if __name__ == "__main__":
+    main()
