@@ -41,9 +41,17 @@ def test_explore_finds_and_shrinks_a_dcp_mutant(name: str, tmp_path: Path) -> No
 
 # Found by `bench/bench_explore.py --protocols raft,eventbus,pppp --budget 12` (bench/RESULTS.md).
 FOUND_BY: dict[str, list[str]] = {
-    "raft": [],
-    "pppp": [],
-    "eventbus": [],
+    "raft": ["volatile-log", "commit-no-majority", "keep-conflicts", "wrong-prev-term", "ignore-higher-term",
+             "truncating-leader", "apply-uncommitted", "fixed-timeout", "local-read", "slow-election",
+             "hides-leader", "ignores-redirect", "reuse-reqid"],
+    "pppp": ["releases-on-first-ack", "publisher-no-heartbeat", "publisher-slow-first-heartbeat",
+             "publisher-slow-heartbeat", "short-sequence", "numbers-from-zero", "late-ack", "never-acks",
+             "subscriber-no-heartbeat", "subscriber-slow-first-heartbeat", "subscriber-slow-heartbeat",
+             "subscriber-short-sequence", "no-resubscribe", "resubscribes-one", "heartbeat-first"],
+    "eventbus": ["syncend-latest", "syncend-filter", "syncend-ahead", "empty-snapshot", "no-syncend", "first-client",
+             "pub-sequence", "broadcast-twice", "drops-pub", "server-uuid-v1", "server-no-zone", "trailing-data",
+             "server-sequence-format", "applies-twice", "foreign-topics", "two-frame-syncstart", "comma-subtrees",
+             "client-sequence-format", "same-uuid", "hello-first"],
 }
 SMALL_BUDGET = 12
 AT_MOST = 5
