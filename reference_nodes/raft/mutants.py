@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from harness.node import Action, DurableStore, NodeContext
+from harness.node import Action, DurableStore, NodeContext, Send
 from harness.protocols.raft import NULL
 from reference_nodes.raft.client import Client
 from reference_nodes.raft.log import RaftLog, entry_term
@@ -296,6 +296,33 @@ class EntriesUncommittedPeer(Peer):
             self.commit_index = saved
 
 
+class IndexlessUpdatePeer(Peer):
+    """Breaks ``raft.update.index-when-committed``: answers a committed RequestUpdate with status
+    true and no LOG INDEX frame, as if it were still only accepted; the client never learns the
+    update is committed."""
+
+    def update_reply(self, ident: bytes, reqid: bytes, ok: bool, third: Any = None) -> Send:
+        return super().update_reply(ident, reqid, ok, None if ok else third)
+
+
+class SlowAppendRetryPeer(Peer):
+    """Breaks ``raft.rpc.timeout-bound``: as leader, repeats an unanswered AppendEntries only
+    after a whole ELECTION_TIMEOUT_MIN instead of at most half of it, so a follower that lost
+    one request may time out and start an election against a live leader."""
+
+    def request(self, link: Link, kind: str, *args: Any, **kwargs: Any) -> Send:
+        sent = super().request(link, kind, *args, **kwargs)
+        if kind == "AppendEntries":
+            link.deadline = link.last_sent + self.election_min
+        return sent
+
+    def retry(self, link: Link, now: int) -> list[Action]:
+        out = super().retry(link, now)
+        if link.out is not None and link.out.kind == "AppendEntries":
+            link.deadline = now + self.election_min
+        return out
+
+
 class LocalReadClient(Client):
     """Breaks ``raft.kv.linearizable`` (the client's side of it): answers a ``get`` at once from
     its own replica of the state machine, without a log entry and without reading the log up to
@@ -400,6 +427,8 @@ MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
     "no-retry": ("peer", NoRetryPeer, "raft.rpc.retry-after-timeout"),
     "same-message-id": ("peer", SameMessageIdPeer, "raft.wire.message-id"),
     "entries-uncommitted": ("peer", EntriesUncommittedPeer, "raft.entries.committed-only"),
+    "indexless-update": ("peer", IndexlessUpdatePeer, "raft.update.index-when-committed"),
+    "slow-append-retry": ("peer", SlowAppendRetryPeer, "raft.rpc.timeout-bound"),
     "no-heartbeat": ("peer", NoHeartbeatPeer, "raft.algorithm.leader-heartbeat"),
     "never-expires": ("peer", NeverExpiresPeer, "raft.update.reqid-freshness"),
     "expired-as-not-leader": ("peer", ExpiredAsNotLeaderPeer, "raft.update.expired"),
@@ -414,7 +443,7 @@ MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
 # Mutants only the conformance suites judge (a wire behaviour of one peer no chaos check reads);
 # tests/checkers/test_raft_checkers.py leaves them out.
 SUITE_ONLY = ("slow-election", "accept-any-prev", "dies-on-malformed", "hides-leader", "no-retry", "same-message-id",
-              "entries-uncommitted", "no-config", "ignores-redirect", "new-reqid-on-retry", "reuse-reqid",
+              "entries-uncommitted", "indexless-update", "slow-append-retry", "no-config", "ignores-redirect", "new-reqid-on-retry", "reuse-reqid",
               "no-repeat-config", "no-heartbeat", "never-expires",
               "expired-as-not-leader", "client-dies-on-malformed")
 # Mutants that crash (the suite reports harness.robustness whichever step was waiting).
@@ -433,6 +462,7 @@ ALSO_BREAKS: dict[str, dict[str, str]] = {
                                                            "AppendEntries"},
     "new-reqid-on-retry": {"raft.client.broken-leader": "the update it sends the leader a refusal names carries "
                                                        "a new reqid too"},
+    "no-retry": {"raft.rpc.timeout-bound": "a repeat that never comes is later than half ELECTION_TIMEOUT_MIN"},
     "accept-any-prev": {"raft.algorithm.truncate-conflicts": "appending after whatever it holds, it keeps the "
                                                              "entry the leader replaced"},
 }

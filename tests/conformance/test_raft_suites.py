@@ -73,15 +73,12 @@ UNCOVERED: dict[str, dict[str, str]] = {
         "raft.rpc.timeout-default": "A SHOULD on a preferred value (50 ms); the suite judges only the bound "
                                     "(the retry within 500 ms in election-timeout).",
         "raft.rpc.longer-timeout": "A permission (MAY), and every choice within the bound conforms.",
-        "raft.rpc.timeout-bound": "Not written yet: a case that times the retries of an AppendEntries.",
         "raft.snapshot.resume-offset": "E-RAFT-20: when the offset frame is sent is not stated (it is "
                                        "optional), so no answer to a chunk can be judged wrong for lacking it.",
         "raft.append.conflict-hint": "A permission (MAY), and E-RAFT-20 decides that the harness does not "
                                      "judge the hints' values.",
         "raft.update.reqid-in-entry": "Not written yet: it needs a matcher for one entry of a list "
                                       "(RequestEntries returns the entries as one repeated field).",
-        "raft.update.index-when-committed": "Named by the steps of update-once that wait for the committed "
-                                            "answer; no mutant answers without the index yet.",
         "raft.update.accepted-repeat": "A permission (MAY): update-once and read-log accept it before the "
                                        "answer with the index.",
         "raft.entries.pipeline": "Not written yet: more entries than one response holds.",
