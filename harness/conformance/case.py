@@ -34,7 +34,9 @@ Field matchers in ``expect``: a plain value (equal; text is UTF-8 for byte field
 scripted peer and the implementation, as the ROUTER side sees it: a DEALER peer's own
 identity, or the implementation's identity as a ROUTER peer received it),
 ``{not: value}``, ``{len: N}``, ``{one_of: [...]}``, ``{nonempty: true}``, ``{gt: value}``
-(a number greater than the value, which may be a ``ref``), ``{iut_address: true}`` (one of the
+(a number greater than the value, which may be a ``ref``), ``{has: matcher}`` (a repeated field
+with at least one element that matches; the matcher may be a mapping of the element's fields,
+``{has: {reqid: {ref: u.reqid}}}``), ``{iut_address: true}`` (one of the
 addresses the implementation announced, e.g. in Dafka BEACONs: a node made of several, like
 zeromq/dafka's store, announces one per part). ``not`` and ``one_of`` take values or matchers
 (``{one_of: [null, {identity_of: broker.b}]}``). In ``send``, a field may be ``{ref: ...}``,
@@ -54,6 +56,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.conformance.matchers import MATCHER_NAMES, is_field_mapping
 from harness.packages.base import as_duration
 from harness.protocols import PROTOCOLS, catalogue, codec
 from harness.yamlsrc import Locations, SourceError, load, loads
@@ -63,7 +66,7 @@ CaseError = SourceError
 STEP_KINDS = ("send", "send_raw", "expect", "expect_nothing", "wait", "restart_iut", "kill_iut", "disconnect",
               "expect_output", "expect_no_output", "expect_subscription")
 TIMED_KINDS = ("expect", "expect_nothing", "wait", "expect_output", "expect_no_output", "expect_subscription")
-MATCHERS = ("hex", "pattern", "any", "ref", "identity_of", "not", "len", "one_of", "nonempty", "gt", "iut_address")
+MATCHERS = MATCHER_NAMES
 RAW = "raw"  # an expect step's {frame index: hex}: the message's frames byte for byte (not a field)
 DEFAULT_WITHIN_NS = 1_000_000_000
 
@@ -305,6 +308,9 @@ def _check_matcher(m: Any, locs: Locations, p: tuple[Any, ...], captures: set[st
             raise locs.error(p, f"unknown matcher {k!r} (matchers: {', '.join(MATCHERS)})")
         if k == "not":
             _check_matcher(v, locs, p + (k,), captures, identity_refs)
+        if k == "has":
+            for f, fm in (v.items() if is_field_mapping(v) else [((), v)]):
+                _check_matcher(fm, locs, p + (k, f) if f != () else p + (k,), captures, identity_refs)
         if k == "gt":
             if isinstance(v, dict) and set(v) == {"ref"}:
                 _check_matcher(v, locs, p + (k,), captures, identity_refs)

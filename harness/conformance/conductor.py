@@ -51,7 +51,7 @@ from typing import Any, Callable
 
 from harness.conformance.answers import Answers
 from harness.conformance.case import Case, Step
-from harness.conformance.matchers import matches
+from harness.conformance.matchers import is_field_mapping, matches
 from harness.conformance.plan import Announcement, PeerSocket
 from harness.node import Action, BaseNode, Connect, Deliver, Disconnect, Note, Send, SocketSpec, SocketType
 from harness.protocols import Codec, DecodeError
@@ -363,7 +363,7 @@ class Conductor(BaseNode):
 
     def _resolve_matcher(self, m: Any) -> Any:
         """Values taken from the run (captured fields, routing identities), also inside
-        ``not`` and ``one_of``."""
+        ``not``, ``one_of`` and ``has``."""
         if isinstance(m, dict) and len(m) == 1:
             (k, v), = m.items()
             if k == "ref":
@@ -373,6 +373,10 @@ class Conductor(BaseNode):
             if k == "iut_address":
                 return {"one_of": list(self.iut_addresses)}
             if k in ("not", "gt"):
+                return {k: self._resolve_matcher(v)}
+            if k == "has":
+                if is_field_mapping(v):
+                    return {k: {f: self._resolve_matcher(fm) for f, fm in v.items()}}
                 return {k: self._resolve_matcher(v)}
             if k == "one_of" and isinstance(v, list):
                 return {"one_of": [self._resolve_matcher(x) for x in v]}

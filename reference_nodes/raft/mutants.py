@@ -323,6 +323,20 @@ class SlowAppendRetryPeer(Peer):
         return out
 
 
+class ReqidNotInEntryPeer(Peer):
+    """Breaks ``raft.update.reqid-in-entry``: writes an update's log entry with an all-zero
+    request id and keeps the reqid in memory only (so it still answers a retry with the same
+    index); a reader of the log, or a peer that becomes leader, cannot tell which request an
+    entry came from, and the update is no longer idempotent across leaders."""
+
+    def append_entries_local(self, raws: list[bytes]) -> int:
+        if len(raws) != 1 or raws[0][12] != 0:  # not a client's update (the election checkpoint)
+            return super().append_entries_local(raws)
+        last = super().append_entries_local([bytes(12) + raws[0][12:]])
+        self.reqids[raws[0][:12]] = last
+        return last
+
+
 class LocalReadClient(Client):
     """Breaks ``raft.kv.linearizable`` (the client's side of it): answers a ``get`` at once from
     its own replica of the state machine, without a log entry and without reading the log up to
@@ -429,6 +443,7 @@ MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
     "entries-uncommitted": ("peer", EntriesUncommittedPeer, "raft.entries.committed-only"),
     "indexless-update": ("peer", IndexlessUpdatePeer, "raft.update.index-when-committed"),
     "slow-append-retry": ("peer", SlowAppendRetryPeer, "raft.rpc.timeout-bound"),
+    "reqid-not-in-entry": ("peer", ReqidNotInEntryPeer, "raft.update.reqid-in-entry"),
     "no-heartbeat": ("peer", NoHeartbeatPeer, "raft.algorithm.leader-heartbeat"),
     "never-expires": ("peer", NeverExpiresPeer, "raft.update.reqid-freshness"),
     "expired-as-not-leader": ("peer", ExpiredAsNotLeaderPeer, "raft.update.expired"),
@@ -443,7 +458,7 @@ MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
 # Mutants only the conformance suites judge (a wire behaviour of one peer no chaos check reads);
 # tests/checkers/test_raft_checkers.py leaves them out.
 SUITE_ONLY = ("slow-election", "accept-any-prev", "dies-on-malformed", "hides-leader", "no-retry", "same-message-id",
-              "entries-uncommitted", "indexless-update", "slow-append-retry", "no-config", "ignores-redirect", "new-reqid-on-retry", "reuse-reqid",
+              "entries-uncommitted", "indexless-update", "slow-append-retry", "reqid-not-in-entry", "no-config", "ignores-redirect", "new-reqid-on-retry", "reuse-reqid",
               "no-repeat-config", "no-heartbeat", "never-expires",
               "expired-as-not-leader", "client-dies-on-malformed")
 # Mutants that crash (the suite reports harness.robustness whichever step was waiting).

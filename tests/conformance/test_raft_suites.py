@@ -77,8 +77,6 @@ UNCOVERED: dict[str, dict[str, str]] = {
                                        "optional), so no answer to a chunk can be judged wrong for lacking it.",
         "raft.append.conflict-hint": "A permission (MAY), and E-RAFT-20 decides that the harness does not "
                                      "judge the hints' values.",
-        "raft.update.reqid-in-entry": "Not written yet: it needs a matcher for one entry of a list "
-                                      "(RequestEntries returns the entries as one repeated field).",
         "raft.update.accepted-repeat": "A permission (MAY): update-once and read-log accept it before the "
                                        "answer with the index.",
         "raft.entries.pipeline": "Not written yet: more entries than one response holds.",

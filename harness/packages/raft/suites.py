@@ -67,6 +67,10 @@ def dialect_case(case: Any, dialect: str, epoch_s: int) -> Any:
             (k, inner), = v.items()
             if k in ("not", "gt"):
                 return {k: fix_ref(inner)}
+            if k == "has":  # a mapping of an element's fields, or a matcher
+                from harness.conformance.matchers import is_field_mapping
+
+                return {k: {f: fix_ref(x) for f, x in inner.items()} if is_field_mapping(inner) else fix_ref(inner)}
             if k == "one_of" and isinstance(inner, list):
                 return {k: [fix_ref(x) for x in inner]}
         return v
