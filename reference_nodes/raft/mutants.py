@@ -337,6 +337,19 @@ class ReqidNotInEntryPeer(Peer):
         return last
 
 
+class AnyClusterPeer(Peer):
+    """Breaks ``raft.peer.cluster-ident``: serves RequestVote, AppendEntries and InstallSnapshot
+    whatever cluster ident they carry, so a peer of another cluster sharing its endpoints can
+    move its term, win its vote or write its log."""
+
+    def on_peer_rpc(self, ident: bytes, body: list[bytes], msg: Any, now: int) -> list[Action]:
+        saved, self.cluster = self.cluster, msg["cluster"]
+        try:
+            return super().on_peer_rpc(ident, body, msg, now)
+        finally:
+            self.cluster = saved
+
+
 class LocalReadClient(Client):
     """Breaks ``raft.kv.linearizable`` (the client's side of it): answers a ``get`` at once from
     its own replica of the state machine, without a log entry and without reading the log up to
@@ -444,6 +457,7 @@ MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
     "indexless-update": ("peer", IndexlessUpdatePeer, "raft.update.index-when-committed"),
     "slow-append-retry": ("peer", SlowAppendRetryPeer, "raft.rpc.timeout-bound"),
     "reqid-not-in-entry": ("peer", ReqidNotInEntryPeer, "raft.update.reqid-in-entry"),
+    "any-cluster": ("peer", AnyClusterPeer, "raft.peer.cluster-ident"),
     "no-heartbeat": ("peer", NoHeartbeatPeer, "raft.algorithm.leader-heartbeat"),
     "never-expires": ("peer", NeverExpiresPeer, "raft.update.reqid-freshness"),
     "expired-as-not-leader": ("peer", ExpiredAsNotLeaderPeer, "raft.update.expired"),
@@ -458,7 +472,7 @@ MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
 # Mutants only the conformance suites judge (a wire behaviour of one peer no chaos check reads);
 # tests/checkers/test_raft_checkers.py leaves them out.
 SUITE_ONLY = ("slow-election", "accept-any-prev", "dies-on-malformed", "hides-leader", "no-retry", "same-message-id",
-              "entries-uncommitted", "indexless-update", "slow-append-retry", "reqid-not-in-entry", "no-config", "ignores-redirect", "new-reqid-on-retry", "reuse-reqid",
+              "entries-uncommitted", "indexless-update", "slow-append-retry", "reqid-not-in-entry", "any-cluster", "no-config", "ignores-redirect", "new-reqid-on-retry", "reuse-reqid",
               "no-repeat-config", "no-heartbeat", "never-expires",
               "expired-as-not-leader", "client-dies-on-malformed")
 # Mutants that crash (the suite reports harness.robustness whichever step was waiting).

@@ -68,8 +68,6 @@ UNCOVERED: dict[str, dict[str, str]] = {
         "raft.peer.dealer-per-peer": _SOCKET,
         "raft.peer.unique-id": "The ids are the harness's ({id} and the scripted peers'); no case can make "
                                "an implementation choose one.",
-        "raft.peer.cluster-ident": "Every case runs with the default (empty) cluster ident; a case sending a "
-                                   "foreign ident is not written yet.",
         "raft.rpc.timeout-default": "A SHOULD on a preferred value (50 ms); the suite judges only the bound "
                                     "(the retry within 500 ms in election-timeout).",
         "raft.rpc.longer-timeout": "A permission (MAY), and every choice within the bound conforms.",
