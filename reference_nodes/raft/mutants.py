@@ -350,6 +350,21 @@ class AnyClusterPeer(Peer):
             self.cluster = saved
 
 
+class IgnoresStopPeer(Peer):
+    """Breaks ``raft.entries.stop-honoured``: takes a RequestEntries follow-up with count 0 for
+    one without a count, so it goes on sending entries the client asked it to stop."""
+
+    def on_entries(self, ident: bytes, msg: Any, now: int) -> list[Action]:
+        idf = self.d.rpc_id("RequestEntries")
+        key = (ident, msg[idf])
+        rpc = self.entries_rpcs.get(key)
+        if msg.get("count") != 0 or rpc is None:
+            return super().on_entries(ident, msg, now)
+        rpc.unconfirmed = max(0, rpc.unconfirmed - 1)  # a follow-up: confirms one response, and goes on
+        rpc.touched = now
+        return self.pump_entries(ident, key, rpc, idf, msg[idf])
+
+
 class LocalReadClient(Client):
     """Breaks ``raft.kv.linearizable`` (the client's side of it): answers a ``get`` at once from
     its own replica of the state machine, without a log entry and without reading the log up to
@@ -458,6 +473,7 @@ MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
     "slow-append-retry": ("peer", SlowAppendRetryPeer, "raft.rpc.timeout-bound"),
     "reqid-not-in-entry": ("peer", ReqidNotInEntryPeer, "raft.update.reqid-in-entry"),
     "any-cluster": ("peer", AnyClusterPeer, "raft.peer.cluster-ident"),
+    "ignores-stop": ("peer", IgnoresStopPeer, "raft.entries.stop-honoured"),
     "no-heartbeat": ("peer", NoHeartbeatPeer, "raft.algorithm.leader-heartbeat"),
     "never-expires": ("peer", NeverExpiresPeer, "raft.update.reqid-freshness"),
     "expired-as-not-leader": ("peer", ExpiredAsNotLeaderPeer, "raft.update.expired"),
@@ -472,7 +488,7 @@ MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
 # Mutants only the conformance suites judge (a wire behaviour of one peer no chaos check reads);
 # tests/checkers/test_raft_checkers.py leaves them out.
 SUITE_ONLY = ("slow-election", "accept-any-prev", "dies-on-malformed", "hides-leader", "no-retry", "same-message-id",
-              "entries-uncommitted", "indexless-update", "slow-append-retry", "reqid-not-in-entry", "any-cluster", "no-config", "ignores-redirect", "new-reqid-on-retry", "reuse-reqid",
+              "entries-uncommitted", "indexless-update", "slow-append-retry", "reqid-not-in-entry", "any-cluster", "ignores-stop", "no-config", "ignores-redirect", "new-reqid-on-retry", "reuse-reqid",
               "no-repeat-config", "no-heartbeat", "never-expires",
               "expired-as-not-leader", "client-dies-on-malformed")
 # Mutants that crash (the suite reports harness.robustness whichever step was waiting).

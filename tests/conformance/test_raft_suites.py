@@ -78,7 +78,6 @@ UNCOVERED: dict[str, dict[str, str]] = {
         "raft.update.accepted-repeat": "A permission (MAY): update-once and read-log accept it before the "
                                        "answer with the index.",
         "raft.entries.pipeline": "Not written yet: more entries than one response holds.",
-        "raft.entries.stop-honoured": "Not written yet: as raft.entries.pipeline.",
         "raft.broadcast.pub-socket": _BROADCAST,
         "raft.broadcast.last-applied": _BROADCAST,
         "raft.broadcast.heartbeat": _BROADCAST,
