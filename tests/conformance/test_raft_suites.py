@@ -53,8 +53,10 @@ _SOCKET = ("The socket type travels only in the ZMTP handshake, which neither th
            "arriving at the scripted peers' ROUTERs) every case relies on.")
 _CLUSTER = ("Judged by the chaos checks over a whole cluster (docs/raft.md): a property of several peers' "
             "logs and terms, not of one peer's answers to a script.")
-_BROADCAST = ("The StateBroadcast PUB is optional for the peer under test ({peers} gives no PUB URL); no "
-              "case subscribes to it yet.")
+_BROADCAST = ("Not written: the StateBroadcast PUB is optional for a peer (its URL is a setting, {peers} gives "
+              "none). A case needs a {broadcast_url} placeholder the IUT binds its PUB at, a harness SUB "
+              "peer in the peer plan, and a way to skip the case for an implementation without the PUB; "
+              "the conductor's only skip (optional_sends) is for a harness PUB the IUT does not subscribe to.")
 UNCOVERED: dict[str, dict[str, str]] = {
     "peer": {
         "raft.wire.message-type": _TYPES,
@@ -77,7 +79,11 @@ UNCOVERED: dict[str, dict[str, str]] = {
                                      "judge the hints' values.",
         "raft.update.accepted-repeat": "A permission (MAY): update-once and read-log accept it before the "
                                        "answer with the index.",
-        "raft.entries.pipeline": "Not written yet: more entries than one response holds.",
+        "raft.entries.pipeline": "Not written: how many entries an answer holds is the implementation's, so no "
+                                 "field of one answer tells the sixth unconfirmed one of an RPC; only a count of "
+                                 "the RPC's answers before a follow-up does, and no case step counts messages "
+                                 "(expect and expect_nothing judge one message each). entries-stop exercises the "
+                                 "pipeline's stall without judging its size.",
         "raft.broadcast.pub-socket": _BROADCAST,
         "raft.broadcast.last-applied": _BROADCAST,
         "raft.broadcast.heartbeat": _BROADCAST,
@@ -94,7 +100,13 @@ UNCOVERED: dict[str, dict[str, str]] = {
 
 _CLIENT_TYPES = ("Every message the client sends is decoded by the dialect's table, so a frame of the wrong "
                  "type fails in whichever case it shows; no case is about it alone.")
-_NOT_YET = "Not written yet: "
+_SKIP = ("and a case waiting for it would fail such a client: it needs a step that skips the case when an "
+         "optional request never comes (the conductor's only skip, optional_sends, is for a harness PUB the "
+         "implementation does not subscribe to). Not written for that reason.")
+_OPTIONAL_READ = ("A client need not read the log (the client stand-in never sends RequestEntries; the reference "
+                  "client reads it back), " + _SKIP)
+_OPTIONAL_URL = ("Only a client that subscribes to StateBroadcast (raft.broadcast.subscribe, a MAY) sends "
+                 "RequestBroadcastStateUrl, " + _SKIP)
 UNCOVERED["client"] = {
     **{c: _CLIENT_TYPES for c in ("raft.wire.message-type", "raft.wire.uint", "raft.wire.bool", "raft.wire.string",
                                   "raft.wire.msgpack", "raft.wire.reqid", "raft.wire.entry")},
@@ -104,14 +116,19 @@ UNCOVERED["client"] = {
     "raft.client.periodic-config": "A permission (MAY).",
     "raft.client.response-ttl": "Judged through retry-same-reqid (the repeat after SERVER_RESPONSE_TTL, "
                                 "raft.client.broken-leader-search); no case times the TTL itself.",
-    "raft.client.reconnect-leader": _NOT_YET + "the second scenario ending at a leader other than the first.",
-    "raft.update.reset-timeout": _NOT_YET + "an update answered \"accepted\" repeatedly.",
-    "raft.entries.follow-up": _NOT_YET + "RequestEntries cases (the reference client reads the log back; "
-                              "another client need not).",
-    "raft.entries.not-leader": _NOT_YET + "as raft.entries.follow-up.",
+    "raft.client.reconnect-leader": "Its observable half, the next request going to the new leader, is "
+                                    "raft.client.broken-leader (redirect, find-leader); the disconnect from the "
+                                    "other peers is a TCP close in ZMTP, which neither the simulator nor the live "
+                                    "transport hands to a case.",
+    "raft.update.reset-timeout": "The client's RPC timeout is its own (the document gives it no value), so no "
+                                 "interval of \"accepted\" answers is sure to be shorter than it; and a client "
+                                 "that repeats its update (same reqid) after one conforms for a timeout shorter "
+                                 "than the interval. Not judgeable without knowing the timeout.",
+    "raft.entries.follow-up": _OPTIONAL_READ,
+    "raft.entries.not-leader": _OPTIONAL_READ,
     "raft.entries.stop": "A permission (MAY).",
-    "raft.broadcast.config-on-missing-url": _NOT_YET + "the client under test is not asked to subscribe.",
-    "raft.broadcast.url-after-leader": _NOT_YET + "as raft.broadcast.config-on-missing-url.",
+    "raft.broadcast.config-on-missing-url": _OPTIONAL_URL,
+    "raft.broadcast.url-after-leader": _OPTIONAL_URL,
     "raft.broadcast.subscribe": "A permission (MAY).",
 }
 
