@@ -83,6 +83,7 @@ class Step:
     clause: str | None = None  # the clause this step checks (default: the case's first)
     field_clauses: dict[str, str] = field(default_factory=dict)  # expect: a mismatch here breaks that clause
     first: bool = False  # expect: the next message to arrive at the peer must be this one
+    optional: str = ""  # expect: why the implementation may never send it (none in time skips the case)
     raw: dict[int, bytes] = field(default_factory=dict)  # expect: frame index -> exact bytes
     line: int | None = None
     text: str = ""  # the step as written, for evidence
@@ -152,7 +153,7 @@ def case_from(data: Any, locs: Locations, path: str, peer_roles: dict[str, dict[
         kind = kinds[0]
         allowed = {kind, "as", "within", "capture", "for", "clause", "field_clauses"}
         if kind == "expect":
-            allowed |= {"first", RAW}
+            allowed |= {"first", RAW, "optional"}
         if kind in ("expect_output", "expect_no_output"):
             allowed -= {"as", "capture", "field_clauses"}
         for k in raw:
@@ -218,6 +219,10 @@ def case_from(data: Any, locs: Locations, path: str, peer_roles: dict[str, dict[
             if not isinstance(raw["first"], bool):
                 raise locs.error(p + ("first",), "first is true or false")
             step.first = raw["first"]
+        if kind == "expect" and "optional" in raw:
+            if not isinstance(raw["optional"], str) or not raw["optional"].strip():
+                raise locs.error(p + ("optional",), "optional says why the message may never come (the skip's reason)")
+            step.optional = raw["optional"]
         if kind == "send_raw":
             frames = raw["send_raw"]
             if not isinstance(frames, list):

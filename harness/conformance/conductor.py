@@ -253,6 +253,11 @@ class Conductor(BaseNode):
                     reason, clause = self._diagnose(step, before=True)
                     return out + self._fail(now, reason, clause)
                 if found is None:
+                    if now >= self.deadline and step.optional and not self._type_arrived(step):
+                        self.done = True  # a message the implementation may never send: not applicable
+                        return out + [Deliver("case-result", self._result(
+                            "skipped", f"no {step.message} at {step.peer} within {step.within_ns / 1e6:g} ms "
+                                       f"(line {step.line}); not applicable: {step.optional}", "", now))]
                     if now >= self.deadline:
                         reason, clause = self._diagnose(step)
                         root = self._blame_expect(self.peers[step.peer])
@@ -337,6 +342,11 @@ class Conductor(BaseNode):
             if step.first:
                 return None  # only the first unconsumed message may match
         return None
+
+    def _type_arrived(self, step: Step) -> bool:
+        """A message of the step's type arrived (unconsumed, or during the step), whatever its fields."""
+        fresh = self.seen.get(step.peer or "", [])[max(self.step_seen, 0):]
+        return any(msg is not None and msg.name == step.message for _, msg, _ in fresh)
 
     def _match(self, step: Step, msg: Message) -> bool:
         return all(matches(self._resolve_matcher(m), msg.fields.get(f)) for f, m in step.fields.items())

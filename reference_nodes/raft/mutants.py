@@ -365,6 +365,26 @@ class IgnoresStopPeer(Peer):
         return self.pump_entries(ident, key, rpc, idf, msg[idf])
 
 
+class NewReqidFollowUpClient(Client):
+    """Breaks ``raft.entries.follow-up``: answers a RequestEntries response with status 2 (more to
+    come) with a request of a new request id instead of a follow-up that keeps the RPC's id, so
+    the peer sees a new RPC and the old one's pipeline is never confirmed."""
+
+    following = False
+
+    def on_entries_response(self, frames: list[bytes], now: int) -> list[Action]:
+        self.following = True
+        try:
+            return super().on_entries_response(frames, now)
+        finally:
+            self.following = False
+
+    def entries_request(self, rid: Any, prev: int, count: int | None, offset: int | None = None) -> Send:
+        if self.following and count is None:
+            rid = self.new_id("RequestEntries")[0]
+        return super().entries_request(rid, prev, count, offset)
+
+
 class LocalReadClient(Client):
     """Breaks ``raft.kv.linearizable`` (the client's side of it): answers a ``get`` at once from
     its own replica of the state machine, without a log entry and without reading the log up to
@@ -474,6 +494,7 @@ MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
     "reqid-not-in-entry": ("peer", ReqidNotInEntryPeer, "raft.update.reqid-in-entry"),
     "any-cluster": ("peer", AnyClusterPeer, "raft.peer.cluster-ident"),
     "ignores-stop": ("peer", IgnoresStopPeer, "raft.entries.stop-honoured"),
+    "new-reqid-follow-up": ("client", NewReqidFollowUpClient, "raft.entries.follow-up"),
     "no-heartbeat": ("peer", NoHeartbeatPeer, "raft.algorithm.leader-heartbeat"),
     "never-expires": ("peer", NeverExpiresPeer, "raft.update.reqid-freshness"),
     "expired-as-not-leader": ("peer", ExpiredAsNotLeaderPeer, "raft.update.expired"),
@@ -488,7 +509,7 @@ MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
 # Mutants only the conformance suites judge (a wire behaviour of one peer no chaos check reads);
 # tests/checkers/test_raft_checkers.py leaves them out.
 SUITE_ONLY = ("slow-election", "accept-any-prev", "dies-on-malformed", "hides-leader", "no-retry", "same-message-id",
-              "entries-uncommitted", "indexless-update", "slow-append-retry", "reqid-not-in-entry", "any-cluster", "ignores-stop", "no-config", "ignores-redirect", "new-reqid-on-retry", "reuse-reqid",
+              "entries-uncommitted", "indexless-update", "slow-append-retry", "reqid-not-in-entry", "any-cluster", "ignores-stop", "new-reqid-follow-up", "no-config", "ignores-redirect", "new-reqid-on-retry", "reuse-reqid",
               "no-repeat-config", "no-heartbeat", "never-expires",
               "expired-as-not-leader", "client-dies-on-malformed")
 # Mutants that crash (the suite reports harness.robustness whichever step was waiting).

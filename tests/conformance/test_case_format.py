@@ -35,6 +35,8 @@ def test_first_raw_and_gt_parse() -> None:
     ("{as: publisher.a, expect: {type: BROADCAST, sequence: {gt: many}}}", "gt takes"),
     ("{as: publisher.a, expect: {type: BROADCAST, sequence: {gt: {ref: nothing.sequence}}}}", "captured"),
     ("{as: snapshot.a, send: {type: SYNCSTART, subtrees: [], sequence: 0}, first: true}", "unknown step field"),
+    ("{as: publisher.a, expect: {type: BROADCAST}, optional: ''}", "optional says why"),
+    ("{as: snapshot.a, send: {type: SYNCSTART, subtrees: [], sequence: 0}, optional: why}", "unknown step field"),
 ])
 def test_wrong_uses_name_the_line_and_the_problem(step: str, error: str) -> None:
     with pytest.raises(CaseError, match=error) as e:

@@ -124,7 +124,6 @@ UNCOVERED["client"] = {
                                  "interval of \"accepted\" answers is sure to be shorter than it; and a client "
                                  "that repeats its update (same reqid) after one conforms for a timeout shorter "
                                  "than the interval. Not judgeable without knowing the timeout.",
-    "raft.entries.follow-up": _OPTIONAL_READ,
     "raft.entries.not-leader": _OPTIONAL_READ,
     "raft.entries.stop": "A permission (MAY).",
     "raft.broadcast.config-on-missing-url": _OPTIONAL_URL,
@@ -291,6 +290,22 @@ if __name__ == "__main__":
         DOC.write_text(_replace_tables(DOC.read_text()))
     else:
         print(coverage_tables())
+
+
+def test_an_optional_expect_skips_a_client_that_never_sends_it_and_fails_a_wrong_one() -> None:
+    """entries-follow-up waits for a RequestEntries with ``optional:``: a client that never reads
+    the log skips the case (not applicable); one that reads but follows up wrongly fails it."""
+    from reference_nodes.raft.client import Client
+
+    class NeverReads(Client):
+        def read_to(self, target: int, now: int) -> list[Any]:
+            return []
+
+    case = next(c for c in CASES["client"] if c.id == "entries-follow-up")
+    skipped = run_case_sim(case, NeverReads)
+    assert skipped.verdict == "skipped" and "not applicable: a client need not read the log" in skipped.reason
+    failed = run_case_sim(case, M.MUTANTS["new-reqid-follow-up"][1])
+    assert (failed.verdict, failed.clause) == ("fail", "raft.entries.follow-up")
 
 
 @pytest.mark.parametrize("role", ["peer", "client"])
