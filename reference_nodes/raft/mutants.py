@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from harness.node import Action, DurableStore, NodeContext, Send
+from harness.protocols import DecodeError
 from harness.protocols.raft import NULL
 from reference_nodes.raft.client import Client
 from reference_nodes.raft.log import RaftLog, entry_term
@@ -385,6 +386,21 @@ class NewReqidFollowUpClient(Client):
         return super().entries_request(rid, prev, count, offset)
 
 
+class IgnoresEntriesRedirectClient(Client):
+    """Breaks ``raft.entries.not-leader``: takes a RequestEntries answer "not the leader" for a
+    reason to read again from the same peer, never from the leader it names."""
+
+    def on_entries_response(self, frames: list[bytes], now: int) -> list[Action]:
+        try:
+            status = self.d.dec["RequestEntriesResponse"](frames)["status"]
+        except DecodeError:
+            status = None
+        if status != 0 or self.read is None:
+            return super().on_entries_response(frames, now)
+        self.read = None
+        return self.read_to(self.read_target, now)
+
+
 class LocalReadClient(Client):
     """Breaks ``raft.kv.linearizable`` (the client's side of it): answers a ``get`` at once from
     its own replica of the state machine, without a log entry and without reading the log up to
@@ -495,6 +511,7 @@ MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
     "any-cluster": ("peer", AnyClusterPeer, "raft.peer.cluster-ident"),
     "ignores-stop": ("peer", IgnoresStopPeer, "raft.entries.stop-honoured"),
     "new-reqid-follow-up": ("client", NewReqidFollowUpClient, "raft.entries.follow-up"),
+    "ignores-entries-redirect": ("client", IgnoresEntriesRedirectClient, "raft.entries.not-leader"),
     "no-heartbeat": ("peer", NoHeartbeatPeer, "raft.algorithm.leader-heartbeat"),
     "never-expires": ("peer", NeverExpiresPeer, "raft.update.reqid-freshness"),
     "expired-as-not-leader": ("peer", ExpiredAsNotLeaderPeer, "raft.update.expired"),
@@ -509,7 +526,7 @@ MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
 # Mutants only the conformance suites judge (a wire behaviour of one peer no chaos check reads);
 # tests/checkers/test_raft_checkers.py leaves them out.
 SUITE_ONLY = ("slow-election", "accept-any-prev", "dies-on-malformed", "hides-leader", "no-retry", "same-message-id",
-              "entries-uncommitted", "indexless-update", "slow-append-retry", "reqid-not-in-entry", "any-cluster", "ignores-stop", "new-reqid-follow-up", "no-config", "ignores-redirect", "new-reqid-on-retry", "reuse-reqid",
+              "entries-uncommitted", "indexless-update", "slow-append-retry", "reqid-not-in-entry", "any-cluster", "ignores-stop", "new-reqid-follow-up", "ignores-entries-redirect", "no-config", "ignores-redirect", "new-reqid-on-retry", "reuse-reqid",
               "no-repeat-config", "no-heartbeat", "never-expires",
               "expired-as-not-leader", "client-dies-on-malformed")
 # Mutants that crash (the suite reports harness.robustness whichever step was waiting).
@@ -529,6 +546,8 @@ ALSO_BREAKS: dict[str, dict[str, str]] = {
     "new-reqid-on-retry": {"raft.client.broken-leader": "the update it sends the leader a refusal names carries "
                                                        "a new reqid too"},
     "no-retry": {"raft.rpc.timeout-bound": "a repeat that never comes is later than half ELECTION_TIMEOUT_MIN"},
+    "ignores-redirect": {"raft.entries.not-leader": "a RequestEntries answer \"not the leader\" calls for the "
+                                                    "broken-leader procedure it ignores"},
     "accept-any-prev": {"raft.algorithm.truncate-conflicts": "appending after whatever it holds, it keeps the "
                                                              "entry the leader replaced"},
 }
