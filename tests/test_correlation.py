@@ -29,7 +29,8 @@ def pairing(trace: str) -> tuple[Counter, set[str], set[str]]:
 
 
 @pytest.mark.parametrize("path,answered_by", [("scenarios/dcp/clean.yaml", "reply"),
-                                              ("scenarios/dafka/chaos/clean.yaml", "record")])
+                                              ("scenarios/dafka/chaos/clean.yaml", "record"),
+                                              ("scenarios/pppp/chaos/publisher-restart.yaml", "message")])
 def test_commands_and_their_deliveries_share_a_correlation_id_in_simulation(tmp_path: Path, path: str,
                                                                              answered_by: str) -> None:
     r = run_sim(parse_scenario(short(path), path), 1, str(tmp_path))

@@ -78,7 +78,9 @@ def test_relative_links_land_and_no_merge_leftovers() -> None:
     for path in DOCS:
         text = path.read_text()
         for target in re.findall(r"\]\(([^)#:\s]+)(?:#[^)]*)?\)", text):
-            if not (path.parent / target).exists():
+            landing = (path.parent / target).resolve()
+            # a link out of the checkout lands only where the checkout happens to sit
+            if not landing.exists() or not landing.is_relative_to(Path.cwd().resolve()):
                 dead.append(f"{path}: {target}")
         for n, line in enumerate(text.splitlines(), 1):
             if re.search(r"to be merged|^(<<<<<<<|>>>>>>>) ", line, re.I):

@@ -53,6 +53,9 @@ def test_failover_passes_live(tmp_path: Path) -> None:
     assert "across 1 restart" in next(v for v in r.verdicts if v.check == "server-sequence").detail
 
 
+# Slow: by default an outside server's process runs the server suite over real sockets
+# (tests/conformance/test_eventbus_standins.py) and a scenario runs live (failover, above).
+@pytest.mark.slow
 @pytest.mark.live
 @pytest.mark.timeout(120)
 def test_an_external_server_is_a_node_of_a_scenario(tmp_path: Path) -> None:

@@ -334,7 +334,8 @@ def _run_case_live(case: Case, *, cmd: str | None = None, endpoint: str | None =
         own_ports = bool(cmd) and rs.iut_binds and binds_own_ports(rs, cmd)
         binds_given = bool(cmd) and rs.iut_binds and not own_ports
         if cmd:
-            ready = ReadyPort(int(values["port"]), timeout=15) if binds_given else ReadyDelay(0.0)
+            # Ready once every port of the IUT accepts connections (it may bind them one by one).
+            ready = ReadyPort(int(values["port"]), timeout=15, count=rs.ports) if binds_given else ReadyDelay(0.0)
             iut = ExternalNode(ManagedProcess(cmd, values=values, ready=ready, name=f"iut-{case.id}",
                                               on_line=feed.line), case.role)
             runtime.attach_process(IUT, iut)

@@ -171,11 +171,13 @@ class ReadyLine:
 
 @dataclass(frozen=True)
 class ReadyPort:
-    """Ready when ``host:port`` accepts a TCP connection."""
+    """Ready when ``host:port`` accepts a TCP connection, and each of the ``count - 1`` ports
+    after it (an Event BUS server binds P, P+1 and P+2, maybe one after another)."""
 
     port: int
     host: str = "127.0.0.1"
     timeout: float = DEFAULT_READY_TIMEOUT
+    count: int = 1
 
 
 @dataclass(frozen=True)
@@ -416,17 +418,21 @@ class ManagedProcess:
     def _wait_port(self, ready: ReadyPort) -> None:
         p = self._require_started()
         deadline = time.monotonic() + ready.timeout
+        port = ready.port  # the next port to wait for
         while True:
             if p.poll() is not None:
-                raise self._exited_early(f"before {ready.host}:{ready.port} accepted connections")
+                raise self._exited_early(f"before {ready.host}:{port} accepted connections")
             try:
-                with socket.create_connection((ready.host, ready.port), timeout=0.25):
-                    return
+                with socket.create_connection((ready.host, port), timeout=0.25):
+                    port += 1
+                    if port == ready.port + ready.count:
+                        return
+                    continue
             except OSError:
                 pass
             if time.monotonic() >= deadline:
                 raise ReadyTimeout(
-                    f"{self.name}: {ready.host}:{ready.port} not accepting connections after "
+                    f"{self.name}: {ready.host}:{port} not accepting connections after "
                     f"{ready.timeout}s\n--- last output ---\n{self.buffer.tail(TAIL_LINES)}"
                 )
             time.sleep(0.02)

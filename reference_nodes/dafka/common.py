@@ -65,6 +65,9 @@ from harness.protocols.codec import Message
 from harness.protocols.dafka import FROM_TOWER, PEER, Subscription, parse_subscription, subscription
 from harness.protocols.table import fields_of
 from reference_nodes import config
+# A record's content may carry the correlation id of the request that produced it; the
+# consumer's delivery names it (re-exported for the Dafka nodes and package).
+from reference_nodes.correlation import CORR_TAG, corr_of, tagged_content  # noqa: F401
 
 PROTOCOL = "dafka"
 DIALECTS = ("strict", "dafka:zproto")
@@ -96,26 +99,6 @@ def new_address(rng: Any) -> str:
     """A node address: a 128-bit UUID from the node's rng as 32 uppercase hex digits
     (E-DAFKA-12, zeromq/dafka's ``zuuid_str``)."""
     return f"{rng.getrandbits(128):032X}"
-
-
-# A record whose content starts with CORR_TAG + id + "\n" carries the correlation id of the
-# application request that produced it (the harness's workload stamps its records so); the
-# consumer's delivery names it, so the trace pairs the produce command with its deliveries.
-CORR_TAG = b"corr:"
-
-
-def tagged_content(corr: str, body: bytes) -> bytes:
-    """``body`` with its start replaced by the correlation tag (its length kept when it is longer)."""
-    tag = CORR_TAG + corr.encode() + b"\n"
-    return tag + body[len(tag):]
-
-
-def corr_of(content: bytes) -> str | None:
-    """The correlation id a record's content carries, or None."""
-    if not content.startswith(CORR_TAG):
-        return None
-    end = content.find(b"\n", len(CORR_TAG))
-    return None if end < 0 else content[len(CORR_TAG):end].decode("utf-8", "backslashreplace")
 
 
 def raw(text: str) -> bytes:

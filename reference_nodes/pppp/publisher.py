@@ -39,7 +39,8 @@ subscriber (E-PPPP-09), and every message sent starts with the recipient's routi
   acknowledged; duplicates are the subscriber's to drop.
 
 Application commands: ``{"op": "publish", "channel": c, "payload": bytes | [bytes, ...]}``
-(Deliver ``published`` with the number) and ``{"op": "status"}``. Standalone mode: with
+(Deliver ``published`` with the number), the same with ``"batch": [payload, ...]`` instead of
+``payload`` (a burst: one message per payload, in order) and ``{"op": "status"}``. Standalone mode: with
 ``channels`` and ``count``, the publisher publishes ``count`` messages on each channel, one per
 channel every 1/``rate`` seconds, beginning ``start_delay_ms`` (200) after its first SUBSCRIBE, so
 that subscribers connecting at the same time are in (payload ``<channel>:<n>``).
@@ -211,11 +212,17 @@ class Publisher(PpppNode):
         op = request.get("op")
         if op == "publish":
             channel = channel_name(request.get("channel", b""), "the channel of a publish")
-            payload = request.get("payload", [])
-            if isinstance(payload, (bytes, bytearray, str)):
-                payload = [payload]
+            batch = request.get("batch")
+            if batch is None:
+                batch = [request.get("payload", [])]
+            elif not isinstance(batch, (list, tuple)):
+                raise ValueError(f"pppp publisher: 'batch' is a list of payloads, not {type(batch).__name__}")
+            corr = request.get("corr")  # the workload's correlation id: "published" names it
             out: list[Action] = []
-            self.publish(channel, [as_bytes(p, "a payload frame") for p in payload], now, out)
+            for payload in batch:  # an application may hand over a burst at once: one command, many messages
+                if isinstance(payload, (bytes, bytearray, str)):
+                    payload = [payload]
+                self.publish(channel, [as_bytes(p, "a payload frame") for p in payload], now, out, corr)
             return out
         if op == "status":
             return [Deliver("publisher-status", self.status())]
@@ -233,7 +240,8 @@ class Publisher(PpppNode):
 
     # ---- publishing ------------------------------------------------------------------------
 
-    def publish(self, channel: bytes, payload: list[bytes], now: int, out: list[Action]) -> int:
+    def publish(self, channel: bytes, payload: list[bytes], now: int, out: list[Action],
+                corr: str | None = None) -> int:
         """Give the message the channel's next number, keep it for every subscriber it is owed
         to, send it to those in a conversation; returns the number."""
         seq = self.next_seq.get(channel, self.FIRST_SEQ)
@@ -260,7 +268,10 @@ class Publisher(PpppNode):
                 pending[seq] = None
                 if sub.talking:
                     self._send(sub, frames, "PUBLISH", meta, now, out=out)
-        out.append(Deliver("published", {"channel": channel, "seq": seq, "topic": topic}))
+        done: dict[str, Any] = {"channel": channel, "seq": seq, "topic": topic}
+        if corr is not None:
+            done["corr"] = corr
+        out.append(Deliver("published", done))
         return seq
 
     def _auto_publish(self, now: int, out: list[Action]) -> None:

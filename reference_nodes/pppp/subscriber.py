@@ -41,6 +41,7 @@ from typing import Any
 from harness.node import Action, Deliver, DurableStore, Note, NodeContext, Send, SocketSpec, SocketType
 from harness.protocols import DecodeError
 from harness.protocols.pppp import CUSTOM, cut_number, ranges_without
+from reference_nodes.correlation import CORR_TAG, corr_of
 from reference_nodes.pppp.common import (
     DEALER, DEFAULT_ENDPOINT, PpppNode, as_bytes, channel_list, channel_text, endpoint_of, identity_of, ms_to_ns,
 )
@@ -261,7 +262,10 @@ class Subscriber(PpppNode):
         topic = self.topics.get(channel)
         if topic is None:
             topic = self.topics[channel] = channel_text(channel)
-        out.append(Deliver("message", {"channel": channel, "seq": seq, "payload": payload, "topic": topic}))
+        data = {"channel": channel, "seq": seq, "payload": payload, "topic": topic}
+        if payload and payload[0].startswith(CORR_TAG):  # a workload's message: the trace pairs it with its publish
+            data["corr"] = corr_of(payload[0])
+        out.append(Deliver("message", data))
 
     def send_acks(self, now: int, out: list[Action]) -> None:
         self.ack_at = None

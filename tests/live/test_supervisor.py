@@ -170,6 +170,23 @@ def test_ready_port() -> None:
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
 
 
+def test_ready_port_waits_for_every_port_of_a_row() -> None:
+    # An Event BUS server binds P, P+1, P+2, maybe one after another: ready once the last is up.
+    port = free_port(count=3)
+    code = (
+        "import socket, time\nheld = []\n"
+        f"for p in ({port + 2}, {port}, {port + 1}):\n"
+        "    time.sleep(0.3); s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+        "    s.bind(('127.0.0.1', p)); s.listen(); held.append(s)\n"
+        "time.sleep(60)"
+    )
+    t0 = time.monotonic()
+    with ManagedProcess(py(code), ready=ReadyPort(port, timeout=10, count=3)) as proc:
+        assert time.monotonic() - t0 >= 0.9 and proc.running
+        for p in (port, port + 1, port + 2):
+            socket.create_connection(("127.0.0.1", p), timeout=1).close()
+
+
 def test_ready_delay_and_placeholders_in_start() -> None:
     with Supervisor() as s:
         proc = s.start(py("import sys, time; print(sys.argv[1:], flush=True); time.sleep(60)") +

@@ -70,6 +70,17 @@ def test_a_subscription_selects_channels_by_prefix_from_the_next_message_on() ->
                               (b"s2", b"weather", 1, [b"w"])]
 
 
+def test_a_batch_publishes_each_payload_in_order_as_its_own_message() -> None:
+    p = pub()
+    from_sub(p, b"s1", "SUBSCRIBE", 0, channel=b"news")
+    out = p.command({"op": "publish", "channel": b"news", "batch": [b"a", [b"b1", b"b2"], b"c"]}, 1)
+    assert published(out) == [(b"s1", b"news", 1, [b"a"]), (b"s1", b"news", 2, [b"b1", b"b2"]),
+                              (b"s1", b"news", 3, [b"c"])]
+    assert [d.data["seq"] for d in of(out, Deliver)] == [1, 2, 3]
+    with pytest.raises(ValueError, match="list of payloads"):
+        p.command({"op": "publish", "channel": b"news", "batch": b"abc"}, 2)
+
+
 def test_ack_releases_what_every_subscriber_acknowledged_and_nack_resends_it() -> None:
     p = pub()
     for s in (b"s1", b"s2"):

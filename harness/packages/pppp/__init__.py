@@ -19,6 +19,7 @@ from harness.packages.base import (
 from harness.packages.pppp.suites import SUITES
 from harness.protocols.pppp import TABLES
 from harness.protocols.pppp_clauses import CATALOGUE
+from reference_nodes.correlation import tagged_content
 from reference_nodes.pppp.common import (
     DEFAULT_FIRST_IDLE_MS, DEFAULT_GRACE_MS, DEFAULT_IDLE_MS, DEFAULT_LIVENESS, channel_list, delivery_line,
 )
@@ -121,7 +122,11 @@ def wire(nodes: dict[str, tuple[str, dict[str, Any]]], endpoint: Callable[[str, 
 def command(op: str, node: str, params: dict[str, Any], k: int, rng: Any) -> dict[str, Any]:
     options = params.get("channels") or [b"news"]
     channel = options[0] if len(options) == 1 else options[rng.randrange(len(options))]
-    return {"op": "publish", "channel": channel, "payload": [rng.randbytes(params.get("size", 64))]}
+    # The payload carries the command's correlation id, so each subscriber's delivery of the
+    # message pairs with this command in the trace (end-to-end latency in the report).
+    corr = f"{node}-{k}"
+    payload = tagged_content(corr, rng.randbytes(params.get("size", 64)))
+    return {"op": "publish", "channel": channel, "payload": [payload], "corr": corr}
 
 
 def resolve_target(name: str, view: TargetView) -> list[str] | None:
