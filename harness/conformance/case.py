@@ -34,7 +34,9 @@ Field matchers in ``expect``: a plain value (equal; text is UTF-8 for byte field
 scripted peer and the implementation, as the ROUTER side sees it: a DEALER peer's own
 identity, or the implementation's identity as a ROUTER peer received it),
 ``{not: value}``, ``{len: N}``, ``{one_of: [...]}``, ``{nonempty: true}``, ``{gt: value}``
-(a number greater than the value, which may be a ``ref``), ``{iut_address: true}`` (one of the
+(a number greater than the value, which may be a ``ref``), ``{has: matcher}`` (a repeated field
+with at least one element that matches; the matcher may be a mapping of the element's fields,
+``{has: {reqid: {ref: u.reqid}}}``), ``{iut_address: true}`` (one of the
 addresses the implementation announced, e.g. in Dafka BEACONs: a node made of several, like
 zeromq/dafka's store, announces one per part). ``not`` and ``one_of`` take values or matchers
 (``{one_of: [null, {identity_of: broker.b}]}``). In ``send``, a field may be ``{ref: ...}``,
@@ -54,6 +56,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.conformance.matchers import MATCHER_NAMES, is_field_mapping
 from harness.packages.base import as_duration
 from harness.protocols import PROTOCOLS, catalogue, codec
 from harness.yamlsrc import Locations, SourceError, load, loads
@@ -63,7 +66,7 @@ CaseError = SourceError
 STEP_KINDS = ("send", "send_raw", "expect", "expect_nothing", "wait", "restart_iut", "kill_iut", "disconnect",
               "expect_output", "expect_no_output", "expect_subscription")
 TIMED_KINDS = ("expect", "expect_nothing", "wait", "expect_output", "expect_no_output", "expect_subscription")
-MATCHERS = ("hex", "pattern", "any", "ref", "identity_of", "not", "len", "one_of", "nonempty", "gt", "iut_address")
+MATCHERS = MATCHER_NAMES
 RAW = "raw"  # an expect step's {frame index: hex}: the message's frames byte for byte (not a field)
 DEFAULT_WITHIN_NS = 1_000_000_000
 
@@ -80,6 +83,7 @@ class Step:
     clause: str | None = None  # the clause this step checks (default: the case's first)
     field_clauses: dict[str, str] = field(default_factory=dict)  # expect: a mismatch here breaks that clause
     first: bool = False  # expect: the next message to arrive at the peer must be this one
+    optional: str = ""  # expect: why the implementation may never send it (none in time skips the case)
     raw: dict[int, bytes] = field(default_factory=dict)  # expect: frame index -> exact bytes
     line: int | None = None
     text: str = ""  # the step as written, for evidence
@@ -149,7 +153,7 @@ def case_from(data: Any, locs: Locations, path: str, peer_roles: dict[str, dict[
         kind = kinds[0]
         allowed = {kind, "as", "within", "capture", "for", "clause", "field_clauses"}
         if kind == "expect":
-            allowed |= {"first", RAW}
+            allowed |= {"first", RAW, "optional"}
         if kind in ("expect_output", "expect_no_output"):
             allowed -= {"as", "capture", "field_clauses"}
         for k in raw:
@@ -215,6 +219,10 @@ def case_from(data: Any, locs: Locations, path: str, peer_roles: dict[str, dict[
             if not isinstance(raw["first"], bool):
                 raise locs.error(p + ("first",), "first is true or false")
             step.first = raw["first"]
+        if kind == "expect" and "optional" in raw:
+            if not isinstance(raw["optional"], str) or not raw["optional"].strip():
+                raise locs.error(p + ("optional",), "optional says why the message may never come (the skip's reason)")
+            step.optional = raw["optional"]
         if kind == "send_raw":
             frames = raw["send_raw"]
             if not isinstance(frames, list):
@@ -305,6 +313,9 @@ def _check_matcher(m: Any, locs: Locations, p: tuple[Any, ...], captures: set[st
             raise locs.error(p, f"unknown matcher {k!r} (matchers: {', '.join(MATCHERS)})")
         if k == "not":
             _check_matcher(v, locs, p + (k,), captures, identity_refs)
+        if k == "has":
+            for f, fm in (v.items() if is_field_mapping(v) else [((), v)]):
+                _check_matcher(fm, locs, p + (k, f) if f != () else p + (k,), captures, identity_refs)
         if k == "gt":
             if isinstance(v, dict) and set(v) == {"ref"}:
                 _check_matcher(v, locs, p + (k,), captures, identity_refs)

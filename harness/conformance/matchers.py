@@ -1,5 +1,6 @@
 """Field matchers of conformance cases (docs/conformance.md, "Matchers"): a plain value, or a
-one-key mapping ``hex``, ``pattern``, ``any``, ``not``, ``len``, ``one_of``, ``nonempty``, ``gt``.
+one-key mapping ``hex``, ``pattern``, ``any``, ``not``, ``len``, ``one_of``, ``nonempty``, ``gt``,
+``has`` (some element of a list matches: a matcher, or a mapping of the element's fields).
 Matchers that take values from the run (``ref``, ``identity_of``, ``iut_address``,
 placeholders) are resolved by the conductor before a value reaches `matches`.
 The same matchers judge a message's fields (``expect``) and a line of the implementation's
@@ -31,6 +32,22 @@ def equal(expected: Any, actual: Any) -> bool:
     return False
 
 
+MATCHER_NAMES = ("hex", "pattern", "any", "ref", "identity_of", "not", "len", "one_of", "nonempty", "gt",
+                 "iut_address", "has")
+
+
+def is_field_mapping(m: Any) -> bool:
+    """``{has: {reqid: ..., type: ...}}``: a mapping of an element's fields, not a matcher."""
+    return isinstance(m, dict) and bool(m) and not (len(m) == 1 and next(iter(m)) in MATCHER_NAMES)
+
+
+def element_matches(m: Any, element: Any) -> bool:
+    if not is_field_mapping(m):
+        return matches(m, element)
+    get = element.get if isinstance(element, dict) else lambda f: getattr(element, f, None)
+    return all(matches(fm, get(f)) for f, fm in m.items())
+
+
 def matches(m: Any, actual: Any) -> bool:
     if isinstance(m, dict) and len(m) == 1:
         (k, v), = m.items()
@@ -51,6 +68,8 @@ def matches(m: Any, actual: Any) -> bool:
             return bool(actual) == bool(v)
         if k == "gt":
             return isinstance(actual, int) and isinstance(v, int) and actual > v
+        if k == "has":  # one element of a repeated field (a Raft RequestEntries answer's entries)
+            return isinstance(actual, (list, tuple)) and any(element_matches(v, x) for x in actual)
         if k == "ref":  # unresolved (nothing captured): never matches
             return False
     return equal(m, actual)

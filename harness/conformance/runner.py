@@ -391,9 +391,16 @@ def _with_process(result: CaseResult, iut: Any, exit_code: int | None, completes
     from harness.live.external import describe_exit
 
     exited = exit_code is not None
-    if result.verdict == "pass" and exited and not (exit_code == 0 and completes):
+    crashed = exited and not (exit_code == 0 and completes)
+    if result.verdict == "pass" and crashed:
         result = CaseResult(result.case, "fail", f"the implementation exited with {describe_exit(exit_code)} at the "
                             "end of the case", ROBUSTNESS, result.exchange, rerun=result.rerun)
+    elif result.verdict == "fail" and crashed and result.clause != ROBUSTNESS:
+        # it died while the step it failed was waiting (seen only once the step had timed out):
+        # the crash is the verdict, as when it is seen first; the step's failure stays in the reason
+        result = CaseResult(result.case, "fail", f"the implementation exited with {describe_exit(exit_code)} during "
+                            f"the case; before that was seen: {result.reason} [{result.clause}]", ROBUSTNESS,
+                            result.exchange, result.step, result.step_line, result.elapsed_ms, result.rerun)
     if result.verdict != "pass":
         if exited and "exited" not in result.reason:
             result.reason += f" (the implementation exited with {describe_exit(exit_code)})"

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from harness.node import Action, DurableStore, NodeContext
+from harness.node import Action, DurableStore, NodeContext, Send
+from harness.protocols import DecodeError
 from harness.protocols.raft import NULL
 from reference_nodes.raft.client import Client
 from reference_nodes.raft.log import RaftLog, entry_term
@@ -296,6 +297,110 @@ class EntriesUncommittedPeer(Peer):
             self.commit_index = saved
 
 
+class IndexlessUpdatePeer(Peer):
+    """Breaks ``raft.update.index-when-committed``: answers a committed RequestUpdate with status
+    true and no LOG INDEX frame, as if it were still only accepted; the client never learns the
+    update is committed."""
+
+    def update_reply(self, ident: bytes, reqid: bytes, ok: bool, third: Any = None) -> Send:
+        return super().update_reply(ident, reqid, ok, None if ok else third)
+
+
+class SlowAppendRetryPeer(Peer):
+    """Breaks ``raft.rpc.timeout-bound``: as leader, repeats an unanswered AppendEntries only
+    after a whole ELECTION_TIMEOUT_MIN instead of at most half of it, so a follower that lost
+    one request may time out and start an election against a live leader."""
+
+    def request(self, link: Link, kind: str, *args: Any, **kwargs: Any) -> Send:
+        sent = super().request(link, kind, *args, **kwargs)
+        if kind == "AppendEntries":
+            link.deadline = link.last_sent + self.election_min
+        return sent
+
+    def retry(self, link: Link, now: int) -> list[Action]:
+        out = super().retry(link, now)
+        if link.out is not None and link.out.kind == "AppendEntries":
+            link.deadline = now + self.election_min
+        return out
+
+
+class ReqidNotInEntryPeer(Peer):
+    """Breaks ``raft.update.reqid-in-entry``: writes an update's log entry with an all-zero
+    request id and keeps the reqid in memory only (so it still answers a retry with the same
+    index); a reader of the log, or a peer that becomes leader, cannot tell which request an
+    entry came from, and the update is no longer idempotent across leaders."""
+
+    def append_entries_local(self, raws: list[bytes]) -> int:
+        if len(raws) != 1 or raws[0][12] != 0:  # not a client's update (the election checkpoint)
+            return super().append_entries_local(raws)
+        last = super().append_entries_local([bytes(12) + raws[0][12:]])
+        self.reqids[raws[0][:12]] = last
+        return last
+
+
+class AnyClusterPeer(Peer):
+    """Breaks ``raft.peer.cluster-ident``: serves RequestVote, AppendEntries and InstallSnapshot
+    whatever cluster ident they carry, so a peer of another cluster sharing its endpoints can
+    move its term, win its vote or write its log."""
+
+    def on_peer_rpc(self, ident: bytes, body: list[bytes], msg: Any, now: int) -> list[Action]:
+        saved, self.cluster = self.cluster, msg["cluster"]
+        try:
+            return super().on_peer_rpc(ident, body, msg, now)
+        finally:
+            self.cluster = saved
+
+
+class IgnoresStopPeer(Peer):
+    """Breaks ``raft.entries.stop-honoured``: takes a RequestEntries follow-up with count 0 for
+    one without a count, so it goes on sending entries the client asked it to stop."""
+
+    def on_entries(self, ident: bytes, msg: Any, now: int) -> list[Action]:
+        idf = self.d.rpc_id("RequestEntries")
+        key = (ident, msg[idf])
+        rpc = self.entries_rpcs.get(key)
+        if msg.get("count") != 0 or rpc is None:
+            return super().on_entries(ident, msg, now)
+        rpc.unconfirmed = max(0, rpc.unconfirmed - 1)  # a follow-up: confirms one response, and goes on
+        rpc.touched = now
+        return self.pump_entries(ident, key, rpc, idf, msg[idf])
+
+
+class NewReqidFollowUpClient(Client):
+    """Breaks ``raft.entries.follow-up``: answers a RequestEntries response with status 2 (more to
+    come) with a request of a new request id instead of a follow-up that keeps the RPC's id, so
+    the peer sees a new RPC and the old one's pipeline is never confirmed."""
+
+    following = False
+
+    def on_entries_response(self, frames: list[bytes], now: int) -> list[Action]:
+        self.following = True
+        try:
+            return super().on_entries_response(frames, now)
+        finally:
+            self.following = False
+
+    def entries_request(self, rid: Any, prev: int, count: int | None, offset: int | None = None) -> Send:
+        if self.following and count is None:
+            rid = self.new_id("RequestEntries")[0]
+        return super().entries_request(rid, prev, count, offset)
+
+
+class IgnoresEntriesRedirectClient(Client):
+    """Breaks ``raft.entries.not-leader``: takes a RequestEntries answer "not the leader" for a
+    reason to read again from the same peer, never from the leader it names."""
+
+    def on_entries_response(self, frames: list[bytes], now: int) -> list[Action]:
+        try:
+            status = self.d.dec["RequestEntriesResponse"](frames)["status"]
+        except DecodeError:
+            status = None
+        if status != 0 or self.read is None:
+            return super().on_entries_response(frames, now)
+        self.read = None
+        return self.read_to(self.read_target, now)
+
+
 class LocalReadClient(Client):
     """Breaks ``raft.kv.linearizable`` (the client's side of it): answers a ``get`` at once from
     its own replica of the state machine, without a log entry and without reading the log up to
@@ -400,6 +505,13 @@ MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
     "no-retry": ("peer", NoRetryPeer, "raft.rpc.retry-after-timeout"),
     "same-message-id": ("peer", SameMessageIdPeer, "raft.wire.message-id"),
     "entries-uncommitted": ("peer", EntriesUncommittedPeer, "raft.entries.committed-only"),
+    "indexless-update": ("peer", IndexlessUpdatePeer, "raft.update.index-when-committed"),
+    "slow-append-retry": ("peer", SlowAppendRetryPeer, "raft.rpc.timeout-bound"),
+    "reqid-not-in-entry": ("peer", ReqidNotInEntryPeer, "raft.update.reqid-in-entry"),
+    "any-cluster": ("peer", AnyClusterPeer, "raft.peer.cluster-ident"),
+    "ignores-stop": ("peer", IgnoresStopPeer, "raft.entries.stop-honoured"),
+    "new-reqid-follow-up": ("client", NewReqidFollowUpClient, "raft.entries.follow-up"),
+    "ignores-entries-redirect": ("client", IgnoresEntriesRedirectClient, "raft.entries.not-leader"),
     "no-heartbeat": ("peer", NoHeartbeatPeer, "raft.algorithm.leader-heartbeat"),
     "never-expires": ("peer", NeverExpiresPeer, "raft.update.reqid-freshness"),
     "expired-as-not-leader": ("peer", ExpiredAsNotLeaderPeer, "raft.update.expired"),
@@ -414,7 +526,7 @@ MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
 # Mutants only the conformance suites judge (a wire behaviour of one peer no chaos check reads);
 # tests/checkers/test_raft_checkers.py leaves them out.
 SUITE_ONLY = ("slow-election", "accept-any-prev", "dies-on-malformed", "hides-leader", "no-retry", "same-message-id",
-              "entries-uncommitted", "no-config", "ignores-redirect", "new-reqid-on-retry", "reuse-reqid",
+              "entries-uncommitted", "indexless-update", "slow-append-retry", "reqid-not-in-entry", "any-cluster", "ignores-stop", "new-reqid-follow-up", "ignores-entries-redirect", "no-config", "ignores-redirect", "new-reqid-on-retry", "reuse-reqid",
               "no-repeat-config", "no-heartbeat", "never-expires",
               "expired-as-not-leader", "client-dies-on-malformed")
 # Mutants that crash (the suite reports harness.robustness whichever step was waiting).
@@ -433,6 +545,9 @@ ALSO_BREAKS: dict[str, dict[str, str]] = {
                                                            "AppendEntries"},
     "new-reqid-on-retry": {"raft.client.broken-leader": "the update it sends the leader a refusal names carries "
                                                        "a new reqid too"},
+    "no-retry": {"raft.rpc.timeout-bound": "a repeat that never comes is later than half ELECTION_TIMEOUT_MIN"},
+    "ignores-redirect": {"raft.entries.not-leader": "a RequestEntries answer \"not the leader\" calls for the "
+                                                    "broken-leader procedure it ignores"},
     "accept-any-prev": {"raft.algorithm.truncate-conflicts": "appending after whatever it holds, it keeps the "
                                                              "entry the leader replaced"},
 }

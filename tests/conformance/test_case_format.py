@@ -35,6 +35,8 @@ def test_first_raw_and_gt_parse() -> None:
     ("{as: publisher.a, expect: {type: BROADCAST, sequence: {gt: many}}}", "gt takes"),
     ("{as: publisher.a, expect: {type: BROADCAST, sequence: {gt: {ref: nothing.sequence}}}}", "captured"),
     ("{as: snapshot.a, send: {type: SYNCSTART, subtrees: [], sequence: 0}, first: true}", "unknown step field"),
+    ("{as: publisher.a, expect: {type: BROADCAST}, optional: ''}", "optional says why"),
+    ("{as: snapshot.a, send: {type: SYNCSTART, subtrees: [], sequence: 0}, optional: why}", "unknown step field"),
 ])
 def test_wrong_uses_name_the_line_and_the_problem(step: str, error: str) -> None:
     with pytest.raises(CaseError, match=error) as e:
@@ -79,3 +81,21 @@ def test_a_send_raw_frame_may_be_a_captured_field() -> None:
     assert c.steps[1].frames == [{"ref": "ask.reqid"}, b"\x01", b"\xc1"]
     with pytest.raises(CaseError, match="no earlier step captured a message named 'nothing'"):
         parse_case(RAFT_HEAD + "  - {as: peer.a, send_raw: [{ref: nothing.reqid}]}\n", RAFT_PEERS)
+
+
+def test_has_matches_one_element_of_a_repeated_field() -> None:
+    from harness.conformance.matchers import matches
+    from harness.protocols.raft import LogEntry
+
+    entries = [LogEntry(bytes(12), 2, 1, b"\xc0"), LogEntry(bytes.fromhex("69e0c0000000000000000001"), 0, 1, b"d")]
+    wanted = {"has": {"reqid": {"hex": "69e0c0000000000000000001"}, "type": 0}}
+    assert matches(wanted, entries)
+    assert not matches(wanted, entries[:1]) and not matches(wanted, []) and not matches(wanted, None)
+    assert not matches({"has": {"reqid": {"hex": "69e0c0000000000000000001"}, "type": 2}}, entries)
+    assert matches({"has": {"gt": 2}}, [1, 3]) and not matches({"has": {"gt": 3}}, [1, 3])
+    assert matches({"has": [{"reqid": "x"}]}, [[{"reqid": "x"}]])  # a plain value: equal
+    c = case("  - {as: publisher.a, expect: {type: BROADCAST}, capture: b}\n"
+             "  - {as: publisher.a, expect: {type: BROADCAST, topic: {has: {x: {ref: b.topic}}}}}\n")
+    assert c.steps[1].fields["topic"] == {"has": {"x": {"ref": "b.topic"}}}
+    with pytest.raises(CaseError, match="captured"):
+        case("  - {as: publisher.a, expect: {type: BROADCAST, topic: {has: {x: {ref: nothing.topic}}}}}\n")

@@ -78,3 +78,23 @@ def test_a_broker_that_exits_0_has_crashed_too() -> None:
     [r] = run_suite(load_suite("dcp", "worker", only=["ping"]), cmd=cmd + " # {endpoint}")
     assert (r.verdict, r.clause) == ("fail", ROBUSTNESS), r.reason
     assert "status 0 during the case (a worker does not run to completion)" in r.reason
+
+
+def test_a_crash_seen_only_after_the_waiting_step_timed_out_is_still_the_verdict() -> None:
+    """Under load, a mutant that dies on malformed input was once filed under the clause of the
+    step that timed out waiting for it (eventbus.wire.grammar), because its exit was seen after
+    the timeout: the crash is the verdict, the step's failure stays in the reason."""
+    from types import SimpleNamespace
+
+    from harness.conformance.runner import CaseResult, _with_process
+
+    case = load_suite("dcp", "broker")[0]
+    iut = SimpleNamespace(process=SimpleNamespace(tail=lambda n: "last words"))
+    timed_out = CaseResult(case, "fail", "expected PONG within 1000 ms; received: nothing", "dcp.heartbeat.pong")
+    r = _with_process(timed_out, iut, -signal.SIGSEGV, completes=False)
+    assert (r.verdict, r.clause, r.level) == ("fail", ROBUSTNESS, "MUST")
+    assert "signal SIGSEGV" in r.reason and "received: nothing [dcp.heartbeat.pong]" in r.reason
+    assert r.iut_output == "last words"
+    # a role that runs to completion and exited 0 keeps the step's verdict
+    kept = _with_process(CaseResult(case, "fail", "x", "dcp.heartbeat.pong"), iut, 0, completes=True)
+    assert kept.clause == "dcp.heartbeat.pong"

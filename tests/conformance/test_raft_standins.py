@@ -32,7 +32,10 @@ CLIENT_CMD = f"{{python}} {CLIENT} --peers {{peers}} --updates {{updates}} --key
 def _run(only: tuple[str, ...] | None, role: str = "peer", cmd: str = CMD) -> None:
     results = run_suite(load_suite("raft", role, only=list(only) if only else None), cmd=cmd)
     assert results
-    bad = [(r.case.id, r.clause, r.reason, r.iut_output) for r in results if r.verdict != "pass"]
+    # a skip only where the case lets the implementation never send a message (optional:)
+    bad = [(r.case.id, r.clause, r.reason, r.iut_output) for r in results
+           if r.verdict != "pass" and not (r.verdict == "skipped" and "not applicable" in r.reason
+                                           and any(s.optional for s in r.case.steps))]
     assert not bad, bad
 
 
@@ -52,6 +55,7 @@ def test_the_standin_passes_every_peer_case() -> None:
 @pytest.mark.live
 @pytest.mark.timeout(120)
 def test_the_client_standin_passes_every_client_case() -> None:
-    """About 2 s: it takes a committed answer for done, so retry-same-reqid's second update comes
-    at once (the reference client reads the log back first and waits out its operation timeout)."""
+    """About 5 s: it takes a committed answer for done, so retry-same-reqid's second update comes
+    at once (the reference client reads the log back first and waits out its operation timeout);
+    it never reads the log, so entries-follow-up is skipped after its 3 s wait (optional:)."""
     _run(None, "client", CLIENT_CMD)

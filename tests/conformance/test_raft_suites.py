@@ -53,8 +53,10 @@ _SOCKET = ("The socket type travels only in the ZMTP handshake, which neither th
            "arriving at the scripted peers' ROUTERs) every case relies on.")
 _CLUSTER = ("Judged by the chaos checks over a whole cluster (docs/raft.md): a property of several peers' "
             "logs and terms, not of one peer's answers to a script.")
-_BROADCAST = ("The StateBroadcast PUB is optional for the peer under test ({peers} gives no PUB URL); no "
-              "case subscribes to it yet.")
+_BROADCAST = ("Not written: the StateBroadcast PUB is optional for a peer (its URL is a setting, {peers} gives "
+              "none). A case needs a {broadcast_url} placeholder the IUT binds its PUB at, a harness SUB "
+              "peer in the peer plan, and a way to skip the case for an implementation without the PUB; "
+              "the conductor's only skip (optional_sends) is for a harness PUB the IUT does not subscribe to.")
 UNCOVERED: dict[str, dict[str, str]] = {
     "peer": {
         "raft.wire.message-type": _TYPES,
@@ -68,24 +70,20 @@ UNCOVERED: dict[str, dict[str, str]] = {
         "raft.peer.dealer-per-peer": _SOCKET,
         "raft.peer.unique-id": "The ids are the harness's ({id} and the scripted peers'); no case can make "
                                "an implementation choose one.",
-        "raft.peer.cluster-ident": "Every case runs with the default (empty) cluster ident; a case sending a "
-                                   "foreign ident is not written yet.",
         "raft.rpc.timeout-default": "A SHOULD on a preferred value (50 ms); the suite judges only the bound "
                                     "(the retry within 500 ms in election-timeout).",
         "raft.rpc.longer-timeout": "A permission (MAY), and every choice within the bound conforms.",
-        "raft.rpc.timeout-bound": "Not written yet: a case that times the retries of an AppendEntries.",
         "raft.snapshot.resume-offset": "E-RAFT-20: when the offset frame is sent is not stated (it is "
                                        "optional), so no answer to a chunk can be judged wrong for lacking it.",
         "raft.append.conflict-hint": "A permission (MAY), and E-RAFT-20 decides that the harness does not "
                                      "judge the hints' values.",
-        "raft.update.reqid-in-entry": "Not written yet: it needs a matcher for one entry of a list "
-                                      "(RequestEntries returns the entries as one repeated field).",
-        "raft.update.index-when-committed": "Named by the steps of update-once that wait for the committed "
-                                            "answer; no mutant answers without the index yet.",
         "raft.update.accepted-repeat": "A permission (MAY): update-once and read-log accept it before the "
                                        "answer with the index.",
-        "raft.entries.pipeline": "Not written yet: more entries than one response holds.",
-        "raft.entries.stop-honoured": "Not written yet: as raft.entries.pipeline.",
+        "raft.entries.pipeline": "Not written: how many entries an answer holds is the implementation's, so no "
+                                 "field of one answer tells the sixth unconfirmed one of an RPC; only a count of "
+                                 "the RPC's answers before a follow-up does, and no case step counts messages "
+                                 "(expect and expect_nothing judge one message each). entries-stop exercises the "
+                                 "pipeline's stall without judging its size.",
         "raft.broadcast.pub-socket": _BROADCAST,
         "raft.broadcast.last-applied": _BROADCAST,
         "raft.broadcast.heartbeat": _BROADCAST,
@@ -102,7 +100,10 @@ UNCOVERED: dict[str, dict[str, str]] = {
 
 _CLIENT_TYPES = ("Every message the client sends is decoded by the dialect's table, so a frame of the wrong "
                  "type fails in whichever case it shows; no case is about it alone.")
-_NOT_YET = "Not written yet: "
+_OPTIONAL_URL = ("Not written yet. Only a client that subscribes to StateBroadcast (raft.broadcast.subscribe, a MAY) "
+                 "sends RequestBroadcastStateUrl, so a case waits for it with optional: (as entries-follow-up "
+                 "waits for RequestEntries); the reference client asks for the URL only when configured to "
+                 "subscribe, which the client suite's command does not set yet (it needs a placeholder for it).")
 UNCOVERED["client"] = {
     **{c: _CLIENT_TYPES for c in ("raft.wire.message-type", "raft.wire.uint", "raft.wire.bool", "raft.wire.string",
                                   "raft.wire.msgpack", "raft.wire.reqid", "raft.wire.entry")},
@@ -112,14 +113,17 @@ UNCOVERED["client"] = {
     "raft.client.periodic-config": "A permission (MAY).",
     "raft.client.response-ttl": "Judged through retry-same-reqid (the repeat after SERVER_RESPONSE_TTL, "
                                 "raft.client.broken-leader-search); no case times the TTL itself.",
-    "raft.client.reconnect-leader": _NOT_YET + "the second scenario ending at a leader other than the first.",
-    "raft.update.reset-timeout": _NOT_YET + "an update answered \"accepted\" repeatedly.",
-    "raft.entries.follow-up": _NOT_YET + "RequestEntries cases (the reference client reads the log back; "
-                              "another client need not).",
-    "raft.entries.not-leader": _NOT_YET + "as raft.entries.follow-up.",
+    "raft.client.reconnect-leader": "Its observable half, the next request going to the new leader, is "
+                                    "raft.client.broken-leader (redirect, find-leader); the disconnect from the "
+                                    "other peers is a TCP close in ZMTP, which neither the simulator nor the live "
+                                    "transport hands to a case.",
+    "raft.update.reset-timeout": "The client's RPC timeout is its own (the document gives it no value), so no "
+                                 "interval of \"accepted\" answers is sure to be shorter than it; and a client "
+                                 "that repeats its update (same reqid) after one conforms for a timeout shorter "
+                                 "than the interval. Not judgeable without knowing the timeout.",
     "raft.entries.stop": "A permission (MAY).",
-    "raft.broadcast.config-on-missing-url": _NOT_YET + "the client under test is not asked to subscribe.",
-    "raft.broadcast.url-after-leader": _NOT_YET + "as raft.broadcast.config-on-missing-url.",
+    "raft.broadcast.config-on-missing-url": _OPTIONAL_URL,
+    "raft.broadcast.url-after-leader": _OPTIONAL_URL,
     "raft.broadcast.subscribe": "A permission (MAY).",
 }
 
@@ -282,6 +286,22 @@ if __name__ == "__main__":
         DOC.write_text(_replace_tables(DOC.read_text()))
     else:
         print(coverage_tables())
+
+
+def test_an_optional_expect_skips_a_client_that_never_sends_it_and_fails_a_wrong_one() -> None:
+    """entries-follow-up waits for a RequestEntries with ``optional:``: a client that never reads
+    the log skips the case (not applicable); one that reads but follows up wrongly fails it."""
+    from reference_nodes.raft.client import Client
+
+    class NeverReads(Client):
+        def read_to(self, target: int, now: int) -> list[Any]:
+            return []
+
+    case = next(c for c in CASES["client"] if c.id == "entries-follow-up")
+    skipped = run_case_sim(case, NeverReads)
+    assert skipped.verdict == "skipped" and "not applicable: a client need not read the log" in skipped.reason
+    failed = run_case_sim(case, M.MUTANTS["new-reqid-follow-up"][1])
+    assert (failed.verdict, failed.clause) == ("fail", "raft.entries.follow-up")
 
 
 @pytest.mark.parametrize("role", ["peer", "client"])

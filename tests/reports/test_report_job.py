@@ -120,7 +120,8 @@ def test_fault_windows_events_and_discards(report: tuple[dict, Path]) -> None:
     assert data["histograms"]["virtual/dcp/REQUEST"] and data["latency_method"]["relative_error"] == 0.01
 
 
-@pytest.mark.parametrize("scenario", [pytest.param("dcp-lossy", marks=pytest.mark.slow), "dcp-worker-crash", "hand"])
+@pytest.mark.parametrize("scenario", [pytest.param("dcp-lossy", marks=pytest.mark.slow),
+                                      pytest.param("dcp-worker-crash", marks=pytest.mark.slow), "hand"])
 def test_the_fast_pairing_agrees_with_the_exact_one(spark, traces: Path, scenario: str) -> None:
     """Hash-aggregate pairing (first and last receipt) equals the window pairing (every receipt)
     where no message has three receipts; with a fan-out it says so, and the exact path is used."""

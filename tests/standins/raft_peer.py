@@ -57,6 +57,7 @@ def js(v: Any) -> bytes:
 class Peer:
     def __init__(self, args: argparse.Namespace) -> None:
         self.id = args.id
+        self.cluster = args.cluster.encode()  # E-RAFT-10: a peer request of another cluster is ignored
         self.peers = [tuple(p.split("=", 1)) for p in args.peers.split(",")]
         self.others = [p for p, _ in self.peers if p != self.id]
         self.majority = len(self.peers) // 2 + 1
@@ -135,6 +136,8 @@ class Peer:
 
     def handle(self, b: list[bytes], ident: bytes) -> list[bytes] | None:
         kind = b[1] if len(b) > 1 else b""
+        if kind in (b"?", b"+", b"$") and len(b) > 2 and b[2] != self.cluster:
+            return None
         if kind == b"?" and len(b) == 7:
             mid = read_uint(b[0], 3)
             cand, term, lidx, lterm = b[3].decode(), read_uint(b[4]), read_uint(b[5]), read_uint(b[6])
@@ -326,6 +329,7 @@ def main() -> None:
     ap.add_argument("--election-min", type=int, default=200)
     ap.add_argument("--election-max", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--cluster", default="")
     Peer(ap.parse_args()).run()
 
 
