@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator, Sequence
 from fault_injection import nemesis
 from fault_injection.naming import codec_fields
 from harness import launch, live_faults
-from harness.checkers.base import CRASH, ERROR, RESTART, Checker, NoNodeErrors, Observer, Verdict
+from harness.checkers.base import CRASH, ERROR, PAUSE, RESTART, RESUME, Checker, NoNodeErrors, Observer, Verdict
 from harness.interrupts import shielded
 from harness.probe import probed
 from harness.protocols import codec
@@ -141,7 +141,7 @@ def unsupported(scenario: Scenario, capabilities: frozenset[str], mode: str) -> 
 
 
 class _Observed:
-    """The runtime as the nemesis sees it: crashes and restarts are reported to the checkers."""
+    """The runtime as the nemesis sees it: crashes, restarts, pauses and resumes are reported to the checkers."""
 
     def __init__(self, runtime: Runtime, observer: Observer) -> None:
         self.runtime = runtime
@@ -155,8 +155,18 @@ class _Observed:
         self.observer.emit(self.runtime.now_ns, node, CRASH)
 
     def restart(self, node: str) -> None:
+        if self.runtime.is_running(node):  # restarting a running node crashes it first: the checkers hear of both
+            self.observer.emit(self.runtime.now_ns, node, CRASH)
         self.runtime.restart(node)
         self.observer.emit(self.runtime.now_ns, node, RESTART)
+
+    def pause(self, node: str) -> None:  # a paused node's deadlines wait with it
+        self.runtime.pause(node)
+        self.observer.emit(self.runtime.now_ns, node, PAUSE)
+
+    def resume(self, node: str) -> None:
+        self.runtime.resume(node)
+        self.observer.emit(self.runtime.now_ns, node, RESUME)
 
 
 def _report_failure(observer: Observer) -> Callable[[NodeFailure], None]:

@@ -18,6 +18,7 @@ from harness.protocols.codec import Message
 SEND, RECV, COMMAND, DELIVER, DISCARD, NOTE, CRASH, RESTART, ERROR = (
     "send", "recv", "command", "deliver", "discard", "note", "crash", "restart", "error",
 )
+PAUSE, RESUME = "pause", "resume"  # a node stopped (SIGSTOP, or the simulator holding it) and going on
 
 
 @dataclass

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.checkers.base import CRASH, DELIVER, NOTE, RECV, RESTART, SEND, Event, Verdict
+from harness.checkers.base import CRASH, DELIVER, NOTE, PAUSE, RECV, RESTART, RESUME, SEND, Event, Verdict
 from harness.checkers.pppp_common import (
     PUBLISHER, SUBSCRIBER, Gaps, PpppCheck, covered, inside, message, peer_of,
 )
@@ -131,13 +131,14 @@ class ExactlyOnce(PpppCheck):
 class AckTiming(PpppCheck):
     """A subscriber ACK/NACKs every PUBLISH it receives, duplicates included, with an ACK/NACK
     of the channel whose number is at least the message's, sent within ``first_idle`` (plus the
-    tolerance) of receiving it (E-PPPP-14). A crash of the subscriber cancels what it owed. A
+    tolerance) of receiving it (E-PPPP-14), time spent paused not counted. A crash of the
+    subscriber cancels what it owed. A
     duplicate covered late or never fails ``pppp.subscriber.ack-duplicates``, another message
     covered late ``ack-within-first-idle`` and never ``ack-every-message``."""
 
     name = "ack-timing"
     clause = "pppp.subscriber.ack-within-first-idle"
-    kinds = frozenset({SEND, RECV, CRASH})
+    kinds = frozenset({SEND, RECV, CRASH, PAUSE, RESUME})
     roles = SUB
 
     def __init__(self, **params: Any) -> None:
@@ -148,7 +149,13 @@ class AckTiming(PpppCheck):
         self.overdue: dict[tuple[str, bytes], list[tuple[int, int, bool, Event]]] = {}
         self.received = 0
 
+    def _active(self, node: str, t: int) -> int:
+        """The node's clock without the time it spent paused (its credit is never cleared here)."""
+        return t - self.credit(node, t)
+
     def on_event(self, ev: Event) -> None:
+        if self.paused_for(ev):
+            return
         if ev.kind == CRASH:
             for key in [k for k in self.open if k[0] == ev.node]:
                 del self.open[key]
@@ -163,7 +170,7 @@ class AckTiming(PpppCheck):
             self._expire(key, ev.time_ns)
             dup = (ev.node, msg["channel"], msg["sequence"]) in self.seen
             self.seen.add((ev.node, msg["channel"], msg["sequence"]))
-            self.open.setdefault(key, []).append((ev.time_ns, msg["sequence"], dup, ev))
+            self.open.setdefault(key, []).append((self._active(ev.node, ev.time_ns), msg["sequence"], dup, ev))
             self.received += 1
         elif ev.kind == SEND and msg.name == "ACK":
             key = (ev.node, msg["channel"])
@@ -174,7 +181,7 @@ class AckTiming(PpppCheck):
             for o in self.overdue.get(key, []):
                 if o[1] <= h:
                     what, clause = ("the duplicate ", "pppp.subscriber.ack-duplicates") if o[2] else ("", self.clause)
-                    self.late.append((f"{ev.node} ACKed {what}{key[1]!r} #{o[1]} {(ev.time_ns - o[0]) / 1e6:.1f} ms "
+                    self.late.append((f"{ev.node} ACKed {what}{key[1]!r} #{o[1]} {(ev.time_ns - o[3].time_ns) / 1e6:.1f} ms "
                                       f"after receiving it (first idle time {self.first_idle / 1e6:g} ms)", [o[3], ev],
                                       clause))
                 else:
@@ -183,6 +190,7 @@ class AckTiming(PpppCheck):
 
     def _expire(self, key: tuple[str, bytes], now: int) -> None:
         limit = self.first_idle + self.tol
+        now = self._active(key[0], now)
         opened = self.open.get(key)
         if opened and opened[0][0] + limit < now:
             self.overdue.setdefault(key, []).extend(o for o in opened if o[0] + limit < now)
@@ -193,7 +201,7 @@ class AckTiming(PpppCheck):
             clause = "pppp.subscriber.ack-duplicates" if dup else "pppp.subscriber.ack-every-message"
             what = "duplicate " if dup else ""
             self.late.append((f"{key[0]} never ACK/NACKed the {what}{key[1]!r} #{seq} it received at "
-                              f"{t / 1e6:.1f} ms", [ev], clause))
+                              f"{ev.time_ns / 1e6:.1f} ms", [ev], clause))
 
     def finish(self, end_ns: int) -> list[Verdict]:
         for key in list(self.open):
@@ -354,11 +362,12 @@ class Resubscribe(PpppCheck):
 class SubscriberHeartbeats(PpppCheck):
     """A subscriber's next message to the publisher comes within ``first_idle`` of its last
     message other than HEARTBEAT and within ``idle`` of a HEARTBEAT (plus the tolerance), from
-    its first message to the end of the run or its crash (E-PPPP-14)."""
+    its first message to the end of the run or its crash (E-PPPP-14). Time it spent paused
+    does not count: a stopped process keeps no deadline."""
 
     name = "subscriber-heartbeats"
     clause = "pppp.heartbeat.interval"
-    kinds = frozenset({SEND, CRASH})
+    kinds = frozenset({SEND, CRASH, PAUSE, RESUME})
     roles = SUB
 
     def __init__(self, **params: Any) -> None:
@@ -368,6 +377,8 @@ class SubscriberHeartbeats(PpppCheck):
         self.sent = 0
 
     def on_event(self, ev: Event) -> None:
+        if self.paused_for(ev):
+            return
         if ev.kind == CRASH:
             self.last.pop(ev.node, None)
             return
@@ -377,6 +388,7 @@ class SubscriberHeartbeats(PpppCheck):
         self.sent += 1
         self._judge(ev.node, ev.time_ns, ev)
         self.last[ev.node] = (ev, msg.name == "HEARTBEAT")
+        self.clear_credit(ev.node, ev.time_ns)
 
     def _judge(self, node: str, now: int, ev: Event | None) -> None:
         prev = self.last.get(node)
@@ -384,7 +396,7 @@ class SubscriberHeartbeats(PpppCheck):
             return
         before, was_hb = prev
         allowed = self.idle if was_hb else self.first_idle
-        if now - before.time_ns > allowed + self.tol:
+        if now - before.time_ns > allowed + self.tol + self.credit(node, now):  # not while paused
             clause = "pppp.heartbeat.interval" if was_hb else "pppp.heartbeat.first-idle"
             what = "a HEARTBEAT" if was_hb else f"its {before.msg_type or 'message'}"
             self.bad.append((f"{node} sent nothing for {(now - before.time_ns) / 1e6:.1f} ms after {what} at "

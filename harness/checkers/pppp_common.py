@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.checkers.base import Checker, Event
+from harness.checkers.base import CRASH, PAUSE, RESTART, RESUME, Checker, Event
 from harness.protocols.codec import Message
 from harness.protocols.pppp import cut_number
 
@@ -37,6 +37,33 @@ class PpppCheck(Checker):
         self.tol = int(tolerance_ms) * NS_PER_MS
         self.may_drop = MIN_MULTIPLE * self.idle  # silence after which a peer may be considered gone
         self.must_drop = MAX_MULTIPLE * self.idle + self.tol  # ... after which it must have been
+        self._paused_at: dict[str, int] = {}  # node -> when its pause began
+        self._credit: dict[str, int] = {}  # node -> paused time since its last message
+
+    def paused_for(self, ev: Event) -> bool:
+        """Track pauses of ``ev``'s node (True: the event was a pause or resume, handled)."""
+        if ev.kind == PAUSE:  # as the runtimes do: pausing a paused node changes nothing
+            self._paused_at.setdefault(ev.node, ev.time_ns)
+            return True
+        if ev.kind == RESUME:
+            since = self._paused_at.pop(ev.node, None)
+            if since is not None:
+                self._credit[ev.node] = self._credit.get(ev.node, 0) + ev.time_ns - since
+            return True
+        if ev.kind in (CRASH, RESTART):  # a crash ends a pause; a restarted node runs
+            self._paused_at.pop(ev.node, None)
+        return False
+
+    def credit(self, node: str, now: int) -> int:
+        """How long ``node`` has been paused since its credit was last cleared: a paused node
+        cannot keep a deadline, so its deadlines move by that much."""
+        since = self._paused_at.get(node)
+        return self._credit.get(node, 0) + (now - since if since is not None else 0)
+
+    def clear_credit(self, node: str, now: int) -> None:
+        self._credit.pop(node, None)
+        if node in self._paused_at:
+            self._paused_at[node] = now
 
     def done(self, bad: list[tuple[str, list[Event], str]], ok: str) -> list:
         """One verdict: ok, or the first problems with their evidence and the clause of the first."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.checkers.base import CRASH, DELIVER, NOTE, RECV, SEND, Event, Verdict
+from harness.checkers.base import CRASH, DELIVER, NOTE, PAUSE, RECV, RESUME, SEND, Event, Verdict
 from harness.checkers.pppp_common import PUBLISHER, PpppCheck, inside, message, peer_of
 from harness.protocols.codec import Message
 
@@ -303,23 +303,27 @@ class PublisherHeartbeats(PpppCheck):
     HEARTBEAT (plus the tolerance), from the first message after the subscriber's SUBSCRIBE on
     (E-PPPP-14). Excused once the publisher may consider the subscriber disconnected (nothing
     from it for 3 x idle); a crash of the publisher ends every obligation until the next
-    SUBSCRIBE."""
+    SUBSCRIBE. A SUBSCRIBE starts the conversation afresh (a restarted subscriber is a new
+    conversation: what was due to the old one is not owed to it), and time the publisher spent
+    paused does not count."""
 
     name = "publisher-heartbeats"
     clause = "pppp.heartbeat.interval"
-    kinds = frozenset({SEND, RECV, CRASH})
+    kinds = frozenset({SEND, RECV, CRASH, PAUSE, RESUME})
     roles = PUB
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
         self.talking: set[bytes] = set()
-        self.last: dict[bytes, tuple[Event, bool]] = {}
+        self.last: dict[bytes, tuple[Event, bool, int]] = {}  # ident -> (message, a HEARTBEAT?, pause credit then)
         self.heard: dict[bytes, int] = {}
         self.excused: set[bytes] = set()
         self.bad: list[tuple[str, list[Event], str]] = []
         self.sent = 0
 
     def on_event(self, ev: Event) -> None:
+        if self.paused_for(ev):
+            return
         if ev.kind == CRASH:
             self.talking.clear()
             self.last.clear()
@@ -337,22 +341,24 @@ class PublisherHeartbeats(PpppCheck):
             self.heard[ident] = ev.time_ns
             if msg.name == "SUBSCRIBE":
                 self.talking.add(ident)
+                self.last.pop(ident, None)  # a new conversation: due from the first message after it
         elif ident in self.talking:
             self.sent += 1
-            self.last[ident] = (ev, msg.name == "HEARTBEAT")
+            self.last[ident] = (ev, msg.name == "HEARTBEAT", self.credit(ev.node, ev.time_ns))
             self.excused.discard(ident)
 
-    def _deadline(self, ident: bytes) -> int | None:
+    def _deadline(self, ident: bytes, now: int | None = None) -> int | None:
         prev = self.last.get(ident)
         if prev is None:
             return None
-        return prev[0].time_ns + (self.idle if prev[1] else self.first_idle) + self.tol
+        paused = self.credit(prev[0].node, now) - prev[2] if now is not None else 0  # paused since that message
+        return prev[0].time_ns + (self.idle if prev[1] else self.first_idle) + self.tol + paused
 
     def _judge(self, ident: bytes, now: int, ev: Event | None) -> None:
-        due = self._deadline(ident)
+        due = self._deadline(ident, now)
         if due is None or now <= due:
             return
-        before, was_hb = self.last.pop(ident)
+        before, was_hb, _ = self.last.pop(ident)
         heard = self.heard.get(ident, 0)
         if ident in self.excused or heard + self.may_drop <= due:
             self.excused.discard(ident)

@@ -62,8 +62,25 @@ faults:
 # subs.0 cut off from the publisher from 700 ms to 1.7 s, while messages flow.
 PARTITION = LOSSY.replace("faults:", "faults:\n  - {from: 700ms, until: 1700ms, partition: [[subs.0], [publisher]]}")
 
+# explore found these two false alarms on the reference nodes: a paused subscriber's silence was
+# held against it, and the publisher's silence towards a subscriber that restarted (and
+# SUBSCRIBEd again: a new conversation) against the publisher.
+SUB_PAUSED = LOSSY.replace("faults:", "faults:\n  - {from: 900ms, until: 980ms, pause: subs.0}\n"
+                                      "  - {from: 2000ms, until: 2300ms, pause: publisher}")
+SUB_RESTART = LOSSY.replace("faults:", "faults:\n  - {at: 268ms, crash: subs.1, restart_after: 160ms}")
+
+# ... and, once pauses and restarts reached the checkers: a pause within a pause (one resume ends
+# both, as in the runtimes), and a restart of a node just restarted (a crash the checkers must hear of
+# before the new incarnation's first message).
+OVERLAPS = LOSSY.replace("faults:", "faults:\n  - {from: 2100ms, until: 2610ms, pause: subs.0}\n"
+                                    "  - {from: 2600ms, until: 2610ms, pause: subs.0}\n"
+                                    "  - {at: 600ms, crash: subs.1, restart_after: 10ms}\n"
+                                    "  - {at: 600ms, crash: subs.1, restart_after: 10ms}\n"
+                                    "  - {at: 1s, crash: publisher, restart_after: 400ms}\n"
+                                    "  - {at: 1400ms, crash: publisher, restart_after: 190ms}")
+
 SCENARIOS = {"lossy": LOSSY, "sub-dies": SUB_DIES, "pub-restart": PUB_RESTART, "implicit": IMPLICIT,
-             "partition": PARTITION}
+             "partition": PARTITION, "paused": SUB_PAUSED, "sub-restart": SUB_RESTART, "overlaps": OVERLAPS}
 
 
 def run(text: str, seed: int = 1, **factories: Any) -> RunResult:
@@ -133,6 +150,13 @@ CAUGHT = [
      "sent nothing"),
     ("subscriber-heartbeats", "lossy", {"subs__0": M.SlowHeartbeatSubscriber}, "pppp.heartbeat.interval",
      "after a HEARTBEAT"),
+    # a pause moves a deadline by its length, no more; a new conversation still owes its heartbeats
+    ("subscriber-heartbeats", "paused", {"subs__0": M.NoHeartbeatSubscriber}, "pppp.heartbeat.first-idle",
+     "sent nothing"),
+    ("publisher-heartbeats", "paused", {"publisher": M.NoHeartbeatPublisher}, "pppp.heartbeat.first-idle",
+     "sent nothing"),
+    ("publisher-heartbeats", "sub-restart", {"publisher": M.NoHeartbeatPublisher}, "pppp.heartbeat.first-idle",
+     "sent nothing"),
     ("publisher-heartbeats", "lossy", {"publisher": M.NoHeartbeatPublisher}, "pppp.heartbeat.first-idle",
      "sent nothing"),
     ("publisher-heartbeats", "lossy", {"publisher": M.SlowFirstHeartbeatPublisher}, "pppp.heartbeat.first-idle",

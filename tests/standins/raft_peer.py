@@ -139,7 +139,7 @@ class Peer:
         if kind in (b"?", b"+", b"$") and len(b) > 2 and b[2] != self.cluster:
             return None
         if kind == b"?" and len(b) == 7:
-            mid = read_uint(b[0], 3)
+            read_uint(b[0], 3)  # the message id must be a valid number
             cand, term, lidx, lterm = b[3].decode(), read_uint(b[4]), read_uint(b[5]), read_uint(b[6])
             self.adopt(term)
             my_idx, my_term = self.last()
