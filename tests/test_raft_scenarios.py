@@ -41,6 +41,13 @@ def test_scenario_passes_1000_seeds(path: str) -> None:
     sweep(path, load_scenario(path).seeds[:1000])
 
 
+def test_five_peers_everything_seed_301() -> None:
+    """A 1,000-seed sweep found it: a peer compacting with snapshot_keep snapshotted the state of
+    its last applied entry under an earlier index, so a client restoring it and replaying the kept
+    entries read a value no history explains (test_raft_nodes has the unit test)."""
+    sweep("scenarios/raft/chaos/five-peers-everything.yaml", [301])
+
+
 def test_faults_really_happen() -> None:
     """The scenarios are not vacuous: leaders change, messages are lost, snapshots are installed."""
     crash = run_sim(load_scenario("scenarios/raft/chaos/leader-crash.yaml"), 2)

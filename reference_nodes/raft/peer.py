@@ -131,7 +131,8 @@ class Peer(RequestHandling, RaftNode):
         self.snapshot_keep = int(cfg.get("snapshot_keep", 0))
         self.chunk_size = positive_int(cfg.get("chunk_size", 4096), "chunk_size")
         self.broadcast_url = cfg.get("broadcast")
-        self.sm = make_state_machine(cfg.get("state_machine", "kv"))
+        self.sm_name = cfg.get("state_machine", "kv")
+        self.sm = make_state_machine(self.sm_name)
         self.init_request_handling()
         self.load_state()
 
@@ -429,8 +430,21 @@ class Peer(RequestHandling, RaftNode):
     def compact(self) -> list[Action]:
         upto = self.applied - self.snapshot_keep
         reqids = {r: i for r, i in self.reqids.items() if i <= upto}
-        self.log.compact(upto, pack_snapshot(self.sm.snapshot(), reqids))
+        self.log.compact(upto, pack_snapshot(self.state_at(upto), reqids))
         return [Note("snapshot", {"index": upto, "term": self.log.snapshot_term})]
+
+    def state_at(self, index: int) -> Any:
+        """The state machine's state after the entry at ``index`` (applied, not compacted). The
+        live machine is at ``applied``; with ``snapshot_keep`` the snapshot ends earlier, and a
+        snapshot holding later entries too would have them applied twice by whoever restores it
+        and replays the kept entries (a restarted peer, a follower, a client's replica)."""
+        if index == self.applied:
+            return self.sm.snapshot()
+        sm = make_state_machine(self.sm_name)
+        sm.restore(unpack_snapshot(self.log.snapshot_data)[0])
+        for i in range(self.log.snapshot_index + 1, index + 1):
+            sm.apply(i, self.log.entry(i))
+        return sm.snapshot()
 
     # ---- the log --------------------------------------------------------------------------------
     def _remember_reqid(self, raw: bytes, index: int) -> None:

@@ -241,6 +241,23 @@ def test_a_lagging_follower_gets_the_snapshot_in_chunks_and_resumes_at_its_offse
     assert follower.commit_index == p.log.snapshot_index
 
 
+def test_a_snapshot_that_keeps_entries_holds_the_state_at_its_own_index() -> None:
+    # seed 301 of five-peers-everything: the snapshot labelled 241 held the state after 251, so
+    # replaying the kept entries 242..251 on it swapped a cas that had failed (k1 3 -> 4)
+    store = DurableStore()
+    p = peer("c", store, snapshot_every=2, snapshot_keep=2)
+    p.start(0)
+    ops = [encode_op("put", "k", "3"), encode_op("put", "k", "1"), encode_op("cas", "k", "4", "3"),
+           encode_op("cas", "k", "3", "1")]  # the first cas fails (k is 1), the second swaps
+    append(p, 1, raws=[entry(1, op, bytes(11) + bytes([i + 1])) for i, op in enumerate(ops)], commit=4)
+    assert p.sm.kv == {"k": "3"} and p.log.snapshot_index == 2
+    assert unpack_snapshot(p.log.snapshot_data)[0] == {"kv": {"k": "1"}}  # the state after index 2
+    again = peer("c", store, snapshot_every=2, snapshot_keep=2)  # restart: snapshot, then the kept entries
+    again.start(2)
+    append(again, 3, raws=[], prev=4, prev_term=1, commit=4, mid=2)
+    assert again.applied == 4 and again.sm.kv == {"k": "3"}
+
+
 # ---- client RPCs at the peer ------------------------------------------------------------------------
 
 
