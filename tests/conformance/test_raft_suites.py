@@ -79,11 +79,6 @@ UNCOVERED: dict[str, dict[str, str]] = {
                                      "judge the hints' values.",
         "raft.update.accepted-repeat": "A permission (MAY): update-once and read-log accept it before the "
                                        "answer with the index.",
-        "raft.entries.pipeline": "Not written: how many entries an answer holds is the implementation's, so no "
-                                 "field of one answer tells the sixth unconfirmed one of an RPC; only a count of "
-                                 "the RPC's answers before a follow-up does, and no case step counts messages "
-                                 "(expect and expect_nothing judge one message each). entries-stop exercises the "
-                                 "pipeline's stall without judging its size.",
         "raft.broadcast.pub-socket": _BROADCAST,
         "raft.broadcast.last-applied": _BROADCAST,
         "raft.broadcast.heartbeat": _BROADCAST,
