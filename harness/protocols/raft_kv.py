@@ -35,6 +35,11 @@ def unpack(data: bytes) -> Any:
         raise ValueError(str(e)) from None
 
 
+def pack(value: Any) -> bytes:
+    """``value`` in MessagePack (str as str, bytes as bin)."""
+    return msgpack.packb(value, use_bin_type=True)
+
+
 def decode_op(data: bytes) -> dict[str, Any] | None:
     """The operation in a state entry's data, or None when it is not one."""
     try:

@@ -24,7 +24,7 @@ from harness.checkers.raft.logs import _skip
 from harness.checkers.raft.wire import entries_of, entry_term, show
 from harness.protocols.codec import Message
 from harness.protocols.raft import RE_SNAPSHOT
-from harness.protocols.raft_kv import apply_raw_entry, snapshot_kv
+from harness.protocols.raft_kv import apply_raw_entry, pack, snapshot_kv
 
 MAX_SNAPSHOT_BYTES = 16 << 20  # a larger snapshot is not assembled (not judged)
 MAX_ENTRY_BYTES = 64 << 20  # entry frames kept for the replay; beyond, later entries are unknown
@@ -59,6 +59,20 @@ class Snapshot:
 def _by_index_then_time(item: tuple[tuple[int, int], tuple[Snapshot, bytes]]) -> tuple[int, int]:
     ref = item[1][0].ref
     return item[0][0], ref[0].time_ns if ref is not None else 0
+
+
+def _differing(model: dict[str, Any], state: dict[str, Any]) -> list[str]:
+    """The keys whose values differ, sorted. Values equal in Python or in their MessagePack
+    encoding are the same (a NaN is a NaN)."""
+    out = []
+    for k in model.keys() | state.keys():
+        if k not in model or k not in state:
+            out.append(k)
+            continue
+        a, b = model[k], state[k]
+        if a != b and pack(a) != pack(b):
+            out.append(k)
+    return sorted(out, key=str)
 
 
 def _plain(v: Any) -> Any:
@@ -186,7 +200,7 @@ class SnapshotState(KnowledgeChecker):
                 kv, pos, base = dict(state), index, snap
                 continue
             judged += 1
-            if state != kv and len(problems) < 50:
+            if state != kv and _differing(kv, state) and len(problems) < 50:
                 problems.append(self.difference(snap, kv, state, base))
         whole = len(self.whole)
         detail = (f"{whole} snapshot(s) seen whole: judged {judged}; not judged {foreign + unknown}"
@@ -198,7 +212,7 @@ class SnapshotState(KnowledgeChecker):
 
     def difference(self, snap: Snapshot, model: dict[str, Any], state: dict[str, Any],
                    base: Snapshot | None) -> tuple[str, list[dict[str, Any]]]:
-        keys = sorted({k for k in model.keys() | state.keys() if model.get(k, self) != state.get(k, self)}, key=str)
+        keys = _differing(model, state)
         diff = {str(k): {"model": _plain(model[k]) if k in model else "absent",
                          "snapshot": _plain(state[k]) if k in state else "absent"} for k in keys[:SHOWN_KEYS]}
         ev, msg = snap.ref or (None, None)
