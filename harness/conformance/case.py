@@ -14,8 +14,8 @@ which the harness plays the other roles. Documented in docs/conformance.md.
 Step kinds: ``send`` (a message: type + fields, the rest defaulted), ``send_raw`` (frames as
 hex, for malformed input), ``expect`` (a message whose fields match, within a time; matchers
 below; with ``first: true`` it must also be the first message the peer gets in the step, nothing
-else before it), ``expect_nothing`` (no message, or none of a type, for a time; with ``at_most: N``, no more
-than N of them), ``wait``,
+else before it), ``expect_nothing`` (no message, or none of a type, for a time; with
+``at_most: N``, no more than N of them), ``wait``,
 ``restart_iut`` / ``kill_iut`` (process control), ``disconnect`` (a peer goes away),
 ``expect_subscription`` (publish/subscribe peers: the implementation holds, or takes within the
 time, a subscription at the peer that lets such a message through — a case waits for what the

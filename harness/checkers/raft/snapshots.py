@@ -207,7 +207,8 @@ class SnapshotState(KnowledgeChecker):
                   f" ({foreign} not in the key-value snapshot format, {unknown} with a committed entry of their"
                   f" prefix not shown on the wire{f', first {missing}' if missing else ''})")
         if self.transfers or self.too_large:
-            detail += f"; {len(self.transfers)} transfer(s) never whole, {self.too_large} over {MAX_SNAPSHOT_BYTES} bytes"
+            detail += (f"; {len(self.transfers)} transfer(s) never whole, {self.too_large} over "
+                       f"{MAX_SNAPSHOT_BYTES} bytes")
         return self.verdict(problems, detail)
 
     def difference(self, snap: Snapshot, model: dict[str, Any], state: dict[str, Any],
