@@ -299,6 +299,24 @@ def test_an_optional_expect_skips_a_client_that_never_sends_it_and_fails_a_wrong
     assert (failed.verdict, failed.clause) == ("fail", "raft.entries.follow-up")
 
 
+def test_entries_pipeline_bounds_the_answers_and_passes_a_peer_that_does_not_pipeline() -> None:
+    """"Up to REQUEST_ENTRIES_PIPELINES" is a bound (E-RAFT-19): a peer that answers one at a time
+    conforms; one that answers without waiting for follow-ups fails on the sixth answer."""
+    from reference_nodes.raft.peer import Peer
+
+    class OneAtATime(Peer):
+        def init_request_handling(self) -> None:
+            super().init_request_handling()
+            self.pipeline = 1
+
+    case = next(c for c in CASES["peer"] if c.id == "entries-pipeline")
+    for dialect in DIALECTS:
+        assert run_case_sim(case, OneAtATime, dialect=dialect).verdict == "pass"
+        failed = run_case_sim(case, M.MUTANTS["unbounded-pipeline"][1], dialect=dialect)
+        assert (failed.verdict, failed.clause) == ("fail", "raft.entries.pipeline")
+        assert "more than 5 matching messages" in failed.reason
+
+
 @pytest.mark.parametrize("role", ["peer", "client"])
 def test_a_case_in_simulation_sends_the_same_bytes_every_run(role: str) -> None:
     """Request ids carry a time: in simulation a fixed epoch, not the wall clock (the bytes of a
