@@ -82,6 +82,7 @@ class Conductor(BaseNode):
         self.captured: dict[str, Message] = {}
         self.seen: dict[str, list[tuple[int, Message | None, list[bytes]]]] = {}
         self.step_seen = 0
+        self.counted = 0  # matching messages an expect_nothing with at_most has allowed so far
         self.log: list[dict[str, Any]] = []
         self.t0 = 0
         self.done = False
@@ -271,10 +272,15 @@ class Conductor(BaseNode):
                 if self.deadline is None:
                     self.deadline = now + step.within_ns
                     self.buffers[step.peer].clear()  # only what arrives from now on counts
+                    self.counted = 0
                 hit = self._take(step, consume=True)
+                while hit is not None and self.counted < step.at_most:  # allowed ones (at_most: N)
+                    self.counted += 1
+                    hit = self._take(step, consume=True)
                 if hit is not None:
-                    return out + self._fail(now, f"{step.peer} received {hit.name} "
-                                                 f"{_brief(self.codec, hit)} where nothing was expected", self._clause(step))
+                    what = f"more than {step.at_most} matching messages" if step.at_most else "nothing"
+                    return out + self._fail(now, f"{step.peer} received {hit.name} {_brief(self.codec, hit)} "
+                                                 f"where {what} was expected", self._clause(step))
                 if now < self.deadline:
                     return out  # waiting: get_timer() names the deadline
             elif kind == "expect_output":
