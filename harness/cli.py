@@ -233,7 +233,7 @@ def cmd_pcap(args: argparse.Namespace) -> int:
 def cmd_node(args: argparse.Namespace) -> int:
     import yaml
 
-    from harness.live.standalone import run_standalone
+    from harness.live.standalone import EXIT_NODE_FAILED, run_standalone
     from harness.registry import package
 
     try:
@@ -273,8 +273,6 @@ def cmd_node(args: argparse.Namespace) -> int:
 
         factory = with_store(factory, FileStore(store_path))
     from harness.live.sockets import SocketSetupError
-
-    from harness.live.standalone import EXIT_NODE_FAILED
 
     try:
         code = run_standalone(factory, name=args.name or f"{args.protocol}-{args.role}", role=args.role,
