@@ -7,10 +7,13 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from harness.protocols import DecodeError, codec
+from fault_injection.damage import Malformed
+from harness.protocols import DecodeError, codec, dialects
 
 Classifier = Callable[[list[bytes]], str]
 FieldsOf = Callable[[list[bytes]], "Mapping[str, Any] | None"]
+
+__all__ = ["Classifier", "FieldsOf", "codec_classifier", "codec_fields", "codec_malformed"]
 
 
 def codec_classifier(protocol: str, dialect: str = "strict") -> Classifier:
@@ -41,3 +44,21 @@ def codec_fields(protocol: str, dialect: str = "strict") -> FieldsOf:
             return None
 
     return fields
+
+
+def codec_malformed(protocol: str) -> Malformed:
+    """Whether frames are malformed for the protocol: no dialect's codec decodes them (what
+    the ``corrupt`` effect needs: a damaged message that some deployed implementation would
+    take for a well-formed one is not "malformed", so it is not delivered damaged)."""
+    codecs = [codec(protocol, d) for d in dialects(protocol)]
+
+    def malformed(frames: list[bytes]) -> bool:
+        for c in codecs:
+            try:
+                c.decode(frames)
+            except DecodeError:
+                continue
+            return False
+        return True
+
+    return malformed

@@ -15,12 +15,13 @@ from typing import Any, Callable
 from hypothesis import strategies as st
 
 from harness.explore.candidate import Candidate, fmt_duration, fmt_probability
-from harness.explore.space import MS, RULE, Space
+from harness.explore.space import EFFECTS, MS, RULE, Space
 from harness.packages.base import as_rate
 from harness.scenario import Scenario
 from harness.targets import Targets
 
 SEED_MAX = 2**31 - 1
+CORRUPT_NTH = 10  # a corrupt rule pinned to one message picks one of the first this many it matches
 
 
 def candidates(scenario: Scenario, space: Space, base: Candidate) -> st.SearchStrategy[Candidate]:
@@ -199,9 +200,9 @@ def _partition(ab: tuple[str, str], one_way: bool, w: tuple[int, int], ms: Any) 
 
 
 def rule(space: Space, ends: list[str]) -> st.SearchStrategy[dict[str, Any]]:
-    """A message rule: one message type, one effect with a probability up to its bound,
-    optionally only from or to some nodes."""
-    effects = sorted(space.effects)
+    """A message rule: one message type, one effect with a probability up to its bound (or,
+    for corrupt, half the time one message: ``nth``), optionally only from or to some nodes."""
+    effects = [e for e in EFFECTS if e in space.effects]
     if not effects or not space.messages:
         return st.nothing()
 
@@ -216,6 +217,11 @@ def rule(space: Space, ends: list[str]) -> st.SearchStrategy[dict[str, Any]]:
         body[effect] = True
         if effect == "delay":
             body[effect] = f"fixed({fmt_duration(draw_(spread(1, max(1, space.latency_ns // MS))) * MS)})"
+        if effect == "corrupt" and draw_(st.booleans()):
+            # One damaged message, early in the run: a share of a few percent of a rare message
+            # type damages none in most runs, while every receiver must survive one.
+            body["nth"] = draw_(st.integers(1, CORRUPT_NTH))
+            return {"rule": body}
         p = draw_(st.sampled_from(space.probabilities(effect)))
         if p < 1.0:
             body["probability"] = fmt_probability(p)
