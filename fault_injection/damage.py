@@ -29,6 +29,7 @@ MAX_ADDED = 16  # longest added frame
 MAX_GARBAGE = 64  # longest garbage frame
 
 Malformed = Callable[[list[bytes]], bool]
+TypedMalformed = Callable[[list[bytes], str], bool]  # the same, told the message's type (naming.codec_malformed)
 
 
 def check_hows(hows: Sequence[str]) -> tuple[str, ...]:
@@ -100,4 +101,4 @@ def damage(frames: Sequence[bytes], rng: random.Random, hows: Sequence[str] = HO
     return None
 
 
-__all__ = ["HOWS", "Malformed", "TRIES", "check_hows", "damage"]
+__all__ = ["HOWS", "Malformed", "TRIES", "TypedMalformed", "check_hows", "damage"]

@@ -37,7 +37,7 @@ from collections import Counter, deque
 from concurrent.futures import Future
 from typing import Any, Callable, Sequence, TypeVar
 
-from fault_injection.damage import Malformed
+from fault_injection.damage import TypedMalformed
 from fault_injection.netfaults import UNKNOWN, FaultEvent, NetworkFaults, network_fault
 from fault_injection.naming import Classifier, FieldsOf, codec_classifier
 from fault_injection.relay import (
@@ -71,7 +71,7 @@ class ChaosProxy(Relay):
                  name_socket: Callable[[str, str], str] | None = None,
                  welcome_of: Callable[[str, str], bytes | None] | None = None,
                  identify: Callable[[tuple[str, int]], str | None] | None = None,
-                 fields_of: FieldsOf | None = None, malformed: Malformed | None = None) -> None:
+                 fields_of: FieldsOf | None = None, malformed: TypedMalformed | None = None) -> None:
         if hostile not in ("pass", "cut"):
             raise ValueError(f"hostile must be 'pass' or 'cut', got {hostile!r}")
         self.faults = NetworkFaults(rules, seed)

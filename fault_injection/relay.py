@@ -24,7 +24,7 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from fault_injection.damage import Malformed, damage
+from fault_injection.damage import TypedMalformed, damage
 from fault_injection.naming import Classifier, FieldsOf
 from fault_injection.netfaults import UNKNOWN, FaultEvent, NetworkFaults, message_drop, message_fault
 from fault_injection.rules import PASS, Distribution
@@ -152,7 +152,7 @@ class Relay:
     name_socket: Callable[[str, str], str] | None
     welcome_of: Callable[[str, str], bytes | None] | None
     fields_of: FieldsOf | None
-    malformed: Malformed | None
+    malformed: TypedMalformed | None
     _stats: ProxyStats
     _sel: selectors.BaseSelector
     _conns: list[Connection]
@@ -381,7 +381,8 @@ class Relay:
         if frames is None or msg_type.startswith("zmq."):
             why = "left intact: socket-internal, read by the socket, not the node"
         else:
-            done = damage(frames, d.rng, how, self.malformed)
+            typed = self.malformed
+            done = damage(frames, d.rng, how, None if typed is None else lambda f: typed(f, msg_type))
             why = "left intact: no damage tried left it malformed"
         if done is None:
             self._event(message_fault(self.clock(), d.src, d.dst, d.socket, msg_type, size, label, why))

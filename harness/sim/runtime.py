@@ -23,7 +23,7 @@ from typing import Any
 import msgpack
 import simpy
 
-from fault_injection.damage import Malformed
+from fault_injection.damage import TypedMalformed
 from fault_injection.rules import DistSpec, RuleSet
 from harness.node import (
     Action,
@@ -70,7 +70,7 @@ class Simulation(Transport):
                  latency: LatencyModel | None = None, rules: RuleSet | None = None,
                  record_frames: bool = True,
                  fields_of: Callable[[list[bytes]], Any] | None = None,
-                 malformed: Malformed | None = None) -> None:
+                 malformed: TypedMalformed | None = None) -> None:
         self.seed = seed
         self.trace = trace
         self.stats = SimStats()

@@ -21,7 +21,7 @@ from typing import Any
 import simpy
 from simpy.events import NORMAL, Event
 
-from fault_injection.damage import Malformed, damage
+from fault_injection.damage import TypedMalformed, damage
 from fault_injection.rules import PASS, RuleSet
 from harness.node import NS_PER_MS, Node, Send
 from harness.sim.errors import SimulationError
@@ -58,7 +58,7 @@ class Transport:
     _net: Network
     _rules: RuleSet | None
     _fields_of: Callable[[list[bytes]], Any] | None
-    _malformed: Malformed | None
+    _malformed: TypedMalformed | None
     _emit_message: Callable[..., None] | None
     _pack: bool
     _packb: Callable[[list[bytes]], bytes]
@@ -244,7 +244,8 @@ class Transport:
         if msg.msg_type.startswith("zmq."):
             self._fault_msg_row(pipe, msg, fault, "left intact: socket-internal, read by the socket, not the node")
             return msg, None
-        done = damage(msg.frames, rng, how, self._malformed)
+        typed = self._malformed
+        done = damage(msg.frames, rng, how, None if typed is None else lambda f: typed(f, msg.msg_type))
         if done is None:
             self._fault_msg_row(pipe, msg, fault, "left intact: no damage tried left it malformed")
             return msg, None
