@@ -39,15 +39,17 @@ def explore_files(protocol: str) -> list[str]:
     return sorted(glob.glob(os.path.join("scenarios", protocol, "explore", "*.yaml")))
 
 
-def one(path: str, mode: str, budget: int, mutant: tuple[str, str] | None) -> dict[str, Any]:
+def one(path: str, mode: str, budget: int, mutant: tuple[str, str] | None,
+        shrink_runs: int = SHRINK_RUNS) -> dict[str, Any]:
     """Explore one file (with one mutant, or the reference nodes); the figures of it."""
     with tempfile.TemporaryDirectory(prefix="bench-explore-") as out:
         t0 = time.monotonic()
         report = explore(path, budget=budget, mutants=dict([mutant]) if mutant else {}, out_dir=out,
-                         guided=mode == "guided", shrink_runs=SHRINK_RUNS)
+                         guided=mode == "guided", shrink_runs=shrink_runs)
         total = time.monotonic() - t0
     s = report.search
-    row: dict[str, Any] = {"file": path, "mode": mode, "budget": budget, "found": report.failed,
+    row: dict[str, Any] = {"file": path, "mode": mode, "budget": budget, "shrink_budget": shrink_runs,
+                           "found": report.failed,
                            "search_runs": s.runs if s else 0, "search_s": round(s.seconds, 2) if s else 0.0,
                            "coverage": len(s.coverage) if s else 0, "total_s": round(total, 2),
                            "set_aside": report.reference_failures}
@@ -76,10 +78,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--protocols", default="dcp,dafka")
     ap.add_argument("--budget", type=int, default=60)
+    ap.add_argument("--shrink-runs", type=int, default=SHRINK_RUNS, help="bound of each shrinking")
     ap.add_argument("--budgets", default="", help="per-protocol budgets, e.g. raft=20,pppp=40 (else --budget)")
     ap.add_argument("--files", default="", help="only these exploration scenario files (base names), in this order")
     ap.add_argument("--modes", default="random,guided")
-    ap.add_argument("--mutants", help="only these mutants (names)")
+    ap.add_argument("--mutants", help="only these mutants (names; 'reference' for the reference nodes' searches)")
     ap.add_argument("--reference-budget", type=int, default=150)
     ap.add_argument("--fresh", action="store_true")
     ap.add_argument("--record", action="store_true", help="write the tables into bench/RESULTS.md")
@@ -106,7 +109,7 @@ def main() -> None:
             budget = budgets.get(protocol, args.budget)
             for mode in args.modes.split(","):
                 for path in files:
-                    if (protocol, f"reference:{path}", mode) not in done and only is None:
+                    if (protocol, f"reference:{path}", mode) not in done and (only is None or "reference" in only):
                         keep({"protocol": protocol, "mutant": f"reference:{path}", "role": "",
                               **one(path, mode, args.reference_budget, None)})
                 for name, (role, _, clause) in package(protocol).mutants.items():
@@ -114,7 +117,7 @@ def main() -> None:
                         continue
                     row: dict[str, Any] = {}
                     for path in files:
-                        row = one(path, mode, budget, (role, name))
+                        row = one(path, mode, budget, (role, name), args.shrink_runs)
                         if row["found"]:
                             break
                     keep({"protocol": protocol, "mutant": name, "role": role, "clause": clause, **row})

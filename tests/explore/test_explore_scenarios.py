@@ -1,4 +1,4 @@
-"""The shipped exploration scenarios hold on the reference nodes as written (one seed here, three more in
+"""The shipped exploration scenarios hold on the reference nodes as written (one seed here, two more in
 tests/test_determinism.py without verdicts; 100 in
 the slow suite); that they hold under the schedules explore draws is the bench's and the slow
 every-mutant test's business."""
