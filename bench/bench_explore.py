@@ -85,6 +85,7 @@ def main() -> None:
     ap.add_argument("--mutants", help="only these mutants (names; 'reference' for the reference nodes' searches)")
     ap.add_argument("--reference-budget", type=int, default=150)
     ap.add_argument("--fresh", action="store_true")
+    ap.add_argument("--again", action="store_true", help="measure the named mutants again (the last row counts)")
     ap.add_argument("--record", action="store_true", help="write the tables into bench/RESULTS.md")
     ap.add_argument("--section", default="", help="suffix of the RESULTS.md section titles, e.g. 'Raft, PPPP, "
                     "Event BUS' (each protocol set keeps its own sections)")
@@ -113,7 +114,7 @@ def main() -> None:
                         keep({"protocol": protocol, "mutant": f"reference:{path}", "role": "",
                               **one(path, mode, args.reference_budget, None)})
                 for name, (role, _, clause) in package(protocol).mutants.items():
-                    if (protocol, name, mode) in done or (only is not None and name not in only):
+                    if ((protocol, name, mode) in done and not args.again) or (only is not None and name not in only):
                         continue
                     row: dict[str, Any] = {}
                     for path in files:
