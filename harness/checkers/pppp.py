@@ -296,9 +296,8 @@ class AckHighest(PpppCheck):
 class Resubscribe(PpppCheck):
     """A subscriber that hears nothing from the publisher for 5 x idle (plus the tolerance)
     has sent SUBSCRIBE again, for every channel it holds, by then (E-PPPP-10, E-PPPP-12): once
-    per such silence. Time the subscriber spent paused moves its deadline by as much: a stopped
-    process keeps no deadline (explore found the false alarm: a subscriber paused across its
-    deadline was held to it)."""
+    per such silence. Time the subscriber spent paused does not count (a stopped process
+    detects nothing; explore found the false alarm: a pause that began before the deadline)."""
 
     name = "resubscribe"
     clause = "pppp.subscriber.resubscribe"
@@ -340,16 +339,15 @@ class Resubscribe(PpppCheck):
         elif ev.kind == RECV and node in self.heard:
             self._judge(node, ev.time_ns)
             self.heard[node] = ev.time_ns
-            self.judged.discard(node)
             self.clear_credit(node, ev.time_ns)
+            self.judged.discard(node)
 
     def _judge(self, node: str, now: int) -> None:
-        """Judge the silence that began at the last message heard, once its deadline (moved by the
-        time the subscriber was paused since) has passed."""
+        """Judge the silence that began at the last message heard, once its deadline has passed."""
         start = self.heard.get(node)
         if start is None or node in self.judged:
             return
-        deadline = start + self.must_drop + self.credit(node, now)
+        deadline = start + self.must_drop + self.credit(node, now)  # paused time moves it
         if now <= deadline:
             return
         self.silences += 1
