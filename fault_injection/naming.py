@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from harness.protocols import DecodeError, codec
+from harness.protocols import DecodeError, codec, dialects
 
 Classifier = Callable[[list[bytes]], str]
 FieldsOf = Callable[[list[bytes]], "Mapping[str, Any] | None"]
+
+__all__ = ["Classifier", "FieldsOf", "codec_classifier", "codec_fields", "codec_malformed"]
 
 
 def codec_classifier(protocol: str, dialect: str = "strict") -> Classifier:
@@ -41,3 +43,24 @@ def codec_fields(protocol: str, dialect: str = "strict") -> FieldsOf:
             return None
 
     return fields
+
+
+def codec_malformed(protocol: str) -> Callable[[list[bytes], str], bool]:
+    """Whether frames are malformed for the protocol: no dialect's codec decodes them, neither
+    as any message nor as ``msg_type`` (the type the sender gave it: a Raft response carries no
+    type of its own and decodes only as the response it is). What the ``corrupt`` effect needs:
+    a damaged message that some implementation would take for a well-formed one (a flipped byte
+    inside a log entry) is not "malformed", so it is not delivered damaged."""
+    codecs = [codec(protocol, d) for d in dialects(protocol)]
+
+    def malformed(frames: list[bytes], msg_type: str = "") -> bool:
+        for c in codecs:
+            for as_ in (None, msg_type) if msg_type in c.messages else (None,):
+                try:
+                    c.decode(frames, as_=as_)
+                except DecodeError:
+                    continue
+                return False
+        return True
+
+    return malformed

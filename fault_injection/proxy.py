@@ -37,6 +37,7 @@ from collections import Counter, deque
 from concurrent.futures import Future
 from typing import Any, Callable, Sequence, TypeVar
 
+from fault_injection.damage import TypedMalformed
 from fault_injection.netfaults import UNKNOWN, FaultEvent, NetworkFaults, network_fault
 from fault_injection.naming import Classifier, FieldsOf, codec_classifier
 from fault_injection.relay import (
@@ -70,7 +71,7 @@ class ChaosProxy(Relay):
                  name_socket: Callable[[str, str], str] | None = None,
                  welcome_of: Callable[[str, str], bytes | None] | None = None,
                  identify: Callable[[tuple[str, int]], str | None] | None = None,
-                 fields_of: FieldsOf | None = None) -> None:
+                 fields_of: FieldsOf | None = None, malformed: TypedMalformed | None = None) -> None:
         if hostile not in ("pass", "cut"):
             raise ValueError(f"hostile must be 'pass' or 'cut', got {hostile!r}")
         self.faults = NetworkFaults(rules, seed)
@@ -87,6 +88,7 @@ class ChaosProxy(Relay):
         self.welcome_of = welcome_of  # (binder, target) -> its XPUB welcome, when the link names none
         self.identify = identify  # (source address, port) -> node, for connecters nothing else names
         self.fields_of = fields_of  # decoded fields, for rules with field conditions
+        self.malformed = malformed  # whether damaged frames no longer decode (corrupt rules)
         self._stats = ProxyStats()
         self._events: deque[FaultEvent] = deque()
         self._sources: dict[str, str] = {}

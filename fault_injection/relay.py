@@ -24,10 +24,11 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from fault_injection.damage import TypedMalformed, damage
 from fault_injection.naming import Classifier, FieldsOf
 from fault_injection.netfaults import UNKNOWN, FaultEvent, NetworkFaults, message_drop, message_fault
 from fault_injection.rules import PASS, Distribution
-from fault_injection.zmtp import CMD, MESSAGE, OPAQUE, Command, ZmtpStream
+from fault_injection.zmtp import CMD, MESSAGE, OPAQUE, Command, ZmtpStream, encode_message
 from harness.trace import DROP, FAULT
 
 log = logging.getLogger(__name__)
@@ -151,6 +152,7 @@ class Relay:
     name_socket: Callable[[str, str], str] | None
     welcome_of: Callable[[str, str], bytes | None] | None
     fields_of: FieldsOf | None
+    malformed: TypedMalformed | None
     _stats: ProxyStats
     _sel: selectors.BaseSelector
     _conns: list[Connection]
@@ -364,8 +366,32 @@ class Relay:
                 d.held.append(entry)
             self._timer(time.monotonic_ns() + self._latency(d) + v.hold_ns, self._release_held, (d, entry))
             d.plain = False
+        elif v.effect == "corrupt":
+            self._corrupt(d, raw, frames, msg_type, v.label, v.how)
         else:
             self._send_on(d, raw, (msg_type, size))
+
+    def _corrupt(self, d: Direction, raw: bytes, frames: list[bytes] | None, msg_type: str, label: str,
+                 how: tuple[str, ...]) -> None:
+        """Send the message on with its frames damaged as the simulator damages them (a ZMTP
+        command or a socket-internal message goes on intact: the socket reads it, not the node)."""
+        assert d.rng is not None
+        size = len(raw)
+        done = None
+        if frames is None or msg_type.startswith("zmq."):
+            why = "left intact: socket-internal, read by the socket, not the node"
+        else:
+            typed = self.malformed
+            done = damage(frames, d.rng, how, None if typed is None else lambda f: typed(f, msg_type))
+            why = "left intact: no damage tried left it malformed"
+        if done is None:
+            self._event(message_fault(self.clock(), d.src, d.dst, d.socket, msg_type, size, label, why))
+            self._send_on(d, raw, (msg_type, size))
+            return
+        damaged, what = done
+        self._event(message_fault(self.clock(), d.src, d.dst, d.socket, msg_type, size, label, what))
+        out = encode_message(damaged)
+        self._send_on(d, out, (msg_type, len(out)))
 
     def _latency(self, d: Direction) -> int:
         if d.latency is None:

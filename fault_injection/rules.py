@@ -14,6 +14,9 @@ effect:
     Duplicate(copies=1)           deliver ``copies`` extra copies right behind the original
     Reorder(window, behind_next)  take it out of FIFO order: release it behind the next message
                                   on the same connection, or after ``window`` at the latest
+    Corrupt(how)                  deliver it with its frames damaged (`fault_injection.damage`:
+                                  one of truncate, flip, drop_frame, add_frame, garbage, drawn
+                                  from the link's generator) so that it no longer decodes
 
 and a probability (the effect applies with that probability, else the message passes; a
 matched rule always ends the search, so rules never stack). ``nth`` picks messages by count
@@ -37,6 +40,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fault_injection.damage import HOWS, check_hows
 from fault_injection.distributions import (
     DURATION_EXAMPLES, Distribution, DistSpec, duration_ns, parse_duration, parse_probability,
 )
@@ -84,7 +88,16 @@ class Reorder:
         object.__setattr__(self, "behind_next", behind_next)
 
 
-Effect = Pass | Drop | Delay | Duplicate | Reorder
+@dataclass(frozen=True)
+class Corrupt:
+    how: tuple[str, ...] = HOWS  # the kinds of damage drawn from
+    name = "corrupt"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "how", check_hows(self.how))
+
+
+Effect = Pass | Drop | Delay | Duplicate | Reorder | Corrupt
 
 DIRECTIONS = ("any", "to_binder", "to_connecter")
 
@@ -135,12 +148,13 @@ class Rule:
 class Verdict:
     """What to do with one message. ``label`` ("drop:rule-2") goes into the trace's fault column."""
 
-    effect: str  # pass | drop | delay | duplicate | reorder
+    effect: str  # pass | drop | delay | duplicate | reorder | corrupt
     label: str = ""
     delay_ns: int = 0  # delay: extra latency
     copies: int = 0  # duplicate: extra copies
     hold_ns: int = 0  # reorder: latest release, after the normal latency
     behind_next: bool = False  # reorder: release behind the next message
+    how: tuple[str, ...] = ()  # corrupt: the kinds of damage to draw from (`fault_injection.damage`)
 
 
 PASS = Verdict("pass")
@@ -274,6 +288,8 @@ class RuleSet:
         if isinstance(effect, Reorder):
             return Verdict("reorder", label, hold_ns=effect.window.sample(rng),
                            behind_next=effect.behind_next)
+        if isinstance(effect, Corrupt):
+            return Verdict("corrupt", label, how=effect.how)
         return PASS
 
     @classmethod
@@ -318,7 +334,7 @@ _MATCH_KEYS: dict[str, str] = {
     "direction": "direction",
 }
 _NODE_KEYS = ("src", "from", "dst", "to")
-_EFFECT_KEYS = ("pass", "drop", "delay", "duplicate", "reorder")
+_EFFECT_KEYS = ("pass", "drop", "delay", "duplicate", "reorder", "corrupt")
 _RULE_KEYS = sorted(set(_MATCH_KEYS) | set(_EFFECT_KEYS) | {"match", "probability", "name", "nth", "fields"})
 
 
@@ -351,8 +367,10 @@ def rule_from_dict(item: Mapping[str, Any], index: int = 0) -> Rule:
         {reorder: 10ms}                  # or {reorder: {window: 10ms, behind_next: false}}
         {message: PING, from: "workers.1", nth: 3, drop: true}     # only the third
         {message: REQUEST, fields: {service: "echo*"}, delay: 5ms}  # by a decoded field
+        {message: PUBLISH, corrupt: 5%}  # or corrupt: truncate / [flip, garbage] /
+                                         #    {how: [truncate, add_frame], probability: 5%}
 
-    For ``drop``, ``duplicate`` and ``reorder`` a percentage given as the effect's value is the
+    For ``drop``, ``duplicate``, ``reorder`` and ``corrupt`` a percentage given as the effect's value is the
     probability (``drop: 5%``); ``drop: true`` always drops. Durations carry their unit.
     Errors (``FaultSpecError``) name the rule and the key.
     """
@@ -455,6 +473,8 @@ def _effect_from(where: str, path: tuple[Any, ...], key: str, value: Any) -> tup
         if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
             return Duplicate(value), None
         raise FaultSpecError(where, path, "expected a copy count >= 1, a percentage or a mapping")
+    if key == "corrupt":
+        return _corrupt_from(where, path, value)
     # reorder
     if isinstance(value, Mapping):
         window = Reorder().window
@@ -471,6 +491,36 @@ def _effect_from(where: str, path: tuple[Any, ...], key: str, value: Any) -> tup
     return Reorder(_field(where, path, Distribution.from_yaml, value)), None
 
 
+def _corrupt_from(where: str, path: tuple[Any, ...], value: Any) -> tuple[Effect, float | None]:
+    """``corrupt: true | 5% | truncate | [flip, garbage] | {how: ..., probability: 5%}``."""
+    probability = None
+    how: Any = None
+    if isinstance(value, Mapping):
+        for k in value:
+            if k not in ("how", "probability"):
+                raise FaultSpecError(where, path + (k,), f"unknown key {k!r}{did_you_mean(str(k), ['how', 'probability'])}"
+                                                         " (corrupt takes how and probability)")
+        how = value.get("how")
+        if value.get("probability") is not None:
+            probability = _field(where, path + ("probability",), parse_probability, value["probability"])
+        at = path + ("how",)
+    elif isinstance(value, str) and value.strip().endswith("%"):
+        return Corrupt(), _field(where, path, parse_probability, value)
+    elif value is True or value is None:
+        return Corrupt(), None
+    else:
+        how, at = value, path
+    if how is None:
+        return Corrupt(), probability
+    hows = [how] if isinstance(how, str) else how
+    if not isinstance(hows, list) or not all(isinstance(h, str) for h in hows):
+        raise FaultSpecError(where, at, f"expected a damage or a list of them ({', '.join(HOWS)}), got {how!r}")
+    try:
+        return Corrupt(tuple(hows)), probability
+    except ValueError as exc:
+        raise FaultSpecError(where, at, str(exc)) from None
+
+
 def _rule_fault_from_yaml(item: Any, where: str, check_node: Callable[[str], None] | None) -> Rule:
     if not isinstance(item, Mapping):
         raise FaultSpecError(where, (), f"a fault must be a mapping, got {type(item).__name__}")
@@ -483,7 +533,7 @@ def _rule_fault_from_yaml(item: Any, where: str, check_node: Callable[[str], Non
 
 
 __all__ = [
-    "DIRECTIONS", "DURATION_EXAMPLES", "Delay", "DistSpec", "Distribution", "Drop", "Duplicate", "Effect", "Match",
+    "Corrupt", "DIRECTIONS", "DURATION_EXAMPLES", "Delay", "DistSpec", "Distribution", "Drop", "Duplicate", "Effect", "Match",
     "FaultSpecError", "FieldsOf", "PASS", "Pass", "Reorder", "Rule", "RuleSet", "Verdict", "did_you_mean",
     "duration_ns", "field_text", "parse_duration", "parse_nth", "parse_probability", "rule_from_dict",
 ]

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
 from fault_injection import nemesis
-from fault_injection.naming import codec_fields
+from fault_injection.naming import codec_fields, codec_malformed
 from harness import launch, live_faults
 from harness.checkers.base import CRASH, ERROR, PAUSE, RESTART, RESUME, Checker, NoNodeErrors, Observer, Verdict
 from harness.checkers.wire import WireConformance
@@ -135,7 +135,7 @@ def unsupported(scenario: Scenario, capabilities: frozenset[str], mode: str) -> 
     """Why this runtime cannot run the scenario's faults, one line each (empty: it can)."""
     out = []
     if len(scenario.rules) and RULES not in capabilities:
-        out.append(f"message rules (drop/delay/duplicate/reorder) cannot run {mode}: they need the ZMTP proxy")
+        out.append(f"message rules (drop/delay/duplicate/reorder/corrupt) cannot run {mode}: they need the ZMTP proxy")
     for f in scenario.faults:
         missing = [c for c in f.capabilities if c not in capabilities]
         if missing:
@@ -334,7 +334,8 @@ def _make_runtime(scenario: Scenario, seed: int, mode: str, out_dir: str | None
         links = {(link["from"], link["to"]): link["latency"] for link in lat.get("links", []) or []}
         latency = LatencyModel(lat["default"], links) if "default" in lat else LatencyModel(links=links)
         return Simulation(seed, trace, latency=latency, rules=scenario.rules, record_frames=scenario.record_frames,
-                          fields_of=codec_fields(scenario.protocol, scenario.dialect)), trace, tpath
+                          fields_of=codec_fields(scenario.protocol, scenario.dialect),
+                          malformed=codec_malformed(scenario.protocol)), trace, tpath
     from harness.live.runtime import LiveRuntime  # noqa: PLC0415
 
     return LiveRuntime(trace, seed=seed), trace, tpath

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fault_injection import nemesis
-from fault_injection.naming import codec_classifier, codec_fields
+from fault_injection.naming import codec_classifier, codec_fields, codec_malformed
 from fault_injection.proxy import ChaosProxy, LinkSpec
 from harness.packages.base import ProtocolPackage
 from harness.scenario import Scenario
@@ -169,7 +169,8 @@ def place_proxy(scenario: Scenario, pkg: ProtocolPackage, configs: dict[str, tup
     announcements) use the listeners. ``owners`` maps each real endpoint to the node binding it;
     ``callbacks`` are the proxy's ``name_socket``, ``welcome_of`` and ``identify``."""
     proxy = ChaosProxy(rules=scenario.rules, seed=seed, classify=codec_classifier(scenario.protocol, scenario.dialect),
-                       clock=clock, fields_of=codec_fields(scenario.protocol, scenario.dialect), **callbacks)
+                       clock=clock, fields_of=codec_fields(scenario.protocol, scenario.dialect),
+                       malformed=codec_malformed(scenario.protocol), **callbacks)
     placement = ProxyPlacement(proxy)
     touched = pair_touched(scenario)
     try:

@@ -296,11 +296,12 @@ class AckHighest(PpppCheck):
 class Resubscribe(PpppCheck):
     """A subscriber that hears nothing from the publisher for 5 x idle (plus the tolerance)
     has sent SUBSCRIBE again, for every channel it holds, by then (E-PPPP-10, E-PPPP-12): once
-    per such silence."""
+    per such silence. Time the subscriber spent paused does not count (a stopped process
+    detects nothing; explore found the false alarm: a pause that began before the deadline)."""
 
     name = "resubscribe"
     clause = "pppp.subscriber.resubscribe"
-    kinds = frozenset({SEND, RECV, CRASH, RESTART})
+    kinds = frozenset({SEND, RECV, CRASH, RESTART, PAUSE, RESUME})
     roles = SUB
 
     def __init__(self, **params: Any) -> None:
@@ -314,6 +315,8 @@ class Resubscribe(PpppCheck):
 
     def on_event(self, ev: Event) -> None:
         node = ev.node
+        if self.paused_for(ev):
+            return
         if ev.kind == CRASH:
             self._judge(node, ev.time_ns)
             self.heard.pop(node, None)
@@ -328,6 +331,7 @@ class Resubscribe(PpppCheck):
         if ev.kind == SEND:
             if node not in self.heard:
                 self.heard[node] = ev.time_ns  # the first message of the incarnation starts the clock
+                self.clear_credit(node, ev.time_ns)
             self._judge(node, ev.time_ns)
             if msg.name == "SUBSCRIBE":
                 self.held.setdefault(node, {})[msg["channel"]] = None
@@ -335,14 +339,17 @@ class Resubscribe(PpppCheck):
         elif ev.kind == RECV and node in self.heard:
             self._judge(node, ev.time_ns)
             self.heard[node] = ev.time_ns
+            self.clear_credit(node, ev.time_ns)
             self.judged.discard(node)
 
     def _judge(self, node: str, now: int) -> None:
         """Judge the silence that began at the last message heard, once its deadline has passed."""
         start = self.heard.get(node)
-        if start is None or node in self.judged or now <= start + self.must_drop:
+        if start is None or node in self.judged:
             return
-        deadline = start + self.must_drop
+        deadline = start + self.must_drop + self.credit(node, now)  # paused time moves it
+        if now <= deadline:
+            return
         self.silences += 1
         sent = {c for t, c in self.subscribes.get(node, []) if start < t <= deadline}
         missing = [c for c in self.held.get(node, {}) if c not in sent]

@@ -51,7 +51,7 @@ def describe_fault(item: dict[str, Any]) -> str:
     """One fault item in words."""
     if "rule" in item:
         body = item["rule"]
-        effect = next(k for k in ("drop", "duplicate", "delay", "reorder", "pass") if k in body)
+        effect = next(k for k in ("drop", "duplicate", "delay", "reorder", "corrupt", "pass") if k in body)
         how = effect if body[effect] is True or effect in ("drop", "pass") else f"{effect} ({body[effect]})"
         chance = body.get("probability", "100%")
         where = "".join(f" {k} {body[k]}" for k in ("from", "to") if k in body)

@@ -11,7 +11,7 @@ restarts, every fault ends before the run's quiet end). docs/explore.md explains
       kinds: [crash, pause, partition, slow_link, rule]     # clock_skew too, when named
       targets: [broker, workers]        # what node faults strike (groups, nodes, roles, protocol targets)
       messages: [REQUEST, REPLY]        # what message rules match (default: every message of the dialect)
-      effects: {drop: 5%, duplicate: 10%, delay: 20%, reorder: 10%}   # rule effects, highest probability
+      effects: {drop: 5%, duplicate: 10%, delay: 20%, reorder: 10%, corrupt: 5%}   # rule effects, highest probability
       latency: 50ms                     # longest extra delay of a rule, slowest slow link
       skew: 100ms                       # largest clock offset
       from: 0s                          # no fault starts earlier
@@ -37,8 +37,11 @@ SECTION = "explore"
 RULE = "rule"
 NODE_KINDS = ("crash", "pause", "partition", "slow_link", "clock_skew")
 DEFAULT_KINDS = ("crash", "pause", "partition", "slow_link", RULE)
-EFFECTS = ("drop", "duplicate", "delay", "reorder")
-DEFAULT_EFFECTS = {"drop": 0.05, "duplicate": 0.10, "delay": 0.20, "reorder": 0.10}
+# In the order rules draw them (corrupt last: the older effects keep their places).
+EFFECTS = ("delay", "drop", "duplicate", "reorder", "corrupt")
+# A corrupted message is malformed (fault_injection.damage), so a correct receiver discards it:
+# at worst a lost message, bounded as drop is.
+DEFAULT_EFFECTS = {"drop": 0.05, "duplicate": 0.10, "delay": 0.20, "reorder": 0.10, "corrupt": 0.05}
 # Probabilities a rule is drawn with (those up to its effect's bound, and the bound itself).
 PROBABILITY_LADDER = (0.01, 0.02, 0.05, 0.10, 0.20, 0.50, 1.0)
 RATE_LADDER = (0.25, 0.5, 1.0, 2.0, 4.0)

@@ -10,17 +10,22 @@ space's targets and, for a group, each of its nodes (in the drawn topology).
 
 from __future__ import annotations
 
+import random
 from typing import Any, Callable
 
 from hypothesis import strategies as st
 
 from harness.explore.candidate import Candidate, fmt_duration, fmt_probability
-from harness.explore.space import MS, RULE, Space
+from harness.explore.space import EFFECTS, MS, RULE, Space
 from harness.packages.base import as_rate
 from harness.scenario import Scenario
 from harness.targets import Targets
 
 SEED_MAX = 2**31 - 1
+CORRUPT = "corrupt"
+CORRUPT_NTH = 10  # a corrupt rule pinned to one message picks one of the first this many it matches
+CORRUPT_SHARE = 1 / 2  # of the candidates (with room for one more fault) that get a corrupt rule
+CORRUPT_ONE = 3 / 4  # of the corrupt rules that damage one message (nth) rather than a share
 
 
 def candidates(scenario: Scenario, space: Space, base: Candidate) -> st.SearchStrategy[Candidate]:
@@ -33,9 +38,11 @@ def candidates(scenario: Scenario, space: Space, base: Candidate) -> st.SearchSt
         cand = base.with_(seed=seed, counts=counts)
         nodes = cand.nodes(scenario)
         workload = tuple(_scaled(item, draw_(st.sampled_from(space.rates()))) for item in base.workload)
+        others = bool(set(space.kinds) - {RULE}) or _plain_rules(space)
         extra = draw_(st.lists(fault(scenario, space, nodes, base.duration_ns), min_size=min(1, space.max_faults),
                                max_size=space.max_faults)
-                      if space.kinds else st.just([]))
+                      if others else st.just([]))
+        extra += corrupt_rules(space, seed, space.max_faults - len(extra), always=not others)
         return cand.with_(workload=workload, faults=base.faults + tuple(extra))
 
     return draw()
@@ -142,7 +149,7 @@ def rule_ends(scenario: Scenario, nodes: list[str]) -> list[str]:
 def fault(scenario: Scenario, space: Space, nodes: list[str], duration_ns: int) -> st.SearchStrategy[dict[str, Any]]:
     """One fault item of the vocabulary."""
     targets = node_targets(scenario, space, nodes)
-    kinds = [k for k in space.kinds if k == RULE or targets]
+    kinds = [k for k in space.kinds if (k == RULE and _plain_rules(space)) or (k != RULE and targets)]
     if not kinds:
         return st.nothing()
     last_end_ms = space.last_end_ns(duration_ns) // MS
@@ -198,10 +205,15 @@ def _partition(ab: tuple[str, str], one_way: bool, w: tuple[int, int], ms: Any) 
     return item
 
 
+def _plain_rules(space: Space) -> bool:
+    """Whether hypothesis draws rules: an effect other than corrupt is allowed."""
+    return RULE in space.kinds and any(e != CORRUPT for e in space.effects)
+
+
 def rule(space: Space, ends: list[str]) -> st.SearchStrategy[dict[str, Any]]:
     """A message rule: one message type, one effect with a probability up to its bound,
-    optionally only from or to some nodes."""
-    effects = sorted(space.effects)
+    optionally only from or to some nodes (corrupt: see `corrupt_rules`)."""
+    effects = [e for e in EFFECTS if e in space.effects and e != CORRUPT]
     if not effects or not space.messages:
         return st.nothing()
 
@@ -222,3 +234,28 @@ def rule(space: Space, ends: list[str]) -> st.SearchStrategy[dict[str, Any]]:
         return {"rule": body}
 
     return draw()
+
+
+def corrupt_rules(space: Space, seed: int, room: int, always: bool = False) -> list[dict[str, Any]]:
+    """A corrupt rule for half the candidates (``always``: every one, when corrupt is all the
+    space draws) when the space allows corrupt and there is room for one more fault: one
+    message type, damaged in one of the first ``CORRUPT_NTH`` messages
+    of that type (3 in 4: every receiver must survive one malformed message, and a share of a
+    few percent of a rare type damages none in most runs) or in a share up to the effect's bound.
+
+    Drawn from the candidate's seed, not from hypothesis: adding corrupt to the vocabulary
+    leaves every other draw of a search as it was (the draws the bench's and the slow tests'
+    figures were measured on), and a search still gives the same candidates every time."""
+    if room <= 0 or CORRUPT not in space.effects or RULE not in space.kinds or not space.messages:
+        return []
+    rng = random.Random(f"explore/corrupt/{seed}")
+    if rng.random() >= CORRUPT_SHARE and not always:
+        return []
+    body: dict[str, Any] = {"message": rng.choice(space.messages), CORRUPT: True}
+    if rng.random() < CORRUPT_ONE:
+        body["nth"] = rng.randint(1, CORRUPT_NTH)
+    else:
+        p = rng.choice(space.probabilities(CORRUPT))
+        if p < 1.0:
+            body["probability"] = fmt_probability(p)
+    return [{"rule": body}]

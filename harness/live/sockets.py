@@ -74,6 +74,11 @@ def open_socket(
 
 
 def configure(sock: zmq.Socket, spec: SocketSpec) -> None:
+    # Linger 0 from the start, not only at close: libzmq (4.3.5) tears down the pipe of a
+    # disconnect() with the linger set at that moment, and with the default (forever) a pipe
+    # holding messages for a peer that died never ends, so the context's term() hangs (a DCP
+    # worker that reconnects to a broker process that crashed for good hung the live run).
+    sock.setsockopt(zmq.LINGER, 0)
     if spec.identity is not None:
         sock.setsockopt(zmq.ROUTING_ID, spec.identity)
     sock.setsockopt(zmq.SNDHWM, spec.hwm)

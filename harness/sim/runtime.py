@@ -23,6 +23,7 @@ from typing import Any
 import msgpack
 import simpy
 
+from fault_injection.damage import TypedMalformed
 from fault_injection.rules import DistSpec, RuleSet
 from harness.node import (
     Action,
@@ -68,7 +69,8 @@ class Simulation(Transport):
     def __init__(self, seed: int, trace: TraceWriter | None = None, *,
                  latency: LatencyModel | None = None, rules: RuleSet | None = None,
                  record_frames: bool = True,
-                 fields_of: Callable[[list[bytes]], Any] | None = None) -> None:
+                 fields_of: Callable[[list[bytes]], Any] | None = None,
+                 malformed: TypedMalformed | None = None) -> None:
         self.seed = seed
         self.trace = trace
         self.stats = SimStats()
@@ -81,6 +83,7 @@ class Simulation(Transport):
         # A fresh copy: rules that pick messages by count (nth) count per run.
         self._rules = rules.fresh() if rules is not None and len(rules) else None
         self._fields_of = fields_of  # decoded fields of a message, for rules with field conditions
+        self._malformed = malformed  # whether damaged frames no longer decode (corrupt rules)
         self._emit_message = trace.emit_message if trace is not None else None
         self._pack = trace is not None and record_frames
         # Same bytes as harness.trace.pack_frames, without building a Packer per call.

@@ -21,6 +21,7 @@ from typing import Any
 import simpy
 from simpy.events import NORMAL, Event
 
+from fault_injection.damage import TypedMalformed, damage
 from fault_injection.rules import PASS, RuleSet
 from harness.node import NS_PER_MS, Node, Send
 from harness.sim.errors import SimulationError
@@ -57,6 +58,7 @@ class Transport:
     _net: Network
     _rules: RuleSet | None
     _fields_of: Callable[[list[bytes]], Any] | None
+    _malformed: TypedMalformed | None
     _emit_message: Callable[..., None] | None
     _pack: bool
     _packb: Callable[[list[bytes]], bytes]
@@ -212,6 +214,8 @@ class Transport:
                                         + (" or behind the next" if verdict.behind_next else ""))
                     self._hold(pipe, msg, fault, verdict.hold_ns, verdict.behind_next, now)
                     return
+                elif effect == "corrupt":
+                    msg, fault = self._corrupt(pipe, msg, fault, verdict.how, link.rule_rng)
         at = now + link.sample(link.rng) + extra
         if at < pipe.last:
             at = pipe.last  # FIFO per connection, like TCP
@@ -232,6 +236,24 @@ class Transport:
                 entry[1] = True
                 push(queue, (at, NORMAL, next(eid), Call(env, self._arrive, entry[0])))
             pipe.held = None
+
+    def _corrupt(self, pipe: Pipe, msg: Message, fault: str, how: tuple[str, ...], rng: Any
+                 ) -> tuple[Message, str | None]:
+        """The message this pipe carries instead of ``msg``: a damaged copy (the original stays
+        as sent, for the other pipes and the trace's send row), and the fault label."""
+        if msg.msg_type.startswith("zmq."):
+            self._fault_msg_row(pipe, msg, fault, "left intact: socket-internal, read by the socket, not the node")
+            return msg, None
+        typed = self._malformed
+        done = damage(msg.frames, rng, how, None if typed is None else lambda f: typed(f, msg.msg_type))
+        if done is None:
+            self._fault_msg_row(pipe, msg, fault, "left intact: no damage tried left it malformed")
+            return msg, None
+        frames, what = done
+        self._fault_msg_row(pipe, msg, fault, what)
+        damaged = Message(msg.msg_id, frames, msg.msg_type, msg.topic, msg.seq, msg.term, msg.index, msg.corr,
+                          len(b"".join(frames)), msg.src)
+        return damaged, fault
 
     def _hold(self, pipe: Pipe, msg: Message, fault: str, hold_ns: int, behind_next: bool, now: int) -> None:
         link = pipe.link

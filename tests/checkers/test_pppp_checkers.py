@@ -79,7 +79,36 @@ OVERLAPS = LOSSY.replace("faults:", "faults:\n  - {from: 2100ms, until: 2610ms, 
                                     "  - {at: 1s, crash: publisher, restart_after: 400ms}\n"
                                     "  - {at: 1400ms, crash: publisher, restart_after: 190ms}")
 
-SCENARIOS = {"lossy": LOSSY, "sub-dies": SUB_DIES, "pub-restart": PUB_RESTART, "implicit": IMPLICIT,
+# ... and a subscriber paused for longer than 5 x idle was held to re-SUBSCRIBE while paused
+# (explore on scenarios/pppp/explore/sparse.yaml, seed 14776276: resubscribe now moves the
+# deadline by the pause).
+LONG_PAUSE = LOSSY.replace("faults:", "faults:\n  - {from: 1s, until: 2300ms, pause: subs.0}")
+
+# ... and with corrupt in the exploration space: a subscriber paused before its resubscribe deadline
+# (the publisher down since 1300 ms) was held to the deadline (shrunk by explore, seed 3607).
+PAUSED_SILENCE = """protocol: pppp
+name: checker-test-paused-silence
+duration: 1800ms
+settle: 2s
+nodes:
+  publisher: {role: publisher, config: {idle: 200ms, first_idle: 50ms, liveness: 3}}
+  subs: {role: subscriber, count: 1, config: {channels: [news, weather]}}
+faults:
+  - {from: 1700ms, until: 2280ms, pause: subs.0}
+  - {at: 1300ms, crash: publisher, restart_after: 10ms}
+"""
+
+
+def test_a_pause_moves_the_resubscribe_deadline() -> None:
+    assert verdict(run(PAUSED_SILENCE, 3607), "resubscribe").ok
+    # A longer silence while running still owes the SUBSCRIBE: a subscriber that never sends it fails.
+    longer = PAUSED_SILENCE.replace("restart_after: 10ms", "restart_after: 2s").replace("until: 2280ms", "until: 1800ms")
+    assert not verdict(run(longer, 3607, subs__0=M.NoResubscribeSubscriber), "resubscribe").ok
+    assert verdict(run(longer, 3607), "resubscribe").ok
+
+
+SCENARIOS = {"lossy": LOSSY, "long-pause": LONG_PAUSE, "sub-dies": SUB_DIES, "pub-restart": PUB_RESTART,
+             "implicit": IMPLICIT,
              "partition": PARTITION, "paused": SUB_PAUSED, "sub-restart": SUB_RESTART, "overlaps": OVERLAPS}
 
 

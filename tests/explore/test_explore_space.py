@@ -82,7 +82,7 @@ def test_a_runtime_without_a_fault_kind_leaves_it_out() -> None:
                                       "'workerz'; did you mean 'worker'?"),
     ("explore: {messages: [REPLAY]}", "explore.messages: no message 'REPLAY'"),
     ("explore: {effects: {drop: 0%}}", "explore.effects: drop: a highest probability of 0 leaves the effect out"),
-    ("explore: {effects: {corrupt: 5%}}", "explore.effects: no rule effect 'corrupt'"),
+    ("explore: {effects: {mangle: 5%}}", "explore.effects: no rule effect 'mangle'"),
     ("explore: {longest: 2}", "explore.longest: the duration 2 has no unit"),
     ("explore: {shortest: 1s, longest: 500ms}", "explore.longest: must not be shorter than 'shortest'"),
     ("explore: {quiet: 3s}", "explore.quiet: leaves no room for a fault"),

@@ -7,10 +7,13 @@ from hypothesis import HealthCheck, given, settings
 from fault_injection.rules import parse_duration, parse_probability
 from harness.explore.candidate import Candidate, Runner, fault_window, from_scenario
 from harness.explore.space import space_of
-from harness.explore.strategies import candidates
+from harness.explore.space import DEFAULT_EFFECTS
+from harness.explore.strategies import CORRUPT_NTH, candidates, corrupt_rules
 from harness.scenario import load_scenario_source, parse_scenario
 
 SCENARIO, LOCS = load_scenario_source("scenarios/dcp/explore/basic.yaml")
+with open("scenarios/dcp/explore/basic.yaml") as _f:
+    SCENARIO_TEXT = _f.read()
 SPACE = space_of(SCENARIO, LOCS)
 BASE = from_scenario(SCENARIO, 1)
 RUNNER = Runner(SCENARIO)
@@ -22,6 +25,8 @@ def test_every_drawn_candidate_is_a_valid_scenario_within_the_bounds(cand: Candi
     scenario = parse_scenario(RUNNER.render(cand), "drawn.yaml")  # raises if the file is not valid
     assert scenario.duration_ns == SCENARIO.duration_ns and scenario.seeds == [cand.seed]
     assert 1 <= len(cand.faults) <= SPACE.max_faults
+    assert [f for f in cand.faults if "corrupt" in f.get("rule", {})] == corrupt_rules(SPACE, cand.seed, 1)[:1] or \
+        len(cand.faults) == SPACE.max_faults  # drawn from the seed, when there is room
     for group, count in cand.counts:
         lo, hi = SPACE.counts.get(group, (count, count))
         assert lo <= count <= hi
@@ -32,6 +37,9 @@ def test_every_drawn_candidate_is_a_valid_scenario_within_the_bounds(cand: Candi
             body = item["rule"]
             assert body["message"] in SPACE.messages
             effect = next(e for e in SPACE.effects if e in body)
+            if "nth" in body:  # a corrupt rule may damage one early message instead of a share
+                assert effect == "corrupt" and "probability" not in body and 1 <= body["nth"] <= CORRUPT_NTH
+                continue
             assert parse_probability(body.get("probability", "100%")) <= SPACE.effects[effect]
             continue
         start, end = window
@@ -64,3 +72,23 @@ def test_a_drawn_workload_rate_is_a_factor_of_the_written_one_within_the_bounds(
 
     collect()
     assert rates <= {5.0, 10.0, 20.0, 40.0} and len(rates) > 1
+
+
+def test_half_the_candidates_get_a_corrupt_rule_from_their_seed() -> None:
+    """corrupt comes from the candidate's seed, not from hypothesis, so that adding it left every
+    other draw of a search as it was; the rule damages one early message or a bounded share."""
+    drawn = [corrupt_rules(SPACE, seed, 1) for seed in range(1, 601)]
+    assert drawn == [corrupt_rules(SPACE, seed, 1) for seed in range(1, 601)]  # the seed decides
+    rules = [d[0]["rule"] for d in drawn if d]
+    assert 250 <= len(rules) <= 350
+    for body in rules:
+        assert body["message"] in SPACE.messages and body["corrupt"] is True
+        if "nth" in body:
+            assert 1 <= body["nth"] <= CORRUPT_NTH and "probability" not in body
+        else:
+            assert parse_probability(body["probability"]) <= DEFAULT_EFFECTS["corrupt"]
+    assert {"nth" in b for b in rules} == {True, False}
+    assert corrupt_rules(SPACE, 3, 0) == []  # no room: max_faults drawn already
+    no_corrupt = space_of(parse_scenario(SCENARIO_TEXT.replace("max_faults: 3", "max_faults: 3\n  effects: {drop: 5%}"),
+                                         "x.yaml"))
+    assert not any(corrupt_rules(no_corrupt, seed, 1) for seed in range(1, 100))

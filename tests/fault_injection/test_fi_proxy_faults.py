@@ -11,7 +11,9 @@ from typing import Any, Callable
 import pytest
 import zmq
 
+from fault_injection.naming import codec_malformed
 from fault_injection.proxy import ChaosProxy, LinkSpec, ProxyError
+from fault_injection.rules import RuleSet, rule_from_dict
 from fault_injection.zmtp import Greeting, encode_command, encode_message, ready_command
 from harness.protocols import codec
 from tests.fault_injection.conftest import bound_router
@@ -262,3 +264,18 @@ def test_codec_names_in_a_dialect() -> None:
     assert classify([b"nonsense"]) == ""
     assert encode_command("PING")  # the helpers the tests use stay importable
     _ = socket
+
+
+def test_a_corrupt_rule_damages_messages_on_the_wire(router_link: Callable[..., Any]) -> None:
+    """The simulator's ``corrupt`` over real sockets: the proxy rewrites the message's frames
+    (malformed for the codec), libzmq delivers the damaged message whole, the rest intact."""
+    rules = RuleSet([rule_from_dict({"message": "PING", "from": "d0", "corrupt": True, "nth": 2})])
+    proxy, router, (dealer,) = router_link(rules=rules, seed=4, malformed=codec_malformed("dcp"))
+    ready(router, dealer)
+    for _ in range(3):
+        dealer.send_multipart(PING)
+    got = [router.recv_multipart()[1:] for _ in range(3)]
+    assert got[0] == PING and got[2] == PING
+    assert got[1] != PING and codec_malformed("dcp")(got[1])
+    events = [e for e in proxy.drain_events() if e.fault == "corrupt:rule-0"]
+    assert len(events) == 1 and events[0].kind == "fault" and events[0].detail.startswith(("frame", "a frame"))

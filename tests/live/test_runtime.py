@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from typing import Any
@@ -433,3 +434,24 @@ def test_connect_and_disconnect_actions(runtime: LiveRuntime) -> None:
     runtime.command(0, "cli", {"disconnect": "tcp://127.0.0.1:1"})  # never connected: harmless
     runtime.wait_for(lambda ds: len(kinds(ds, "disconnected")) == 2, timeout=5)
     assert runtime.failures == []
+
+
+def test_stop_ends_after_a_disconnect_from_a_dead_peer_with_messages_queued() -> None:
+    """libzmq tears down a disconnected pipe with the linger the socket has at that moment: with
+    the default (forever), messages queued for a peer that is gone kept the context's term()
+    waiting for ever (a live run whose broker process crashed for good hung at its end)."""
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        dead = f"tcp://127.0.0.1:{s.getsockname()[1]}"
+    rt = LiveRuntime()
+    rt.add_node("cli", EchoClient, role="client", config={"n": 0})
+    rt.start()
+    rt.command(0, "cli", {"connect": dead})
+    rt.command(0, "cli", {"send": b"queued"})
+    rt.command(0, "cli", {"disconnect": dead})
+    rt.command(0, "cli", {"connect": dead})
+    rt.wait_for(lambda ds: len(kinds(ds, "disconnected")) == 1, timeout=5)
+    stopper = threading.Thread(target=rt.stop, daemon=True)  # daemon: a hang must not hang pytest
+    stopper.start()
+    stopper.join(10)
+    assert not stopper.is_alive(), "stop() hung in the context's term()"

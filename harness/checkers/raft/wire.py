@@ -151,7 +151,7 @@ def show(ev: Event, msg: Message | None = None, **extra: Any) -> dict[str, Any]:
         out["message"] = msg.name
         fields = {k: v for k, v in msg.fields.items() if k != "entries" and k != "chunk"}
         out["fields"] = ev.codec.show(type(msg)(msg.name, fields))
-        if "entries" in msg.fields:
+        if msg.fields.get("entries"):  # a status 3 RequestEntries response has the field, empty
             out["entries"] = [{"term": e.term, "reqid": e.reqid.hex(), "size": len(e.data)} for e in msg["entries"][:8]]
     elif ev.data:
         out["data"] = {k: v for k, v in ev.data.items() if not isinstance(v, (list, dict)) or len(str(v)) < 200}
