@@ -435,9 +435,20 @@ def _roles_text() -> str:
     return "\n".join(lines)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(help_texts: bool = True) -> argparse.ArgumentParser:
+    """The command line. ``help_texts=False`` leaves out the help that lists every protocol's roles
+    and suites: it imports every package (checkers, mutants, suites), which a command that prints no
+    help — a `node` started for each conformance case above all — should not wait for."""
+
+    def roles_of(part: str) -> str:
+        if not help_texts:
+            return ""
+        return "; ".join(f"{p}: {', '.join(getattr(package(p), part))}" for p in protocols()
+                         if getattr(package(p), part))
+
     about = (__doc__ or "").replace("``", "")  # plain text in a terminal
-    ap = argparse.ArgumentParser(prog="zmq-harness", description=about, epilog=_roles_text() + "\n\n"
+    ap = argparse.ArgumentParser(prog="zmq-harness", description=about, epilog=(_roles_text() if help_texts else "")
+                                 + "\n\n"
                                  "zmq-harness COMMAND --help says more; the guide is in docs/.",
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
@@ -504,8 +515,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Run one reference node until SIGTERM/SIGINT. It prints 'READY <name> <endpoints>' "
                        "once its sockets are bound. Example: zmq-harness node dcp broker --bind tcp://127.0.0.1:5555")
     n.add_argument("protocol", choices=protocols())
-    n.add_argument("role", help="; ".join(f"{p}: {', '.join(package(p).roles)}" for p in protocols()
-                                         if package(p).roles))
+    n.add_argument("role", help=roles_of("roles"))
     n.add_argument("--bind", action="append", metavar="ENDPOINT", help="endpoint to bind (repeatable)")
     n.add_argument("--connect", action="append", metavar="ENDPOINT", help="endpoint to connect to (repeatable)")
     n.add_argument("--set", action="append", metavar="KEY=VALUE", help="a role setting, as in scenario files")
@@ -527,8 +537,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "--endpoint, the reference node (--reference), or in the simulator (--sim). Exit status "
                        "is non-zero on any MUST failure (and SHOULD with --fail-on should).")
     k.add_argument("protocol", choices=protocols())
-    k.add_argument("role", help="the role under test: " + "; ".join(
-        f"{p}: {', '.join(package(p).suites)}" for p in protocols() if package(p).suites))
+    k.add_argument("role", help="the role under test: " + roles_of("suites"))
     k.add_argument("--cmd", help="command line of the implementation, e.g. \"mybroker --bind {endpoint}\"")
     k.add_argument("--endpoint", help="endpoint of an implementation that is already running")
     k.add_argument("--reference", action="store_true", help="test the reference node, run as a subprocess")
@@ -561,7 +570,8 @@ def build_parser() -> argparse.ArgumentParser:
                            "(e.g. dcp.heartbeat.pong), a level, the section it is in, the roles it binds and "
                            "whether it shows on the wire; conformance verdicts and checkers name clauses by id. "
                            "Without options: print the catalogue of each PROTOCOL as Markdown.", 79),
-                       epilog=_roles_text(), formatter_class=argparse.RawDescriptionHelpFormatter)
+                       epilog=_roles_text() if help_texts else None,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     c.add_argument("protocols", nargs="*", metavar="PROTOCOL", help=f"any of {', '.join(PROTOCOLS)} (default: all)")
     g = c.add_mutually_exclusive_group()
     g.add_argument("--write", action="store_true", help="write DIR/<protocol>.md for each protocol")
@@ -617,7 +627,8 @@ class _ReaderGone:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    given = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(help_texts=not given or "-h" in given or "--help" in given)
     args, extra = parser.parse_known_args(argv)
     if extra:
         # Options may stand between the frames of `decode`: frames after an option arrive here.

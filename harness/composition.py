@@ -23,6 +23,7 @@ from fault_injection import nemesis
 from fault_injection.naming import codec_fields, codec_malformed
 from harness import launch, live_faults
 from harness.checkers.base import CRASH, ERROR, PAUSE, RESTART, RESUME, Checker, NoNodeErrors, Observer, Verdict
+from harness.checkers.wire import WireConformance
 from harness.interrupts import shielded
 from harness.probe import probed
 from harness.protocols import codec
@@ -71,10 +72,13 @@ class RunResult:
 
 
 def build_checkers(scenario: Scenario) -> list[Checker]:
+    """The checks every run gets (``no-node-errors``; ``wire-conformance`` in the run's dialect,
+    last, so that it finds on each event what the others decoded already) and the scenario's own."""
     pkg = package(scenario.protocol)
     out: list[Checker] = [NoNodeErrors()]
     for name, params in scenario.checks:
         out.append(pkg.checks[name].factory(scenario, **params))
+    out.append(WireConformance(scenario.protocol, scenario.dialect, pkg.capture))
     return out
 
 

@@ -26,6 +26,7 @@ class Probe:
         self.name = inner.name
         self.observer = observer
         self.clock = clock
+        observer.declare(self.name, inner.sockets())  # socket types: what a send's frames are (wire-conformance)
 
     def sockets(self) -> list[SocketSpec]:
         return self.inner.sockets()

@@ -66,6 +66,10 @@ def lacks(pkg: ProtocolPackage) -> list[str]:
     return [part for part in PARTS if not getattr(pkg, part)]
 
 
+# The checks every run gets besides its scenario's (harness.composition.build_checkers).
+EVERY_RUN = ("no-node-errors", "wire-conformance")
+
+
 def parts_table(names: list[str] | None = None) -> str:
     """A plain-text table of what each protocol's package has and lacks."""
     header = ("protocol", "dialects", "clauses", "roles", "operations", "checks", "mutants", "suites", "targets",
@@ -78,4 +82,5 @@ def parts_table(names: list[str] | None = None) -> str:
                      str(len(pkg.mutants)) if pkg.mutants else "-", ", ".join(pkg.suites) or "-",
                      ", ".join(pkg.targets) or "-", ", ".join(lacks(pkg)) or "nothing"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows) + "\n"
+    return ("\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows) + "\n"
+            f"\nEvery run of every protocol also judges {', '.join(EVERY_RUN)} (not counted above).\n")

@@ -20,7 +20,6 @@ from typing import Any, Iterable
 
 import msgpack
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 # Row kinds. Free-form kinds are allowed, these are the ones the harness itself writes.
@@ -93,6 +92,7 @@ _WRITE_SCHEMA = pa.schema([pa.field(f.name, pa.dictionary(pa.int32(), f.type)) i
 def _through(indices: pa.Array, values: list[str]) -> pa.DictionaryArray:
     """``values[indices[i]]`` for every row, as a dictionary array with each value once (a
     dictionary with repeated values makes the Parquet writer fall back to plain encoding)."""
+    import pyarrow.compute as pc  # not at the top: most of pyarrow's import time, which a `node` would pay
     position = {v: i for i, v in enumerate(dict.fromkeys(values))}
     where = pa.array([position[v] for v in values], pa.int32())
     return pa.DictionaryArray.from_arrays(pc.take(where, indices), pa.array(list(position), pa.string()))
@@ -318,6 +318,8 @@ class TraceWriter:
         # protocol), go to the writer dictionary-encoded: a node name is hashed once per row
         # group here, role and implementation are looked up once per node, and the writer
         # writes the dictionaries as they are instead of hashing every row's value again.
+        import pyarrow.compute as pc
+
         node = pc.dictionary_encode(pa.array(by_name["node"], pa.string()))
         per_node = [self._nodes.get(k, ("", "")) for k in node.dictionary.to_pylist()]
         first = pa.repeat(pa.scalar(0, pa.int32()), n)

@@ -221,3 +221,30 @@ def test_help_says_what_the_tool_does_and_lists_roles() -> None:
     clauses = zh("clauses", "--help").stdout
     assert "Every MUST / SHOULD / MAY statement" in clauses and "--write" in clauses and "dafka     roles:" in clauses
     assert "dcp: broker, worker, client" in zh("conform", "--help").stdout
+
+
+def test_a_node_command_imports_only_its_own_protocol() -> None:
+    # every live conformance case starts a node process: other protocols' packages, the explore
+    # driver (hypothesis) and pyarrow's compute functions would more than double its start-up
+    # (1.25 s of CPU to READY before, 0.51 s after, measured 2026-11-27)
+    probe = ("import sys\n"
+             "from harness.cli import main\n"
+             "sys.exit(main(['node', 'dcp', 'broker', '--bind', 'tcp://127.0.0.1:1', '--set', 'no_such=1']))\n")
+    code = (f"import atexit, sys\n"
+            f"atexit.register(lambda: print(sorted(m for m in sys.modules if m.startswith(("
+            f"'harness.packages.', 'hypothesis', 'harness.explore.', 'pyarrow.compute'))), flush=True))\n{probe}")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    loaded = out.stdout.strip().splitlines()[-1]
+    assert "harness.packages.dcp" in loaded, (out.stdout, out.stderr)
+    for other in ("harness.packages.raft", "harness.packages.dafka", "harness.packages.eventbus",
+                  "harness.packages.pppp", "hypothesis", "harness.explore.driver", "pyarrow.compute"):
+        assert other not in loaded, (other, loaded)
+    assert out.returncode == 2 and "heartbeat, liveness" in out.stderr, out.stderr  # the node command itself ran
+
+
+def test_the_help_still_lists_every_protocols_roles() -> None:
+    out = subprocess.run([sys.executable, "-m", "harness.cli", "node", "--help"], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0
+    for text in ("dcp: broker, worker, client", "raft: peer, client"):
+        assert text in " ".join(out.stdout.split()), out.stdout

@@ -66,6 +66,15 @@ def test_snapshots_are_installed_and_read(tmp_path: Path) -> None:
     assert sent.count("InstallSnapshot") >= 2  # in chunks
     late = [x for x in rows if x["node"] == "late" and x["kind"] == "recv" and x["msg_type"] == "RequestEntriesResponse"]
     assert late and r.ok
+    snapshots = next(v for v in r.verdicts if v.check == "snapshot-state")
+    assert snapshots.ok and "whole: judged 0;" not in snapshots.detail, snapshots.detail  # it saw the snapshots
+
+
+@pytest.mark.parametrize("path", RAFT)
+def test_every_scenario_that_compacts_checks_the_snapshots(path: str) -> None:
+    scenario = load_scenario(path)
+    if any(g.role == "peer" and g.config.get("snapshot_every") for g in scenario.groups.values()):
+        assert "snapshot-state" in [name for name, _ in scenario.checks], path
 
 
 def test_the_deployed_dialect_passes_too() -> None:

@@ -226,7 +226,7 @@ class Converter:
 
     def link_down(self, ev: LinkDown) -> None:
         link = ev.link
-        self.decoder.forget(link.id)
+        self.decoder.forget_link(link.id)
         self.trace.emit(self.node(link, True), "disconnect", ev.time_ns - self.t0,
                         socket=link.sides[0].socket_type.lower(), peer=self.node(link, False),
                         detail="reset" if ev.reset else "closed")

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from harness.node import SocketSpec
 from harness.protocols import Codec, DecodeError
 from harness.protocols.codec import Message
 
@@ -33,6 +34,8 @@ class Event:
     data: dict[str, Any] | None = None  # command request, Deliver/Note data, error detail
     codec: Codec | None = None
     _msg: Any = None
+    _msg_skip: int = 0  # the envelope frames ``_msg`` was decoded after
+    _decoded: dict[tuple[int, str | None, str | None], Message | None] | None = None
 
     def message(self, skip: int = 0) -> Message | None:
         """The frames decoded (after ``skip`` envelope frames), or None if they do not decode."""
@@ -40,11 +43,31 @@ class Event:
             if self.frames is None or self.codec is None:
                 self._msg = False
             else:
+                self._msg_skip = skip
                 try:
                     self._msg = self.codec.decode(self.frames[skip:])
                 except DecodeError:
                     self._msg = False
         return self._msg or None
+
+    def decoded(self, skip: int = 0, as_: str | None = None, channel: str | None = None) -> Message | None:
+        """The frames after ``skip`` decoded as ``as_`` or on ``channel``, or None if they do not
+        decode; cached on the event, which every checker of the run shares, so each way of
+        decoding a message runs once."""
+        cache = self._decoded
+        if cache is None:
+            cache = self._decoded = {}
+        key = (skip, as_, channel)
+        if key in cache:
+            return cache[key]
+        msg = None
+        if self.frames is not None and self.codec is not None and len(self.frames) > skip:
+            try:
+                msg = self.codec.decode(self.frames[skip:], as_=as_, channel=channel)
+            except DecodeError:
+                msg = None
+        cache[key] = msg
+        return msg
 
     def describe(self) -> dict[str, Any]:
         out: dict[str, Any] = {"time_ms": round(self.time_ns / 1e6, 3), "node": self.node, "kind": self.kind}
@@ -98,6 +121,9 @@ class Checker:
 
     def on_event(self, ev: Event) -> None:
         raise NotImplementedError
+
+    def on_sockets(self, node: str, sockets: list[SocketSpec]) -> None:
+        """The sockets a node (each incarnation) declared; most checkers need not know."""
 
     def finish(self, end_ns: int) -> list[Verdict]:
         raise NotImplementedError
@@ -162,6 +188,11 @@ class Observer:
         ev = Event(time_ns, node, role, kind, socket, frames, msg_type, data, self.codec)
         for c in targets:
             c.on_event(ev)
+
+    def declare(self, node: str, sockets: list[SocketSpec]) -> None:
+        """A node was built with these sockets (the probe says so; runtimes need not)."""
+        for c in self.checkers:
+            c.on_sockets(node, sockets)
 
     def finish(self, end_ns: int) -> list[Verdict]:
         out = []

@@ -14,7 +14,8 @@ which the harness plays the other roles. Documented in docs/conformance.md.
 Step kinds: ``send`` (a message: type + fields, the rest defaulted), ``send_raw`` (frames as
 hex, for malformed input), ``expect`` (a message whose fields match, within a time; matchers
 below; with ``first: true`` it must also be the first message the peer gets in the step, nothing
-else before it), ``expect_nothing`` (no message, or none of a type, for a time), ``wait``,
+else before it), ``expect_nothing`` (no message, or none of a type, for a time; with
+``at_most: N``, no more than N of them), ``wait``,
 ``restart_iut`` / ``kill_iut`` (process control), ``disconnect`` (a peer goes away),
 ``expect_subscription`` (publish/subscribe peers: the implementation holds, or takes within the
 time, a subscription at the peer that lets such a message through — a case waits for what the
@@ -84,6 +85,7 @@ class Step:
     field_clauses: dict[str, str] = field(default_factory=dict)  # expect: a mismatch here breaks that clause
     first: bool = False  # expect: the next message to arrive at the peer must be this one
     optional: str = ""  # expect: why the implementation may never send it (none in time skips the case)
+    at_most: int = 0  # expect_nothing: how many matching messages the window allows (a count, not silence)
     raw: dict[int, bytes] = field(default_factory=dict)  # expect: frame index -> exact bytes
     line: int | None = None
     text: str = ""  # the step as written, for evidence
@@ -154,6 +156,8 @@ def case_from(data: Any, locs: Locations, path: str, peer_roles: dict[str, dict[
         allowed = {kind, "as", "within", "capture", "for", "clause", "field_clauses"}
         if kind == "expect":
             allowed |= {"first", RAW, "optional"}
+        if kind == "expect_nothing":
+            allowed.add("at_most")
         if kind in ("expect_output", "expect_no_output"):
             allowed -= {"as", "capture", "field_clauses"}
         for k in raw:
@@ -223,6 +227,11 @@ def case_from(data: Any, locs: Locations, path: str, peer_roles: dict[str, dict[
             if not isinstance(raw["optional"], str) or not raw["optional"].strip():
                 raise locs.error(p + ("optional",), "optional says why the message may never come (the skip's reason)")
             step.optional = raw["optional"]
+        if "at_most" in raw:
+            if type(raw["at_most"]) is not int or raw["at_most"] < 1:
+                raise locs.error(p + ("at_most",), "at_most is how many matching messages the window allows, "
+                                                   "a positive integer (without it: none)")
+            step.at_most = raw["at_most"]
         if kind == "send_raw":
             frames = raw["send_raw"]
             if not isinstance(frames, list):

@@ -51,6 +51,7 @@ from typing import Any, Callable
 
 from harness.conformance.answers import Answers
 from harness.conformance.case import Case, Step
+from harness.conformance.conductor_pubsub import PubSubPeers
 from harness.conformance.matchers import is_field_mapping, matches
 from harness.conformance.plan import Announcement, PeerSocket
 from harness.node import Action, BaseNode, Connect, Deliver, Disconnect, Note, Send, SocketSpec, SocketType
@@ -66,7 +67,7 @@ ROBUSTNESS = "harness.robustness"
 IUT_CRASHED = "iut-crashed"  # the command the runner hands the conductor when the IUT died
 
 
-class Conductor(BaseNode):
+class Conductor(PubSubPeers, BaseNode):
     role = "conductor"
 
     def __init__(self, ctx: Any) -> None:
@@ -82,6 +83,7 @@ class Conductor(BaseNode):
         self.captured: dict[str, Message] = {}
         self.seen: dict[str, list[tuple[int, Message | None, list[bytes]]]] = {}
         self.step_seen = 0
+        self.counted = 0  # matching messages an expect_nothing with at_most has allowed so far
         self.log: list[dict[str, Any]] = []
         self.t0 = 0
         self.done = False
@@ -271,10 +273,15 @@ class Conductor(BaseNode):
                 if self.deadline is None:
                     self.deadline = now + step.within_ns
                     self.buffers[step.peer].clear()  # only what arrives from now on counts
+                    self.counted = 0
                 hit = self._take(step, consume=True)
+                while hit is not None and self.counted < step.at_most:  # allowed ones (at_most: N)
+                    self.counted += 1
+                    hit = self._take(step, consume=True)
                 if hit is not None:
-                    return out + self._fail(now, f"{step.peer} received {hit.name} "
-                                                 f"{_brief(self.codec, hit)} where nothing was expected", self._clause(step))
+                    what = f"more than {step.at_most} matching messages" if step.at_most else "nothing"
+                    return out + self._fail(now, f"{step.peer} received {hit.name} {_brief(self.codec, hit)} "
+                                                 f"where {what} was expected", self._clause(step))
                 if now < self.deadline:
                     return out  # waiting: get_timer() names the deadline
             elif kind == "expect_output":
@@ -491,102 +498,6 @@ class Conductor(BaseNode):
     def _fail(self, now: int, reason: str, clause: str, error: bool = False) -> list[Action]:
         self.done = True
         return [Deliver("case-result", self._result("error" if error else "fail", reason, clause, now))]
-
-    # ---- publish/subscribe peers ------------------------------------------------------------
-
-    def _on_subscription(self, peer: PeerSocket, note: bytes, now: int) -> list[Action]:
-        """The implementation (un)subscribed at a peer's XPUB: record it; announcements it lets
-        through go out at once."""
-        prefix = bytes(note[1:])
-        held = self.subs[peer.name]
-        self.heard.add(peer.name)
-        out: list[Action] = []
-        if note[0] == 1:
-            self.ever_subscribed.add(peer.name)
-            held[prefix] = held.get(prefix, 0) + 1
-            for i, a in enumerate(self.announce):
-                if a.peer == peer.name and a.about not in self.silenced and self._ann_frames[i][0].startswith(prefix):
-                    out.append(Send(peer.name, list(self._ann_frames[i]), a.message))
-        else:
-            held.pop(prefix, None)
-        if len(self.log) < 500:
-            self.log.append({"t_ms": round((now - self.t0) / 1e6, 3), "dir": "in", "peer": peer.name,
-                             "message": "(subscribe)" if note[0] == 1 else "(unsubscribe)",
-                             "fields": {"prefix": prefix.decode("utf-8", "backslashreplace")}})
-        return out
-
-    def _subscribed(self, peer: str, first: bytes) -> bool:
-        return any(first.startswith(p) for p in self.subs.get(peer, {}))
-
-    def _hold_send(self, step: Step, frames: list[bytes], now: int) -> list[Action] | None:
-        """None: send now. Else wait for a subscription that lets the message through (a PUB
-        drops it otherwise), and fail (or skip the case) when none comes in time."""
-        peer = self.peers[step.peer]
-        if not self.send_wait_ns or peer.type is not SocketType.XPUB or not frames:
-            return None
-        if self._subscribed(peer.name, bytes(frames[0])):
-            return None
-        if self.deadline is None:
-            self.deadline = now + self.send_wait_ns
-        if now < self.deadline:
-            return []  # waiting: get_timer() names the deadline
-        reason = self._unsubscribed_reason(step, bytes(frames[0]), self.send_wait_ns)
-        if step.message in self.optional_sends:
-            self.done = True
-            data = self._result("skipped", f"{reason}; not applicable: {self.optional_sends[step.message]}", "", now)
-            return [Deliver("case-result", data)]
-        return self._fail_unsubscribed(step, reason, now)
-
-    def _fail_unsubscribed(self, step: Step, reason: str, now: int) -> list[Action]:
-        """No subscription came in time: the step's clause, or the root cause of the silence."""
-        clause = self._clause(step)
-        root = self._blame_unsubscribed(self.peers[step.peer or ""])
-        if root is not None and root[0] != clause:
-            reason, clause = f"{reason} [{root[1]}]", root[0]
-        return self._fail(now, reason, clause)
-
-    def _unsubscribed_reason(self, step: Step, first: bytes, waited_ns: int | None = None) -> str:
-        peer = step.peer or ""
-        what = step.message or "message"
-        waited = step.within_ns if waited_ns is None else waited_ns
-        have = ", ".join(repr(p.decode("utf-8", "backslashreplace")) for p in self.subs.get(peer, {})) or "none"
-        doing = "send" if step.kind != "expect_subscription" else "see a subscription for"
-        return (f"{peer} could not {doing} {what} (topic frame {first[:40]!r}): in {waited / 1e6:g} ms the "
-                f"implementation held no subscription at {peer} that lets it through (line {step.line}; its "
-                f"subscriptions there: {have})")
-
-    def _blame_unsubscribed(self, p: PeerSocket) -> tuple[str, str] | None:
-        if p.name not in self.heard and p.blame.get("silent"):
-            return p.blame["silent"], f"the implementation never reached {p.name} at all"
-        if p.name in self.ever_subscribed:
-            return None
-        via = self.peers.get(p.discovered_via or "")
-        if via is not None and via.name not in self.ever_subscribed:
-            if via.name not in self.heard and via.blame.get("silent"):
-                return via.blame["silent"], f"the implementation never reached {via.name} at all"
-            if via.blame.get("unsubscribed"):
-                return via.blame["unsubscribed"], (f"it never subscribed at {via.name}, so it could not "
-                                                   f"learn of {p.name}")
-        if p.blame.get("unsubscribed"):
-            return p.blame["unsubscribed"], f"no subscription at all ever arrived at {p.name}"
-        return None
-
-    def _blame_expect(self, p: PeerSocket) -> tuple[str, str] | None:
-        if p.name not in self.heard and p.blame.get("silent"):
-            return p.blame["silent"], f"the implementation never reached {p.name} at all"
-        if p.name not in self.recv_heard and p.blame.get("recv-silent"):
-            return p.blame["recv-silent"], f"nothing at all arrived at {p.name} from the implementation"
-        return None
-
-    def _announce_due(self, now: int) -> list[Action]:
-        out: list[Action] = []
-        for i, a in enumerate(self.announce):
-            due = self._ann_due[i]
-            if due is None or now >= due:
-                if due is not None and a.about not in self.silenced:
-                    out.append(Send(a.peer, list(self._ann_frames[i]), a.message))
-                self._ann_due[i] = now + a.every_ns
-        return out
 
     def get_timer(self) -> int | None:
         """The step's deadline (every unfinished step waits on one) or the next announcement."""

@@ -9,6 +9,19 @@ a scenario file and run), `search` (the budgeted search, random or coverage-guid
 (what the user reads), `driver` (all of it, for ``zmq-harness explore``).
 """
 
-from harness.explore.driver import ExploreReport, explore
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from harness.explore.driver import ExploreReport, explore
 
 __all__ = ["ExploreReport", "explore"]
+
+
+def __getattr__(name: str) -> Any:
+    # imported on first use: the driver pulls in hypothesis and the run driver, which every other
+    # `zmq-harness` command (a `node` started per conformance case above all) would pay for
+    if name in __all__:
+        from harness.explore import driver
+
+        return getattr(driver, name)
+    raise AttributeError(f"module 'harness.explore' has no attribute {name!r}")

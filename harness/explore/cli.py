@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
-from harness.explore.candidate import Candidate, Outcome
+if TYPE_CHECKING:  # the search's modules are imported when it runs, not when the parser is built
+    from harness.explore.candidate import Candidate, Outcome
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

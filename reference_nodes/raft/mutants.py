@@ -188,6 +188,16 @@ class ApplyUncommittedPeer(Peer):
         return out + self.apply_committed(now), fields
 
 
+class SnapshotAheadPeer(Peer):
+    """Breaks ``raft.safety.state-machine-safety`` (the bug seed 301 of five-peers-everything
+    found): with ``snapshot_keep`` its snapshot is numbered ``applied - snapshot_keep`` but holds
+    the state at ``applied``, so whoever restores it and replays the kept entries applies them
+    twice."""
+
+    def state_at(self, index: int) -> Any:
+        return self.sm.snapshot()
+
+
 class FixedTimeoutPeer(Peer):
     """Breaks ``raft.algorithm.random-election-timeout``: every election timeout is exactly
     ``election_min_ms``. Peers that start together time out together, split the vote, and do
@@ -366,6 +376,16 @@ class IgnoresStopPeer(Peer):
         return self.pump_entries(ident, key, rpc, idf, msg[idf])
 
 
+class UnboundedPipelinePeer(Peer):
+    """Breaks ``raft.entries.pipeline``: answers a RequestEntries with every committed entry at
+    once, answer after answer, never waiting for a follow-up (more than REQUEST_ENTRIES_PIPELINES
+    unconfirmed)."""
+
+    def init_request_handling(self) -> None:
+        super().init_request_handling()
+        self.pipeline = 1 << 30
+
+
 class NewReqidFollowUpClient(Client):
     """Breaks ``raft.entries.follow-up``: answers a RequestEntries response with status 2 (more to
     come) with a request of a new request id instead of a follow-up that keeps the RPC's id, so
@@ -497,6 +517,7 @@ MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
     "truncating-leader": ("peer", TruncatingLeaderPeer, "raft.safety.leader-append-only"),
     "apply-uncommitted": ("peer", ApplyUncommittedPeer, "raft.safety.state-machine-safety"),
     "fixed-timeout": ("peer", FixedTimeoutPeer, "raft.algorithm.random-election-timeout"),
+    "snapshot-ahead": ("peer", SnapshotAheadPeer, "raft.safety.state-machine-safety"),
     "local-read": ("client", LocalReadClient, "raft.kv.linearizable"),
     "slow-election": ("peer", SlowElectionPeer, "raft.algorithm.random-election-timeout"),
     "accept-any-prev": ("peer", AcceptAnyPrevPeer, "raft.safety.log-matching"),
@@ -510,6 +531,7 @@ MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
     "reqid-not-in-entry": ("peer", ReqidNotInEntryPeer, "raft.update.reqid-in-entry"),
     "any-cluster": ("peer", AnyClusterPeer, "raft.peer.cluster-ident"),
     "ignores-stop": ("peer", IgnoresStopPeer, "raft.entries.stop-honoured"),
+    "unbounded-pipeline": ("peer", UnboundedPipelinePeer, "raft.entries.pipeline"),
     "new-reqid-follow-up": ("client", NewReqidFollowUpClient, "raft.entries.follow-up"),
     "ignores-entries-redirect": ("client", IgnoresEntriesRedirectClient, "raft.entries.not-leader"),
     "no-heartbeat": ("peer", NoHeartbeatPeer, "raft.algorithm.leader-heartbeat"),
@@ -526,7 +548,7 @@ MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
 # Mutants only the conformance suites judge (a wire behaviour of one peer no chaos check reads);
 # tests/checkers/test_raft_checkers.py leaves them out.
 SUITE_ONLY = ("slow-election", "accept-any-prev", "dies-on-malformed", "hides-leader", "no-retry", "same-message-id",
-              "entries-uncommitted", "indexless-update", "slow-append-retry", "reqid-not-in-entry", "any-cluster", "ignores-stop", "new-reqid-follow-up", "ignores-entries-redirect", "no-config", "ignores-redirect", "new-reqid-on-retry", "reuse-reqid",
+              "entries-uncommitted", "indexless-update", "slow-append-retry", "reqid-not-in-entry", "any-cluster", "ignores-stop", "unbounded-pipeline", "new-reqid-follow-up", "ignores-entries-redirect", "no-config", "ignores-redirect", "new-reqid-on-retry", "reuse-reqid",
               "no-repeat-config", "no-heartbeat", "never-expires",
               "expired-as-not-leader", "client-dies-on-malformed")
 # Mutants that crash (the suite reports harness.robustness whichever step was waiting).
@@ -560,6 +582,8 @@ OUT_OF_REACH: dict[str, str] = {
                          "the peers' applied entries",
     "fixed-timeout": "one fixed timeout within the range is a timeout a random draw could give; only many "
                      "elections tell, which the chaos scenarios (split votes forever) show",
+    "snapshot-ahead": "what its snapshot holds shows only after it compacted with entries kept, which no case "
+                      "scripts; the snapshot-state check reads the snapshots of the chaos runs",
     "local-read": "its break is in the results it hands its application (a get answered from its own replica), "
                   "which the client suite does not read; the linearizable check catches it",
 }

@@ -4,19 +4,10 @@ A state machine consumes committed log entries in index order. The peer keeps on
 its log into a snapshot (its state is the snapshot); the reference client keeps a replica of
 the same machine, fed with the committed entries it reads back (RequestEntries, StateBroadcast),
 to learn the result of its own operations. Both sides must therefore agree on the encoding,
-which docs/raft.md documents so that any implementation's log can be replayed by the harness:
-
-Log data of a state entry (type 0) is one MessagePack map::
-
-    {"op": "put",    "key": K, "value": V}                -> result nil
-    {"op": "get",    "key": K}                            -> result: the value, nil if absent
-    {"op": "cas",    "key": K, "expected": E, "value": V} -> result: true (swapped) / false
-    {"op": "delete", "key": K}                            -> result nil
-
-K is a string, V and E any MessagePack value but nil. Data that is not such a map (another
-application's entries, garbage) changes nothing and yields nil; config and checkpoint entries
-(types 1, 2) are skipped. The machine's snapshot is ``{"kv": {K: V, ...}}`` with the keys in
-sorted order.
+which docs/raft.md documents so that any implementation's log can be replayed by the harness;
+it lives in `harness.protocols.raft_kv` (the checkers replay logs with it too). Config and
+checkpoint entries (types 1, 2) are skipped. The machine's snapshot is ``{"kv": {K: V, ...}}``
+with the keys in sorted order.
 """
 
 from __future__ import annotations
@@ -26,8 +17,12 @@ from typing import Any, Protocol
 import msgpack
 
 from harness.protocols.raft import ENTRY_STATE, LogEntry
+from harness.protocols.raft_kv import OPS, SNAPSHOT_FORMAT, apply_op, decode_op, snapshot_body
 
-OPS = ("put", "get", "cas", "delete")
+__all__ = [
+    "OPS", "SNAPSHOT_FORMAT", "KVStateMachine", "NullStateMachine", "StateMachine", "decode_op", "encode_op",
+    "make_state_machine", "pack_snapshot", "unpack_snapshot",
+]
 
 
 class StateMachine(Protocol):
@@ -58,22 +53,6 @@ def encode_op(op: str, key: str, value: Any = None, expected: Any = None) -> byt
     return msgpack.packb(body, use_bin_type=True)
 
 
-def decode_op(data: bytes) -> dict[str, Any] | None:
-    """The operation in a state entry's data, or None when it is not one."""
-    try:
-        body = msgpack.unpackb(data, raw=False, strict_map_key=False)
-    except (ValueError, TypeError, msgpack.UnpackException, RecursionError):
-        return None
-    if not isinstance(body, dict) or body.get("op") not in OPS or not isinstance(body.get("key"), str):
-        return None
-    op = body["op"]
-    if op in ("put", "cas") and body.get("value") is None:
-        return None
-    if op == "cas" and body.get("expected") is None:
-        return None
-    return body
-
-
 class KVStateMachine:
     """The default state machine: a key-value map updated by put/cas/delete entries."""
 
@@ -91,19 +70,7 @@ class KVStateMachine:
         return self.apply_op(body)
 
     def apply_op(self, body: dict[str, Any]) -> Any:
-        op, key, kv = body["op"], body["key"], self.kv
-        if op == "put":
-            kv[key] = body["value"]
-            return None
-        if op == "get":
-            return kv.get(key)
-        if op == "cas":
-            if key in kv and kv[key] == body["expected"]:
-                kv[key] = body["value"]
-                return True
-            return False
-        kv.pop(key, None)  # delete
-        return None
+        return apply_op(self.kv, body)
 
     def snapshot(self) -> Any:
         return {"kv": {k: self.kv[k] for k in sorted(self.kv)}}
@@ -141,9 +108,6 @@ def make_state_machine(name: Any) -> StateMachine:
 
 # ---- the peer's snapshot file ----------------------------------------------------------------
 
-SNAPSHOT_FORMAT = "zmq-harness/raft-snapshot-1"
-
-
 def pack_snapshot(state: Any, reqids: dict[bytes, int]) -> bytes:
     """A peer snapshot: the state machine's state and the request ids of the compacted entries
     (a retried RequestUpdate must still find its entry, E-RAFT-16)."""
@@ -153,13 +117,8 @@ def pack_snapshot(state: Any, reqids: dict[bytes, int]) -> bytes:
 
 def unpack_snapshot(data: bytes) -> tuple[Any, dict[bytes, int]]:
     """(state, reqids) of a snapshot; an empty or foreign snapshot is (None, {})."""
-    if not data:
-        return None, {}
-    try:
-        body = msgpack.unpackb(data, raw=False, strict_map_key=False)
-    except (ValueError, TypeError, msgpack.UnpackException, RecursionError):
-        return None, {}
-    if not isinstance(body, dict) or body.get("format") != SNAPSHOT_FORMAT:
+    body = snapshot_body(data)
+    if body is None:
         return None, {}
     reqids = {}
     for item in body.get("reqids") or []:

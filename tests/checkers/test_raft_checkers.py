@@ -16,7 +16,7 @@ from harness.scenario import parse_scenario
 from reference_nodes.raft.mutants import MUTANTS, SUITE_ONLY
 
 ALL_CHECKS = ("[election-safety, vote-once, term-update, log-matching, leader-append-only, leader-completeness, "
-              "state-machine-safety, committed-durable, commit-rule, update-once, linearizable]")
+              "state-machine-safety, committed-durable, commit-rule, update-once, snapshot-state, linearizable]")
 
 SCENARIOS = {
     # Five peers with identical election timeouts, all restarted at once: everyone stands at the
@@ -124,6 +124,23 @@ workload:
   - {nodes: clients, op: put, rate: 5/s, from: 300ms, until: 2s}
 check: [live-after-heal: 1500ms]
 """,
+    # Compaction keeping entries: peer 2, cut off while the others compact, catches up by
+    # InstallSnapshot; a client starting late reads the snapshot with RequestEntries.
+    "compaction": """
+protocol: raft
+name: raft-test-compaction
+duration: 3s
+nodes:
+  peers: {role: peer, count: 3, config: {snapshot_every: 20, snapshot_keep: 5, chunk_size: 128}}
+  clients: {role: client, count: 2, config: {op_timeout: 2s}}
+  late: {role: client, start: 2s}
+workload:
+  - {nodes: clients, op: put, rate: 20/s, from: 300ms, until: 2500ms, keys: 8}
+  - {nodes: late, op: get, rate: 5/s, from: 2200ms, until: 2500ms, keys: 8}
+faults:
+  - {from: 600ms, until: 1800ms, partition: [[peers.2], [peers.0, peers.1, clients, late]]}
+check: CHECKS
+""",
     # Three clients write and read two keys; no fault at all.
     "reads": """
 protocol: raft
@@ -158,6 +175,7 @@ CASES = [
     ("apply-uncommitted", "deposed", "state-machine-safety", [1, 2, 3]),
     ("fixed-timeout", "quiet", "live-after-heal", [1]),
     ("local-read", "reads", "linearizable", [1, 2]),
+    ("snapshot-ahead", "compaction", "snapshot-state", [1, 2]),
 ]
 
 

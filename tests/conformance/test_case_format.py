@@ -1,5 +1,6 @@
 """Case-format features added for the Event BUS suites, which every protocol can use: ``first``
-and ``raw`` on an expect step, the ``gt`` matcher. What they catch is proven by the mutants of
+and ``raw`` on an expect step, the ``gt`` matcher (and, for the Raft suite, ``at_most`` on an
+expect_nothing step). What they catch is proven by the mutants of
 tests/conformance/test_eventbus_suites.py (hello-first, reencodes-data, pub-sequence); here: how
 they parse, and what a wrong use says."""
 
@@ -28,6 +29,13 @@ def test_first_raw_and_gt_parse() -> None:
     assert step.first and step.raw == {5: b"\x01"} and step.field_clauses == {"raw": "eventbus.server.forward-unchanged"}
 
 
+def test_at_most_bounds_an_expect_nothing() -> None:
+    # what it catches: the entries-pipeline case of the Raft suite against unbounded-pipeline
+    c = case("  - {as: publisher.a, expect_nothing: {type: BROADCAST}, at_most: 5, for: 1s}\n"
+             "  - {as: publisher.a, expect_nothing: {type: BROADCAST}, for: 1s}\n")
+    assert [s.at_most for s in c.steps] == [5, 0]
+
+
 @pytest.mark.parametrize("step,error", [
     ("{as: publisher.a, expect: {type: BROADCAST}, first: yes please}", "first is true or false"),
     ("{as: publisher.a, expect: {type: BROADCAST}, raw: {5: zz}}", "hex"),
@@ -37,6 +45,9 @@ def test_first_raw_and_gt_parse() -> None:
     ("{as: snapshot.a, send: {type: SYNCSTART, subtrees: [], sequence: 0}, first: true}", "unknown step field"),
     ("{as: publisher.a, expect: {type: BROADCAST}, optional: ''}", "optional says why"),
     ("{as: snapshot.a, send: {type: SYNCSTART, subtrees: [], sequence: 0}, optional: why}", "unknown step field"),
+    ("{as: publisher.a, expect_nothing: {type: BROADCAST}, at_most: 0, for: 1s}", "at_most is how many"),
+    ("{as: publisher.a, expect_nothing: {type: BROADCAST}, at_most: five, for: 1s}", "at_most is how many"),
+    ("{as: publisher.a, expect: {type: BROADCAST}, at_most: 2}", "unknown step field"),
 ])
 def test_wrong_uses_name_the_line_and_the_problem(step: str, error: str) -> None:
     with pytest.raises(CaseError, match=error) as e:

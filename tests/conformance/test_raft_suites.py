@@ -79,11 +79,6 @@ UNCOVERED: dict[str, dict[str, str]] = {
                                      "judge the hints' values.",
         "raft.update.accepted-repeat": "A permission (MAY): update-once and read-log accept it before the "
                                        "answer with the index.",
-        "raft.entries.pipeline": "Not written: how many entries an answer holds is the implementation's, so no "
-                                 "field of one answer tells the sixth unconfirmed one of an RPC; only a count of "
-                                 "the RPC's answers before a follow-up does, and no case step counts messages "
-                                 "(expect and expect_nothing judge one message each). entries-stop exercises the "
-                                 "pipeline's stall without judging its size.",
         "raft.broadcast.pub-socket": _BROADCAST,
         "raft.broadcast.last-applied": _BROADCAST,
         "raft.broadcast.heartbeat": _BROADCAST,
@@ -302,6 +297,24 @@ def test_an_optional_expect_skips_a_client_that_never_sends_it_and_fails_a_wrong
     assert skipped.verdict == "skipped" and "not applicable: a client need not read the log" in skipped.reason
     failed = run_case_sim(case, M.MUTANTS["new-reqid-follow-up"][1])
     assert (failed.verdict, failed.clause) == ("fail", "raft.entries.follow-up")
+
+
+def test_entries_pipeline_bounds_the_answers_and_passes_a_peer_that_does_not_pipeline() -> None:
+    """"Up to REQUEST_ENTRIES_PIPELINES" is a bound (E-RAFT-19): a peer that answers one at a time
+    conforms; one that answers without waiting for follow-ups fails on the sixth answer."""
+    from reference_nodes.raft.peer import Peer
+
+    class OneAtATime(Peer):
+        def init_request_handling(self) -> None:
+            super().init_request_handling()
+            self.pipeline = 1
+
+    case = next(c for c in CASES["peer"] if c.id == "entries-pipeline")
+    for dialect in DIALECTS:
+        assert run_case_sim(case, OneAtATime, dialect=dialect).verdict == "pass"
+        failed = run_case_sim(case, M.MUTANTS["unbounded-pipeline"][1], dialect=dialect)
+        assert (failed.verdict, failed.clause) == ("fail", "raft.entries.pipeline")
+        assert "more than 5 matching messages" in failed.reason
 
 
 @pytest.mark.parametrize("role", ["peer", "client"])

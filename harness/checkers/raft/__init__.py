@@ -5,9 +5,10 @@ from harness.checkers.raft.commits import CommitRule, CommittedDurable, LeaderCo
 from harness.checkers.raft.elections import ElectionSafety, RaftChecker, TermUpdate, VoteOnce
 from harness.checkers.raft.liveness import LiveAfterHeal
 from harness.checkers.raft.logs import LeaderAppendOnly, LogMatching, StateMachineSafety
+from harness.checkers.raft.snapshots import SnapshotState
 from harness.checkers.raft.updates import UpdateOnce
 
 __all__ = [
     "CommitRule", "CommittedDurable", "ElectionSafety", "LeaderAppendOnly", "LeaderCompleteness", "LiveAfterHeal",
-    "LogMatching", "RaftChecker", "StateMachineSafety", "TermUpdate", "UpdateOnce", "VoteOnce",
+    "LogMatching", "RaftChecker", "SnapshotState", "StateMachineSafety", "TermUpdate", "UpdateOnce", "VoteOnce",
 ]

@@ -21,7 +21,6 @@ import zlib
 from typing import Any
 
 from harness.checkers.base import RECV, SEND, Event
-from harness.protocols import DecodeError
 from harness.protocols.codec import Message
 
 ROUTER, PUB, SUB = "router", "pub", "sub"
@@ -32,18 +31,9 @@ SB_HEADER = 3  # frames of a StateBroadcast before its entries
 
 
 def decode(ev: Event, skip: int = 0, as_: str | None = None, channel: str | None = None) -> Message | None:
-    """The event's frames (after ``skip``) decoded, or None; cached on the event."""
-    cache = ev.__dict__.setdefault("_raft", {})
-    key = (skip, as_, channel)
-    if key not in cache:
-        msg = None
-        if ev.frames is not None and ev.codec is not None and len(ev.frames) > skip:
-            try:
-                msg = ev.codec.decode(ev.frames[skip:], as_=as_, channel=channel)
-            except DecodeError:
-                msg = None
-        cache[key] = msg
-    return cache[key]
+    """The event's frames (after ``skip``) decoded, or None; cached on the event (shared with
+    every checker, wire-conformance too)."""
+    return ev.decoded(skip, as_, channel)
 
 
 def entry_term(raw: bytes) -> int:
@@ -161,7 +151,7 @@ def show(ev: Event, msg: Message | None = None, **extra: Any) -> dict[str, Any]:
         out["message"] = msg.name
         fields = {k: v for k, v in msg.fields.items() if k != "entries" and k != "chunk"}
         out["fields"] = ev.codec.show(type(msg)(msg.name, fields))
-        if "entries" in msg.fields:
+        if msg.fields.get("entries"):  # a status 3 RequestEntries response has the field, empty
             out["entries"] = [{"term": e.term, "reqid": e.reqid.hex(), "size": len(e.data)} for e in msg["entries"][:8]]
     elif ev.data:
         out["data"] = {k: v for k, v in ev.data.items() if not isinstance(v, (list, dict)) or len(str(v)) < 200}

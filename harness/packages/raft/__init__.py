@@ -173,8 +173,10 @@ def wire_role(socket_type: str, sent: frozenset[str]) -> str | None:
 
 
 # Every Raft request and response starts with its id (message_id, reqid); RequestUpdate is
-# answered "accepted", then "committed", and RequestEntries in a pipeline of responses.
-CAPTURE = CaptureHints(channels={("PUB", "SUB"): "broadcast", ("PUB", "XSUB"): "broadcast"}, role=wire_role,
+# answered "accepted", then "committed", and RequestEntries in a pipeline of responses. Requests
+# go from a DEALER (client, or a peer's link) to a peer's ROUTER, responses back.
+CAPTURE = CaptureHints(channels={("PUB", "SUB"): "broadcast", ("PUB", "XSUB"): "broadcast",
+                                 ("DEALER", "ROUTER"): "request", ("ROUTER", "DEALER"): "response"}, role=wire_role,
                        correlation_frame=0, repeats=frozenset({"RequestUpdateResponse", "RequestEntriesResponse"}))
 
 

@@ -96,6 +96,7 @@ CHECKS = {
     "leader-completeness": _check("leader-completeness", checkers.LeaderCompleteness),
     "state-machine-safety": _check("state-machine-safety", checkers.StateMachineSafety),
     "committed-durable": _check("committed-durable", checkers.CommittedDurable),
+    "snapshot-state": _check("snapshot-state", checkers.SnapshotState),
     "commit-rule": _check("commit-rule", checkers.CommitRule),
     "update-once": _check("update-once", checkers.UpdateOnce),
     "live-after-heal": _check("live-after-heal", checkers.LiveAfterHeal, {
