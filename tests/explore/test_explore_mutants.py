@@ -3,9 +3,8 @@ DCP, 12 for Raft, PPPP and the Event BUS) on the protocol's exploration scenario
 most a handful of faults, and the written file replays the failure (slow: several minutes; the
 figures are in bench/RESULTS.md, made by bench/bench_explore.py).
 
-FOUND lists the mutants the bench found; the other DCP mutants (wire-format, malformed-input and
-timing mutants such as no-pong, crash-on-malformed, ping-payload) were not found by any schedule
-within 60 runs: the conformance suites catch them, exploration does not. For Raft, PPPP and the
+FOUND lists the mutants the bench found; the other DCP mutants (wire-format and timing mutants
+such as no-pong, ping-payload) were not found by any schedule within 60 runs: the conformance suites catch them, exploration does not. For Raft, PPPP and the
 Event BUS, FOUND_BY lists what the bench found with 12 runs (the others and why: docs/explore.md,
 "Which mutants explore finds"). Dafka mutants are not measured yet."""
 
@@ -22,7 +21,9 @@ from harness.registry import package
 FOUND = ["busy-worker", "never-expire", "alters-metadata", "strips-metadata", "no-client-address", "wrong-header",
          "wrong-version", "dagbox-type", "any-service", "no-queue", "replaces-client-address", "drops-empty-data",
          "drops-trailing-empty", "misroutes-reply", "drops-metadata", "no-ping", "no-reregister", "no-register",
-         "wrong-reply-address", "worker-wrong-header", "duplicate-delivery"]
+         "wrong-reply-address", "worker-wrong-header", "duplicate-delivery",
+         # found since message rules corrupt (bench/bench_explore.py --mutants ..., 2026-11-27: 3-9 runs)
+         "crash-on-malformed", "worker-crash-on-malformed", "client-crash-on-malformed"]
 HANDFUL = 3
 
 
@@ -43,15 +44,17 @@ def test_explore_finds_and_shrinks_a_dcp_mutant(name: str, tmp_path: Path) -> No
 FOUND_BY: dict[str, list[str]] = {
     "raft": ["volatile-log", "commit-no-majority", "keep-conflicts", "wrong-prev-term", "ignore-higher-term",
              "truncating-leader", "apply-uncommitted", "fixed-timeout", "local-read", "slow-election",
-             "hides-leader", "ignores-redirect", "reuse-reqid"],
+             "hides-leader", "ignores-redirect", "reuse-reqid", "dies-on-malformed"],
     "pppp": ["releases-on-first-ack", "publisher-no-heartbeat", "publisher-slow-first-heartbeat",
              "publisher-slow-heartbeat", "short-sequence", "numbers-from-zero", "late-ack", "never-acks",
              "subscriber-no-heartbeat", "subscriber-slow-first-heartbeat", "subscriber-slow-heartbeat",
-             "subscriber-short-sequence", "no-resubscribe", "resubscribes-one", "heartbeat-first"],
+             "subscriber-short-sequence", "no-resubscribe", "resubscribes-one", "heartbeat-first",
+             "publisher-crash-on-malformed", "subscriber-crash-on-malformed"],
     "eventbus": ["syncend-latest", "syncend-filter", "syncend-ahead", "empty-snapshot", "no-syncend", "first-client",
              "pub-sequence", "broadcast-twice", "drops-pub", "server-uuid-v1", "server-no-zone", "trailing-data",
              "server-sequence-format", "applies-twice", "foreign-topics", "two-frame-syncstart", "comma-subtrees",
-             "client-sequence-format", "same-uuid", "hello-first"],
+             "client-sequence-format", "same-uuid", "hello-first", "server-crash-on-malformed",
+             "client-crash-on-malformed"],
 }
 SMALL_BUDGET = 12
 AT_MOST = 5
