@@ -2,8 +2,9 @@
 runs and seconds random and coverage-guided search need to find its failure, what shrinking
 costs and how small the schedule gets.
 
-    .venv/bin/python bench/bench_explore.py [--protocols dcp,dafka] [--budget 60] [--modes random,guided]
-                                            [--mutants a,b] [--record [--section 'Raft, PPPP, Event BUS']]
+    .venv/bin/python bench/bench_explore.py [--protocols dcp,dafka] [--budget 60] [--budgets raft=20,pppp=40]
+                                            [--modes random,guided] [--mutants a,b] [--files a.yaml,b.yaml]
+                                            [--record [--section 'Raft, PPPP, Event BUS']]
 
 Every mutant of a protocol is explored on the protocol's exploration scenarios
 (``scenarios/<protocol>/explore/*.yaml``, in name order) until one of them yields a shrunk
@@ -38,15 +39,17 @@ def explore_files(protocol: str) -> list[str]:
     return sorted(glob.glob(os.path.join("scenarios", protocol, "explore", "*.yaml")))
 
 
-def one(path: str, mode: str, budget: int, mutant: tuple[str, str] | None) -> dict[str, Any]:
+def one(path: str, mode: str, budget: int, mutant: tuple[str, str] | None,
+        shrink_runs: int = SHRINK_RUNS) -> dict[str, Any]:
     """Explore one file (with one mutant, or the reference nodes); the figures of it."""
     with tempfile.TemporaryDirectory(prefix="bench-explore-") as out:
         t0 = time.monotonic()
         report = explore(path, budget=budget, mutants=dict([mutant]) if mutant else {}, out_dir=out,
-                         guided=mode == "guided", shrink_runs=SHRINK_RUNS)
+                         guided=mode == "guided", shrink_runs=shrink_runs)
         total = time.monotonic() - t0
     s = report.search
-    row: dict[str, Any] = {"file": path, "mode": mode, "budget": budget, "found": report.failed,
+    row: dict[str, Any] = {"file": path, "mode": mode, "budget": budget, "shrink_budget": shrink_runs,
+                           "found": report.failed,
                            "search_runs": s.runs if s else 0, "search_s": round(s.seconds, 2) if s else 0.0,
                            "coverage": len(s.coverage) if s else 0, "total_s": round(total, 2),
                            "set_aside": report.reference_failures}
@@ -75,10 +78,14 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--protocols", default="dcp,dafka")
     ap.add_argument("--budget", type=int, default=60)
+    ap.add_argument("--shrink-runs", type=int, default=SHRINK_RUNS, help="bound of each shrinking")
+    ap.add_argument("--budgets", default="", help="per-protocol budgets, e.g. raft=20,pppp=40 (else --budget)")
+    ap.add_argument("--files", default="", help="only these exploration scenario files (base names), in this order")
     ap.add_argument("--modes", default="random,guided")
-    ap.add_argument("--mutants", help="only these mutants (names)")
+    ap.add_argument("--mutants", help="only these mutants (names; 'reference' for the reference nodes' searches)")
     ap.add_argument("--reference-budget", type=int, default=150)
     ap.add_argument("--fresh", action="store_true")
+    ap.add_argument("--again", action="store_true", help="measure the named mutants again (the last row counts)")
     ap.add_argument("--record", action="store_true", help="write the tables into bench/RESULTS.md")
     ap.add_argument("--section", default="", help="suffix of the RESULTS.md section titles, e.g. 'Raft, PPPP, "
                     "Event BUS' (each protocol set keeps its own sections)")
@@ -86,6 +93,7 @@ def main() -> None:
     rows = load_done(args.fresh)
     done = {(r["protocol"], r["mutant"], r["mode"]) for r in rows}
     only = set(args.mutants.split(",")) if args.mutants else None
+    budgets = {p: int(b) for p, b in (kv.split("=") for kv in args.budgets.split(",") if kv)}
     with open(JSONL, "w" if args.fresh else "a") as sink:
         def keep(row: dict[str, Any]) -> None:
             rows.append(row)
@@ -95,17 +103,22 @@ def main() -> None:
 
         for protocol in args.protocols.split(","):
             files = explore_files(protocol)
+            if args.files:
+                names = args.files.split(",")
+                files = sorted((f for f in files if os.path.basename(f) in names),
+                               key=lambda f: names.index(os.path.basename(f)))
+            budget = budgets.get(protocol, args.budget)
             for mode in args.modes.split(","):
                 for path in files:
-                    if (protocol, f"reference:{path}", mode) not in done and only is None:
+                    if (protocol, f"reference:{path}", mode) not in done and (only is None or "reference" in only):
                         keep({"protocol": protocol, "mutant": f"reference:{path}", "role": "",
                               **one(path, mode, args.reference_budget, None)})
                 for name, (role, _, clause) in package(protocol).mutants.items():
-                    if (protocol, name, mode) in done or (only is not None and name not in only):
+                    if ((protocol, name, mode) in done and not args.again) or (only is not None and name not in only):
                         continue
                     row: dict[str, Any] = {}
                     for path in files:
-                        row = one(path, mode, args.budget, (role, name))
+                        row = one(path, mode, budget, (role, name), args.shrink_runs)
                         if row["found"]:
                             break
                     keep({"protocol": protocol, "mutant": name, "role": role, "clause": clause, **row})
@@ -160,9 +173,15 @@ def write_results(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
         if total[mode]:
             runs = [m["search_runs"] for m in found[mode]]
             shrunk = [m["faults_shrunk"] for m in found[mode]]
-            lines.append(f"- {mode}: found {len(found[mode])} of {total[mode]} mutants within {args.budget} runs per "
-                         f"scenario; runs to find: median {statistics.median(runs) if runs else '-'}, "
-                         f"max {max(runs) if runs else '-'}; shrunk faults: max {max(shrunk) if shrunk else '-'}")
+            lines.append(f"- {mode}: found {len(found[mode])} of {total[mode]} mutants; runs to find: median "
+                         f"{statistics.median(runs) if runs else '-'}, max {max(runs) if runs else '-'}; shrunk "
+                         f"faults: max {max(shrunk) if shrunk else '-'}")
+            for protocol in sorted({p for p, _ in by}):
+                mine = [ms[mode] for (p, _), ms in by.items() if p == protocol and mode in ms]
+                if mine:
+                    budgets = sorted({m["budget"] for m in mine})
+                    lines.append(f"  - {protocol}: {sum(1 for m in mine if m['found'])} of {len(mine)} within "
+                                 f"{'/'.join(map(str, budgets))} runs per scenario")
     both = [(ms["random"], ms["guided"]) for ms in by.values() if "random" in ms and "guided" in ms
             and (ms["random"]["found"] or ms["guided"]["found"])]
     if both:

@@ -34,6 +34,14 @@ def decoded(ev: Event, skip: int = 0) -> Message | None:
         return None
 
 
+def snapshot_message(ev: Event) -> tuple[tuple[str, bytes], Message] | None:
+    """A server's snapshot-socket send or receive: ((server, client identity), the message), or None."""
+    if ev.socket != "snapshot" or not ev.frames:
+        return None
+    msg = decoded(ev, skip=1)
+    return None if msg is None else ((ev.node, ev.frames[0]), msg)
+
+
 def in_subtrees(topic: str, subtrees: list[str]) -> bool:
     return not subtrees or any(topic.startswith(s) for s in subtrees)
 
@@ -353,12 +361,10 @@ class SyncEndSequence(Checker):
                 self.broadcast.setdefault(ev.node, []).append((msg["sequence"], msg["topic"], msg["uuid"]))
                 self.latest[ev.node] = max(self.latest.get(ev.node, 0), msg["sequence"])
             return
-        if ev.socket != "snapshot" or not ev.frames:
+        found = snapshot_message(ev)
+        if found is None:
             return
-        msg = decoded(ev, skip=1)
-        if msg is None:
-            return
-        key = (ev.node, ev.frames[0])
+        key, msg = found
         if ev.kind == RECV and msg.name == "SYNCSTART":
             self.open[key] = (msg["subtrees"], msg["sequence"] or 0, [], ev)
         elif ev.kind == SEND and msg.name == "SYNC" and key in self.open:

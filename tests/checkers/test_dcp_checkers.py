@@ -66,6 +66,27 @@ def test_exactly_once_catches_lost_replies() -> None:
     assert not v.ok and ("never answered" in v.detail or "gave up" in v.detail)
 
 
+BROKER_RESTART = Path("scenarios/dcp/broker-restart.yaml").read_text()
+
+
+@pytest.mark.parametrize("text,node,mutant,clause,words", [
+    (CLEAN, "broker", mutants.NoPongBroker, "dcp.heartbeat.pong", "did not answer the PING"),
+    (CLEAN, "broker", mutants.MisaddressedPongBroker, "dcp.heartbeat.pong", "did not answer the PING"),
+    (BROKER_RESTART, "broker", mutants.NoReconnectBroker, "dcp.heartbeat.pong", "did not answer the PING"),
+    (CLEAN, "clients__0", mutants.PingingClient, "dcp.heartbeat.client-no-heartbeat", "clients.0 sent a PING"),
+], ids=["no-pong", "misaddressed-pong", "no-reconnect", "pings"])
+def test_heartbeat_answers_catches_unanswered_pings_and_pinging_clients(text: str, node: str, mutant, clause: str,
+                                                                         words: str) -> None:
+    v = verdict(run(text, **{node: mutant}), "heartbeat-answers")
+    assert not v.ok and v.clause == clause and words in v.detail and v.evidence
+
+
+def test_heartbeat_answers_holds_for_the_reference_across_a_broker_restart() -> None:
+    """The restarted broker knows none of the workers: it must RECONNECT them, not PONG them."""
+    v = verdict(run(BROKER_RESTART), "heartbeat-answers")
+    assert v.ok, v.detail
+
+
 def test_worker_expiry_catches_a_broker_that_keeps_dead_workers() -> None:
     assert verdict(run(CRASH), "worker-expiry").detail.startswith("1 dead worker")
     bad = run(CRASH, broker=mutants.NeverExpireBroker)

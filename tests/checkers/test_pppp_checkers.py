@@ -79,6 +79,11 @@ OVERLAPS = LOSSY.replace("faults:", "faults:\n  - {from: 2100ms, until: 2610ms, 
                                     "  - {at: 1s, crash: publisher, restart_after: 400ms}\n"
                                     "  - {at: 1400ms, crash: publisher, restart_after: 190ms}")
 
+# ... and a subscriber paused for longer than 5 x idle was held to re-SUBSCRIBE while paused
+# (explore on scenarios/pppp/explore/sparse.yaml, seed 14776276: resubscribe now moves the
+# deadline by the pause).
+LONG_PAUSE = LOSSY.replace("faults:", "faults:\n  - {from: 1s, until: 2300ms, pause: subs.0}")
+
 # ... and with corrupt in the exploration space: a subscriber paused before its resubscribe deadline
 # (the publisher down since 1300 ms) was held to the deadline (shrunk by explore, seed 3607).
 PAUSED_SILENCE = """protocol: pppp
@@ -102,7 +107,8 @@ def test_a_pause_moves_the_resubscribe_deadline() -> None:
     assert verdict(run(longer, 3607), "resubscribe").ok
 
 
-SCENARIOS = {"lossy": LOSSY, "sub-dies": SUB_DIES, "pub-restart": PUB_RESTART, "implicit": IMPLICIT,
+SCENARIOS = {"lossy": LOSSY, "long-pause": LONG_PAUSE, "sub-dies": SUB_DIES, "pub-restart": PUB_RESTART,
+             "implicit": IMPLICIT,
              "partition": PARTITION, "paused": SUB_PAUSED, "sub-restart": SUB_RESTART, "overlaps": OVERLAPS}
 
 

@@ -42,3 +42,18 @@ def test_one_mutant_is_found_shrunk_and_replayed(protocol: str, name: str, tmp_p
     assert any(g.mutant == name for g in written.groups.values())
     result = run_sim(written, written.seeds[0])
     assert report.prop is not None and report.prop.check in {v.check for v in result.failed}
+
+
+# A mutant each that only the newer scenarios or checks expose, found in a few runs: the DCP
+# broker that never PONGs (heartbeat-answers) and the PPPP publisher that ignores NACKs (the
+# PUBLISH losses pppp/explore/lossy.yaml draws).
+NEWER = [("scenarios/dcp/explore/basic.yaml", "broker", "no-pong"),
+         ("scenarios/pppp/explore/lossy.yaml", "publisher", "ignores-nacks")]
+
+
+@pytest.mark.parametrize("path,role,name", NEWER, ids=[n for _, _, n in NEWER])
+def test_a_mutant_only_the_newer_scenarios_or_checks_expose_is_found(path: str, role: str, name: str,
+                                                                     tmp_path: Path) -> None:
+    report = explore(path, budget=5, mutants={role: name}, out_dir=str(tmp_path), shrink_runs=20)
+    assert report.failed and report.shrunk is not None and report.replayed, report.notes
+    assert len(report.shrunk.candidate.faults) <= HANDFUL

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from harness.checkers.dcp_heartbeat import HeartbeatAnswers
 from harness.checkers import dcp as checks
 from harness.packages.base import (
     CaptureHints, Check, Operation, ProtocolPackage, Role, Setting, TargetView, as_int, as_ms, as_positive_int,
@@ -98,6 +99,7 @@ CHECKS = {
     "metadata-unchanged": _check("metadata-unchanged", checks.MetadataUnchanged),
     "one-request-per-worker": _check("one-request-per-worker", checks.OneRequestPerWorker),
     "worker-expiry": _check("worker-expiry", checks.WorkerExpiry, _expiry),
+    "heartbeat-answers": _check("heartbeat-answers", HeartbeatAnswers),
 }
 
 
@@ -152,7 +154,8 @@ PACKAGE = ProtocolPackage(
     roles=ROLES,
     operations=OPERATIONS,
     checks=CHECKS,
-    default_checks=("exactly-once", "metadata-unchanged", "one-request-per-worker", "worker-expiry"),
+    default_checks=("exactly-once", "metadata-unchanged", "one-request-per-worker", "worker-expiry",
+                    "heartbeat-answers"),
     mutants=MUTANTS,
     suites=SUITES,
     wire=wire,

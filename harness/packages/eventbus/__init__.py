@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from harness.checkers import eventbus as checks
+from harness.checkers import eventbus_server as server_checks
 from harness.packages.base import (
     CaptureHints, Check, Operation, ProtocolPackage, Role, Setting, TargetView, as_int, as_ms, as_positive_int,
     as_str, one_of,
@@ -128,6 +129,11 @@ CHECKS = {
     "syncend-sequence": _check("syncend-sequence", checks.SyncEndSequence,
                                lambda scenario, **params: checks.SyncEndSequence(dialect=scenario.dialect, **params)),
     "server-sequence": _check("server-sequence", checks.ServerSequence),
+    "snapshot-filter": _check("snapshot-filter", server_checks.SnapshotFilter,
+                              lambda scenario, **params: server_checks.SnapshotFilter(dialect=scenario.dialect, **params)),
+    "forward-unchanged": _check("forward-unchanged", server_checks.ForwardUnchanged,
+                                lambda scenario, **params: server_checks.ForwardUnchanged(dialect=scenario.dialect,
+                                                                                         **params)),
 }
 
 
@@ -205,7 +211,7 @@ PACKAGE = ProtocolPackage(
     operations=OPERATIONS,
     checks=CHECKS,
     default_checks=("convergence", "complete-delivery", "client-sequence", "applied-once", "syncend-sequence",
-                    "server-sequence"),
+                    "server-sequence", "snapshot-filter", "forward-unchanged"),
     final_status=("server",),  # convergence compares the clients with the active server's holdings
     mutants=MUTANTS,
     suites=SUITES,

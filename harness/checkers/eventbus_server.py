@@ -1,0 +1,152 @@
+"""Event BUS server properties that pair what a server sends with what it was asked or given:
+its snapshots against the SYNCSTART they answer, and the events it broadcasts and syncs against
+the PUBs they came from (docs/errata.md E-EVENTBUS-05, -06, -09, -12).
+
+Both hold for every correct server in every run, whatever the faults: a snapshot is sent in
+answer to one request and must match it, and an event is forwarded, never rewritten. Neither
+needs a peer to react, so they see a server whose only fault is what it puts in these frames
+(every client would otherwise apply the same altered stream and converge on it).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from harness.checkers.base import CRASH, RECV, RESTART, SEND, Checker, Event, Verdict
+from harness.checkers.eventbus import SERVER, decoded, in_subtrees, snapshot_message
+from harness.protocols.codec import Message
+
+# Frames of an event after its command frame (none for BROADCAST and PUB, "SYNC" for SYNC):
+# topic, sequence, producer, timestamp, uuid, data. The sequence is the server's own.
+FORWARDED = {"topic": 0, "producer": 2, "timestamp": 3, "uuid": 4, "data": 5}
+
+
+class SnapshotFilter(Checker):
+    """Every snapshot a server sends matches the SYNCSTART it answers: each SYNC is of a topic in
+    the requested subtrees (``eventbus.server.sync-subtree-filter``, a prefix test, E-EVENTBUS-05)
+    and above the requested sequence (``eventbus.server.sync-sequence-filter``; 0 asks for
+    everything), and the SYNCEND echoes the request's subtree specification
+    (``eventbus.server.syncend-subtree``, E-EVENTBUS-06: byte for byte in strict mode, the same
+    list in the micro-toolkit dialect, whose bus rebuilds it from the parsed request)."""
+
+    name = "snapshot-filter"
+    clause = "eventbus.server.sync-sequence-filter"
+    kinds = frozenset({SEND, RECV, CRASH, RESTART})
+    roles = SERVER
+
+    def __init__(self, dialect: str = "strict", **params: Any) -> None:
+        super().__init__(**params)
+        self.strict = dialect == "strict"
+        # (server, client identity) -> (the request's subtree frame, its subtrees, its sequence)
+        self.open: dict[tuple[str, bytes], tuple[bytes, list[str], int]] = {}
+        self.bad: list[tuple[Event, str, str]] = []
+        self.snapshots = 0
+        self.syncs = 0
+
+    def on_event(self, ev: Event) -> None:
+        if ev.kind in (CRASH, RESTART):
+            self.open = {k: v for k, v in self.open.items() if k[0] != ev.node}
+            return
+        found = snapshot_message(ev)
+        if found is None or len(ev.frames or []) < 3:
+            return
+        key, msg = found
+        if ev.kind == RECV and msg.name == "SYNCSTART":
+            self.open[key] = (ev.frames[2], list(msg["subtrees"]), msg["sequence"] or 0)
+        elif ev.kind == SEND and key in self.open:
+            if msg.name == "SYNC":
+                self._judge_sync(ev, msg, *self.open[key])
+            elif msg.name == "SYNCEND":
+                self._judge_end(ev, msg, *self.open.pop(key))
+
+    def _who(self, ev: Event, subtrees: list[str], since: int) -> str:
+        return f"{ev.node}'s snapshot for {subtrees or 'all topics'} above {since}"
+
+    def _judge_sync(self, ev: Event, msg: Message, frame: bytes, subtrees: list[str], since: int) -> None:
+        self.syncs += 1
+        if not in_subtrees(str(msg["topic"]), subtrees):
+            self.bad.append((ev, f"{self._who(ev, subtrees, since)}: SYNC of {msg['topic']!r}, outside the "
+                                 "requested subtrees", "eventbus.server.sync-subtree-filter"))
+        elif isinstance(msg["sequence"], int) and msg["sequence"] <= since:
+            self.bad.append((ev, f"{self._who(ev, subtrees, since)}: SYNC {msg['sequence']}, not above the "
+                                 "requested sequence", self.clause))
+
+    def _judge_end(self, ev: Event, msg: Message, frame: bytes, subtrees: list[str], since: int) -> None:
+        self.snapshots += 1
+        echoed = ev.frames[2] == frame if self.strict and ev.frames else list(msg["subtrees"]) == subtrees
+        if not echoed:
+            got = ev.frames[2] if ev.frames else b""
+            self.bad.append((ev, f"{self._who(ev, subtrees, since)}: SYNCEND names {got!r}, the request "
+                                 f"{frame!r}", "eventbus.server.syncend-subtree"))
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        if not self.bad:
+            return [self.ok(f"{self.snapshots} snapshot(s), {self.syncs} SYNC(s): each within the request's "
+                            "subtrees and above its sequence, each SYNCEND echoing its subtrees")]
+        ev, detail, clause = self.bad[0]
+        return [self.fail(f"{len(self.bad)} SYNC/SYNCEND(s) not matching their request; first: {detail}",
+                          [e.describe() for e, _, _ in self.bad[:5]], clause=clause)]
+
+
+class ForwardUnchanged(Checker):
+    """Every BROADCAST and SYNC a server sends carries the topic, producer id, timestamp, UUID
+    and data of a PUB some server received with that UUID (``eventbus.server.forward-unchanged``,
+    E-EVENTBUS-12): byte for byte in strict mode; in the micro-toolkit dialect, whose bus decodes
+    and re-encodes them, the same data value and the same instant. Only the sequence is the
+    server's own. An event whose PUB no server was seen to receive is not judged."""
+
+    name = "forward-unchanged"
+    clause = "eventbus.server.forward-unchanged"
+    kinds = frozenset({SEND, RECV})
+    roles = SERVER
+
+    def __init__(self, dialect: str = "strict", **params: Any) -> None:
+        super().__init__(**params)
+        self.strict = dialect == "strict"
+        self.published: dict[bytes, list[tuple[Any, ...]]] = {}  # raw uuid -> the fields of each PUB
+        self.bad: list[tuple[Event, str]] = []
+        self.judged = 0
+
+    def fields(self, msg: Message, frames: list[bytes]) -> tuple[Any, ...]:
+        if self.strict:
+            return tuple(frames[i] for i in FORWARDED.values())
+        return (msg["topic"], msg["producer"], _instant(msg["timestamp"]), msg["uuid"], msg["data"])
+
+    def on_event(self, ev: Event) -> None:
+        if not ev.frames:
+            return
+        if ev.kind == RECV and ev.socket == "collector":
+            msg, frames = decoded(ev, skip=1), ev.frames[1:]
+            if msg is not None and msg.name == "PUB" and len(frames) >= 6:
+                self.published.setdefault(frames[4], []).append(self.fields(msg, frames))
+            return
+        if ev.kind != SEND or ev.msg_type not in ("BROADCAST", "SYNC"):
+            return
+        skip = 2 if ev.msg_type == "SYNC" else 0  # a SYNC: the client's identity, then "SYNC"
+        msg = decoded(ev, skip=1) if ev.msg_type == "SYNC" else decoded(ev)
+        frames = ev.frames[skip:]
+        if msg is None or len(frames) < 6 or frames[4] not in self.published:
+            return
+        self.judged += 1
+        sent = self.fields(msg, frames)
+        if sent not in self.published[frames[4]]:
+            pub = self.published[frames[4]][0]
+            changed = [name for name, a, b in zip(FORWARDED, sent, pub) if a != b]
+            self.bad.append((ev, f"{ev.node} sent {ev.msg_type} {msg['sequence']} of event {msg['uuid']} with "
+                                 f"its {', '.join(changed)} changed from the PUB's"))
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        if not self.bad:
+            return [self.ok(f"{self.judged} BROADCAST/SYNC(s) of {len(self.published)} published event(s), each "
+                            "with its PUB's fields")]
+        return [self.fail(f"{len(self.bad)} event(s) forwarded changed; first: {self.bad[0][1]}",
+                          [e.describe() for e, _ in self.bad[:5]])]
+
+
+def _instant(stamp: Any) -> Any:
+    """An ISO-8601 timestamp as the instant it names (the micro-toolkit bus rewrites its form)."""
+    try:
+        return datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
+    except ValueError:
+        return stamp
