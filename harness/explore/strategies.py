@@ -10,6 +10,7 @@ space's targets and, for a group, each of its nodes (in the drawn topology).
 
 from __future__ import annotations
 
+import json
 import random
 from typing import Any, Callable
 
@@ -24,7 +25,7 @@ from harness.targets import Targets
 SEED_MAX = 2**31 - 1
 CORRUPT = "corrupt"
 CORRUPT_NTH = 10  # a corrupt rule pinned to one message picks one of the first this many it matches
-CORRUPT_SHARE = 1 / 2  # of the candidates (with room for one more fault) that get a corrupt rule
+CORRUPT_SHARE = 1 / 2  # of the candidates that get a corrupt rule
 CORRUPT_ONE = 3 / 4  # of the corrupt rules that damage one message (nth) rather than a share
 
 
@@ -42,7 +43,7 @@ def candidates(scenario: Scenario, space: Space, base: Candidate) -> st.SearchSt
         extra = draw_(st.lists(fault(scenario, space, nodes, base.duration_ns), min_size=min(1, space.max_faults),
                                max_size=space.max_faults)
                       if others else st.just([]))
-        extra += corrupt_rules(space, seed, space.max_faults - len(extra), always=not others)
+        extra += corrupt_rules(space, f"{seed}/{json.dumps(extra, sort_keys=True)}", always=not others)
         return cand.with_(workload=workload, faults=base.faults + tuple(extra))
 
     return draw()
@@ -236,17 +237,19 @@ def rule(space: Space, ends: list[str]) -> st.SearchStrategy[dict[str, Any]]:
     return draw()
 
 
-def corrupt_rules(space: Space, seed: int, room: int, always: bool = False) -> list[dict[str, Any]]:
+def corrupt_rules(space: Space, seed: int | str, always: bool = False) -> list[dict[str, Any]]:
     """A corrupt rule for half the candidates (``always``: every one, when corrupt is all the
-    space draws) when the space allows corrupt and there is room for one more fault: one
-    message type, damaged in one of the first ``CORRUPT_NTH`` messages
+    space draws) when the space allows corrupt, on top of the ``max_faults`` drawn faults (a
+    correct node survives one malformed message whatever else happens: it is at worst one lost
+    message; a schedule already full would otherwise never get one): one message type, damaged in one of the first ``CORRUPT_NTH`` messages
     of that type (3 in 4: every receiver must survive one malformed message, and a share of a
     few percent of a rare type damages none in most runs) or in a share up to the effect's bound.
 
-    Drawn from the candidate's seed, not from hypothesis: adding corrupt to the vocabulary
-    leaves every other draw of a search as it was (the draws the bench's and the slow tests'
-    figures were measured on), and a search still gives the same candidates every time."""
-    if room <= 0 or CORRUPT not in space.effects or RULE not in space.kinds or not space.messages:
+    Drawn from ``seed`` (the candidate's seed and its other faults: hypothesis repeats seeds
+    across candidates), not from hypothesis: adding corrupt to the vocabulary leaves every other
+    draw of a search as it was (the draws the bench's and the slow tests' figures were measured
+    on), and a search still gives the same candidates every time."""
+    if space.max_faults <= 0 or CORRUPT not in space.effects or RULE not in space.kinds or not space.messages:
         return []
     rng = random.Random(f"explore/corrupt/{seed}")
     if rng.random() >= CORRUPT_SHARE and not always:

@@ -8,7 +8,8 @@ Event BUS mutants it found within 12 runs on 2026-11-27 (first measurement). FOU
 bench found on 2026-11-27 (session 4) among the mutants not found before and those not measured
 before (every Dafka mutant, the newer DCP and Raft mutants), with the scenarios, checks and
 budgets of that measurement, each on the scenario that exercises it ("Explore: every shipped
-mutant (the mutants not found before)" in bench/RESULTS.md). The
+mutant (the mutants not found before)" in bench/RESULTS.md). The crash-on-malformed mutants in
+FOUND and FOUND_BY were measured on 2026-11-27 with the corrupt rule effect (found in 3-9 runs). The
 mutants not found, each with its reason: docs/explore.md, "Which mutants explore finds"."""
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ from harness.registry import package
 FOUND = ["busy-worker", "never-expire", "alters-metadata", "strips-metadata", "no-client-address", "wrong-header",
          "wrong-version", "dagbox-type", "any-service", "no-queue", "replaces-client-address", "drops-empty-data",
          "drops-trailing-empty", "misroutes-reply", "drops-metadata", "no-ping", "no-reregister", "no-register",
-         "wrong-reply-address", "worker-wrong-header", "duplicate-delivery"]
+         "wrong-reply-address", "worker-wrong-header", "duplicate-delivery",
+         # found since message rules corrupt (bench/bench_explore.py --mutants ..., 2026-11-27: 3-9 runs)
+         "crash-on-malformed", "worker-crash-on-malformed", "client-crash-on-malformed"]
 HANDFUL = 3
 
 
@@ -53,15 +56,17 @@ def test_explore_finds_and_shrinks_a_dcp_mutant(name: str, tmp_path: Path) -> No
 FOUND_BY: dict[str, list[str]] = {
     "raft": ["volatile-log", "commit-no-majority", "keep-conflicts", "wrong-prev-term", "ignore-higher-term",
              "truncating-leader", "apply-uncommitted", "fixed-timeout", "local-read", "slow-election",
-             "hides-leader", "ignores-redirect", "reuse-reqid"],
+             "hides-leader", "ignores-redirect", "reuse-reqid", "dies-on-malformed"],
     "pppp": ["releases-on-first-ack", "publisher-no-heartbeat", "publisher-slow-first-heartbeat",
              "publisher-slow-heartbeat", "short-sequence", "numbers-from-zero", "late-ack", "never-acks",
              "subscriber-no-heartbeat", "subscriber-slow-first-heartbeat", "subscriber-slow-heartbeat",
-             "subscriber-short-sequence", "no-resubscribe", "resubscribes-one", "heartbeat-first"],
+             "subscriber-short-sequence", "no-resubscribe", "resubscribes-one", "heartbeat-first",
+             "publisher-crash-on-malformed", "subscriber-crash-on-malformed"],
     "eventbus": ["syncend-latest", "syncend-filter", "syncend-ahead", "empty-snapshot", "no-syncend", "first-client",
              "pub-sequence", "broadcast-twice", "drops-pub", "server-uuid-v1", "server-no-zone", "trailing-data",
              "server-sequence-format", "applies-twice", "foreign-topics", "two-frame-syncstart", "comma-subtrees",
-             "client-sequence-format", "same-uuid", "hello-first"],
+             "client-sequence-format", "same-uuid", "hello-first", "server-crash-on-malformed",
+             "client-crash-on-malformed"],
 }
 SMALL_BUDGET = 12
 AT_MOST = 5

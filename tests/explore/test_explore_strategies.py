@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from hypothesis import HealthCheck, given, settings
 
 from fault_injection.rules import parse_duration, parse_probability
@@ -24,9 +26,10 @@ RUNNER = Runner(SCENARIO)
 def test_every_drawn_candidate_is_a_valid_scenario_within_the_bounds(cand: Candidate) -> None:
     scenario = parse_scenario(RUNNER.render(cand), "drawn.yaml")  # raises if the file is not valid
     assert scenario.duration_ns == SCENARIO.duration_ns and scenario.seeds == [cand.seed]
-    assert 1 <= len(cand.faults) <= SPACE.max_faults
-    assert [f for f in cand.faults if "corrupt" in f.get("rule", {})] == corrupt_rules(SPACE, cand.seed, 1)[:1] or \
-        len(cand.faults) == SPACE.max_faults  # drawn from the seed, when there is room
+    corrupt = [f for f in cand.faults if "corrupt" in f.get("rule", {})]
+    others = [f for f in cand.faults if f not in corrupt]
+    assert corrupt == corrupt_rules(SPACE, f"{cand.seed}/{json.dumps(others, sort_keys=True)}")  # on top
+    assert 1 <= len(cand.faults) - len(corrupt) <= SPACE.max_faults
     for group, count in cand.counts:
         lo, hi = SPACE.counts.get(group, (count, count))
         assert lo <= count <= hi
@@ -75,10 +78,10 @@ def test_a_drawn_workload_rate_is_a_factor_of_the_written_one_within_the_bounds(
 
 
 def test_half_the_candidates_get_a_corrupt_rule_from_their_seed() -> None:
-    """corrupt comes from the candidate's seed, not from hypothesis, so that adding it left every
+    """corrupt comes from the candidate's seed and faults, not from hypothesis, so that adding it left every
     other draw of a search as it was; the rule damages one early message or a bounded share."""
-    drawn = [corrupt_rules(SPACE, seed, 1) for seed in range(1, 601)]
-    assert drawn == [corrupt_rules(SPACE, seed, 1) for seed in range(1, 601)]  # the seed decides
+    drawn = [corrupt_rules(SPACE, seed) for seed in range(1, 601)]
+    assert drawn == [corrupt_rules(SPACE, seed) for seed in range(1, 601)]  # the seed decides
     rules = [d[0]["rule"] for d in drawn if d]
     assert 250 <= len(rules) <= 350
     for body in rules:
@@ -88,7 +91,8 @@ def test_half_the_candidates_get_a_corrupt_rule_from_their_seed() -> None:
         else:
             assert parse_probability(body["probability"]) <= DEFAULT_EFFECTS["corrupt"]
     assert {"nth" in b for b in rules} == {True, False}
-    assert corrupt_rules(SPACE, 3, 0) == []  # no room: max_faults drawn already
+    none = space_of(parse_scenario(SCENARIO_TEXT.replace("max_faults: 3", "max_faults: 0"), "x.yaml"))
+    assert not any(corrupt_rules(none, seed) for seed in range(1, 100))  # no fault at all
     no_corrupt = space_of(parse_scenario(SCENARIO_TEXT.replace("max_faults: 3", "max_faults: 3\n  effects: {drop: 5%}"),
                                          "x.yaml"))
-    assert not any(corrupt_rules(no_corrupt, seed, 1) for seed in range(1, 100))
+    assert not any(corrupt_rules(no_corrupt, seed) for seed in range(1, 100))
