@@ -82,7 +82,9 @@ def test_explore_finds_and_shrinks_a_mutant_of_every_protocol(protocol: str, nam
 
 # Found by bench/bench_explore.py on 2026-11-27 (session 4), each on the exploration scenario
 # that exercises it (`--files`): protocol -> {mutant: (scenario file, runs)}. The bench shrank
-# with at most 20-60 runs; this proof allows SHRINK_RUNS.
+# with at most 20-60 runs; this proof allows SHRINK_RUNS. Left out: resends-first (doubtful, see
+# docs/explore.md) and slow-ping (found in the 19th of 20 runs before main's change to the rule
+# draws, not in 60 runs after it: a lucky draw, not a reliable find).
 FOUND_NOW: dict[str, dict[str, tuple[str, int]]] = {
     "dafka": {"ack-by-topic": ("basic.yaml", 6), "descending-fetch-producer": ("basic.yaml", 30),
         "descending-fetch-store": ("basic.yaml", 30), "direct-record-by-sender": ("basic.yaml", 6),
@@ -101,7 +103,7 @@ FOUND_NOW: dict[str, dict[str, tuple[str, int]]] = {
         "foreign-client-address": ("basic.yaml", 20), "misaddressed-pong": ("basic.yaml", 20),
         "no-pong": ("basic.yaml", 40), "no-reconnect": ("basic.yaml", 40), "no-retry": ("basic.yaml", 20),
         "ping-payload": ("basic.yaml", 20), "pings": ("basic.yaml", 20), "pong-payload": ("basic.yaml", 20),
-        "retry-new-metadata": ("basic.yaml", 20), "slow-ping": ("basic.yaml", 20),
+        "retry-new-metadata": ("basic.yaml", 20),
         "worker-crash-on-malformed": ("basic.yaml", 20)},
     "eventbus": {"alters-data": ("basic.yaml", 20), "applies-early": ("restarts.yaml", 20),
         "client-crash-on-malformed": ("basic.yaml", 8), "client-no-zone": ("basic.yaml", 8),
