@@ -25,3 +25,11 @@ def test_a_producer_with_a_wire_format_fault_breaks_its_clause(mutant: str, clau
     bad = broken(run(BASIC, producer=MUTANTS[mutant][1]))
     assert clause in bad, {c: v.detail for c, v in bad.items()}
     assert {e["node"] for v in bad.values() for e in v.evidence} == {"producer"}
+
+
+def test_damaged_messages_on_the_way_make_no_sender_malformed() -> None:
+    """Corruption happens between the sockets: the probe sees what each node handed its
+    socket, and the tower discards a damaged BEACON instead of passing it on."""
+    corrupt = BASIC.replace("explore:", "faults:\n  - rule: {to: tower, corrupt: 20%}\nexplore:")
+    (v,) = wire(run(corrupt))
+    assert v.ok, v.detail
