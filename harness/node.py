@@ -178,7 +178,8 @@ class DurableStore:
         return _copy(value)
 
     def put(self, key: str, value: Any) -> None:
-        self._data[key] = _copy(value)
+        # an immutable scalar needs no copy (nodes write an int per delivery on hot paths)
+        self._data[key] = value if value.__class__ in _SCALARS else _copy(value)
         self.writes += 1
 
     def delete(self, key: str) -> None:
@@ -193,6 +194,9 @@ class DurableStore:
 
     def snapshot(self) -> dict[str, Any]:
         return {k: _copy(v) for k, v in self._data.items()}
+
+
+_SCALARS = frozenset({int, bytes, str, float, bool, type(None)})
 
 
 def _copy(value: Any) -> Any:

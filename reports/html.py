@@ -51,6 +51,14 @@ TABLES: dict[str, tuple[str, list[Column], str]] = {
                            [("protocol", "protocol", "text"), ("scenario", "scenario", "text"),
                             ("command", "command", "text"), *LAT],
                            "Application command to its delivery (same corr), retries included."),
+    "latency.end_to_end_by_receiver": ("End-to-end latency per receiver",
+                                       [("protocol", "protocol", "text"), ("scenario", "scenario", "text"),
+                                        ("command", "command", "text"), ("node", "node", "text"),
+                                        ("delivery", "delivery", "text"), ("topic", "topic / channel", "text"),
+                                        *LAT],
+                                       "Application command to each delivery with its corr, per node that "
+                                       "delivered and topic: a PPPP publish to each subscriber's application, "
+                                       "per channel; a Dafka produce to each consumer."),
     "latency.end_to_end_by_fault_window": ("End-to-end latency per fault window",
                                            [("protocol", "protocol", "text"), ("scenario", "scenario", "text"),
                                             ("window", "window", "text"), *LAT],
@@ -265,6 +273,7 @@ def _clock_part(report: dict[str, Any], clock: str, slug: str, title: str, note:
              f"histograms: each is within {ALPHA:.0%} of the exact value; count, min, max and mean are exact. "
              f"Each cell's exact value in ns is in its data-value attribute.</p>",
              _section("latency.end_to_end", _of(lat["end_to_end"], clock), "h4", clock),
+             _section("latency.end_to_end_by_receiver", _of(lat["end_to_end_by_receiver"], clock), "h4", clock),
              _section("latency.end_to_end_by_fault_window", _of(lat["end_to_end_by_fault_window"], clock), "h4", clock),
              f'<h4 id="{slug}-plots">Latency distribution per message type</h4>', _plots(report, clock),
              _section("latency.by_msg_type", _of(lat["by_msg_type"], clock), "h4", clock),

@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 from harness.trace import SCHEMA
 from reports import run_scan
 from reports.control import Control, ControlTables, read_control
-from reports.messages import message_histogram
+from reports.messages import message_histogram, receiver_histogram
 from reports.windows import NONE, Segment, segments as cut
 
 ENGINES = ("auto", "arrow", "sql")
@@ -56,6 +56,7 @@ class JobResult:
     control: Control
     segments: list[Segment] = field(default_factory=list)
     histogram: pa.Table | None = None  # run_scan.HISTOGRAM_SCHEMA
+    receivers: pa.Table | None = None  # run_scan.RECEIVER_SCHEMA: end-to-end latency per receiver
     engine: str = "sql"
     files: int = 0
     rows: int | None = None  # trace rows read (the arrow engine counts them)
@@ -119,8 +120,9 @@ def run_job(spark: Any, path: str, engine: str = "auto", unit_rows: int = run_sc
         # open are checked first, named and skipped, as the arrow engine does.
         good, unreadable = (files, []) if df is not None else check_footers(files)
         df = df if df is not None else (read_traces(spark, good) if good else None)
-        histogram = _sql(spark, df, tables) if df is not None else None
-        result = JobResult(Control(), engine="sql", files=len(files), histogram=histogram, unreadable=unreadable)
+        histogram, receivers = _sql(spark, df, tables) if df is not None else (None, None)
+        result = JobResult(Control(), engine="sql", files=len(files), histogram=histogram, receivers=receivers,
+                           unreadable=unreadable)
     else:
         tasks, units, left = _arrow(spark, files, unit_rows, max_file_rows)
         for i, (_, u) in enumerate(units):
@@ -128,9 +130,10 @@ def run_job(spark: Any, path: str, engine: str = "auto", unit_rows: int = run_sc
                 for row in u.control:
                     tables.add(row)
         sql_files = sorted(files[f] for i in left for f in units[i][1].files)
-        by_sql = _sql(spark, read_traces(spark, sql_files), tables) if sql_files else None
+        by_sql, rx_by_sql = _sql(spark, read_traces(spark, sql_files), tables) if sql_files else (None, None)
         histogram = run_scan.merge_histograms([t.histogram for t in tasks] + [by_sql])
-        result = JobResult(Control(), engine="arrow", files=len(files), histogram=histogram,
+        receivers = run_scan.merge_receivers([t.receivers for t in tasks] + [rx_by_sql])
+        result = JobResult(Control(), engine="arrow", files=len(files), histogram=histogram, receivers=receivers,
                            rows=sum(u.rows for _, u in units), files_by_sql=len(sql_files),
                            unreadable=[{"file": files[u.files[0]], "reason": u.error} for _, u in units if u.error])
     tables.finish(result.control)
@@ -209,8 +212,9 @@ def left_to_sql(units: list[run_scan.UnitResult]) -> set[int]:
     return left
 
 
-def _sql(spark: Any, df, tables: ControlTables) -> pa.Table:
-    """The SQL engine over ``df``: control rows into ``tables``, histogram rows (named) returned."""
+def _sql(spark: Any, df, tables: ControlTables) -> tuple[pa.Table, pa.Table]:
+    """The SQL engine over ``df``: control rows into ``tables``; histogram rows (named) and the
+    end-to-end receipts per receiver returned."""
     control = read_control(df, tables)  # with the arrow engine's events so far: harmless, their runs differ
     segments = cut(control.events)
     labels = [NONE] + sorted({s.label for s in segments})
@@ -221,4 +225,5 @@ def _sql(spark: Any, df, tables: ControlTables) -> pa.Table:
         out.append({"protocol": protocol, "scenario": scenario, "clock": clock, "e": h["e"], "mt": tables.msg_types.get(h["mt"]),
                     "window": labels[h["wl"]], "fb": h["fb"], "status": h["status"], "b": h["b"], "n": h["n"],
                     "lo": h["lo"], "hi": h["hi"], "total": h["total"], "drops": h["drops"]})
-    return pa.Table.from_pylist(out, schema=run_scan.HISTOGRAM_SCHEMA)
+    return (pa.Table.from_pylist(out, schema=run_scan.HISTOGRAM_SCHEMA),
+            pa.Table.from_pylist(receiver_histogram(df), schema=run_scan.RECEIVER_SCHEMA))

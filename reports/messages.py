@@ -203,6 +203,27 @@ def histogram_query(spark: Any, df, segments: list[Segment], labels: dict[str, i
     return _histogram(x)
 
 
+def receiver_histogram(df) -> list[dict]:
+    """End-to-end latency per receiver (reports.run_scan.RECEIVER_KEYS): every deliver row with a
+    corr whose command is in its run, timed from the command's first row, counted per (protocol,
+    scenario, clock, command type, node, delivery kind, topic, bucket). Command and deliver rows
+    are few next to message rows: a plain join."""
+    from pyspark.sql import functions as F
+
+    kind = F.col("kind")
+    x = df.filter(kind.isin(COMMAND, DELIVER) & F.col("corr").isNotNull()).select(
+        "run", "kind", "time_ns", "msg_type", "corr", "node", "topic", "protocol", "scenario")
+    commands = x.filter(kind == COMMAND).groupBy("run", "corr").agg(F.min("time_ns").alias("t0"),
+                                                                   F.max("msg_type").alias("command"))
+    lat = F.col("time_ns") - F.col("t0")
+    rows = (x.filter(kind == DELIVER).join(commands, ["run", "corr"], "inner")
+            .groupBy("protocol", "scenario", clock_column().alias("clock"), "command", "node",
+                     F.col("msg_type").alias("delivery"), "topic", bucket(lat).alias("b"))
+            .agg(F.count(F.lit(1)).alias("n"), F.min(lat).alias("lo"), F.max(lat).alias("hi"),
+                 F.sum(lat.cast("double")).alias("total")))
+    return [r.asDict() for r in rows.collect()]
+
+
 def message_histogram(spark: Any, df, segments: list[Segment], labels: dict[str, int],
                       exact: bool = False) -> list[dict]:
     """Counts per (p, e2e, mt, window id, fault bits, status, bucket) with min/max/sum of latency:

@@ -74,6 +74,21 @@ class _Rows:
         return pc.sum(self.table.filter(pc.equal(self.table["protocol"], UNKNOWN))["n"]).as_py() or 0
 
 
+RECEIVER_NAMES = ("clock", "protocol", "scenario", "command", "node", "delivery", "topic")
+
+
+def _receivers(job: JobResult) -> dict[tuple, Histogram]:
+    """End-to-end latency per (clock, protocol, scenario, command, receiving node, delivery kind,
+    topic): "" for a delivery that names no topic."""
+    out: dict[tuple, Histogram] = defaultdict(Histogram)
+    if job.receivers is None:
+        return out
+    for r in job.receivers.to_pylist():
+        key = (*(r[k] if r[k] is not None else UNKNOWN for k in RECEIVER_NAMES[:-1]), r["topic"] or "")
+        out[key].add(r["b"], r["n"], r["lo"], r["hi"], r["total"] or 0.0)
+    return out
+
+
 def _table(hists: dict[tuple, Histogram], names: tuple[str, ...]) -> list[dict]:
     return [{**dict(zip(names, k)), **h.summary()} for k, h in sorted(hists.items())]
 
@@ -180,6 +195,7 @@ def build(job: JobResult, source: str, master: str, seconds: float, spark_versio
         "end_to_end_by_fault_window": _table(
             rows.latency(True, ("clock", "protocol", "scenario", "window")),
             ("clock", "protocol", "scenario", "window")),
+        "end_to_end_by_receiver": _table(_receivers(job), RECEIVER_NAMES),
     }
     delivery = _delivery(rows.counts(False, ("clock", "protocol", "mt")), by_type, False)
     requests, uncorrelated = _correlated(_delivery(rows.counts(True, ("clock", "protocol", "scenario", "mt")),

@@ -50,8 +50,9 @@ EVENT_KINDS = (CRASH, RESTART, PAUSE, RESUME, FAULT)  # control rows that open/c
 
 MESSAGE_COLUMNS = ("run", "protocol", "scenario", "kind", "time_ns", "msg_type", "msg_id", "corr", "fault")
 CONTROL_COLUMNS = ("seed", "implementation", "node", "role", "verdict", "clause", "detail")  # + the above
+RECEIVER_COLUMNS = ("topic",)  # + node: who got a delivery, on which topic or channel
 DICTIONARY_COLUMNS = ("run", "protocol", "scenario", "kind", "msg_type", "corr", "fault", "implementation",
-                      "node", "role", "verdict", "clause")
+                      "node", "role", "verdict", "clause", "topic")
 HISTOGRAM_KEYS = ("protocol", "scenario", "clock", "e", "mt", "window", "fb", "status", "b")
 # what every engine returns: counts and min/max/sum of latency (ns) per histogram key
 HISTOGRAM_SCHEMA = pa.schema([("protocol", pa.string()), ("scenario", pa.string()), ("clock", pa.string()),
@@ -59,6 +60,11 @@ HISTOGRAM_SCHEMA = pa.schema([("protocol", pa.string()), ("scenario", pa.string(
                               ("mt", pa.string()), ("window", pa.string()), ("fb", pa.int64()),
                               ("status", pa.string()), ("b", pa.int64()), ("n", pa.int64()), ("lo", pa.int64()),
                               ("hi", pa.int64()), ("total", pa.float64()), ("drops", pa.int64())])
+# end-to-end latency per receiver: command -> each delivery with its corr, by the node that
+# delivered, the delivery's kind and its topic (a PPPP subscriber's channel); both engines
+RECEIVER_KEYS = ("protocol", "scenario", "clock", "command", "node", "delivery", "topic", "b")
+RECEIVER_SCHEMA = pa.schema([*((k, pa.string()) for k in RECEIVER_KEYS[:-1]), ("b", pa.int64()), ("n", pa.int64()),
+                             ("lo", pa.int64()), ("hi", pa.int64()), ("total", pa.float64())])
 UNIT_ROWS = 65536
 MAX_FILE_ROWS = 2_000_000  # < 2**21: see COUNT_BITS
 BATCH_ROWS = 1 << 16
@@ -78,6 +84,7 @@ class UnitResult:
     runs: dict[int, set[str]]  # file index -> the runs it holds
     rows: int = 0
     histogram: pa.Table | None = None
+    receivers: pa.Table | None = None  # RECEIVER_SCHEMA
     control: list[dict] = field(default_factory=list)
     deferred: bool = False  # the SQL engine takes these files
     error: str | None = None  # the file could not be read as a trace: why
@@ -138,6 +145,8 @@ class _Unit:
 
     def __init__(self) -> None:
         self.runs, self.ps, self.types = _Names(), _Names(), _Names()
+        self.nodes, self.topics = _Names(), _Names()
+        self.deliveries: list[pa.Table] = []  # deliver rows with a corr: (run, id, t, node, kind, topic)
         self.run_ps: dict[int, int] | None = {}  # run id -> its (protocol, scenario, clock) id, while unique
         self.tables: list[pa.Table] = []
         self.control: list[dict] = []
@@ -164,6 +173,12 @@ class _Unit:
         run_id = self.runs.of(run)
         ps = self._pairs(col["protocol"], col["scenario"], run)
         self._note_run_ps(run_id, ps)
+        delivered = pc.fill_null(pc.and_(pc.equal(kc, 4 + RECEIVE_SIDE), pc.is_valid(col["corr"])), False)
+        if pc.any(delivered).as_py():
+            self.deliveries.append(pa.table({
+                "run": run_id, "id": corr, "t": col["time_ns"], "node": self.nodes.of(_one_chunk(t.column("node"))),
+                "kind": self.types.of(col["msg_type"]), "topic": self.topics.of(_one_chunk(t.column("topic"))),
+            }).filter(delivered))
         self.tables.append(pa.table({
             "run": run_id, "e": e, "id": pc.if_else(e, corr, msg_id),
             "k": pc.bit_wise_and(kc, 3), "t": col["time_ns"], "mt": self.types.of(col["msg_type"]), "ps": ps,
@@ -214,7 +229,8 @@ class _Unit:
                         r.get("detail")) for r in self.control if r.get("kind") in EVENT_KINDS]
         segs = segments(events)
         m = pa.concat_tables(self.tables) if self.tables else None
-        result.histogram = _histogram(m, segs, self) if m is not None and m.num_rows else None
+        if m is not None and m.num_rows:
+            result.histogram, result.receivers = _histogram(m, segs, self)
         return result
 
 
@@ -268,8 +284,9 @@ FAULT_COUNT_OF_BITS = pa.array([sum(1 << (i * FAULT_COUNT_BITS) for i in range(4
                                 for b in range(16)], I64)
 
 
-def _histogram(m: pa.Table, segs: list[Segment], unit: _Unit) -> pa.Table:
-    """Counts per (pair, e2e, type, window, fault bits, status, bucket) with min/max/sum of latency."""
+def _histogram(m: pa.Table, segs: list[Segment], unit: _Unit) -> tuple[pa.Table, pa.Table | None]:
+    """Counts per (pair, e2e, type, window, fault bits, status, bucket) with min/max/sum of latency,
+    and the end-to-end receipts per receiver (RECEIVER_SCHEMA; None without any)."""
     labels = [NONE] + sorted({s.label for s in segs})
     k = m["k"]
     paired = pc.is_valid(m["id"])
@@ -355,7 +372,34 @@ def _histogram(m: pa.Table, segs: list[Segment], unit: _Unit) -> pa.Table:
     r = pa.concat_tables(receipts)
     r = r.append_column("b", _bucket_code(r["lat"])).append_column("latf", pc.cast(r["lat"], pa.float64(), safe=False))
     timed = _group(r, list(ATTRIBUTES) + ["b"], [([], "count_all"), ("lat", "min"), ("lat", "max"), ("latf", "sum")])
-    return pa.concat_tables([_named(counts, unit, labels), _named(timed, unit, labels)])
+    commands = pa.table({"run": g["run"], "id": g["id"], "ps": ps, "mt0": mt, "t0": t0}).filter(
+        pc.and_(pc.equal(e, 1), has_send))
+    return (pa.concat_tables([_named(counts, unit, labels), _named(timed, unit, labels)]),
+            _receivers(unit, commands) if unit.deliveries and commands.num_rows else None)
+
+
+def _receivers(unit: _Unit, commands: pa.Table) -> pa.Table:
+    """Every delivery whose command is in the run, timed from the command's first row, counted per
+    (pair, command type, node, delivery kind, topic, bucket)."""
+    rx = pa.concat_tables(unit.deliveries).join(commands, ["run", "id"], join_type="inner", use_threads=False)
+    lat = pc.subtract(rx["t"], rx["t0"])
+    # ids shifted by one where a null is possible (0: none), as _keyed does for message types
+    keyed = pa.table({"ps": _as(rx["ps"], I32), "mt": pc.fill_null(pc.add(_as(rx["mt0"], I32), 1), 0),
+                      "node": pc.fill_null(pc.add(rx["node"], 1), 0), "kind": pc.fill_null(pc.add(rx["kind"], 1), 0),
+                      "topic": pc.fill_null(pc.add(rx["topic"], 1), 0), "b": _bucket_code(lat), "lat": lat,
+                      "latf": pc.cast(lat, pa.float64(), safe=False)})
+    h = _group(keyed, ["ps", "mt", "node", "kind", "topic", "b"],
+               [([], "count_all"), ("lat", "min"), ("lat", "max"), ("latf", "sum")])
+    pairs, types = unit.ps.names, [None] + unit.types.names
+    nodes, topics = [None] + unit.nodes.names, [None] + unit.topics.names
+    ps = h["ps"].to_pylist()
+    return pa.table({
+        "protocol": [pairs[i][0] for i in ps], "scenario": [pairs[i][1] for i in ps], "clock": [pairs[i][2] for i in ps],
+        "command": [types[i] for i in h["mt"].to_pylist()], "node": [nodes[i] for i in h["node"].to_pylist()],
+        "delivery": [types[i] for i in h["kind"].to_pylist()], "topic": [topics[i] for i in h["topic"].to_pylist()],
+        "b": _bucket_key(_as(h["b"], I64)), "n": h["count_all"], "lo": h["lat_min"], "hi": h["lat_max"],
+        "total": h["latf_sum"],
+    }, schema=RECEIVER_SCHEMA)
 
 
 ATTRIBUTES = ("ps", "e", "mt", "wl", "fb")  # what a histogram row is about, besides status and bucket
@@ -430,6 +474,17 @@ def _named(h: pa.Table, unit: _Unit, labels: list[str]) -> pa.Table:
     }).cast(HISTOGRAM_SCHEMA)
 
 
+def merge_receivers(tables: Iterable[pa.Table | None]) -> pa.Table | None:
+    """Receiver tables of several units summed per key."""
+    tables = [t for t in tables if t is not None and t.num_rows]
+    if not tables:
+        return None
+    h = pa.concat_tables([t.cast(RECEIVER_SCHEMA) for t in tables]).group_by(
+        list(RECEIVER_KEYS), use_threads=False).aggregate([("n", "sum"), ("lo", "min"), ("hi", "max"), ("total", "sum")])
+    return pa.table({**{k: h[k] for k in RECEIVER_KEYS}, "n": h["n_sum"], "lo": h["lo_min"], "hi": h["hi_max"],
+                     "total": h["total_sum"]}).cast(RECEIVER_SCHEMA)
+
+
 def merge_histograms(tables: Iterable[pa.Table | None]) -> pa.Table | None:
     """Histogram tables of several units summed per key."""
     tables = [t for t in tables if t is not None and t.num_rows]
@@ -490,7 +545,7 @@ def scan_files(files: list[tuple[int, str]], unit_rows: int = UNIT_ROWS,
                 runs.update(x for x in _dictionary(b.column(0)).dictionary.to_pylist() if x is not None)
             yield UnitResult([index], {index: runs}, rows, deferred=True)
             continue
-        columns = [c for c in MESSAGE_COLUMNS + CONTROL_COLUMNS if c in present]
+        columns = [c for c in MESSAGE_COLUMNS + CONTROL_COLUMNS + RECEIVER_COLUMNS if c in present]
         unit.add_file(_complete(pf.read(columns=columns, use_threads=False).unify_dictionaries()), index)
         if unit.rows >= unit_rows:
             yield unit.finish()
@@ -507,6 +562,7 @@ class TaskResult:
     task: int
     units: list[UnitResult]
     histogram: pa.Table | None
+    receivers: pa.Table | None = None
 
 
 def scan_task(task: tuple[int, list[tuple[int, str]]], skip: frozenset[int] = frozenset(),
@@ -515,9 +571,10 @@ def scan_task(task: tuple[int, list[tuple[int, str]]], skip: frozenset[int] = fr
     number, files = task
     units = list(scan_files([f for f in files if f[0] not in skip], unit_rows, max_file_rows))
     histogram = merge_histograms(u.histogram for u in units)
+    receivers = merge_receivers(u.receivers for u in units)
     for u in units:
-        u.histogram = None
-    return TaskResult(number, units, histogram)
+        u.histogram = u.receivers = None
+    return TaskResult(number, units, histogram, receivers)
 
 
 _TYPES = {"seed": I64, "time_ns": I64, "msg_id": I64}
@@ -525,7 +582,7 @@ _TYPES = {"seed": I64, "time_ns": I64, "msg_id": I64}
 
 def _complete(t: pa.Table) -> pa.Table:
     """Columns a file lacks (an older or foreign trace) as nulls."""
-    for c in MESSAGE_COLUMNS + CONTROL_COLUMNS:
+    for c in MESSAGE_COLUMNS + CONTROL_COLUMNS + RECEIVER_COLUMNS:
         if c not in t.column_names:
             t = t.append_column(c, pa.nulls(t.num_rows, _TYPES.get(c, pa.string())))
     return t

@@ -106,24 +106,42 @@ class NodeIO:
 
     # ---- input -------------------------------------------------------------------------------
     def _drain(self, sock: zmq.Socket, own: tuple[Slot, str, bool]) -> None:
+        """Up to BATCH messages of one readable socket into its node, until EAGAIN. The hot
+        path of a live run: `_input` unrolled, and the node's timer asked for once at the end
+        of the batch (only the loop reads it, after this returns)."""
         slot, sname, is_router = own
         node = slot.node
+        if node is None:
+            return
+        receive = node.receive
         trace = self._trace
+        clock = self._clock
+        apply = self._apply
         for _ in range(BATCH):
             if slot.paused:
-                return  # what is still queued waits in ZeroMQ, as for a stopped process
+                break  # what is still queued waits in ZeroMQ, as for a stopped process
             try:
                 frames = recv_multipart(sock)
             except zmq.Again:
-                return
-            now = self._clock()
+                break
+            now = clock()
             if trace is not None:
                 peer = frames[0].hex() if is_router else slot.peers.get(sname, "")
                 trace.emit_message(slot.name, RECV, now, sname, peer, None, None, pack_frames(frames),
                                    message_columns(None, sum(map(len, frames)), None))
-            self._input(slot, node, "receive", node.receive, sname, frames, now)  # type: ignore[union-attr]
-            if slot.node is not node:
+            try:
+                actions = receive(sname, frames, now)
+                if actions:
+                    apply(slot, node, actions, now)
+            except Exception as exc:
+                self._node_failed(slot, "receive", exc)
                 return
+            if slot.node is not node:
+                return  # crashed or restarted by a hook
+        try:
+            slot.timer_at = node.get_timer()
+        except Exception as exc:
+            self._node_failed(slot, "receive", exc)
 
     def _input(self, slot: Slot, node: Node, where: str, fn: Callable[..., list[Action]], *args: Any) -> None:
         """Hand one input to the node, carry out its actions, ask for its next timer; a node
@@ -149,7 +167,7 @@ class NodeIO:
                 raise TypeError(f"node {slot.name!r} returned a non-action: {action!r}")
             handler(slot, action, now)
             if hooks:
-                for hook in list(hooks):
+                for hook in hooks:  # copied on write (on_action): a hook may add one
                     try:
                         hook(slot.name, action, now)
                     except Exception as exc:  # the harness's own bug: stop the run loudly
@@ -165,9 +183,10 @@ class NodeIO:
         try:
             # Frame by frame with plain int flags: pyzmq's send_multipart ORs IntFlag enums per
             # frame, which costs more than the send itself for small messages.
-            last = len(frames) - 1
-            for k, f in enumerate(frames):
-                _base_send(sock, f, _MORE if k < last else _NOBLOCK)
+            if frames:
+                for f in frames[:-1]:
+                    _base_send(sock, f, _MORE)
+                _base_send(sock, frames[-1], _NOBLOCK)
         except zmq.Again:
             fault = "hwm"
         except zmq.ZMQError as exc:

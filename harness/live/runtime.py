@@ -183,7 +183,7 @@ class LiveRuntime(EventLoop, NodeIO):
     def on_action(self, hook: ActionHook) -> ActionHook:
         """Call ``hook(node, action, time_ns)`` on the loop thread for every action a node
         returns, after it was carried out. A hook that raises stops the run (a harness bug)."""
-        self._hooks.append(hook)
+        self._hooks = [*self._hooks, hook]  # a new list: the loop iterates the old one without copying
         return hook
 
     def on_failure(self, hook: FailureHook) -> None:

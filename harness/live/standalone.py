@@ -55,18 +55,19 @@ def run_standalone(
             runtime.set_trace(trace)
         if output is not None:
             runtime.on_action(lambda node, action, t: _print_delivery(output, action))
+        runtime.on_failure(lambda failure: stop.set())  # exit at once: a supervisor watches for it
         runtime.start()
         if ready_line:
             endpoints = [ep for eps in runtime.endpoints(name).values() for ep in eps]
             print(" ".join(["READY", name, *endpoints]), flush=True)
-        # Short waits so the failure check runs; signals only set the event.
+        # Short waits (signals and a node's failure only set the event).
         while not stop.wait(0.2):
-            if runtime.failures:
-                for failure in runtime.failures:
-                    print(f"node {failure.node!r} failed in {failure.where}:\n{failure.detail}",
-                          file=sys.stderr, flush=True)
-                code = EXIT_NODE_FAILED
-                break
+            pass
+        if runtime.failures:
+            for failure in runtime.failures:
+                print(f"node {failure.node!r} failed in {failure.where}:\n{failure.detail}",
+                      file=sys.stderr, flush=True)
+            code = EXIT_NODE_FAILED
     finally:
         try:
             runtime.stop()

@@ -169,8 +169,9 @@ class Subscriber(PpppNode):
         except DecodeError as e:
             return self.malformed(socket, frames, e)
         self.last_heard = now  # any message counts as a heartbeat (pppp.heartbeat.implicit)
-        if msg.name == "PUBLISH":
-            return self.on_publish(msg["channel"], msg["sequence"], msg["payload"], now)
+        name, fields = msg  # a Message is a (name, fields) tuple
+        if name == "PUBLISH":
+            return self.on_publish(fields["channel"], fields["sequence"], fields["payload"], now)
         return []  # HEARTBEAT
 
     def handle_timer(self, now: int) -> list[Action]:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from harness.trace import read_trace
 
-COLUMNS = ["run", "scenario", "protocol", "node", "kind", "time_ns", "msg_type", "msg_id", "corr", "fault", "detail"]
+COLUMNS = ["run", "scenario", "protocol", "node", "kind", "time_ns", "msg_type", "msg_id", "corr", "fault", "detail",
+           "topic"]
 BITS = {"delay": 1, "duplicate": 2, "reorder": 4}
 
 
@@ -47,6 +48,7 @@ class Expected:
     by_message_fault: dict[tuple, list[int]] = field(default_factory=lambda: defaultdict(list))
     end_to_end: dict[tuple, list[int]] = field(default_factory=lambda: defaultdict(list))
     end_to_end_by_fault_window: dict[tuple, list[int]] = field(default_factory=lambda: defaultdict(list))
+    end_to_end_by_receiver: dict[tuple, list[int]] = field(default_factory=lambda: defaultdict(list))
     delivery: dict[tuple, dict[str, int]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(int)))
     requests: dict[tuple, dict[str, int]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(int)))
 
@@ -123,6 +125,8 @@ def _run(rows: list[dict], out: Expected) -> None:
             q["deliveries"] += 1
             out.end_to_end[(*protocol, scenario, op)].append(d["time_ns"] - t0)
             out.end_to_end_by_fault_window[(*protocol, scenario, window_at(events, t0))].append(d["time_ns"] - t0)
+            receiver = (d["node"], d["msg_type"] or "?", d["topic"] or "")
+            out.end_to_end_by_receiver[(*protocol, scenario, op, *receiver)].append(d["time_ns"] - t0)
     for corr, ds in delivers.items():
         if corr not in commands:
             out.requests[(*protocol, scenario, ds[0]["msg_type"] or "?")]["orphans"] += len(ds)

@@ -49,6 +49,7 @@ def ex_quantile(sorted_values: list[int], q: float) -> int:
     ("by_message_fault", ("clock", "protocol", "msg_type", "fault")),
     ("end_to_end", ("clock", "protocol", "scenario", "command")),
     ("end_to_end_by_fault_window", ("clock", "protocol", "scenario", "window")),
+    ("end_to_end_by_receiver", ("clock", "protocol", "scenario", "command", "node", "delivery", "topic")),
 ])
 def test_latency_tables_agree_with_an_exact_computation(report: tuple[dict, Path], want: ex.Expected,
                                                         table: str, keys: tuple[str, ...]) -> None:
