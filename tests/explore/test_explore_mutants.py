@@ -82,8 +82,48 @@ def test_explore_finds_and_shrinks_a_mutant_of_every_protocol(protocol: str, nam
 
 # Found by bench/bench_explore.py on 2026-11-27 (session 4), each on the exploration scenario
 # that exercises it (`--files`): protocol -> {mutant: (scenario file, runs)}. The bench shrank
-# with at most 20-60 runs; this proof allows SHRINK_RUNS.
-FOUND_NOW: dict[str, dict[str, tuple[str, int]]] = {}
+# with at most 20-60 runs; this proof allows SHRINK_RUNS. Left out: resends-first (doubtful, see
+# docs/explore.md) and slow-ping (found in the 19th of 20 runs before main's change to the rule
+# draws, not in 60 runs after it: a lucky draw, not a reliable find).
+FOUND_NOW: dict[str, dict[str, tuple[str, int]]] = {
+    "dafka": {"ack-by-topic": ("basic.yaml", 6), "descending-fetch-producer": ("basic.yaml", 30),
+        "descending-fetch-store": ("basic.yaml", 30), "direct-record-by-sender": ("basic.yaml", 6),
+        "duplicate-delivery": ("lossy.yaml", 30), "early-release": ("basic.yaml", 30),
+        "fetch-off-by-one": ("basic.yaml", 6), "impostor": ("basic.yaml", 6),
+        "memory-store": ("basic.yaml", 30), "mute-to-tower": ("basic.yaml", 6),
+        "no-connect": ("basic.yaml", 6), "no-direct-record-subscription-consumer": ("basic.yaml", 6),
+        "no-fetch-subscription": ("basic.yaml", 6), "no-fetch-subscription-store": ("basic.yaml", 6),
+        "no-topic-frame": ("basic.yaml", 6), "offset-one": ("basic.yaml", 30),
+        "out-of-order": ("basic.yaml", 30), "second-topic": ("basic.yaml", 6),
+        "short-sequence": ("basic.yaml", 6), "skip-gaps": ("basic.yaml", 30),
+        "skip-offset": ("basic.yaml", 30), "split-content": ("basic.yaml", 6),
+        "wrong-signature": ("basic.yaml", 6), "wrong-version": ("basic.yaml", 6),
+        "xpub-elsewhere": ("basic.yaml", 6)},
+    "dcp": {"client-wrong-version": ("basic.yaml", 20), "crash-on-malformed": ("basic.yaml", 20),
+        "foreign-client-address": ("basic.yaml", 20), "misaddressed-pong": ("basic.yaml", 20),
+        "no-pong": ("basic.yaml", 40), "no-reconnect": ("basic.yaml", 40), "no-retry": ("basic.yaml", 20),
+        "ping-payload": ("basic.yaml", 20), "pings": ("basic.yaml", 20), "pong-payload": ("basic.yaml", 20),
+        "retry-new-metadata": ("basic.yaml", 20),
+        "worker-crash-on-malformed": ("basic.yaml", 20)},
+    "eventbus": {"alters-data": ("basic.yaml", 20), "applies-early": ("restarts.yaml", 20),
+        "client-crash-on-malformed": ("basic.yaml", 8), "client-no-zone": ("basic.yaml", 8),
+        "client-uuid-v1": ("basic.yaml", 8), "default-subtree": ("lossy.yaml", 8),
+        "gives-up": ("failover.yaml", 20), "no-discard": ("lossy.yaml", 20),
+        "no-failover": ("failover.yaml", 20), "no-sequence-filter": ("basic.yaml", 20),
+        "no-subtree-filter": ("basic.yaml", 20), "raw-data": ("basic.yaml", 8),
+        "reencodes-data": ("basic.yaml", 20), "restamps": ("basic.yaml", 20),
+        "server-crash-on-malformed": ("failover.yaml", 8), "swapped-ports": ("failover.yaml", 8),
+        "syncend-no-subtrees": ("basic.yaml", 20), "volatile-sequence": ("restarts.yaml", 20)},
+    "pppp": {"ignores-duplicates": ("lossy.yaml", 30), "ignores-implicit-nack": ("sparse.yaml", 30),
+        "ignores-nacks": ("lossy.yaml", 30), "never-stops": ("basic.yaml", 30), "no-dedup": ("basic.yaml", 30),
+        "no-nack": ("basic.yaml", 30), "no-resend-on-silence": ("sparse.yaml", 30),
+        "renumbers-resends": ("basic.yaml", 30),
+        "single-number-nack": ("lossy.yaml", 10)},
+    "raft": {"forget-vote": ("votes.yaml", 30), "indexless-update": ("basic.yaml", 12),
+        "new-reqid-follow-up": ("basic.yaml", 12), "no-debounce": ("retries.yaml", 30),
+        "reapply-reqid": ("retries.yaml", 30), "reqid-not-in-entry": ("basic.yaml", 12),
+        "skip-up-to-date": ("partitions.yaml", 30), "vote-twice": ("votes.yaml", 30)},
+}
 SHRINK_RUNS = 60
 
 
