@@ -205,6 +205,11 @@ class ResendNacked(PpppCheck):
         # (subscriber, channel, number) -> (deadline, the ACK event, clause)
         self.due: dict[tuple[bytes, bytes, int], tuple[int, Event, str]] = {}
         self.on_silence: dict[tuple[bytes, bytes], tuple[int, int]] = {}
+        # (subscriber, channel) -> what its last ACK/NACK asked for but is not judged (published
+        # before the subscriber's last long silence): a resend of one of those answers the ACK,
+        # it is no resend on silence (explore found the false alarm: such an answer was taken for
+        # one, and the next ACK for an implicit NACK of what had been resent already)
+        self.unjudged: dict[tuple[bytes, bytes], set[int]] = {}
         self.bad: list[tuple[str, list[Event], str]] = []
         self.asked = 0
 
@@ -212,6 +217,7 @@ class ResendNacked(PpppCheck):
         if ev.kind == CRASH:
             self.due.clear()  # a crashed publisher owes nothing until it talks again
             self.on_silence.clear()
+            self.unjudged.clear()
             return
         self._expire(ev.time_ns)
         msg, sub = self.ledger.feed(ev)
@@ -221,7 +227,8 @@ class ResendNacked(PpppCheck):
         if ev.kind == SEND and msg.name == "PUBLISH":
             c, s = msg["channel"], msg["sequence"]
             sent = sub.sent.setdefault(c, set())
-            if self.due.pop((ident, c, s), None) is None and s in sent and ev.time_ns > sub.subscribed_at:
+            answer = self.due.pop((ident, c, s), None) is not None or s in self.unjudged.get((ident, c), ())
+            if not answer and s in sent and ev.time_ns > sub.subscribed_at:
                 self.on_silence[(ident, c)] = (s, self.ledger.top.get(c, s))  # a resend on silence (E-PPPP-15)
             sent.add(s)
         elif ev.kind == RECV and msg.name == "ACK":
@@ -236,14 +243,16 @@ class ResendNacked(PpppCheck):
                 del self.due[s]  # it arrived after all
         implicit = self.on_silence.pop((ident, c), None)
         deadline = ev.time_ns + self.idle + self.tol
+        unjudged = self.unjudged[(ident, c)] = set()  # this ACK is what the subscriber asks for now
         for s in owed:
-            if self.ledger.first_seen.get((c, s), 0) < sub.live_since:
-                continue
             if inside(s, ranges):
                 clause = self.clause
             elif implicit is not None and max(implicit[0], h) < s <= implicit[1]:
                 clause = "pppp.publisher.implicit-nack"
             else:
+                continue
+            if self.ledger.first_seen.get((c, s), 0) < sub.live_since:
+                unjudged.add(s)
                 continue
             self.asked += 1
             self.due.setdefault((ident, c, s), (deadline, ev, clause))

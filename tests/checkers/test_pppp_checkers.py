@@ -256,3 +256,32 @@ def test_the_full_dump_variant_is_what_the_sync_parameter_is_for() -> None:
     # Without sync: full-dump, exactly-once expects the backlog a full-dump publisher does not keep.
     bad = [run(PARTITION, seed, publisher=FullDumpPublisher) for seed in (1, 2, 3)]
     assert any(not verdict(r, "exactly-once").ok for r in bad)
+
+
+# explore (scenarios/pppp/explore/sparse.yaml, seed 14776276) found resend-nacked taking a resend that
+# answered an implicit NACK for a number published before the subscriber's long pause (such numbers
+# are not judged, E-PPPP-16) for a resend on silence, and so the next ACK for an implicit NACK of
+# what had been resent already: a publisher that resends the lowest number on silence (a SHOULD, and
+# still honouring the implicit NACK) failed the MUST.
+ANSWERED_AFTER_PAUSE = """protocol: pppp
+name: checker-test-answered-after-pause
+duration: 4800ms
+settle: 2s
+nodes:
+  publisher: {role: publisher, config: {idle: 100ms, first_idle: 50ms, liveness: 5}}
+  subs: {role: subscriber, count: 2, config: {channels: [news]}}
+workload:
+  - {nodes: publisher, op: publish, rate: 6/s, from: 500ms, until: 2800ms, channel: news, size: 16, limit: 18}
+faults:
+  - rule: {message: PUBLISH, drop: 40%, nth: 1-65}
+  - {from: 1552ms, until: 2492ms, pause: subs.1}
+"""
+
+
+def test_an_answer_to_an_implicit_nack_is_no_resend_on_silence() -> None:
+    r = run(ANSWERED_AFTER_PAUSE, 14776276, publisher=M.ResendsFirstPublisher)
+    assert verdict(r, "resend-nacked").ok, verdict(r, "resend-nacked").detail
+    assert run(ANSWERED_AFTER_PAUSE, 14776276).ok
+    caught = [not verdict(run(ANSWERED_AFTER_PAUSE, seed, publisher=M.IgnoresImplicitNackPublisher),
+                          "resend-nacked").ok for seed in (14776276, 1, 2, 3)]
+    assert any(caught), "a publisher that ignores the implicit NACK is still caught here"

@@ -82,8 +82,8 @@ def test_explore_finds_and_shrinks_a_mutant_of_every_protocol(protocol: str, nam
 
 # Found by bench/bench_explore.py on 2026-11-27 (session 4), each on the exploration scenario
 # that exercises it (`--files`): protocol -> {mutant: (scenario file, runs)}. The bench shrank
-# with at most 20-60 runs; this proof allows SHRINK_RUNS. Left out: resends-first (doubtful, see
-# docs/explore.md) and slow-ping (found in the 19th of 20 runs before main's change to the rule
+# with at most 20-60 runs; this proof allows SHRINK_RUNS. Left out: resends-first (its find was a
+# checker false alarm, fixed: docs/explore.md) and slow-ping (found in the 19th of 20 runs before main's change to the rule
 # draws, not in 60 runs after it: a lucky draw, not a reliable find).
 FOUND_NOW: dict[str, dict[str, tuple[str, int]]] = {
     "dafka": {"ack-by-topic": ("basic.yaml", 6), "descending-fetch-producer": ("basic.yaml", 30),
