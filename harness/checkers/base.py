@@ -134,6 +134,12 @@ class Checker:
     def fail(self, detail: str, evidence: Iterable[dict[str, Any]] = (), clause: str | None = None) -> Verdict:
         return Verdict(self.name, clause or self.clause, False, detail, list(evidence)[:20])
 
+    def first_problem(self, bad: list[tuple[Event, str, str]], what: str) -> Verdict:
+        """The failing verdict of problems ``(event, detail, clause)``: how many (``what``), the first
+        one's detail and clause, the first five events as evidence."""
+        _, detail, clause = bad[0]
+        return self.fail(f"{len(bad)} {what}; first: {detail}", [e.describe() for e, _, _ in bad[:5]], clause=clause)
+
 
 class NoNodeErrors(Checker):
     """No node raised an exception (a reference node or an implementation must not crash on

@@ -83,9 +83,7 @@ class HeartbeatAnswers(Checker):
         if not self.bad:
             return [self.ok(f"{self.pings} PING(s) received by the broker, each answered in time; "
                             "PONGs only to confirmed registrations; no client PING")]
-        ev, detail, clause = self.bad[0]
-        return [self.fail(f"{len(self.bad)} heartbeat problem(s); first: {detail}",
-                          [e.describe() for e, _, _ in self.bad[:5]], clause=clause)]
+        return [self.first_problem(self.bad, "heartbeat problem(s)")]
 
 
 def message_type(ev: Event) -> str:

@@ -84,9 +84,7 @@ class SnapshotFilter(Checker):
         if not self.bad:
             return [self.ok(f"{self.snapshots} snapshot(s), {self.syncs} SYNC(s): each within the request's "
                             "subtrees and above its sequence, each SYNCEND echoing its subtrees")]
-        ev, detail, clause = self.bad[0]
-        return [self.fail(f"{len(self.bad)} SYNC/SYNCEND(s) not matching their request; first: {detail}",
-                          [e.describe() for e, _, _ in self.bad[:5]], clause=clause)]
+        return [self.first_problem(self.bad, "SYNC/SYNCEND(s) not matching their request")]
 
 
 class ForwardUnchanged(Checker):
