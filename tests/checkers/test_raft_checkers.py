@@ -16,7 +16,8 @@ from harness.scenario import parse_scenario
 from reference_nodes.raft.mutants import MUTANTS, SUITE_ONLY
 
 ALL_CHECKS = ("[election-safety, vote-once, term-update, log-matching, leader-append-only, leader-completeness, "
-              "state-machine-safety, committed-durable, commit-rule, update-once, snapshot-state, linearizable]")
+              "state-machine-safety, committed-durable, commit-rule, update-once, snapshot-state, linearizable, "
+              "leader-heartbeat, message-ids, update-reqids, update-expiry, entries-stop]")
 
 SCENARIOS = {
     # Five peers with identical election timeouts, all restarted at once: everyone stands at the
@@ -141,6 +142,37 @@ faults:
   - {from: 600ms, until: 1800ms, partition: [[peers.2], [peers.0, peers.1, clients, late]]}
 check: CHECKS
 """,
+    # The TTL of reqids is 1 s and a client's clock runs 3 s behind: the leader must refuse its
+    # updates as expired (false, no third frame).
+    "expiry": """
+protocol: raft
+name: raft-test-expiry
+duration: 2s
+nodes:
+  peers: {role: peer, count: 3, config: {update_ttl: 1s}}
+  clients: {role: client, count: 2, config: {op_timeout: 1s}}
+workload:
+  - {nodes: clients, op: put, rate: 10/s, from: 300ms, until: 1500ms}
+faults:
+  - {at: 200ms, clock_skew: clients.0, offset: -3s}
+check: CHECKS
+""",
+    # Lost RequestEntries answers: a client reading the log sees a gap, stops the RPC (count 0)
+    # and reads again.
+    "gaps": """
+protocol: raft
+name: raft-test-gaps
+duration: 3s
+nodes:
+  peers: {role: peer, count: 3, config: {max_entries: 2}}
+  clients: {role: client, count: 3, config: {op_timeout: 2s}}
+workload:
+  - {nodes: clients, op: put, rate: 20/s, from: 300ms, until: 2500ms}
+  - {nodes: clients, op: get, rate: 10/s, from: 300ms, until: 2500ms}
+faults:
+  - rule: {message: RequestEntriesResponse, drop: 20%}
+check: CHECKS
+""",
     # Three clients write and read two keys; no fault at all.
     "reads": """
 protocol: raft
@@ -176,6 +208,17 @@ CASES = [
     ("fixed-timeout", "quiet", "live-after-heal", [1]),
     ("local-read", "reads", "linearizable", [1, 2]),
     ("snapshot-ahead", "compaction", "snapshot-state", [1, 2]),
+    # timing and ids, judged from the sender's own messages
+    ("no-heartbeat", "stale", "leader-heartbeat", [1, 2]),
+    ("slow-append-retry", "stale", "leader-heartbeat", [1, 2], "raft.rpc.timeout-bound"),
+    ("no-retry", "stale", "leader-heartbeat", [1, 2]),
+    ("same-message-id", "reads", "message-ids", [1, 2]),
+    ("new-reqid-on-retry", "retries", "update-reqids", [1, 2], "raft.client.broken-leader-search"),
+    ("reuse-reqid", "reads", "update-reqids", [1, 2]),
+    ("never-expires", "expiry", "update-expiry", [1, 2]),
+    ("expired-as-not-leader", "expiry", "update-expiry", [1, 2], "raft.update.expired"),
+    ("entries-uncommitted", "reads", "commit-rule", [1, 2], "raft.entries.committed-only"),
+    ("ignores-stop", "gaps", "entries-stop", [2, 3]),
 ]
 
 

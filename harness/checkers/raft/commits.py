@@ -198,6 +198,9 @@ class KnowledgeChecker(RaftChecker):
         self.kb.subscribe(self)
 
 
+COMMIT_CLAUSES = ("raft.algorithm.commit-majority", "raft.algorithm.commit-current-term", "raft.entries.committed-only")
+
+
 class CommitRule(KnowledgeChecker):
     """A leader advances its commit index only over an entry of its own term stored on a
     majority (Raft 5.3, 5.4.2). Reads each leader's AppendEntries (what it claims at each index,
@@ -207,7 +210,12 @@ class CommitRule(KnowledgeChecker):
     entry at some N >= it has the leader's term and the leader and its acknowledging followers
     holding N are a majority (whenever that came to be: a leader may commit and step down
     before it announces the index, and announce it in a later term). An InstallSnapshot's last
-    included index counts as a commit index (a snapshot holds committed entries only)."""
+    included index counts as a commit index (a snapshot holds committed entries only).
+
+    A peer answers RequestEntries with committed entries only (E-RAFT-19,
+    ``raft.entries.committed-only``): the last entry of a RequestEntries response (status 1 or
+    2) a peer sends must be at most the highest commit index justified by then. Not judged in a
+    cluster of one, whose leader commits with no acknowledgement on the wire."""
 
     name = "commit-rule"
     clause = "raft.algorithm.commit-majority"
@@ -266,12 +274,23 @@ class CommitRule(KnowledgeChecker):
     def on_snapshot_sent(self, ev: Event, msg: Message, lead: Leadership) -> None:
         self.judge(ev, msg, lead, msg["last_included_index"])
 
+    def response_sent(self, ev: Event, request: Message, msg: Message) -> None:
+        if msg.name != "RequestEntriesResponse" or msg["status"] not in (1, 2) or self.peers < 2:
+            return
+        first, raws = entries_of(ev, msg, _skip(ev))
+        last = first + len(raws) - 1
+        if not raws or last <= self.justified or sum(len(p) for p in self.problems.values()) >= 50:
+            return
+        self.problems.setdefault("raft.entries.committed-only", []).append((
+            f"{ev.node} answered RequestEntries with entries up to {last}, beyond the highest commit index "
+            f"{self.justified} any leader had reached", [show(ev, msg, committed=self.justified)]))
+
     def finish(self, end_ns: int) -> list[Verdict]:
         if not self.problems:
             return [self.ok(f"{self.checked} commit index advance(s), each over a majority of the leader's term")]
         out = []
-        for clause, problems in self.problems.items():
-            out += self.verdict(problems, "", clause)
+        for clause in sorted(self.problems, key=COMMIT_CLAUSES.index):  # a bad commit first, what it lets through after
+            out += self.verdict(self.problems[clause], "", clause)
         return out
 
 

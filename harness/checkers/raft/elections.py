@@ -51,6 +51,10 @@ class RaftChecker(Checker, Listener):
         detail = f"{len(problems)} violation(s): " + "; ".join(p for p, _ in problems[:3])
         return [self.fail(detail, [e for _, evs in problems[:5] for e in evs], clause)]
 
+    def verdict_of(self, problems: list[tuple[str, list[dict[str, Any]], str]], ok: str) -> list[Verdict]:
+        """`verdict` of problems that each name their clause; the verdict names the first's."""
+        return self.verdict([(p, evs) for p, evs, _ in problems], ok, problems[0][2] if problems else None)
+
 
 class ElectionSafety(RaftChecker):
     """At most one leader per term (Raft's Election Safety). Reads every AppendEntries and

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.checkers.base import Event, Verdict
+from harness.checkers.base import CRASH, NOTE, RECV, RESTART, SEND, Event, Verdict
 from harness.checkers.raft.commits import KnowledgeChecker
+from harness.checkers.raft.elections import RaftChecker
 from harness.checkers.raft.logs import Ref
-from harness.checkers.raft.wire import show
+from harness.checkers.raft.wire import ROUTER, entries_of, show
 from harness.protocols.codec import Message
 
 NO_REQID = bytes(12)
@@ -65,3 +66,95 @@ class UpdateOnce(KnowledgeChecker):
         acked = sum(len(a) for a in self.acks.values())
         return self.verdict(problems[:50], f"{acked} acknowledged update(s), {verified} seen applied once at "
                                            f"their index, {acked - verified} not read back")
+
+
+
+REQID_SECONDS = 4  # a reqid begins with the seconds since the Unix epoch, big-endian (E-RAFT-09)
+
+
+class UpdateExpiry(RaftChecker):
+    """A leader refuses a RequestUpdate whose reqid is older than REQUEST_UPDATE_TTL and that the
+    cluster never took before (``raft.update.reqid-freshness``), and says so with a refusal
+    without a third frame: a refusal naming a leader, or nil, says "not the leader", which a peer
+    that leads never says (``raft.update.expired``, E-RAFT-15).
+
+    The age of a reqid is its leader's clock minus the reqid's timestamp (its first four bytes,
+    seconds, E-RAFT-16), with each peer's ``ttl`` (ms, its ``update_ttl``) and ``epoch_s`` (the
+    run's start on the epoch scale). It is judged only beyond the TTL plus 1 s (the timestamp's
+    granularity) plus what the scenario's clock faults may have moved that peer's clock
+    (``clock_slack``: per peer, (sum of offsets in ns, sum of drifts)), and only for a reqid no
+    peer acknowledged and no AppendEntries carried before (it may have reached the cluster in
+    time). A peer leads from its ``role`` note saying ``leader`` until its next ``role`` note or
+    crash; peers without notes are not judged on the second rule."""
+
+    name = "update-expiry"
+    clause = "raft.update.reqid-freshness"
+    kinds = frozenset({SEND, RECV, NOTE, CRASH, RESTART})
+
+    def __init__(self, ttl_ms: dict[str, int] | None = None, epoch_s: dict[str, int] | None = None,
+                 clock_slack: dict[str, tuple[int, float]] | None = None, **params: Any) -> None:
+        super().__init__(**params)
+        self.ttl = {n: int(ms) * 1_000_000 for n, ms in (ttl_ms or {}).items()}
+        self.epoch = dict(epoch_s or {})
+        self.slack = dict(clock_slack or {})
+        self.taken: set[bytes] = set()  # reqids some peer acknowledged or replicated
+        self.leading: dict[str, int] = {}  # peer -> the term its role note says it leads
+        self.bad: list[tuple[str, list[dict[str, Any]], str]] = []
+        self.answers = 0
+
+    def on_other(self, ev: Event) -> None:
+        if ev.kind == NOTE and ev.msg_type == "role" and ev.data:
+            if ev.data.get("role") == "leader" and isinstance(ev.data.get("term"), int):
+                self.leading[ev.node] = ev.data["term"]
+            else:
+                self.leading.pop(ev.node, None)
+        elif ev.kind in (CRASH, RESTART):
+            self.leading.pop(ev.node, None)
+
+    def carried(self, ev: Event, msg: Message, skip: int = 0) -> None:
+        for raw in entries_of(ev, msg, skip)[1]:
+            self.taken.add(bytes(raw[:12]))
+
+    def request_sent(self, ev: Event, msg: Message) -> None:
+        if msg.name == "AppendEntries":
+            self.carried(ev, msg)
+
+    def request_received(self, ev: Event, msg: Message) -> None:
+        if msg.name == "AppendEntries":
+            self.carried(ev, msg, 1)
+
+    def response_received(self, ev: Event, request: Message, msg: Message) -> None:
+        if request.name == "RequestUpdate" and msg["success"]:
+            self.taken.add(msg["reqid"])
+
+    def age_beyond(self, node: str, reqid: bytes, now: int) -> float | None:
+        """How far past its TTL and every allowance the reqid is on ``node``'s clock (s), or None."""
+        ttl = self.ttl.get(node)
+        if ttl is None or len(reqid) < REQID_SECONDS:
+            return None
+        offsets, drifts = self.slack.get(node, (0, 0.0))
+        clock_s = self.epoch.get(node, 0) + now / 1e9
+        age_s = clock_s - int.from_bytes(reqid[:REQID_SECONDS], "big")
+        beyond = age_s - ttl / 1e9 - 1.0 - (offsets + drifts * now) / 1e9
+        return beyond if beyond > 0 else None
+
+    def response_sent(self, ev: Event, request: Message, msg: Message) -> None:
+        if request.name != "RequestUpdate" or ev.socket != ROUTER:
+            return
+        self.answers += 1
+        reqid = msg["reqid"]
+        if msg["success"]:
+            if reqid not in self.taken:
+                beyond = self.age_beyond(ev.node, reqid, ev.time_ns)
+                if beyond is not None and len(self.bad) < 50:
+                    self.bad.append((f"{ev.node} took update {reqid.hex()}, {beyond:.1f} s past its TTL on its clock "
+                                     f"(with every allowance), never taken before",
+                                     [show(ev, msg)], "raft.update.reqid-freshness"))
+            self.taken.add(reqid)
+        elif msg.fields.get("leader_id") is not None and ev.node in self.leading and len(self.bad) < 50:
+            self.bad.append((f"{ev.node}, leader of term {self.leading[ev.node]}, refused update {reqid.hex()} as "
+                             f"not the leader", [show(ev, msg)], "raft.update.expired"))
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        return self.verdict_of(self.bad, f"{self.answers} RequestUpdate answer(s): no expired update taken, no "
+                                         f"leader saying it is not the leader")

@@ -13,6 +13,7 @@ from harness.checkers.base import COMMAND, DELIVER, NOTE, Verdict
 from harness.checkers.linearizability import Linearizable
 from harness.packages.base import Check, Setting, as_ms, as_positive_int
 from harness.packages.raft.history import KVHistory
+from reference_nodes.raft.common import DEFAULT_ELECTION_MIN_MS, DEFAULT_EPOCH_S, DEFAULT_UPDATE_TTL_MS
 
 PEER_COUNTED = (checkers.CommitRule, checkers.LeaderCompleteness, checkers.CommittedDurable, checkers.UpdateOnce)
 
@@ -33,6 +34,46 @@ def last_heal_ns(scenario: Any) -> int:
             end = f.start if isinstance(f, (nemesis.Crash, nemesis.ClockSkew)) else 1 << 62
         heal = max(heal, end)
     return heal
+
+
+def election_mins(scenario: Any) -> dict[str, int]:
+    """Each peer's ELECTION_TIMEOUT_MIN in ms, as its group configures it (default 200)."""
+    return {n: int(g.config.get("election_min_ms", DEFAULT_ELECTION_MIN_MS))
+            for g in scenario.groups.values() if g.role == "peer" for n in g.nodes}
+
+
+def clock_faults(scenario: Any, node: str) -> list[Any]:
+    """The scenario's clock faults that may strike ``node``: those naming it (as a node, group,
+    role or glob) and those whose target is known only when they fire (``leader``, ``random``)."""
+    out = []
+    for f in scenario.faults:
+        if isinstance(f, nemesis.ClockSkew):
+            hit = scenario.targets.static(f.target)
+            if hit is None or node in hit:
+                out.append(f)
+    return out
+
+
+def peer_clocks(scenario: Any) -> dict[str, Any]:
+    """What a timing check needs of the clock faults each peer may undergo: its slowest clock
+    rate (1 + its most negative drift) and when its clock may change."""
+    peers = election_mins(scenario)
+    faults = {n: clock_faults(scenario, n) for n in peers}
+    return {"slowest": {n: 1.0 + min([0.0] + [f.drift for f in fs]) for n, fs in faults.items() if fs},
+            "clock_changes": {n: tuple(f.at for f in fs) for n, fs in faults.items() if fs}}
+
+
+def peer_expiry(scenario: Any) -> dict[str, Any]:
+    """Each peer's REQUEST_UPDATE_TTL and epoch base as configured, and how far the scenario's clock
+    faults may move its clock (the sums of their offsets and drifts)."""
+    peers = [(n, g.config) for g in scenario.groups.values() if g.role == "peer" for n in g.nodes]
+    slack = {}
+    for n, _ in peers:
+        faults = clock_faults(scenario, n)
+        if faults:
+            slack[n] = (sum(abs(f.offset) for f in faults), sum(abs(f.drift) for f in faults))
+    return {"ttl_ms": {n: int(c.get("update_ttl_ms", DEFAULT_UPDATE_TTL_MS)) for n, c in peers},
+            "epoch_s": {n: int(c.get("epoch_s", DEFAULT_EPOCH_S)) for n, c in peers}, "clock_slack": slack}
 
 
 def _share(scenario: Any, checker: Any) -> Any:
@@ -56,6 +97,10 @@ def _factory(cls: type) -> Callable[..., Any]:
             params["peers"] = peer_count(scenario)
         elif cls is checkers.LiveAfterHeal:
             params["heal_ns"] = last_heal_ns(scenario)
+        elif cls is checkers.UpdateExpiry:
+            params = {**peer_expiry(scenario), **params}
+        elif cls is checkers.LeaderHeartbeat:
+            params = {"election_min": election_mins(scenario), **peer_clocks(scenario), **params}
         return _share(scenario, cls(**params))
 
     return make
@@ -99,6 +144,13 @@ CHECKS = {
     "snapshot-state": _check("snapshot-state", checkers.SnapshotState),
     "commit-rule": _check("commit-rule", checkers.CommitRule),
     "update-once": _check("update-once", checkers.UpdateOnce),
+    "leader-heartbeat": _check("leader-heartbeat", checkers.LeaderHeartbeat, {
+        "tolerance": Setting("tolerance_ms", as_ms, "slack on ELECTION_TIMEOUT_MIN / 2 for a live run's "
+                                                    "scheduling (default 50ms)")}),
+    "message-ids": _check("message-ids", checkers.MessageIds),
+    "entries-stop": _check("entries-stop", checkers.EntriesStop),
+    "update-expiry": _check("update-expiry", checkers.UpdateExpiry),
+    "update-reqids": _check("update-reqids", checkers.UpdateReqids),
     "live-after-heal": _check("live-after-heal", checkers.LiveAfterHeal, {
         "within": Setting("within_ms", as_ms, "the bound after the last heal (default 5s)"),
         "value": Setting("within_ms", as_ms, "the bound, written as 'live-after-heal: 5s'")}),

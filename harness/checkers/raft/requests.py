@@ -1,0 +1,158 @@
+"""Request ids judged from the requester's sends: peer message ids (E-RAFT-04) and the reqids of
+a client's updates (E-RAFT-09, E-RAFT-14, E-RAFT-16)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.checkers.base import CRASH, DELIVER, NOTE, RECV, RESTART, SEND, Event, Verdict
+from harness.checkers.raft.elections import RaftChecker
+from harness.checkers.raft.wire import PEER_RPCS, ROUTER, show
+from harness.protocols.codec import Message
+
+MAX_MESSAGE_ID = 0xFFFFFF
+WRAP_SLACK = 1 << 10  # ids this close to the top, then this close to 0: the counter wrapped (E-RAFT-03)
+OP_START = "op-start"  # a client's note as it starts an operation (harness.packages.raft.history)
+
+
+class MessageIds(RaftChecker):
+    """A peer's requests on one DEALER (one destination, E-RAFT-04) carry ids that never go back
+    (the 24-bit counter may wrap, E-RAFT-03), and a message sent again under the id of the one
+    before is that message byte for byte (a retry); a different message takes a new id
+    (``raft.wire.message-id``). Reads the RequestVote, AppendEntries and InstallSnapshot requests
+    each peer sends on its DEALERs (frame 1, the id); a crash or restart of the peer starts its
+    sockets, and their counters, afresh."""
+
+    name = "message-ids"
+    clause = "raft.wire.message-id"
+    kinds = frozenset({SEND, CRASH, RESTART})
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self.last: dict[tuple[str, str], tuple[int, list[bytes], dict[str, Any]]] = {}  # (node, socket) -> id
+        self.problems: list[tuple[str, list[dict[str, Any]]]] = []
+        self.sent = 0
+
+    def on_other(self, ev: Event) -> None:
+        self.last = {k: v for k, v in self.last.items() if k[0] != ev.node}
+
+    def request_sent(self, ev: Event, msg: Message) -> None:
+        if msg.name not in PEER_RPCS or ev.socket == ROUTER:
+            return
+        self.sent += 1
+        key, mid, frames = (ev.node, ev.socket), msg["message_id"], list(ev.frames or [])
+        before = self.last.get(key)
+        self.last[key] = (mid, frames, show(ev, msg))
+        if before is None or len(self.problems) >= 50:
+            return
+        last_id, last_frames, last_ref = before
+        if mid == last_id and frames != last_frames:
+            self.problems.append((f"{ev.node} sent a {msg.name} on {ev.socket} under message id {mid}, the id of "
+                                  f"the different message before it", [last_ref, show(ev, msg)]))
+        elif mid < last_id and not (last_id > MAX_MESSAGE_ID - WRAP_SLACK and mid < WRAP_SLACK):
+            self.problems.append((f"{ev.node} sent a {msg.name} on {ev.socket} under message id {mid}, after id "
+                                  f"{last_id}", [last_ref, show(ev, msg)]))
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        return self.verdict(self.problems, f"{self.sent} peer request(s) sent, each id new or the repeat of the "
+                                           f"message before")
+
+
+class UpdateReqids(RaftChecker):
+    """A client's reqid names one update: two RequestUpdates with the same reqid carry the same
+    data (``raft.reqid.unique``; any client, from the wire alone). And a client that says which
+    operation it is running (the ``op-start`` note with the operation's ``id`` and ``reqid``, as
+    the reference client does; it runs one at a time) sends every RequestUpdate of that operation,
+    until the operation's ``op`` delivery, under that reqid: an update sent again after a timeout
+    or a refusal is the last request message again (``raft.client.broken-leader-search``,
+    E-RAFT-14, E-RAFT-16), never a new reqid that would let the cluster apply it twice. Reads
+    the RequestUpdates clients send, their ``op-start`` notes and ``op`` deliveries; a crash or
+    restart of a client ends its operation."""
+
+    name = "update-reqids"
+    clause = "raft.reqid.unique"
+    kinds = frozenset({SEND, NOTE, DELIVER, CRASH, RESTART})
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self.data: dict[bytes, tuple[bytes, dict[str, Any]]] = {}  # reqid -> the data it was first sent with
+        self.running: dict[str, tuple[Any, bytes, dict[str, Any]]] = {}  # client -> (op id, reqid, its note)
+        self.bad: list[tuple[str, list[dict[str, Any]], str]] = []
+        self.sent = 0
+
+    def on_other(self, ev: Event) -> None:
+        data = ev.data or {}
+        if ev.kind in (CRASH, RESTART):
+            self.running.pop(ev.node, None)
+        elif ev.kind == NOTE and ev.msg_type == OP_START and isinstance(data.get("reqid"), str):
+            try:
+                self.running[ev.node] = (data.get("id"), bytes.fromhex(data["reqid"]), show(ev))
+            except ValueError:
+                self.running.pop(ev.node, None)  # not a reqid it tells: nothing to judge it by
+        elif ev.kind == DELIVER and ev.msg_type == "op":
+            run = self.running.get(ev.node)
+            if run is not None and run[0] == data.get("id"):
+                del self.running[ev.node]
+
+    def request_sent(self, ev: Event, msg: Message) -> None:
+        if msg.name != "RequestUpdate" or ev.socket == ROUTER or len(self.bad) >= 50:
+            return
+        self.sent += 1
+        reqid, data = msg["reqid"], bytes(msg["data"])
+        first = self.data.setdefault(reqid, (data, show(ev, msg)))
+        if first[0] != data:
+            self.bad.append((f"{ev.node} sent reqid {reqid.hex()} with other data than its first RequestUpdate",
+                             [first[1], show(ev, msg)], "raft.reqid.unique"))
+        run = self.running.get(ev.node)
+        if run is not None and run[1] != reqid:
+            self.bad.append((f"{ev.node} sent a RequestUpdate under reqid {reqid.hex()} while its operation "
+                             f"{run[0]} runs under reqid {run[1].hex()}", [run[2], show(ev, msg)],
+                             "raft.client.broken-leader-search"))
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        return self.verdict_of(self.bad, f"{self.sent} RequestUpdate(s) sent, each reqid with one data, each "
+                                         f"operation under one reqid")
+
+
+class EntriesStop(RaftChecker):
+    """A RequestEntries follow-up with count 0 ends the RPC: the peer sends no further answer with
+    entries to it (``raft.entries.stop-honoured``, E-RAFT-19; an answer without entries, or none,
+    is allowed). Reads the RequestEntries a peer receives (routing id, request id, count) and the
+    RequestEntries responses it sends: once it has received the stop, an answer with entries
+    under that request id to that client fails, until the client sends that id again with
+    another count."""
+
+    name = "entries-stop"
+    clause = "raft.entries.stop-honoured"
+    kinds = frozenset({SEND, RECV, CRASH, RESTART})
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self.stopped: dict[tuple[str, bytes, bytes], dict[str, Any]] = {}  # (peer, client, id) -> the stop
+        self.problems: list[tuple[str, list[dict[str, Any]]]] = []
+        self.stops = 0
+
+    def on_other(self, ev: Event) -> None:
+        self.stopped = {k: v for k, v in self.stopped.items() if k[0] != ev.node}
+
+    def request_received(self, ev: Event, msg: Message) -> None:
+        if msg.name != "RequestEntries" or not ev.frames or len(ev.frames) < 2:
+            return
+        key = (ev.node, ev.frames[0], ev.frames[1])
+        if msg.get("count") == 0:
+            self.stops += 1
+            self.stopped[key] = show(ev, msg)
+        else:
+            self.stopped.pop(key, None)
+
+    def response_sent(self, ev: Event, request: Message, msg: Message) -> None:
+        if msg.name != "RequestEntriesResponse" or not msg.fields.get("entries") or len(self.problems) >= 50:
+            return
+        stop = self.stopped.get((ev.node, ev.frames[0], ev.frames[1])) if ev.frames and len(ev.frames) > 1 else None
+        if stop is not None:
+            self.problems.append((f"{ev.node} went on answering a RequestEntries with entries after the client's "
+                                  f"follow-up with count 0", [stop, show(ev, msg)]))
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        return self.verdict(self.problems, f"{self.stops} RequestEntries stop(s) received, none answered with "
+                                           f"entries afterwards")
