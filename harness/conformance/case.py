@@ -106,7 +106,7 @@ class Case:
     dialects: list[str] | None = None  # None: any dialect
     iut: dict[str, Any] = field(default_factory=dict)  # placeholders for the IUT's command line
     description: str = ""
-    # Placeholders of an optional feature: a live run whose command line names none of them
+    # Placeholders of an optional feature: a live run whose command line leaves one of them out
     # skips the case (the implementation is taken not to have the feature).
     needs: list[str] = field(default_factory=list)
 

@@ -33,8 +33,10 @@ class NoBroadcastHeartbeatPeer(Peer):
 
 
 class NoBroadcastOnApplyPeer(Peer):
-    """Breaks ``raft.broadcast.on-apply``: never broadcasts the entries it applies; only its
-    empty heartbeats (which do carry the new LAST APPLIED INDEX) tell a subscriber."""
+    """Breaks ``raft.broadcast.on-apply``: when it applies entries it broadcasts at once, but an
+    empty StateBroadcast naming the new LAST APPLIED INDEX, never the entries (the literal
+    reading of "an empty StateBroadcast ... or immediately when ... applied", which E-RAFT-27
+    decides against)."""
 
     def broadcast(self, raws: list[bytes], now: int) -> list[Action]:
         return super().broadcast([], now)
