@@ -227,7 +227,8 @@ def test_every_case_fails_against_some_mutant() -> None:
     assert every - failing == set(), "cases no mutant fails"
 
 
-LIVE_MUTANTS = ("forget-vote", "vote-twice", "no-debounce", "dies-on-malformed", "ignores-redirect")
+LIVE_MUTANTS = ("forget-vote", "vote-twice", "no-debounce", "dies-on-malformed", "ignores-redirect", "stale-last-applied",
+                "no-broadcast-heartbeat", "url-before-leader")
 
 
 @pytest.mark.slow
