@@ -1,0 +1,96 @@
+"""The checkers judge the peer traffic of external Raft peers, seen by the chaos proxy
+(harness.live_observe): real processes (`zmq-harness node raft peer`), real sockets, loopback.
+
+The scenario makes candidates of one term meet: identical election timeouts, RequestVotes held
+60 ms by the proxy (each candidate's request reaches the others after they stood too), and all
+peers paused at once and resumed (their elections time out together). A peer that votes twice in
+a term (the shipped mutant ``vote-twice``) then does so within the first elections."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.composition import run_live
+from harness.live_observe import socket_name
+from harness.scenario import parse_scenario
+from harness.trace import read_trace
+
+pytestmark = [pytest.mark.live, pytest.mark.timeout(120)]
+
+PEER = ("{zmq_harness} node raft peer MUTANT--set id={id} --set endpoint={endpoint} --set peers={peers} "
+        "--set election_min={election_min_ms}ms --set election_max={election_max_ms}ms --set broadcast=false "
+        "--data-dir {data_dir}")
+VOTES = """
+protocol: raft
+name: observed-votes
+duration: 2500ms
+nodes:
+  peers:
+    role: peer
+    count: 3
+    config: {election_min: 200ms, election_max: 200ms}
+    command: "COMMAND"
+    ready: {line: READY}
+faults:
+  - rule: {message: RequestVote, delay: 60ms}
+  - {from: 1s, until: 1500ms, pause: peers}
+check: [election-safety, vote-once, term-update, leader-append-only, commit-rule, log-matching]
+"""
+QUIET = """
+protocol: raft
+name: observed-quiet
+duration: 1s
+LIVE
+nodes:
+  peers: {role: peer, count: 3, command: "COMMAND", ready: {line: READY}}
+check: [election-safety, vote-once, term-update]
+"""
+
+
+def scenario(text: str, mutant: str | None = None, live: str = "") -> object:
+    command = PEER.replace("MUTANT", f"--mutant {mutant} " if mutant else "")
+    return parse_scenario(text.replace("COMMAND", command).replace("LIVE", live), "observed.yaml")
+
+
+def test_a_peer_that_votes_twice_fails_vote_once_from_what_the_proxy_saw(tmp_path: Path,
+                                                                         no_thread_leak: None) -> None:
+    result = run_live(scenario(VOTES, "vote-twice"), 1, str(tmp_path))
+    failed = {v.check: v for v in result.failed}
+    assert "vote-once" in failed, [v.to_dict() for v in result.verdicts]
+    assert set(failed) <= {"vote-once", "election-safety"}, [v.to_dict() for v in result.failed]
+    assert "voted for" in failed["vote-once"].detail
+    seen = result.stats["observed_traffic"]
+    assert seen["sends"] > 0 and set(seen["by_node"]) == {"peers.0", "peers.1", "peers.2"}
+    assert result.stats["proxy"]["observed_sends"] == seen["sends"]
+    rows = read_trace(result.trace_path).select(["node", "kind", "socket", "detail"]).to_pylist()
+    votes = [r for r in rows if r["kind"] == "send" and r["detail"] == "seen by the proxy"]
+    assert {r["socket"] for r in votes} >= {"router", "dealer:peers.0", "dealer:peers.1", "dealer:peers.2"}
+
+
+def test_observation_off_leaves_the_peer_traffic_unjudged(tmp_path: Path, no_thread_leak: None) -> None:
+    on = run_live(scenario(QUIET), 1, str(tmp_path / "on"))
+    assert on.ok, [v.to_dict() for v in on.failed]
+    assert on.stats["observed_traffic"]["sends"] > 0 and on.stats["proxy"]["links"] == 6
+    off = run_live(scenario(QUIET, live="live: {observe: false}"), 1, str(tmp_path / "off"))
+    assert off.ok and "observed_traffic" not in off.stats and "proxy" not in off.stats
+    votes = next(v for v in off.verdicts if v.check == "vote-once")
+    assert votes.detail.startswith("0 vote(s)"), votes.detail
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_reference_peers_pass_and_vote_twice_fails_every_time(seed: int, tmp_path: Path) -> None:
+    good = run_live(scenario(VOTES), seed, str(tmp_path / "good"))
+    assert good.ok, [v.to_dict() for v in good.failed]
+    assert good.stats["observed_traffic"]["sends"] > 0
+    bad = run_live(scenario(VOTES, "vote-twice"), seed, str(tmp_path / "bad"))
+    assert "vote-once" in {v.check for v in bad.failed}
+
+
+def test_external_sockets_are_named_by_type_and_peer() -> None:
+    assert socket_name("", "ROUTER", True, "peers.1") == "router"
+    assert socket_name("", "DEALER", False, "peers.1") == "dealer:peers.1"
+    assert socket_name("", "SUB", False, "peers.1") == "sub"
+    assert socket_name("backend", "DEALER", False, "peers.1") == "backend", "a name the run knows wins"
