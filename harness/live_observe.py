@@ -63,6 +63,7 @@ class ObservedTraffic:
         self._closed = False
         self._lock = threading.Lock()
         self._sockets: dict[str, dict[str, SocketSpec]] = {}  # node -> declared sockets
+        self._declared: set[tuple[str, str, str, bool, str]] = set()  # (node, socket, type, binds, endpoint) seen
 
     # ---- the proxy's thread ------------------------------------------------------------------
     def push(self, seen: Seen) -> None:
@@ -118,6 +119,10 @@ class ObservedTraffic:
                             frames=pack_frames(frames) if self.record_frames else None)
 
     def _declare(self, node: str, name: str, own_type: str, binds: bool, endpoint: str) -> None:
+        key = (node, name, own_type, binds, endpoint)
+        if key in self._declared:  # the common case: a socket already declared
+            return
+        self._declared.add(key)
         specs = self._sockets.setdefault(node, {})
         old = specs.get(name)
         try:
