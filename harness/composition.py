@@ -321,9 +321,10 @@ def run_scenario(scenario: Scenario, seed: int, mode: str, out_dir: str | None =
 
 def _judge(observer: Observer, traffic: "ObservedTraffic | None", now: int) -> list[Verdict]:
     """The verdicts, once the checkers have what the proxy saw until now (on the loop thread)."""
-    if traffic is not None:
-        traffic.close()
-    return observer.finish(now)
+    if traffic is None:
+        return observer.finish(now)
+    traffic.close()
+    return observer.finish(now) + traffic.verdicts()
 
 
 def _make_runtime(scenario: Scenario, seed: int, mode: str, out_dir: str | None

@@ -26,14 +26,17 @@ checker that compares a node's messages across connections in time allows `PROXY
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from typing import Any
 
 from fault_injection.observe import SEEN_SEND, Seen
-from harness.checkers.base import PROXY_ORDER_GRACE_NS, RECV, SEND, VIA_PROXY, Observer
+from harness.checkers.base import PROXY_ORDER_GRACE_NS, RECV, SEND, VIA_PROXY, Observer, Verdict
 from harness.node import SocketSpec, SocketType
 from harness.trace import TraceWriter, pack_frames
 
+MAX_QUEUED = 100_000  # reports waiting for the loop before the proxy is held back
+BEHIND_WAIT_S = 2.0  # how long it is held back at most before observation stops
 FAN_TYPES = frozenset({"ROUTER", "PUB", "XPUB", "SUB", "XSUB"})  # sockets that talk to many peers as one
 
 
@@ -57,6 +60,7 @@ class ObservedTraffic:
         self.sends = 0  # reported to the checkers
         self.receives = 0
         self.after_end = 0  # reports that came after the checks were judged (not fed)
+        self.overflowed = False  # the loop fell too far behind: observation stopped (see push)
         self.by_node: dict[str, int] = {}  # messages sent, per external node
         self._queue: deque[Seen] = deque()
         self._posted = False
@@ -67,8 +71,22 @@ class ObservedTraffic:
 
     # ---- the proxy's thread ------------------------------------------------------------------
     def push(self, seen: Seen) -> None:
-        """From the proxy's thread: queue the report, and have the loop drain the queue."""
-        self._queue.append(seen)
+        """From the proxy's thread: queue the report, and have the loop drain the queue. A loop
+        that falls `MAX_QUEUED` reports behind holds the proxy back (and with it the senders, as a
+        slow network would) for at most `BEHIND_WAIT_S`; then observation stops for the rest of
+        the run (what was seen until then is judged: a prefix of the traffic, every message in it
+        with its receives) and a failing ``observation-complete`` verdict says so."""
+        if self.overflowed:
+            return
+        queue = self._queue
+        if len(queue) >= MAX_QUEUED:
+            deadline = time.monotonic() + BEHIND_WAIT_S
+            while len(queue) >= MAX_QUEUED // 2 and time.monotonic() < deadline:
+                time.sleep(0.001)
+            if len(queue) >= MAX_QUEUED // 2:
+                self.overflowed = True
+                return
+        queue.append(seen)
         with self._lock:
             if self._posted:
                 return
@@ -142,7 +160,16 @@ class ObservedTraffic:
     def summary(self) -> dict[str, Any]:
         """For the run's stats: how many messages of external nodes were observed."""
         return {"sends": self.sends, "receives": self.receives, "by_node": dict(sorted(self.by_node.items())),
-                "after_end": self.after_end}
+                "after_end": self.after_end, "stopped_behind": self.overflowed}
+
+    def verdicts(self) -> list[Verdict]:
+        """A failing ``observation-complete`` when observation stopped early (else nothing)."""
+        if not self.overflowed:
+            return []
+        return [Verdict("observation-complete", "", False,
+                        f"the checks saw only the first {self.sends} message(s) between external nodes: the run's "
+                        f"loop fell {MAX_QUEUED} reports behind the proxy and observation stopped (a limit of the "
+                        "harness, not necessarily a fault of the implementation)")]
 
 
 __all__ = ["PROXY_ORDER_GRACE_NS", "ObservedTraffic", "VIA_PROXY", "socket_name"]

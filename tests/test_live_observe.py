@@ -13,8 +13,13 @@ from pathlib import Path
 
 import pytest
 
+import harness.live_observe as live_observe
+from fault_injection.observe import SEEN_RECV, SEEN_SEND, Seen
+from harness.checkers.base import Checker, Event, Observer, Verdict
 from harness.composition import run_live
-from harness.live_observe import socket_name
+from harness.live.runtime import LiveRuntime
+from harness.live_observe import ObservedTraffic, socket_name
+from harness.node import SocketSpec, SocketType
 from harness.scenario import parse_scenario
 from harness.trace import read_trace
 
@@ -95,3 +100,60 @@ def test_external_sockets_are_named_by_type_and_peer() -> None:
     assert socket_name("", "DEALER", False, "peers.1") == "dealer:peers.1"
     assert socket_name("", "SUB", False, "peers.1") == "sub"
     assert socket_name("backend", "DEALER", False, "peers.1") == "backend", "a name the run knows wins"
+
+
+class Recorder(Checker):
+    name = "recorder"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[Event] = []
+        self.sockets: dict[str, list[SocketSpec]] = {}
+
+    def on_event(self, ev: Event) -> None:
+        self.events.append(ev)
+
+    def on_sockets(self, node: str, sockets: list[SocketSpec]) -> None:
+        self.sockets[node] = sockets
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        return []
+
+
+def report(kind: str, number: int, frames: tuple[bytes, ...] = (b"m",)) -> Seen:
+    """A message from a's DEALER to b's ROUTER (b binds)."""
+    return Seen(kind, number, 0, "a", "b", "", "", "DEALER", "ROUTER", b"\x00id-a", b"\x00id-b", "tcp://127.0.0.1:9",
+                "b", "M", frames)
+
+
+def test_reports_become_a_probes_events_with_the_routing_id_in_front() -> None:
+    recorder = Recorder()
+    runtime = LiveRuntime()  # not started: posted drains wait, and the test drains by hand
+    traffic = ObservedTraffic(runtime, Observer([recorder], None, {"a": "peer", "b": "peer"}), None)
+    traffic.push(report(SEEN_SEND, 1))
+    traffic.push(report(SEEN_RECV, 1))
+    traffic.close()
+    send, recv = recorder.events
+    assert (send.node, send.kind, send.socket, send.frames, send.via) == ("a", "send", "dealer:b", [b"m"], "proxy")
+    assert (recv.node, recv.kind, recv.socket, recv.frames) == ("b", "recv", "router", [b"\x00id-a", b"m"])
+    assert recorder.sockets == {"a": [SocketSpec("dealer:b", SocketType.DEALER, connect=("tcp://127.0.0.1:9",))],
+                                "b": [SocketSpec("router", SocketType.ROUTER, bind=("tcp://127.0.0.1:9",))]}
+    traffic.push(report(SEEN_SEND, 2))
+    traffic.drain()
+    assert len(recorder.events) == 2 and traffic.after_end == 1, "nothing is fed after the verdicts"
+    assert traffic.verdicts() == []
+    assert traffic.summary()["sends"] == 1
+
+
+def test_a_loop_too_far_behind_stops_observation_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(live_observe, "MAX_QUEUED", 4)
+    monkeypatch.setattr(live_observe, "BEHIND_WAIT_S", 0.05)
+    recorder = Recorder()
+    traffic = ObservedTraffic(LiveRuntime(), Observer([recorder], None, {}), None)
+    for k in range(6):
+        traffic.push(report(SEEN_SEND, k))
+    assert traffic.overflowed
+    traffic.close()
+    assert len(recorder.events) == 4, "the prefix seen before it stopped is judged"
+    (verdict,) = traffic.verdicts()
+    assert verdict.check == "observation-complete" and not verdict.ok and "first 4" in verdict.detail
