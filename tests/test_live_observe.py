@@ -95,6 +95,33 @@ def test_reference_peers_pass_and_vote_twice_fails_every_time(seed: int, tmp_pat
     assert "vote-once" in {v.check for v in bad.failed}
 
 
+STANDIN = """
+protocol: raft
+name: observed-standins
+duration: 4s
+nodes:
+  peers:
+    role: peer
+    count: 3
+    command: "{python} STANDIN --id {id} --endpoint {endpoint} --peers {peers} --data-dir {data_dir} --election-min {election_min_ms} --election-max {election_max_ms}"
+faults:
+  - {from: 1500ms, until: 2200ms, partition: [[peers.0], [peers.1, peers.2]]}
+  - rule: {message: AppendEntries, drop: 5%}
+check: [election-safety, vote-once, term-update, leader-append-only, commit-rule, log-matching, leader-completeness]
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1, 2])
+def test_an_independent_peer_passes_when_observed(seed: int, tmp_path: Path) -> None:
+    """The stand-in peer (tests/standins/raft_peer.py, written from the documents only) makes
+    other choices than the reference; what the proxy sees of it must not raise a false alarm."""
+    standin = Path(__file__).resolve().parent / "standins" / "raft_peer.py"
+    result = run_live(parse_scenario(STANDIN.replace("STANDIN", str(standin)), "standins.yaml"), seed, str(tmp_path))
+    assert result.ok, [v.to_dict() for v in result.failed]
+    assert result.stats["observed_traffic"]["sends"] > 0
+
+
 def test_external_sockets_are_named_by_type_and_peer() -> None:
     assert socket_name("", "ROUTER", True, "peers.1") == "router"
     assert socket_name("", "DEALER", False, "peers.1") == "dealer:peers.1"
