@@ -14,11 +14,12 @@ import shlex
 import sys
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from harness.conformance.case import TIMED_KINDS, Case, load_case
-from harness.conformance.conductor import IUT_CRASHED, ROBUSTNESS, Conductor
+from harness.conformance.conductor import IUT_CONNECTED, IUT_CRASHED, ROBUSTNESS, Conductor
 from harness.conformance.plan import PeerPlan, PeerSocket
 from harness.interrupts import shielded
 from harness.node import Deliver, NodeFactory
@@ -33,6 +34,7 @@ CONDUCTOR = "harness"
 IUT = "iut"
 NOT_STARTED = "the implementation did not start"  # how the reason of such a case begins
 START_FAILURES_TO_GIVE_UP = 3  # a suite stops after this many cases in a row whose IUT did not start
+START_TIMEOUT_S = 15.0  # default time an implementation may take to bind its ports or connect to the harness's
 
 
 @dataclass
@@ -114,7 +116,8 @@ def _values(case: Case, rs: RoleSuite, dialect: str, endpoint: str, alloc: Any =
     values.update(case.iut)
     port = endpoint.rsplit(":", 1)[-1]
     values.update(endpoint=endpoint, port=port, host="127.0.0.1", dialect=dialect, python=shlex.quote(sys.executable))
-    for name in rs.harness_endpoints:  # endpoints the harness binds and the IUT connects to
+    # endpoints the harness binds and the IUT connects to, then further ones the IUT binds
+    for name in (*rs.harness_endpoints, *rs.iut_endpoints):
         values[name] = alloc()
     if rs.fill_values is not None:
         rs.fill_values(values)
@@ -285,9 +288,12 @@ def run_case_live(case: Case, **kw: Any) -> CaseResult:
 
 
 def _run_case_live(case: Case, *, cmd: str | None = None, endpoint: str | None = None, dialect: str = "strict",
-                   trace_dir: str | None = None, tag: str = "", rerun_base: str = "") -> CaseResult:
+                   trace_dir: str | None = None, tag: str = "", rerun_base: str = "",
+                   start_timeout: float = START_TIMEOUT_S) -> CaseResult:
     """Run one case against a real implementation: ``cmd`` is started fresh for this case (with
-    its placeholders filled) and always reaped; or ``endpoint`` is an implementation already up."""
+    its placeholders filled) and always reaped; or ``endpoint`` is an implementation already up.
+    ``start_timeout``: how long the implementation may take to start (to bind its ports, or to
+    connect to the harness's); no step's wait counts from before it is up."""
     from harness.live.external import ExternalNode
     from harness.live.runtime import LiveRuntime
     from harness.live.supervisor import (
@@ -301,6 +307,11 @@ def _run_case_live(case: Case, *, cmd: str | None = None, endpoint: str | None =
     ep = endpoint or f"tcp://127.0.0.1:{free_port(count=rs.ports)}"
     values = _values(case, rs, dialect, ep, _live_endpoint)
     rerun = f"{rerun_base} --case {case.id}" if rerun_base else ""
+    missing = unnamed_needs(case, cmd)
+    if missing:
+        return CaseResult(case, "skipped", f"not applicable: the command line does not name {missing}, which "
+                          "this case needs (a feature the document makes optional; name it to have the case run)",
+                          rerun=rerun)
     if endpoint and not cmd and case.iut:
         settings = ", ".join(f"{k}={v}" for k, v in case.iut.items())
         return CaseResult(case, "skipped", f"needs the implementation started with {settings}; "
@@ -335,7 +346,8 @@ def _run_case_live(case: Case, *, cmd: str | None = None, endpoint: str | None =
         binds_given = bool(cmd) and rs.iut_binds and not own_ports
         if cmd:
             # Ready once every port of the IUT accepts connections (it may bind them one by one).
-            ready = ReadyPort(int(values["port"]), timeout=15, count=rs.ports) if binds_given else ReadyDelay(0.0)
+            ready = (ReadyPort(int(values["port"]), timeout=start_timeout, count=rs.ports) if binds_given
+                     else ReadyDelay(0.0))
             iut = ExternalNode(ManagedProcess(cmd, values=values, ready=ready, name=f"iut-{case.id}",
                                               on_line=feed.line), case.role)
             runtime.attach_process(IUT, iut)
@@ -344,11 +356,14 @@ def _run_case_live(case: Case, *, cmd: str | None = None, endpoint: str | None =
                 iut.process.start()
         plan_values = {**values, "endpoint": None, "port": None} if own_ports else values
         conductor, budget = _conductor_config(case, rs, dialect, ep, tag, plan_values, _live_endpoint)
+        connects = iut is not None and not binds_given
+        conductor["hold_start"] = connects
         runtime.add_node(CONDUCTOR, Conductor, role="conductor", config=conductor)
         feed.attach(runtime)
         runtime.start()
-        if iut is not None and not binds_given:
+        if connects:
             iut.process.start()
+            _wait_connected(runtime, run, iut, start_timeout)
         run_until(runtime, runtime.now_ns + budget + 5_000_000_000, lambda: run.done)
         result = _finish(case, run.result or None, rerun)
         # How it ended, before the harness stops it: (None: still running) or its exit code.
@@ -368,12 +383,35 @@ def _run_case_live(case: Case, *, cmd: str | None = None, endpoint: str | None =
     return result if iut is None else _with_process(result, iut, exit_code, rs.completes)
 
 
+def unnamed_needs(case: Case, cmd: str | None) -> str:
+    """The placeholders of the case's ``needs:`` that the command line does not name (all of
+    them without a command line), as "{a}, {b}"; "" when the case applies."""
+    return ", ".join("{" + n + "}" for n in case.needs if cmd is None or "{" + n + "}" not in cmd)
+
+
+def _wait_connected(runtime: Any, run: _CaseRun, iut: Any, timeout: float) -> None:
+    """Until the IUT's processes hold a TCP connection to a port the harness bound (or it
+    talks, exits, or ``timeout`` s pass), then the conductor's script begins: an implementation
+    that connects lazily, or never, is judged by the case from then on, as before."""
+    from harness.live.procnet import connects_to
+
+    ports = {int(ep.rsplit(":", 1)[1]) for eps in runtime.endpoints(CONDUCTOR).values() for ep in eps
+             if ep.startswith("tcp://") and ep.rsplit(":", 1)[1].isdigit()}
+    deadline = time.monotonic() + timeout
+    pid = iut.process.pid
+    while (time.monotonic() < deadline and pid is not None and not run.done and iut.process.running
+           and not connects_to(pid, ports)):
+        time.sleep(0.02)
+    runtime.command(0, CONDUCTOR, {"op": IUT_CONNECTED})
+
+
 def check_command(rs: RoleSuite, cmd: str) -> None:
     """Raise PlaceholderError (a ValueError) for a command line that cannot run any case: an
     unknown placeholder, a stray brace, an unbalanced quote."""
     from harness.live.supervisor import fill_placeholders
 
-    standard = ("endpoint", "port", "host", "dialect", "python", "tmpdir", "data_dir", *rs.harness_endpoints)
+    standard = ("endpoint", "port", "host", "dialect", "python", "tmpdir", "data_dir", *rs.harness_endpoints,
+                *rs.iut_endpoints)
     fill_placeholders(cmd, {**rs.placeholders, **dict.fromkeys(standard, "x")})
 
 

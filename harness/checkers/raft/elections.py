@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.checkers.base import NOTE, RECV, SEND, Checker, Event, Verdict
+from harness.checkers.base import NOTE, PROXY_ORDER_GRACE_NS, RECV, SEND, VIA_PROXY, Checker, Event, Verdict
 from harness.checkers.raft.wire import PEER_RPCS, Listener, Tracker, show
 from harness.protocols.codec import Message
 
@@ -136,7 +136,9 @@ class TermUpdate(RaftChecker):
     requests a peer answers and of every peer request and response it sends. Responses a peer
     receives are not counted: it may drop one unread (a superseded request's, E-RAFT-04), and
     not taking in a message is as safe as the network losing it. ``grace`` (default 0) allows
-    an implementation that handles its input asynchronously that long to catch up."""
+    an implementation that handles its input asynchronously that long to catch up. A send the
+    chaos proxy saw (an external peer's) gets at least `PROXY_ORDER_GRACE_NS` after a term taken in
+    on another connection: the proxy may read a peer's two connections in the other order."""
 
     name = "term-update"
     clause = "raft.algorithm.higher-term"
@@ -157,8 +159,9 @@ class TermUpdate(RaftChecker):
         hist = self.seen.get(ev.node)
         if not hist or msg["term"] >= hist[-1][0]:
             return
+        grace = max(self.grace_ns, PROXY_ORDER_GRACE_NS) if ev.via == VIA_PROXY else self.grace_ns
         for term, at, (e, m) in reversed(hist):  # the highest term it had taken in, in time
-            if at + self.grace_ns <= ev.time_ns and term > msg["term"]:
+            if at + grace <= ev.time_ns and term > msg["term"]:
                 self.problem(f"{ev.node} sent {msg.name} with term {msg['term']} after taking in term {term}",
                              [show(e, m), show(ev, msg)])
                 return

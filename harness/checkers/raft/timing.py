@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.checkers.base import CRASH, NOTE, PAUSE, RESTART, RESUME, SEND, Event, Verdict
+from harness.checkers.base import (
+    CRASH, NOTE, PAUSE, PROXY_ORDER_GRACE_NS, RESTART, RESUME, SEND, VIA_PROXY, Event, Verdict,
+)
 from harness.checkers.raft.elections import RaftChecker
 from harness.checkers.raft.wire import ROUTER, show
 from harness.protocols.codec import Message
@@ -52,7 +54,8 @@ class LeaderHeartbeat(RaftChecker):
     ELECTION_TIMEOUT_MIN in ms (default 200); for a peer that clock faults may strike, the bound is
     divided by its slowest clock rate (``slowest``, 1 + the most negative drift) and a gap across
     one of its clock changes (``clock_changes``, in ns) is not judged. ``tolerance`` (default 50 ms) is
-    slack for a live run's scheduling; the simulator keeps timers exactly."""
+    slack for a live run's scheduling (the simulator keeps timers exactly); a request of an
+    external peer, seen when the chaos proxy read it, gets `PROXY_ORDER_GRACE_NS` more."""
 
     name = "leader-heartbeat"
     clause = "raft.algorithm.leader-heartbeat"
@@ -85,7 +88,8 @@ class LeaderHeartbeat(RaftChecker):
             self.end(ev.node, None)
             lead = self.leads[ev.node] = Lead(msg["term"], ev.time_ns, show(ev, msg), noted=False)
         since, ref = lead.last.get(ev.socket, (lead.since, lead.since_ref))
-        self.judge(ev.node, lead, ev.socket, since, ev.time_ns, [ref, show(ev, msg)])
+        slack = PROXY_ORDER_GRACE_NS if ev.via == VIA_PROXY else 0  # read by the proxy, maybe late
+        self.judge(ev.node, lead, ev.socket, since, ev.time_ns, [ref, show(ev, msg)], slack=slack)
         lead.last[ev.socket] = (ev.time_ns, show(ev, msg))
 
     def on_other(self, ev: Event) -> None:
@@ -138,14 +142,14 @@ class LeaderHeartbeat(RaftChecker):
         return int(self.mins.get(node, self.default_min) / 2 / self.slowest.get(node, 1.0))
 
     def judge(self, node: str, lead: Lead, sock: str, since: int, now: int, evidence: list[dict[str, Any]],
-              ended: bool = False) -> None:
+              ended: bool = False, slack: int = 0) -> None:
         if any(since < t <= now for t in self.clock_changes.get(node, ())):
             return  # its clock jumped in between: how long it waited by its own clock is unknown
         gap = now - since - self.paused(node, since, now)
         bound = self.bound(node)
         self.gaps += 1
         self.longest = max(self.longest, gap / bound)
-        if gap <= bound + self.tolerance or len(self.problems) >= 50:
+        if gap <= bound + self.tolerance + slack or len(self.problems) >= 50:
             return
         follower = sock.split(":", 1)[-1]
         what = "until its leadership ended" if ended else "before the next"
