@@ -8,7 +8,8 @@ Event BUS mutants it found within 12 runs on 2026-11-27 (first measurement). FOU
 bench found on 2026-11-27 (session 4) among the mutants not found before and those not measured
 before (every Dafka mutant, the newer DCP and Raft mutants), with the scenarios, checks and
 budgets of that measurement, each on the scenario that exercises it ("Explore: every shipped
-mutant (the mutants not found before)" in bench/RESULTS.md). The crash-on-malformed mutants in
+mutant (the mutants not found before)" in bench/RESULTS.md), and the Raft mutants the run checks of
+issue 16 made findable ("... (Raft run checks)"). The crash-on-malformed mutants in
 FOUND and FOUND_BY were measured on 2026-11-27 with the corrupt rule effect (found in 3-9 runs). The
 mutants not found, each with its reason: docs/explore.md, "Which mutants explore finds"."""
 
@@ -122,7 +123,15 @@ FOUND_NOW: dict[str, dict[str, tuple[str, int]]] = {
     "raft": {"forget-vote": ("votes.yaml", 30), "indexless-update": ("basic.yaml", 12),
         "new-reqid-follow-up": ("basic.yaml", 12), "no-debounce": ("retries.yaml", 30),
         "reapply-reqid": ("retries.yaml", 30), "reqid-not-in-entry": ("basic.yaml", 12),
-        "skip-up-to-date": ("partitions.yaml", 30), "vote-twice": ("votes.yaml", 30)},
+        "skip-up-to-date": ("partitions.yaml", 30), "vote-twice": ("votes.yaml", 30),
+        # found since the Raft run checks of issue 16 (bench/RESULTS.md, "Explore: every shipped
+        # mutant (Raft run checks)", 2026-11-27, 20 runs per file; budgets here with room to spare)
+        "no-heartbeat": ("basic.yaml", 20), "slow-append-retry": ("basic.yaml", 20),
+        "no-retry": ("basic.yaml", 20), "same-message-id": ("basic.yaml", 20),
+        "entries-uncommitted": ("basic.yaml", 20), "never-expires": ("expiry.yaml", 20),
+        "expired-as-not-leader": ("expiry.yaml", 20), "commit-old-term": ("leader-change.yaml", 20),
+        "new-reqid-on-retry": ("basic.yaml", 20), "client-dies-on-malformed": ("malformed.yaml", 30),
+        "ignores-stop": ("malformed.yaml", 40)},
 }
 SHRINK_RUNS = 60
 
