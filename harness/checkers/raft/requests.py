@@ -29,7 +29,7 @@ class MessageIds(RaftChecker):
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
-        self.last: dict[tuple[str, str], tuple[int, list[bytes], dict[str, Any]]] = {}  # (node, socket) -> id
+        self.last: dict[tuple[str, str], tuple[int, Event, Message]] = {}  # (node, socket) -> its last request
         self.problems: list[tuple[str, list[dict[str, Any]]]] = []
         self.sent = 0
 
@@ -40,18 +40,18 @@ class MessageIds(RaftChecker):
         if msg.name not in PEER_RPCS or ev.socket == ROUTER:
             return
         self.sent += 1
-        key, mid, frames = (ev.node, ev.socket), msg["message_id"], list(ev.frames or [])
+        key, mid = (ev.node, ev.socket), msg["message_id"]
         before = self.last.get(key)
-        self.last[key] = (mid, frames, show(ev, msg))
+        self.last[key] = (mid, ev, msg)
         if before is None or len(self.problems) >= 50:
             return
-        last_id, last_frames, last_ref = before
-        if mid == last_id and frames != last_frames:
+        last_id, last_ev, last_msg = before
+        if mid == last_id and ev.frames != last_ev.frames:
             self.problems.append((f"{ev.node} sent a {msg.name} on {ev.socket} under message id {mid}, the id of "
-                                  f"the different message before it", [last_ref, show(ev, msg)]))
+                                  f"the different message before it", [show(last_ev, last_msg), show(ev, msg)]))
         elif mid < last_id and not (last_id > MAX_MESSAGE_ID - WRAP_SLACK and mid < WRAP_SLACK):
             self.problems.append((f"{ev.node} sent a {msg.name} on {ev.socket} under message id {mid}, after id "
-                                  f"{last_id}", [last_ref, show(ev, msg)]))
+                                  f"{last_id}", [show(last_ev, last_msg), show(ev, msg)]))
 
     def finish(self, end_ns: int) -> list[Verdict]:
         return self.verdict(self.problems, f"{self.sent} peer request(s) sent, each id new or the repeat of the "
@@ -75,8 +75,8 @@ class UpdateReqids(RaftChecker):
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
-        self.data: dict[bytes, tuple[bytes, dict[str, Any]]] = {}  # reqid -> the data it was first sent with
-        self.running: dict[str, tuple[Any, bytes, dict[str, Any]]] = {}  # client -> (op id, reqid, its note)
+        self.data: dict[bytes, tuple[bytes, Event, Message]] = {}  # reqid -> the data it was first sent with
+        self.running: dict[str, tuple[Any, bytes, Event]] = {}  # client -> (op id, reqid, its note)
         self.bad: list[tuple[str, list[dict[str, Any]], str]] = []
         self.sent = 0
 
@@ -86,7 +86,7 @@ class UpdateReqids(RaftChecker):
             self.running.pop(ev.node, None)
         elif ev.kind == NOTE and ev.msg_type == OP_START and isinstance(data.get("reqid"), str):
             try:
-                self.running[ev.node] = (data.get("id"), bytes.fromhex(data["reqid"]), show(ev))
+                self.running[ev.node] = (data.get("id"), bytes.fromhex(data["reqid"]), ev)
             except ValueError:
                 self.running.pop(ev.node, None)  # not a reqid it tells: nothing to judge it by
         elif ev.kind == DELIVER and ev.msg_type == "op":
@@ -99,14 +99,14 @@ class UpdateReqids(RaftChecker):
             return
         self.sent += 1
         reqid, data = msg["reqid"], bytes(msg["data"])
-        first = self.data.setdefault(reqid, (data, show(ev, msg)))
+        first = self.data.setdefault(reqid, (data, ev, msg))
         if first[0] != data:
             self.bad.append((f"{ev.node} sent reqid {reqid.hex()} with other data than its first RequestUpdate",
-                             [first[1], show(ev, msg)], "raft.reqid.unique"))
+                             [show(first[1], first[2]), show(ev, msg)], "raft.reqid.unique"))
         run = self.running.get(ev.node)
         if run is not None and run[1] != reqid:
             self.bad.append((f"{ev.node} sent a RequestUpdate under reqid {reqid.hex()} while its operation "
-                             f"{run[0]} runs under reqid {run[1].hex()}", [run[2], show(ev, msg)],
+                             f"{run[0]} runs under reqid {run[1].hex()}", [show(run[2]), show(ev, msg)],
                              "raft.client.broken-leader-search"))
 
     def finish(self, end_ns: int) -> list[Verdict]:

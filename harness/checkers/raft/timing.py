@@ -22,6 +22,7 @@ from harness.protocols.codec import Message
 
 LEADER_RPCS = ("AppendEntries", "InstallSnapshot")
 NS_PER_MS = 1_000_000
+Ref = tuple[Event, "Message | None"]  # evidence, shown only when it is reported
 
 
 class Lead:
@@ -29,11 +30,11 @@ class Lead:
 
     __slots__ = ("term", "since", "since_ref", "last", "noted")
 
-    def __init__(self, term: int, since: int, ref: dict[str, Any], noted: bool) -> None:
+    def __init__(self, term: int, since: int, ref: Ref, noted: bool) -> None:
         self.term = term
         self.since = since
         self.since_ref = ref
-        self.last: dict[str, tuple[int, dict[str, Any]]] = {}  # follower socket -> (sent at, evidence)
+        self.last: dict[str, tuple[int, Ref]] = {}  # follower socket -> (sent at, the request)
         self.noted = noted  # its role note said it leads (it will say when it stops)
 
 
@@ -86,11 +87,11 @@ class LeaderHeartbeat(RaftChecker):
             if lead is not None and lead.term > msg["term"]:
                 return  # an older term's request (term-update judges that)
             self.end(ev.node, None)
-            lead = self.leads[ev.node] = Lead(msg["term"], ev.time_ns, show(ev, msg), noted=False)
+            lead = self.leads[ev.node] = Lead(msg["term"], ev.time_ns, (ev, msg), noted=False)
         since, ref = lead.last.get(ev.socket, (lead.since, lead.since_ref))
         slack = PROXY_ORDER_GRACE_NS if ev.via == VIA_PROXY else 0  # read by the proxy, maybe late
-        self.judge(ev.node, lead, ev.socket, since, ev.time_ns, [ref, show(ev, msg)], slack=slack)
-        lead.last[ev.socket] = (ev.time_ns, show(ev, msg))
+        self.judge(ev.node, lead, ev.socket, since, ev.time_ns, [ref, (ev, msg)], slack=slack)
+        lead.last[ev.socket] = (ev.time_ns, (ev, msg))
 
     def on_other(self, ev: Event) -> None:
         kind, node = ev.kind, ev.node
@@ -109,7 +110,7 @@ class LeaderHeartbeat(RaftChecker):
                 lead = self.leads.get(node)
                 if lead is None or lead.term != term:
                     self.end(node, ev.time_ns)
-                    self.leads[node] = Lead(term, ev.time_ns, show(ev), noted=True)
+                    self.leads[node] = Lead(term, ev.time_ns, (ev, None), noted=True)
                 else:
                     lead.noted = True
             else:
@@ -141,7 +142,7 @@ class LeaderHeartbeat(RaftChecker):
     def bound(self, node: str) -> int:
         return int(self.mins.get(node, self.default_min) / 2 / self.slowest.get(node, 1.0))
 
-    def judge(self, node: str, lead: Lead, sock: str, since: int, now: int, evidence: list[dict[str, Any]],
+    def judge(self, node: str, lead: Lead, sock: str, since: int, now: int, refs: list[Ref],
               ended: bool = False, slack: int = 0) -> None:
         if any(since < t <= now for t in self.clock_changes.get(node, ())):
             return  # its clock jumped in between: how long it waited by its own clock is unknown
@@ -153,12 +154,12 @@ class LeaderHeartbeat(RaftChecker):
             return
         follower = sock.split(":", 1)[-1]
         what = "until its leadership ended" if ended else "before the next"
-        retry = not ended and len(evidence) > 1 and evidence[0].get("fields") == evidence[1].get("fields")
+        retry = not ended and len(refs) > 1 and refs[0][1] is not None and refs[0][0].frames == refs[1][0].frames
         self.problems.append((f"{node}, leader of term {lead.term}, sent {follower} no AppendEntries or "
                               f"InstallSnapshot for {gap / 1e6:.1f} ms {what} (bound ELECTION_TIMEOUT_MIN / 2 = "
                               f"{bound / 1e6:.1f} ms{' on its clock' if node in self.slowest else ''})"
                               + (": the repeat of an unanswered request came late" if retry else ""),
-                              evidence, "raft.rpc.timeout-bound" if retry else self.clause))
+                              [show(*r) for r in refs], "raft.rpc.timeout-bound" if retry else self.clause))
 
     def finish(self, end_ns: int) -> list[Verdict]:
         for node in list(self.leads):
