@@ -113,6 +113,16 @@ class ObservedTraffic:
         self.drain()
         self._closed = True
 
+    def flush_rows(self) -> None:
+        """After the runtime stopped (a run that ended early): what is still queued goes to the
+        trace only (the checks were judged, or never will be)."""
+        self._closed = True
+        self.observer = None
+        queue = self._queue
+        now = self.runtime.now_ns
+        while queue:
+            self._one(queue.popleft(), now)
+
     def _one(self, seen: Seen, now: int) -> None:
         send = seen.kind == SEEN_SEND
         node, other = (seen.src, seen.dst) if send else (seen.dst, seen.src)
