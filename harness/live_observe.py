@@ -17,10 +17,11 @@ connecting socket that talks to one peer (a DEALER, a REQ) is named after the no
 (``dealer:peers.1``), since a node has one such socket per peer. The sockets are declared to the
 checkers as they appear (the wire check reads a node's messages by its socket types).
 
-Order across connections: the proxy reads each connection in order, but two messages a node sent
-on two connections may be read in the other order (the node's ZeroMQ I/O thread writes its
-sockets in turn; the proxy reads whichever is ready first). Events carry ``via="proxy"``; a
-checker that compares a node's messages across connections in time allows `PROXY_ORDER_GRACE_NS`.
+Order: on one connection the proxy sees a node's messages in the order the node sent them. Across
+two connections it need not: the proxy sees a message when it leaves the node, and ZeroMQ holds
+a message for a peer that is not connected (yet, or again) until it is, so a message handed over
+first may cross the wire much later. Events carry ``via="proxy"``; a checker that orders one
+node's sends in time compares such events only within one connection (Raft's term-update does).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from collections import deque
 from typing import Any
 
 from fault_injection.observe import SEEN_SEND, Seen
-from harness.checkers.base import PROXY_ORDER_GRACE_NS, RECV, SEND, VIA_PROXY, Observer, Verdict
+from harness.checkers.base import RECV, SEND, VIA_PROXY, Observer, Verdict
 from harness.node import SocketSpec, SocketType
 from harness.trace import TraceWriter, pack_frames
 
@@ -182,4 +183,4 @@ class ObservedTraffic:
                         "harness, not necessarily a fault of the implementation)")]
 
 
-__all__ = ["PROXY_ORDER_GRACE_NS", "ObservedTraffic", "VIA_PROXY", "socket_name"]
+__all__ = ["ObservedTraffic", "VIA_PROXY", "socket_name"]
