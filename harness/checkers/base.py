@@ -21,7 +21,8 @@ SEND, RECV, COMMAND, DELIVER, DISCARD, NOTE, CRASH, RESTART, ERROR = (
 )
 PAUSE, RESUME = "pause", "resume"  # a node stopped (SIGSTOP, or the simulator holding it) and going on
 # An event of an external node seen by the chaos proxy (harness.live_observe), not by a probe: its
-# time bounds a send from above and a receive from below only (see harness.live_observe).
+# time bounds a send from above and a receive from below only, and across two connections of a
+# node the order need not be the order the node sent them in (harness.live_observe).
 VIA_PROXY = "proxy"
 
 
