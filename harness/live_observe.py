@@ -17,10 +17,14 @@ connecting socket that talks to one peer (a DEALER, a REQ) is named after the no
 (``dealer:peers.1``), since a node has one such socket per peer. The sockets are declared to the
 checkers as they appear (the wire check reads a node's messages by its socket types).
 
-Order across connections: the proxy reads each connection in order, but two messages a node sent
-on two connections may be read in the other order (the node's ZeroMQ I/O thread writes its
-sockets in turn; the proxy reads whichever is ready first). Events carry ``via="proxy"``; a
-checker that compares a node's messages across connections in time allows `PROXY_ORDER_GRACE_NS`.
+Time and order: on one connection the proxy sees a node's messages in the order the node sent
+them. Across two connections it need not: the proxy sees a message when it leaves the node, and
+ZeroMQ holds a message for a peer that is not connected (yet, or again) until it is, so a message
+handed over first may cross the wire much later. The time the proxy reads a message bounds when
+the node sent it from above only; the time it hands a message on bounds when the node took it in
+from below. Events carry ``via="proxy"``; a checker that orders one node's messages in time uses
+only what these make certain: the order within one connection, and an answer after its request
+was handed on (Raft's term-update).
 """
 
 from __future__ import annotations
@@ -28,11 +32,12 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from typing import Any
+from typing import Any, Callable
 
 from fault_injection.observe import SEEN_SEND, Seen
-from harness.checkers.base import PROXY_ORDER_GRACE_NS, RECV, SEND, VIA_PROXY, Observer, Verdict
+from harness.checkers.base import RECV, SEND, VIA_PROXY, Observer, Verdict
 from harness.node import SocketSpec, SocketType
+from harness.protocols.codec import Codec
 from harness.trace import TraceWriter, pack_frames
 
 MAX_QUEUED = 100_000  # reports waiting for the loop before the proxy is held back
@@ -52,8 +57,13 @@ class ObservedTraffic:
     """See the module docstring. ``runtime``: the live runtime (``post``, ``now_ns``)."""
 
     def __init__(self, runtime: Any, observer: Observer | None, trace: TraceWriter | None,
-                 record_frames: bool = True) -> None:
+                 record_frames: bool = True,
+                 notes: tuple[Codec, Callable[[Codec, list[bytes]], list[tuple[str, dict[str, Any]]]]] | None = None
+                 ) -> None:
+        """``notes``: the run's codec and its package's ``wire_notes``: what a node's sends say
+        about it goes to the runtime (``note_observed``), for symbolic fault targets."""
         self.runtime = runtime
+        self.notes = notes
         self.observer = observer
         self.trace = trace
         self.record_frames = record_frames
@@ -113,6 +123,16 @@ class ObservedTraffic:
         self.drain()
         self._closed = True
 
+    def flush_rows(self) -> None:
+        """After the runtime stopped (a run that ended early): what is still queued goes to the
+        trace only (the checks were judged, or never will be)."""
+        self._closed = True
+        self.observer = None
+        queue = self._queue
+        now = self.runtime.now_ns
+        while queue:
+            self._one(queue.popleft(), now)
+
     def _one(self, seen: Seen, now: int) -> None:
         send = seen.kind == SEEN_SEND
         node, other = (seen.src, seen.dst) if send else (seen.dst, seen.src)
@@ -127,6 +147,9 @@ class ObservedTraffic:
         if send:
             self.sends += 1
             self.by_node[node] = self.by_node.get(node, 0) + 1
+            if self.notes is not None:
+                for note_kind, data in self.notes[1](self.notes[0], list(seen.frames)):
+                    self.runtime.note_observed(node, note_kind, data)
         else:
             self.receives += 1
         if self.observer is not None:
@@ -172,4 +195,4 @@ class ObservedTraffic:
                         "harness, not necessarily a fault of the implementation)")]
 
 
-__all__ = ["PROXY_ORDER_GRACE_NS", "ObservedTraffic", "VIA_PROXY", "socket_name"]
+__all__ = ["ObservedTraffic", "VIA_PROXY", "socket_name"]

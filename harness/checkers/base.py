@@ -20,11 +20,10 @@ SEND, RECV, COMMAND, DELIVER, DISCARD, NOTE, CRASH, RESTART, ERROR = (
     "send", "recv", "command", "deliver", "discard", "note", "crash", "restart", "error",
 )
 PAUSE, RESUME = "pause", "resume"  # a node stopped (SIGSTOP, or the simulator holding it) and going on
-# An event of an external node seen by the chaos proxy (harness.live_observe), not by a probe. The
-# proxy may read two of a node's connections in the other order than the node wrote them: a checker
-# that compares one node's messages across connections in time allows them this much.
+# An event of an external node seen by the chaos proxy (harness.live_observe), not by a probe: its
+# time bounds a send from above and a receive from below only, and across two connections of a
+# node the order need not be the order the node sent them in (harness.live_observe).
 VIA_PROXY = "proxy"
-PROXY_ORDER_GRACE_NS = 50_000_000
 
 
 @dataclass

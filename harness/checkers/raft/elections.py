@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.checkers.base import NOTE, PROXY_ORDER_GRACE_NS, RECV, SEND, VIA_PROXY, Checker, Event, Verdict
+from harness.checkers.base import NOTE, RECV, SEND, VIA_PROXY, Checker, Event, Verdict
 from harness.checkers.raft.wire import PEER_RPCS, Listener, Tracker, show
 from harness.protocols.codec import Message
 
@@ -136,9 +136,17 @@ class TermUpdate(RaftChecker):
     requests a peer answers and of every peer request and response it sends. Responses a peer
     receives are not counted: it may drop one unread (a superseded request's, E-RAFT-04), and
     not taking in a message is as safe as the network losing it. ``grace`` (default 0) allows
-    an implementation that handles its input asynchronously that long to catch up. A send the
-    chaos proxy saw (an external peer's) gets at least `PROXY_ORDER_GRACE_NS` after a term taken in
-    on another connection: the proxy may read a peer's two connections in the other order."""
+    an implementation that handles its input asynchronously that long to catch up.
+
+    What the chaos proxy saw of an external peer (``via`` proxy) is judged only where the order
+    is certain. The proxy sees a message when it leaves the peer, and ZeroMQ holds a message for
+    a peer that is not connected (yet, or again) until it is, so a request handed over before a
+    higher term was taken in may cross the wire long after the answer that took it in, on
+    another connection (a RequestVote of term 1 to a peer that started late was read after its
+    sender had answered term 8). Certain are: the order on one connection (a send is compared
+    with the terms taken in on the same connection), and an answer's place after its request
+    reached the peer, which was after the proxy handed it on (an answer is compared with the
+    terms the peer had answered before that)."""
 
     name = "term-update"
     clause = "raft.algorithm.higher-term"
@@ -147,6 +155,10 @@ class TermUpdate(RaftChecker):
         super().__init__(**params)
         self.grace_ns = grace_ms * 1_000_000
         self.seen: dict[str, list[tuple[int, int, tuple[Event, Message]]]] = {}  # node -> rising (term, at, evidence)
+        # sends the proxy saw: (node, connection) -> the highest term taken in there (term, at, evidence)
+        self.seen_on: dict[tuple[str, str, bytes], tuple[int, int, tuple[Event, Message]]] = {}
+        # requests the proxy handed to an external peer: (node, routing id, id frame) -> when
+        self.handed: dict[tuple[str, bytes, bytes], int] = {}
         self.problems: list[tuple[str, list[dict[str, Any]]]] = []
         self.checked = 0
 
@@ -154,32 +166,56 @@ class TermUpdate(RaftChecker):
         if len(self.problems) < 50:
             self.problems.append((text, evidence))
 
-    def sent(self, ev: Event, msg: Message) -> None:
+    def sent(self, ev: Event, msg: Message, not_before: int | None) -> None:
+        """``not_before``: when the peer sent it at the earliest, if anything says so."""
         self.checked += 1
+        if ev.via == VIA_PROXY:
+            taken = self.seen_on.get(_connection(ev))
+            if taken is not None and taken[0] > msg["term"] and taken[1] + self.grace_ns <= ev.time_ns:
+                self.problem(f"{ev.node} sent {msg.name} with term {msg['term']} after taking in term {taken[0]} "
+                             "on the same connection", [show(*taken[2]), show(ev, msg)])
+                return
         hist = self.seen.get(ev.node)
-        if not hist or msg["term"] >= hist[-1][0]:
+        if not hist or msg["term"] >= hist[-1][0] or not_before is None:
             return
-        grace = max(self.grace_ns, PROXY_ORDER_GRACE_NS) if ev.via == VIA_PROXY else self.grace_ns
         for term, at, (e, m) in reversed(hist):  # the highest term it had taken in, in time
-            if at + grace <= ev.time_ns and term > msg["term"]:
+            if at + self.grace_ns <= not_before and term > msg["term"]:
                 self.problem(f"{ev.node} sent {msg.name} with term {msg['term']} after taking in term {term}",
                              [show(e, m), show(ev, msg)])
                 return
 
+    def request_received(self, ev: Event, msg: Message) -> None:
+        if ev.via == VIA_PROXY and ev.frames is not None and len(ev.frames) > 1 and msg.name in PEER_RPCS:
+            self.handed[(ev.node, ev.frames[0], ev.frames[1])] = ev.time_ns
+
     def request_sent(self, ev: Event, msg: Message) -> None:
         if msg.name in PEER_RPCS:
-            self.sent(ev, msg)
+            self.sent(ev, msg, None if ev.via == VIA_PROXY else ev.time_ns)
 
     def response_sent(self, ev: Event, request: Message, msg: Message) -> None:
         if request.name not in PEER_RPCS:
             return
-        self.sent(ev, msg)
+        if ev.via == VIA_PROXY:
+            frames = ev.frames or []
+            self.sent(ev, msg, self.handed.pop((ev.node, frames[0], frames[1]), None) if len(frames) > 1 else None)
+        else:
+            self.sent(ev, msg, ev.time_ns)
         if msg["term"] < request["term"]:
             self.problem(f"{ev.node} answered a {request.name} of term {request['term']} with term {msg['term']}",
                          [show(ev, msg, request_term=request["term"])])
+        if ev.via == VIA_PROXY:
+            key = _connection(ev)
+            taken = self.seen_on.get(key)
+            if taken is None or request["term"] > taken[0]:
+                self.seen_on[key] = (request["term"], ev.time_ns, (ev, msg))
         hist = self.seen.setdefault(ev.node, [])
         if not hist or request["term"] > hist[-1][0]:
-            hist.append((request["term"], ev.time_ns, (ev, msg)))
+            hist.append((request["term"], ev.time_ns, (ev, msg)))  # proxy-seen: taken in by then at the latest
 
     def finish(self, end_ns: int) -> list[Verdict]:
         return self.verdict(self.problems, f"{self.checked} peer message(s) sent, none behind a term taken in")
+
+
+def _connection(ev: Event) -> tuple[str, str, bytes]:
+    """The connection a send went out on: a ROUTER's is named by the peer's routing id."""
+    return ev.node, ev.socket, (ev.frames or [b""])[0] if ev.socket == "router" else b""
