@@ -21,7 +21,8 @@ class MessageIds(RaftChecker):
     before is that message byte for byte (a retry); a different message takes a new id
     (``raft.wire.message-id``). Reads the RequestVote, AppendEntries and InstallSnapshot requests
     each peer sends on its DEALERs (frame 1, the id); a crash or restart of the peer starts its
-    sockets, and their counters, afresh."""
+    sockets, and their counters, afresh. An external peer seen by the chaos proxy is judged the
+    same way: the proxy reads each connection in order, and the one before is on the same one."""
 
     name = "message-ids"
     clause = "raft.wire.message-id"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.checkers.base import CRASH, NOTE, RECV, RESTART, SEND, Event, Verdict
+from harness.checkers.base import CRASH, NOTE, RECV, RESTART, SEND, VIA_PROXY, Event, Verdict
 from harness.checkers.raft.commits import KnowledgeChecker
 from harness.checkers.raft.elections import RaftChecker
 from harness.checkers.raft.logs import Ref
@@ -85,7 +85,9 @@ class UpdateExpiry(RaftChecker):
     (``clock_slack``: per peer, (sum of offsets in ns, sum of drifts)), and only for a reqid no
     peer acknowledged and no AppendEntries carried before (it may have reached the cluster in
     time). A peer leads from its ``role`` note saying ``leader`` until its next ``role`` note or
-    crash; peers without notes are not judged on the second rule."""
+    crash; peers without notes are not judged on the second rule. The answers of an external
+    peer seen by the chaos proxy are not judged (its clock is its host's, and the proxy's read
+    time bounds the answer from above only); what they acknowledge still counts as taken."""
 
     name = "update-expiry"
     clause = "raft.update.reqid-freshness"
@@ -140,6 +142,10 @@ class UpdateExpiry(RaftChecker):
 
     def response_sent(self, ev: Event, request: Message, msg: Message) -> None:
         if request.name != "RequestUpdate" or ev.socket != ROUTER:
+            return
+        if ev.via == VIA_PROXY:  # an external peer: its clock and when it answered are unknown
+            if msg["success"]:
+                self.taken.add(msg["reqid"])
             return
         self.answers += 1
         reqid = msg["reqid"]

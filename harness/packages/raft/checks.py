@@ -146,7 +146,7 @@ CHECKS = {
     "update-once": _check("update-once", checkers.UpdateOnce),
     "leader-heartbeat": _check("leader-heartbeat", checkers.LeaderHeartbeat, {
         "tolerance": Setting("tolerance_ms", as_ms, "slack on ELECTION_TIMEOUT_MIN / 2 for a live run's "
-                                                    "scheduling (default 50ms)")}),
+                                                    "scheduling (default 90ms)")}),
     "message-ids": _check("message-ids", checkers.MessageIds),
     "entries-stop": _check("entries-stop", checkers.EntriesStop),
     "update-expiry": _check("update-expiry", checkers.UpdateExpiry),
