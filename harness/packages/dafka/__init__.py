@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from harness.checkers import dafka as checks
+from harness.checkers import dafka_links as links
+from harness.checkers import dafka_topics as topic_checks
 from harness.packages.base import (
     CaptureHints, Check, Operation, ProtocolPackage, Role, Setting, as_bool, as_int, as_ms, as_str, one_of,
 )
@@ -63,13 +65,30 @@ def _simple(cls: type) -> Callable[..., Any]:
     return lambda scenario, **params: cls(**params)
 
 
+def _consumer_topics(scenario: Any) -> dict[str, list[str]]:
+    """Each consumer node's ``topics`` setting."""
+    return {n: list(g.config.get("topics", [])) for g in scenario.groups.values() if g.role == "consumer"
+            for n in g.nodes}
+
+
+def _roles(scenario: Any) -> dict[str, str]:
+    return {n: g.role for g in scenario.groups.values() for n in g.nodes}
+
+
 def _complete(scenario: Any, **params: Any) -> checks.CompleteDelivery:
-    topics = {}
-    for g in scenario.groups.values():
-        if g.role == "consumer":
-            for n in g.nodes:
-                topics[n] = list(g.config.get("topics", []))
-    return checks.CompleteDelivery(topics=topics, **params)
+    return checks.CompleteDelivery(topics=_consumer_topics(scenario), **params)
+
+
+def _with_topics(cls: type) -> Callable[..., Any]:
+    return lambda scenario, **params: cls(topics=_consumer_topics(scenario), **params)
+
+
+def _topic_frames(scenario: Any, **params: Any) -> topic_checks.TopicFrames:
+    return topic_checks.TopicFrames(roles=_roles(scenario), topics=_consumer_topics(scenario), **params)
+
+
+def _tower_links(scenario: Any, **params: Any) -> links.TowerLinks:
+    return links.TowerLinks(towers=[n for n, r in _roles(scenario).items() if r == "tower"], **params)
 
 
 def _check(name: str, cls: type, factory: Callable[..., Any] | None = None) -> Check:
@@ -115,6 +134,10 @@ CHECKS = {
     "acked-retrievable": _check("acked-retrievable", checks.AckedRetrievable),
     "keep-until-ack": _check("keep-until-ack", checks.KeepUntilAck),
     "fetch-ascending": _check("fetch-ascending", checks.FetchAscending),
+    "topic-frames": _check("topic-frames", topic_checks.TopicFrames, _topic_frames),
+    "hello-subjects": _check("hello-subjects", topic_checks.HelloSubjects, _with_topics(topic_checks.HelloSubjects)),
+    "subscriptions": _check("subscriptions", links.Subscriptions, _with_topics(links.Subscriptions)),
+    "tower-links": _check("tower-links", links.TowerLinks, _tower_links),
 }
 
 
@@ -187,7 +210,7 @@ PACKAGE = ProtocolPackage(
     operations=OPERATIONS,
     checks=CHECKS,
     default_checks=("offsets", "consumer-order", "complete-delivery", "acked-retrievable", "keep-until-ack",
-                    "fetch-ascending"),
+                    "fetch-ascending", "topic-frames", "hello-subjects", "subscriptions", "tower-links"),
     final_status=("store",),  # acked-retrievable reads the stores' holdings at the end
     mutants=MUTANTS,
     suites=SUITES,
