@@ -1,6 +1,7 @@
 """The Dafka run checks that judge what a node does (harness/checkers/dafka_topics.py,
-dafka_links.py): each catches the mutants (reference_nodes/dafka/mutants.py) of its clauses in a
-plain simulated run, on the clause the mutant breaks, and passes the reference nodes."""
+dafka_links.py, dafka_answers.py): each catches the mutants (reference_nodes/dafka/mutants.py)
+of its clauses in a plain simulated run, on the clause the mutant breaks, and passes the
+reference nodes, also through pauses, clock skew and drift, crashes and restarts."""
 
 from __future__ import annotations
 
@@ -15,10 +16,20 @@ from reference_nodes.dafka.mutants import MUTANTS
 BASIC = Path("scenarios/dafka/explore/basic.yaml")
 LOSSY = Path("scenarios/dafka/chaos/lossy.yaml")
 STORE_RESTART = Path("scenarios/dafka/chaos/store-restart.yaml")
-# basic.yaml with a consumer that has no topic (a hello from it breaks a clause)
-TOPICLESS = BASIC.read_text().replace(
-    "workload:", "  idle: {role: consumer, config: {beacon: 100ms}}\nworkload:")
-NEW_CHECKS = ("topic-frames", "hello-subjects", "subscriptions", "tower-links")
+# topics that prefix one another, and a consumer without a topic
+TOPICS = Path("scenarios/dafka/explore/topics.yaml")
+# basic.yaml with 10% of RECORDs lost (stores FETCH), and with every kind of node fault
+DROPS = BASIC.read_text().replace("check:", "faults:\n  - rule: {message: RECORD, drop: 10%}\ncheck:")
+FAULTS = BASIC.read_text().replace("check:", """faults:
+  - {from: 1s, until: 1800ms, pause: store}
+  - {from: 600ms, until: 2200ms, pause: producer}
+  - {at: 1s, clock_skew: early, offset: -1s, drift: -0.5}
+  - {at: 2s, clock_skew: producer, offset: -800ms, drift: -0.3}
+  - {at: 3500ms, crash: early, restart_after: 300ms}
+  - {at: 3s, crash: store, restart_after: 200ms}
+  - {at: 1200ms, crash: late, restart_after: 2s}
+check:""")
+NEW_CHECKS = ("topic-frames", "hello-subjects", "subscriptions", "tower-links", "intervals", "answers")
 
 
 def run(text: str, name: str, seed: int = 1, **factories) -> RunResult:
@@ -41,7 +52,8 @@ CASES = [
     ("heads-by-address", "late", BASIC, "topic-frames"),
     ("consumer-hello-to-itself", "early", BASIC, "topic-frames"),
     ("empty-hello", "early", BASIC, "hello-subjects"),
-    ("hello-without-subscription", "idle", TOPICLESS, "hello-subjects"),
+    ("hello-without-subscription", "idle", TOPICS, "hello-subjects"),
+    ("heads-by-prefix", "store", TOPICS, "topic-frames"),
     ("no-ack-subscription", "producer", BASIC, "subscriptions"),
     ("no-fetch-subscription", "producer", BASIC, "subscriptions"),
     ("no-record-subscription-store", "store", BASIC, "subscriptions"),
@@ -58,6 +70,13 @@ CASES = [
     ("no-tower-sockets", "store", BASIC, "tower-links"),
     ("deaf-to-tower", "store", BASIC, "tower-links"),
     ("mute-to-tower", "early", BASIC, "tower-links"),
+    ("no-head", "producer", BASIC, "intervals"),
+    ("beacon-once", "early", BASIC, "intervals"),
+    ("no-store-hello", "store", BASIC, "answers"),
+    ("no-get-heads", "early", BASIC, "answers"),
+    ("ignores-get-heads", "producer", BASIC, "answers"),
+    ("no-fetch-store", "store", DROPS, "answers"),
+    ("fetch-from-zero", "store", DROPS, "answers"),
 ]
 
 
@@ -72,7 +91,8 @@ def test_check_catches_mutant(mutant: str, node: str, scenario: Path | str, chec
     assert got.get(check) == clause, f"{check} missed {mutant} (failing: {got})"
 
 
-@pytest.mark.parametrize("scenario", [BASIC, STORE_RESTART, TOPICLESS], ids=["basic", "store-restart", "topicless"])
+@pytest.mark.parametrize("scenario", [BASIC, STORE_RESTART, TOPICS, DROPS, FAULTS],
+                         ids=["basic", "store-restart", "topics", "drops", "faults"])
 def test_reference_nodes_pass(scenario: Path | str) -> None:
     for seed in (1, 2):
         r = run(_text(scenario), "reference.yaml", seed)

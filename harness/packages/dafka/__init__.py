@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from harness.checkers import dafka as checks
+from harness.checkers import dafka_answers as answers
 from harness.checkers import dafka_links as links
 from harness.checkers import dafka_topics as topic_checks
 from harness.packages.base import (
@@ -19,7 +20,7 @@ from harness.packages.base import (
 from harness.packages.dafka.suites import SUITES
 from harness.protocols.dafka import TABLES
 from harness.protocols.dafka_clauses import CATALOGUE
-from reference_nodes.dafka.common import tagged_content
+from reference_nodes.dafka.common import DEFAULT_BEACON_MS, DEFAULT_HEAD_MS, tagged_content
 from reference_nodes.dafka.consumer import Consumer
 from reference_nodes.dafka.mutants import MUTANTS
 from reference_nodes.dafka.producer import Producer
@@ -87,6 +88,13 @@ def _topic_frames(scenario: Any, **params: Any) -> topic_checks.TopicFrames:
     return topic_checks.TopicFrames(roles=_roles(scenario), topics=_consumer_topics(scenario), **params)
 
 
+def _intervals(scenario: Any, **params: Any) -> answers.Intervals:
+    """Each node's beacon interval and each producer's HEAD interval, as configured."""
+    configs = {n: g.config for g in scenario.groups.values() if g.role != "tower" for n in g.nodes}
+    return answers.Intervals(beacon_ms={n: c.get("beacon_ms", DEFAULT_BEACON_MS) for n, c in configs.items()},
+                             head_ms={n: c.get("head_ms", DEFAULT_HEAD_MS) for n, c in configs.items()}, **params)
+
+
 def _tower_links(scenario: Any, **params: Any) -> links.TowerLinks:
     return links.TowerLinks(towers=[n for n, r in _roles(scenario).items() if r == "tower"], **params)
 
@@ -138,6 +146,8 @@ CHECKS = {
     "hello-subjects": _check("hello-subjects", topic_checks.HelloSubjects, _with_topics(topic_checks.HelloSubjects)),
     "subscriptions": _check("subscriptions", links.Subscriptions, _with_topics(links.Subscriptions)),
     "tower-links": _check("tower-links", links.TowerLinks, _tower_links),
+    "intervals": _check("intervals", answers.Intervals, _intervals),
+    "answers": _check("answers", answers.Answers, _with_topics(answers.Answers)),
 }
 
 
@@ -210,7 +220,8 @@ PACKAGE = ProtocolPackage(
     operations=OPERATIONS,
     checks=CHECKS,
     default_checks=("offsets", "consumer-order", "complete-delivery", "acked-retrievable", "keep-until-ack",
-                    "fetch-ascending", "topic-frames", "hello-subjects", "subscriptions", "tower-links"),
+                    "fetch-ascending", "topic-frames", "hello-subjects", "subscriptions", "tower-links", "intervals",
+                    "answers"),
     final_status=("store",),  # acked-retrievable reads the stores' holdings at the end
     mutants=MUTANTS,
     suites=SUITES,
