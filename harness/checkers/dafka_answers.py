@@ -233,3 +233,64 @@ class Answers(Checker):
         if bad:
             return [self.first_problem(bad, "missing or wrong answer(s)")]
         return [self.ok(f"{self.duties.met} answer(s) owed, each given in time")]
+
+
+class ProducerClaims(Checker):
+    """What a producer's RECORDs and HEADs claim about its partition: a HEAD's sequence is the
+    offset of the last record it published on that partition (``dafka.producer.head-sequence``,
+    E-DAFKA-16), and the address of its RECORDs and HEADs is the identifier its beacons announce
+    in the same life (``dafka.partition.name-is-producer-uuid``, E-DAFKA-12)."""
+
+    name = "producer-claims"
+    clause = "dafka.producer.head-sequence"
+    kinds = frozenset({SEND, CRASH, START})
+    roles = frozenset({"producer"})
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self.last: dict[tuple[str, str], int] = {}  # (producer, partition) -> last offset published in its life
+        self.announced: dict[str, set[str]] = {}  # producer -> identifiers its beacons announced in its life
+        self.claims: dict[str, list[tuple[Event, str]]] = {}  # producer -> (RECORD/HEAD, address) of its life
+        self.bad: list[Problem] = []
+        self.heads = 0
+
+    def _judge(self, node: str) -> None:
+        announced = self.announced.pop(node, set())
+        for ev, address in self.claims.pop(node, []):
+            if announced and address not in announced:
+                self.bad.append((ev, f"{node} published as {address[:8]}.. but its beacons announce "
+                                     f"{', '.join(sorted(a[:8] + '..' for a in announced))}",
+                                 "dafka.partition.name-is-producer-uuid"))
+
+    def on_event(self, ev: Event) -> None:
+        if ev.kind in (CRASH, START):
+            self._judge(ev.node)
+            for key in [k for k in self.last if k[0] == ev.node]:
+                del self.last[key]
+            return
+        if ev.msg_type not in ("BEACON", "RECORD", "HEAD"):
+            return
+        msg = ev.message()
+        if msg is None:
+            return
+        if msg.name == "BEACON":
+            self.announced.setdefault(ev.node, set()).add(str(msg["sender"]))
+            return
+        claims = self.claims.setdefault(ev.node, [])
+        if not claims or claims[-1][1] != msg["address"]:  # one claim per change of address is enough
+            claims.append((ev, msg["address"]))
+        key = (ev.node, msg["address"])
+        if msg.name == "RECORD":
+            self.last[key] = msg["sequence"]
+        elif msg.name == "HEAD":
+            self.heads += 1
+            if msg["sequence"] != self.last.get(key, -1):
+                self.bad.append((ev, f"{ev.node} sent HEAD {msg['sequence']} with its last record at "
+                                     f"{self.last.get(key, 'none')}", self.clause))
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        for node in list(self.claims):
+            self._judge(node)
+        if self.bad:
+            return [self.first_problem(self.bad, "false claim(s)")]
+        return [self.ok(f"{self.heads} HEAD(s) at the last published offset, addresses as announced")]

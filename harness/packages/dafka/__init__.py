@@ -148,6 +148,7 @@ CHECKS = {
     "tower-links": _check("tower-links", links.TowerLinks, _tower_links),
     "intervals": _check("intervals", answers.Intervals, _intervals),
     "answers": _check("answers", answers.Answers, _with_topics(answers.Answers)),
+    "producer-claims": _check("producer-claims", answers.ProducerClaims),
 }
 
 
@@ -221,7 +222,7 @@ PACKAGE = ProtocolPackage(
     checks=CHECKS,
     default_checks=("offsets", "consumer-order", "complete-delivery", "acked-retrievable", "keep-until-ack",
                     "fetch-ascending", "topic-frames", "hello-subjects", "subscriptions", "tower-links", "intervals",
-                    "answers"),
+                    "answers", "producer-claims"),
     final_status=("store",),  # acked-retrievable reads the stores' holdings at the end
     mutants=MUTANTS,
     suites=SUITES,
