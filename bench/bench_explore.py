@@ -67,6 +67,13 @@ def one(path: str, mode: str, budget: int, mutant: tuple[str, str] | None,
     return row
 
 
+def has_role(path: str, role: str) -> bool:
+    from harness.scenario import load_scenario  # noqa: PLC0415
+
+    scenario = load_scenario(path)
+    return any(scenario.group_of(n).role == role for n in scenario.node_names)
+
+
 def load_done(fresh: bool) -> list[dict[str, Any]]:
     if fresh or not os.path.exists(JSONL):
         return []
@@ -117,7 +124,7 @@ def main() -> None:
                     if ((protocol, name, mode) in done and not args.again) or (only is not None and name not in only):
                         continue
                     row: dict[str, Any] = {}
-                    for path in files:
+                    for path in (f for f in files if has_role(f, role)):  # a file without the role: no such node
                         row = one(path, mode, budget, (role, name), args.shrink_runs)
                         if row["found"]:
                             break
@@ -137,9 +144,10 @@ def write_results(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
         speed.append(f"| {r['file']} | {r['mode']} | {r['search_runs']} | {r['search_s']} | "
                      f"{r['search_runs'] / max(r['search_s'], 1e-9):.2f} | {r['coverage']} | "
                      f"{'FAILURE' if r['found'] else 'nothing'} |")
-    record(f"Explore: runs per second, reference nodes{suffix}", "\n".join(speed) + "\n\nThe search of each exploration "
-           "scenario on the reference nodes, which must find nothing; runs / s is the search's own rate "
-           "(hypothesis's draws, rendering, parsing and the simulated run with its checkers).", command_line())
+    if ref:  # (a measurement of some mutants only has no reference searches)
+        record(f"Explore: runs per second, reference nodes{suffix}", "\n".join(speed) + "\n\nThe search of each "
+               "exploration scenario on the reference nodes, which must find nothing; runs / s is the search's own "
+               "rate (hypothesis's draws, rendering, parsing and the simulated run with its checkers).", command_line())
     by: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
     for r in rows:
         if not r["mutant"].startswith("reference:"):

@@ -332,6 +332,8 @@ def cmd_conform(args: argparse.Namespace) -> int:
     base = f"zmq-harness conform {args.protocol} {args.role} --dialect {args.dialect}"
     if args.suite_dir:
         base += f" --suite-dir {shlex.quote(args.suite_dir)}"
+    if args.start_timeout != 15.0:
+        base += f" --start-timeout {args.start_timeout:g}"
     cmd = args.cmd
     if args.reference:
         cmd = rs.reference_cmd + (f" --mutant {args.mutant}" if args.mutant else "")
@@ -374,7 +376,8 @@ def _conform(args: argparse.Namespace, rs: Any, cases: list[Any], factory: Any, 
                     finished(r)
             else:
                 run_suite(cases, cmd=cmd, endpoint=args.endpoint, dialect=args.dialect,
-                          trace_dir=os.path.join(out_dir, "traces"), rerun_base=rerun, on_result=finished)
+                          trace_dir=os.path.join(out_dir, "traces"), rerun_base=rerun, on_result=finished,
+                          start_timeout=args.start_timeout)
         except Interrupted as e:
             stopped = e
             reap_all()  # whatever a case had started is gone before we write anything
@@ -553,6 +556,10 @@ def build_parser(help_texts: bool = True) -> argparse.ArgumentParser:
     k.add_argument("--dialect", default="strict")
     k.add_argument("--case", action="append", help="run only this case (id or name; repeatable)")
     k.add_argument("--fail-on", choices=("must", "should"), default="must")
+    k.add_argument("--start-timeout", type=_seconds, default=15.0, metavar="SECONDS",
+                   help="how long the implementation may take to start, per case: to accept connections on the "
+                        "ports it binds, or to connect to the harness's (no step's wait counts from before); "
+                        "default 15")
     k.add_argument("--junit", help="JUnit XML path (default OUT/<protocol>-<role>/junit.xml)")
     k.add_argument("--out", default="runs/conformance")
     k.add_argument("--implementation", help="label for reports")
@@ -594,6 +601,14 @@ def build_parser(help_texts: bool = True) -> argparse.ArgumentParser:
                     + " (default: all)")
     pr.set_defaults(func=cmd_protocols)
     return ap
+
+
+def _seconds(text: str) -> float:
+    """A positive number of seconds (argparse reports the ValueError as a usage error)."""
+    value = float(text)
+    if not value > 0:
+        raise ValueError(text)
+    return value
 
 
 class _ReaderGone:

@@ -22,7 +22,7 @@ import sys
 from typing import Any
 
 from harness.checkers.base import Verdict
-from harness.live.external import ExternalNode
+from harness.live.external import ExternalNode, describe_exit
 
 SIM_FIRST_PORT = 5000
 
@@ -156,11 +156,17 @@ def start_process(node: ExternalNode) -> None:
 
 
 def process_verdicts(processes: dict[str, ExternalNode]) -> list[Verdict]:
+    """``process-alive`` fails for a process that ended by itself or did not come back after a
+    restart; one the scenario's faults killed (and did not restart) is down on purpose."""
     out = []
     for name, node in processes.items():
         p = node.process
-        if not p.running:
-            out.append(Verdict("process-alive", "", False, f"{name} exited with status {p.returncode}: {p.tail(5)}"))
+        if node.restart_errors:
+            out.append(Verdict("process-alive", "", False, f"{name} did not come back after a restart: "
+                               f"{node.restart_errors[0]}"))
+        elif node.exited_by_itself:
+            out.append(Verdict("process-alive", "", False,
+                               f"{name} exited with {describe_exit(p.returncode)}: {p.tail(5)}"))
     return out
 
 

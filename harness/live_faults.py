@@ -18,7 +18,6 @@ the nemesis schedules them the same way as in simulation.
 from __future__ import annotations
 
 import fnmatch
-import os
 import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from typing import Any
 from fault_injection import nemesis
 from fault_injection.naming import codec_classifier, codec_fields, codec_malformed
 from fault_injection.proxy import ChaosProxy, LinkSpec
+from harness.live.procnet import socket_inodes
 from harness.packages.base import ProtocolPackage
 from harness.scenario import Scenario
 
@@ -116,19 +116,6 @@ def _local_inode(addr: tuple[str, int]) -> str | None:
     return None
 
 
-def _group_members(pgid: int) -> list[int]:
-    out = [pgid]
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) != pgid:
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    if int(f.read().rsplit(")", 1)[1].split()[2]) == pgid:
-                        out.append(int(entry))
-            except (OSError, ValueError, IndexError):
-                continue
-    return out
-
-
 def connection_owner(addr: tuple[str, int], pids: dict[str, int | None]) -> str | None:
     """Which of the processes (node -> pid, each the leader of its process group) holds the
     connecting socket whose local address is ``addr``; None if none does or the host has no
@@ -136,21 +123,9 @@ def connection_owner(addr: tuple[str, int], pids: dict[str, int | None]) -> str 
     inode = _local_inode(addr)
     if inode is None:
         return None
-    target = f"socket:[{inode}]"
     for node, pid in pids.items():
-        if pid is None:
-            continue
-        for member in _group_members(pid):
-            try:
-                fds = os.listdir(f"/proc/{member}/fd")
-            except OSError:
-                continue
-            for fd in fds:
-                try:
-                    if os.readlink(f"/proc/{member}/fd/{fd}") == target:
-                        return node
-                except OSError:
-                    continue
+        if pid is not None and inode in socket_inodes(pid):
+            return node
     return None
 
 

@@ -3,6 +3,10 @@ server's P, P+1, P+2), the same (node, purpose) always gets the same endpoint.""
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from harness.launch import PORTS_PER_NODE, EndpointAllocator
 
 
@@ -23,3 +27,48 @@ def test_live_endpoints_of_a_node_are_consecutive() -> None:
 def test_sim_endpoints_are_virtual() -> None:
     alloc = EndpointAllocator("sim")
     assert alloc("bus", "snapshot") == "tcp://bus:5000" and alloc("bus", "publisher") == "tcp://bus:5001"
+
+
+# ---- process-alive: a process that ended by itself, not one the scenario's faults killed ----
+
+_WORKERS = """protocol: dcp
+name: external-worker-{name}
+duration: 3s
+nodes:
+  broker: {{role: broker, config: {{heartbeat: 200ms, liveness: 3}}}}
+  workers: {{role: worker, count: 2, config: {{service: echo, heartbeat: 200ms, liveness: 3}}}}
+  outside: {{role: worker, command: "{command}", ready: {{line: READY}}}}
+  clients: {{role: client, count: 2, config: {{timeout: 400ms, max_attempts: 25}}}}
+workload:
+  - {{nodes: clients, op: request, service: echo, rate: 5/s, from: 300ms, until: 2s}}
+faults: [{faults}]
+check: [exactly-once]
+"""
+_WORKER = ("{{zmq_harness}} node dcp worker --connect {{connect}} --set service=echo --set heartbeat=200ms "
+           "--set liveness=3")
+
+
+def _alive_verdicts(tmp_path: Any, name: str, command: str, faults: str) -> list[Any]:
+    from harness.composition import run_live
+    from harness.scenario import parse_scenario
+
+    text = _WORKERS.format(name=name, command=command, faults=faults)
+    r = run_live(parse_scenario(text, f"{name}.yaml"), 1, str(tmp_path))
+    return [v for v in r.verdicts if v.check == "process-alive"]
+
+
+@pytest.mark.live
+@pytest.mark.timeout(120)
+def test_a_process_the_scenario_kills_for_good_is_not_a_process_that_died(tmp_path: Any) -> None:
+    # before: process-alive failed by the harness's own SIGKILL ("exited with status -9")
+    assert _alive_verdicts(tmp_path, "killed", _WORKER.format(), "{at: 1s, crash: outside}") == []
+
+
+@pytest.mark.live
+@pytest.mark.timeout(120)
+def test_a_process_that_exits_by_itself_fails_process_alive(tmp_path: Any) -> None:
+    # READY (once the worker is up, however long that takes), then status 3 half a second later
+    command = ("sh -c '" + _WORKER.format() + " > {datadir}/out & until grep -q READY {datadir}/out; do sleep 0.1; "
+               "done; echo READY; sleep 0.5; exit 3'")
+    [v] = _alive_verdicts(tmp_path, "exits", command, "")
+    assert not v.ok and "outside exited with status 3" in v.detail, v.detail

@@ -65,6 +65,10 @@ RECV = "/recv"  # suffix of a peer's second (receiving) socket
 # failed whatever it was doing, at MUST level, whichever step was waiting (docs/conformance.md).
 ROBUSTNESS = "harness.robustness"
 IUT_CRASHED = "iut-crashed"  # the command the runner hands the conductor when the IUT died
+# With ``hold_start``, the script waits for this command (the runner sends it once the IUT's
+# process has connected to the harness) or for the IUT's first message: a slow start-up is the
+# implementation's own business, so no step's ``within`` counts from before it (docs/conformance.md).
+IUT_CONNECTED = "iut-connected"
 
 
 class Conductor(PubSubPeers, BaseNode):
@@ -112,6 +116,7 @@ class Conductor(PubSubPeers, BaseNode):
                                    if p.recv is not None and p.recv.endpoint is not None}
         self.outputs: list[dict[str, Any]] = []  # output lines no expect_output took yet
         self.answers = Answers(self.codec)  # responses without a type of their own (Raft's)
+        self.holding = bool(self.config.get("hold_start"))
 
     # ---- node contract --------------------------------------------------------------------
 
@@ -136,6 +141,7 @@ class Conductor(PubSubPeers, BaseNode):
     def receive(self, socket: str, frames: list[bytes], now: int) -> list[Action]:
         if self.done:
             return []
+        self.holding = False  # the IUT is up: it talks
         name = self._sock_peer.get(socket, socket)
         peer = self.peers[name]
         on_recv = socket != name
@@ -180,8 +186,14 @@ class Conductor(PubSubPeers, BaseNode):
             return []
         if op == IUT_CRASHED:
             return self._fail(now, str(request.get("reason", "the implementation crashed")), ROBUSTNESS)
+        if op == IUT_CONNECTED:
+            if not self.holding:
+                return []
+            self.holding = False
+            return self._advance(now)
         if op != "output":
             return []
+        self.holding = False  # the IUT is up: it prints
         try:
             line = json.loads(str(request.get("line", "")))
         except ValueError:
@@ -197,6 +209,8 @@ class Conductor(PubSubPeers, BaseNode):
     # ---- the script -----------------------------------------------------------------------
 
     def _advance(self, now: int) -> list[Action]:
+        if self.holding:
+            return []  # the script has not begun: the IUT is still starting
         out: list[Action] = []
         while not self.done and self.i < len(self.case.steps):
             step = self.case.steps[self.i]

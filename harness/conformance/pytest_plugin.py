@@ -62,6 +62,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="run only this case (id or name; repeatable)")
     g.addoption("--zmq-harness-fail-on", choices=("must", "should"), default="must",
                 help="must (default): a SHOULD failure is an xfail; should: it fails the test")
+    g.addoption("--zmq-harness-start-timeout", type=float, default=15.0, metavar="SECONDS",
+                help="how long the implementation may take to start, per case (default 15)")
     g.addoption("--zmq-harness-suites", default="scenarios", metavar="DIR",
                 help="directory holding <protocol>/conformance/<role>/*.yaml (default: scenarios)")
 
@@ -84,6 +86,7 @@ class Settings:
     implementation: str
     invocation_dir: Path
     native: bool = False  # some case file was collected by pytest itself (given as an argument)
+    start_timeout: float = 15.0  # seconds the implementation may take to start, per case
     matched: set[str] = field(default_factory=set)  # --zmq-harness-case values that matched a case
     results: list[CaseResult] = field(default_factory=list)
     index: int = 0
@@ -156,11 +159,17 @@ def _settings(config: pytest.Config, spec: str, given: dict[str, Any]) -> Settin
         args.append(f"--zmq-harness-dialect {shlex.quote(dialect)}")
     if fail_on != "must":
         args.append(f"--zmq-harness-fail-on {fail_on}")
+    start_timeout = float(config.getoption("zmq_harness_start_timeout"))
+    if not start_timeout > 0:
+        raise pytest.UsageError(f"--zmq-harness-start-timeout: {start_timeout:g} is not a positive number of seconds")
+    if start_timeout != 15.0:
+        args.append(f"--zmq-harness-start-timeout {start_timeout:g}")
+        cli.append(f"--start-timeout {start_timeout:g}")
     if root_opt != "scenarios":
         cli.append(f"--suites {shlex.quote(root_opt)}")
     return Settings(protocol, role, rs, cmd or (rs.reference_cmd if reference else None), endpoint, bool(reference),
                     dialect, list(config.getoption("zmq_harness_case")), fail_on, root, paths, " ".join(args),
-                    " ".join(cli), "reference" if reference else (cmd or endpoint), inv)
+                    " ".join(cli), "reference" if reference else (cmd or endpoint), inv, start_timeout=start_timeout)
 
 
 # ---- collection -----------------------------------------------------------------------------
@@ -277,7 +286,8 @@ class CaseItem(pytest.Item):
         result = None
         try:
             result = run_case_live(self.case, cmd=s.cmd, endpoint=s.endpoint, dialect=s.dialect,
-                                   tag=f"-{self.index}" if s.endpoint else "", rerun_base=s.cli_base)
+                                   tag=f"-{self.index}" if s.endpoint else "", rerun_base=s.cli_base,
+                                   start_timeout=s.start_timeout)
         finally:
             _allure_result(self, result)
         self.result = result

@@ -14,11 +14,12 @@ import shlex
 import sys
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from harness.conformance.case import TIMED_KINDS, Case, load_case
-from harness.conformance.conductor import IUT_CRASHED, ROBUSTNESS, Conductor
+from harness.conformance.conductor import IUT_CONNECTED, IUT_CRASHED, ROBUSTNESS, Conductor
 from harness.conformance.plan import PeerPlan, PeerSocket
 from harness.interrupts import shielded
 from harness.node import Deliver, NodeFactory
@@ -33,6 +34,7 @@ CONDUCTOR = "harness"
 IUT = "iut"
 NOT_STARTED = "the implementation did not start"  # how the reason of such a case begins
 START_FAILURES_TO_GIVE_UP = 3  # a suite stops after this many cases in a row whose IUT did not start
+START_TIMEOUT_S = 15.0  # default time an implementation may take to bind its ports or connect to the harness's
 
 
 @dataclass
@@ -285,9 +287,12 @@ def run_case_live(case: Case, **kw: Any) -> CaseResult:
 
 
 def _run_case_live(case: Case, *, cmd: str | None = None, endpoint: str | None = None, dialect: str = "strict",
-                   trace_dir: str | None = None, tag: str = "", rerun_base: str = "") -> CaseResult:
+                   trace_dir: str | None = None, tag: str = "", rerun_base: str = "",
+                   start_timeout: float = START_TIMEOUT_S) -> CaseResult:
     """Run one case against a real implementation: ``cmd`` is started fresh for this case (with
-    its placeholders filled) and always reaped; or ``endpoint`` is an implementation already up."""
+    its placeholders filled) and always reaped; or ``endpoint`` is an implementation already up.
+    ``start_timeout``: how long the implementation may take to start (to bind its ports, or to
+    connect to the harness's); no step's wait counts from before it is up."""
     from harness.live.external import ExternalNode
     from harness.live.runtime import LiveRuntime
     from harness.live.supervisor import (
@@ -335,7 +340,8 @@ def _run_case_live(case: Case, *, cmd: str | None = None, endpoint: str | None =
         binds_given = bool(cmd) and rs.iut_binds and not own_ports
         if cmd:
             # Ready once every port of the IUT accepts connections (it may bind them one by one).
-            ready = ReadyPort(int(values["port"]), timeout=15, count=rs.ports) if binds_given else ReadyDelay(0.0)
+            ready = (ReadyPort(int(values["port"]), timeout=start_timeout, count=rs.ports) if binds_given
+                     else ReadyDelay(0.0))
             iut = ExternalNode(ManagedProcess(cmd, values=values, ready=ready, name=f"iut-{case.id}",
                                               on_line=feed.line), case.role)
             runtime.attach_process(IUT, iut)
@@ -344,11 +350,14 @@ def _run_case_live(case: Case, *, cmd: str | None = None, endpoint: str | None =
                 iut.process.start()
         plan_values = {**values, "endpoint": None, "port": None} if own_ports else values
         conductor, budget = _conductor_config(case, rs, dialect, ep, tag, plan_values, _live_endpoint)
+        connects = iut is not None and not binds_given
+        conductor["hold_start"] = connects
         runtime.add_node(CONDUCTOR, Conductor, role="conductor", config=conductor)
         feed.attach(runtime)
         runtime.start()
-        if iut is not None and not binds_given:
+        if connects:
             iut.process.start()
+            _wait_connected(runtime, run, iut, start_timeout)
         run_until(runtime, runtime.now_ns + budget + 5_000_000_000, lambda: run.done)
         result = _finish(case, run.result or None, rerun)
         # How it ended, before the harness stops it: (None: still running) or its exit code.
@@ -366,6 +375,22 @@ def _run_case_live(case: Case, *, cmd: str | None = None, endpoint: str | None =
                     trace.close()
                 tmp.cleanup()
     return result if iut is None else _with_process(result, iut, exit_code, rs.completes)
+
+
+def _wait_connected(runtime: Any, run: _CaseRun, iut: Any, timeout: float) -> None:
+    """Until the IUT's processes hold a TCP connection to a port the harness bound (or it
+    talks, exits, or ``timeout`` s pass), then the conductor's script begins: an implementation
+    that connects lazily, or never, is judged by the case from then on, as before."""
+    from harness.live.procnet import connects_to
+
+    ports = {int(ep.rsplit(":", 1)[1]) for eps in runtime.endpoints(CONDUCTOR).values() for ep in eps
+             if ep.startswith("tcp://") and ep.rsplit(":", 1)[1].isdigit()}
+    deadline = time.monotonic() + timeout
+    pid = iut.process.pid
+    while (time.monotonic() < deadline and pid is not None and not run.done and iut.process.running
+           and not connects_to(pid, ports)):
+        time.sleep(0.02)
+    runtime.command(0, CONDUCTOR, {"op": IUT_CONNECTED})
 
 
 def check_command(rs: RoleSuite, cmd: str) -> None:

@@ -52,8 +52,15 @@ def candidates(scenario: Scenario, space: Space, base: Candidate) -> st.SearchSt
 def mutations(scenario: Scenario, space: Space, base: Candidate) -> Callable[[Candidate], st.SearchStrategy[Candidate]]:
     """The children of a candidate (coverage-guided search): another seed, another workload
     rate, one drawn fault more (up to ``max_faults`` beyond the file's own), one fault fewer,
-    one replaced by a drawn one, or one moved to a drawn window."""
+    one replaced by a drawn one, one moved to a drawn window, or (when the space allows
+    corrupt) another drawn corrupt rule in place of the drawn ones it had, as `candidates` adds
+    them on top of ``max_faults``."""
     last_end_ms = space.last_end_ns(base.duration_ns) // MS
+    corrupts = bool(corrupt_rules(space, 0, always=True))
+
+    def other_corrupt(parent: Candidate, key: int) -> Candidate:
+        kept = tuple(f for f in parent.faults if f in base.faults or not _is_corrupt(f))
+        return parent.with_(faults=kept + tuple(corrupt_rules(space, f"mutation/{key}", always=True)))
 
     def children(parent: Candidate) -> st.SearchStrategy[Candidate]:
         one = fault(scenario, space, parent.nodes(scenario), base.duration_ns)
@@ -71,9 +78,16 @@ def mutations(scenario: Scenario, space: Space, base: Candidate) -> Callable[[Ca
             options.append(st.tuples(index, _window(space, last_end_ms)).map(
                 lambda i_w: parent.with_(faults=parent.faults[:i_w[0]] + (_moved(parent.faults[i_w[0]], *i_w[1]),)
                                          + parent.faults[i_w[0] + 1:])))
+        if corrupts:
+            options.append(st.integers(1, SEED_MAX).map(lambda key: other_corrupt(parent, key)))
         return st.one_of(options)
 
     return children
+
+
+def _is_corrupt(item: dict[str, Any]) -> bool:
+    rule = item.get("rule")
+    return isinstance(rule, dict) and bool(rule.get(CORRUPT))
 
 
 def _moved(item: dict[str, Any], start_ms: int, length_ms: int) -> dict[str, Any]:

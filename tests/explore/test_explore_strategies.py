@@ -10,7 +10,7 @@ from fault_injection.rules import parse_duration, parse_probability
 from harness.explore.candidate import Candidate, Runner, fault_window, from_scenario
 from harness.explore.space import space_of
 from harness.explore.space import DEFAULT_EFFECTS
-from harness.explore.strategies import CORRUPT_NTH, candidates, corrupt_rules
+from harness.explore.strategies import CORRUPT_NTH, candidates, corrupt_rules, mutations
 from harness.scenario import load_scenario_source, parse_scenario
 
 SCENARIO, LOCS = load_scenario_source("scenarios/dcp/explore/basic.yaml")
@@ -96,3 +96,30 @@ def test_half_the_candidates_get_a_corrupt_rule_from_their_seed() -> None:
     no_corrupt = space_of(parse_scenario(SCENARIO_TEXT.replace("max_faults: 3", "max_faults: 3\n  effects: {drop: 5%}"),
                                          "x.yaml"))
     assert not any(corrupt_rules(no_corrupt, seed) for seed in range(1, 100))
+
+
+_FILE_RULE = {"rule": {"message": "REPLY", "corrupt": True, "nth": 1}}  # a corrupt rule the file itself has
+_DRAWN = {"rule": {"message": "REQUEST", "corrupt": True, "nth": 2}}
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(mutations(SCENARIO, SPACE, BASE.with_(faults=(_FILE_RULE,)))(BASE.with_(faults=(_FILE_RULE, _DRAWN))))
+def test_a_guided_child_keeps_the_files_own_faults_and_at_most_one_drawn_corrupt_rule(child: Candidate) -> None:
+    drawn_corrupt = [f for f in child.faults if "corrupt" in f.get("rule", {}) and f != _FILE_RULE]
+    assert len(drawn_corrupt) <= 1
+    parse_scenario(RUNNER.render(child), "child.yaml")
+
+
+def test_the_guided_search_draws_other_corrupt_rules_for_a_child() -> None:
+    """Before, a child only inherited its parent's corrupt rule (or lost it): the coverage-guided
+    search never tried another message type or position for one."""
+    parent = BASE.with_(faults=(_DRAWN,))
+    seen: set[str] = set()
+
+    @settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(mutations(SCENARIO, SPACE, BASE)(parent))
+    def collect(child: Candidate) -> None:
+        seen.update(json.dumps(f, sort_keys=True) for f in child.faults if "corrupt" in f.get("rule", {}))
+
+    collect()
+    assert len(seen - {json.dumps(_DRAWN, sort_keys=True)}) >= 3, seen

@@ -1,0 +1,73 @@
+"""What Linux's /proc says about the TCP connections of a process group (an implementation
+under test started by the harness may be several processes: a shell and its program, a
+launcher and its workers). Without /proc every question answers "unknown" (False / empty)."""
+
+from __future__ import annotations
+
+import os
+
+_ESTABLISHED = "01"
+_TCP_TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
+
+
+def group_members(pgid: int) -> list[int]:
+    """The processes of the group led by ``pgid`` (the leader first)."""
+    out = [pgid]
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return out
+    for entry in entries:
+        if entry.isdigit() and int(entry) != pgid:
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[2]) == pgid:
+                        out.append(int(entry))
+            except (OSError, ValueError, IndexError):
+                continue
+    return out
+
+
+def socket_inodes(pgid: int) -> set[str]:
+    """The inodes of every socket a process of the group holds open."""
+    out: set[str] = set()
+    for member in group_members(pgid):
+        try:
+            fds = os.listdir(f"/proc/{member}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                target = os.readlink(f"/proc/{member}/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                out.add(target[8:-1])
+    return out
+
+
+def connects_to(pgid: int, ports: set[int]) -> bool:
+    """Whether a process of the group has an established TCP connection to one of ``ports``
+    (on any local address): the implementation reached a socket the harness bound."""
+    if not ports:
+        return False
+    wanted = {f"{p:04X}" for p in ports}
+    inodes: set[str] | None = None  # read only once a connection to a wanted port exists
+    for table in _TCP_TABLES:
+        try:
+            with open(table) as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if len(fields) <= 9 or fields[3] != _ESTABLISHED or fields[2].rsplit(":", 1)[-1] not in wanted:
+                continue
+            if inodes is None:
+                inodes = socket_inodes(pgid)
+            if fields[9] in inodes:
+                return True
+    return False
+
+
+__all__ = ["connects_to", "group_members", "socket_inodes"]
