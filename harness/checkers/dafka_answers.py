@@ -14,7 +14,7 @@ from typing import Any
 from harness.checkers.base import CLOCK, COMMAND, CRASH, RECV, SEND, START, Checker, Event, Verdict
 from harness.checkers.dafka_duties import DEFAULT_WITHIN_NS, Duties, Pauses, Problem
 from harness.protocols.codec import Message
-from harness.protocols.dafka import COMMAND_IDS
+from harness.protocols.dafka import COMMAND_IDS, PEER
 
 MS = 1_000_000
 FACTOR = 3  # E-DAFKA-14: a gap of more than 3 x the interval breaks "a regular interval"
@@ -161,9 +161,14 @@ class Answers(Checker):
                 self.duties.owe(ev.node, ("STORE-HELLO", consumer), ev, f"owed a STORE-HELLO to {consumer[:8]}..",
                                 "dafka.store.hello-on-subscription")
             return
-        msg = ev.message()
-        if msg is not None:
-            (self._sent if ev.kind == SEND else self._received)(ev, msg)
+        if ev.kind == SEND:
+            msg = ev.message()
+            if msg is not None:
+                self._sent(ev, msg)
+        else:
+            msg = ev.decoded(channel=PEER)  # as its peer SUB reads it
+            if msg is not None:
+                self._received(ev, msg)
 
     def _new_life(self, ev: Event) -> None:
         node = ev.node

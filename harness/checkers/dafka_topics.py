@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from harness.checkers.base import COMMAND, RECV, SEND, START, Checker, Event, Verdict
 from harness.protocols.codec import Message
-from harness.protocols.dafka import TOPIC_RULES
+from harness.protocols.dafka import PEER, TOPIC_RULES
 
 DIRECT_HEAD_SUBJECT = "dafka.store.direct-head-per-partition"
 HELLOS = ("STORE-HELLO", "CONSUMER-HELLO")
@@ -134,9 +134,11 @@ class TopicFrames(Checker):
             if d.get("op") in ("subscribe", "produce") and d.get("topic") is not None:
                 self.seen.topics.add(str(d["topic"]))
             return
-        if not ev.frames or (ev.kind == RECV and len(ev.frames) == 1 and ev.frames[0][:1] in (b"\x00", b"\x01")):
-            return  # an XPUB subscription notification
-        msg = ev.message()
+        if not ev.frames:
+            return
+        # what a node receives is read as its peer SUB reads it (a notification, a tower's message
+        # or a damaged frame is not a command); its beacons only from what it sends
+        msg = ev.message() if ev.kind == SEND else ev.decoded(channel=PEER)
         if msg is None:
             return
         self.seen.learn(ev, msg)
