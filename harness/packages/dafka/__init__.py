@@ -95,10 +95,6 @@ def _intervals(scenario: Any, **params: Any) -> answers.Intervals:
                              head_ms={n: c.get("head_ms", DEFAULT_HEAD_MS) for n, c in configs.items()}, **params)
 
 
-def _tower_links(scenario: Any, **params: Any) -> links.TowerLinks:
-    return links.TowerLinks(towers=[n for n, r in _roles(scenario).items() if r == "tower"], **params)
-
-
 def _check(name: str, cls: type, factory: Callable[..., Any] | None = None) -> Check:
     return Check(name, factory or _simple(cls), doc=cls.__doc__ or "", clause=cls.clause, checker=cls)
 
@@ -145,7 +141,7 @@ CHECKS = {
     "topic-frames": _check("topic-frames", topic_checks.TopicFrames, _topic_frames),
     "hello-subjects": _check("hello-subjects", topic_checks.HelloSubjects, _with_topics(topic_checks.HelloSubjects)),
     "subscriptions": _check("subscriptions", links.Subscriptions, _with_topics(links.Subscriptions)),
-    "tower-links": _check("tower-links", links.TowerLinks, _tower_links),
+    "tower-links": _check("tower-links", links.TowerLinks),
     "intervals": _check("intervals", answers.Intervals, _intervals),
     "answers": _check("answers", answers.Answers, _with_topics(answers.Answers)),
     "producer-claims": _check("producer-claims", answers.ProducerClaims),
