@@ -29,6 +29,8 @@ FAULTS = BASIC.read_text().replace("check:", """faults:
   - {at: 3s, crash: store, restart_after: 200ms}
   - {at: 1200ms, crash: late, restart_after: 2s}
 check:""")
+# the deployed dialect: the topic travels in the one frame with the body
+ZPROTO = BASIC.read_text().replace("protocol: dafka\n", 'protocol: dafka\ndialect: "dafka:zproto"\n')
 NEW_CHECKS = ("topic-frames", "hello-subjects", "subscriptions", "tower-links", "intervals", "answers",
               "producer-claims")
 
@@ -44,6 +46,8 @@ def failing(result: RunResult) -> dict[str, str]:
 # (mutant, node it replaces, scenario text, check that must fail)
 CASES = [
     ("record-by-address", "producer", BASIC, "topic-frames"),
+    ("record-by-address", "producer", ZPROTO, "topic-frames"),
+    ("no-hello-subscription", "store", ZPROTO, "subscriptions"),
     ("head-by-partition", "producer", BASIC, "topic-frames"),
     ("direct-record-by-sender", "producer", LOSSY, "topic-frames"),
     ("direct-head-by-sender", "producer", BASIC, "topic-frames"),
@@ -93,15 +97,16 @@ def _text(scenario: Path | str) -> str:
     return scenario.read_text() if isinstance(scenario, Path) else scenario
 
 
-@pytest.mark.parametrize("mutant,node,scenario,check", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("mutant,node,scenario,check", CASES,
+                         ids=[c[0] + ("-zproto" if c[2] is ZPROTO else "") for c in CASES])
 def test_check_catches_mutant(mutant: str, node: str, scenario: Path | str, check: str) -> None:
     role, factory, clause = MUTANTS[mutant]
     got = failing(run(_text(scenario), f"{mutant}.yaml", **{node: factory}))
     assert got.get(check) == ALSO.get(mutant, clause), f"{check} missed {mutant} (failing: {got})"
 
 
-@pytest.mark.parametrize("scenario", [BASIC, STORE_RESTART, TOPICS, DROPS, FAULTS],
-                         ids=["basic", "store-restart", "topics", "drops", "faults"])
+@pytest.mark.parametrize("scenario", [BASIC, STORE_RESTART, TOPICS, DROPS, FAULTS, ZPROTO],
+                         ids=["basic", "store-restart", "topics", "drops", "faults", "zproto"])
 def test_reference_nodes_pass(scenario: Path | str) -> None:
     for seed in (1, 2):
         r = run(_text(scenario), "reference.yaml", seed)
