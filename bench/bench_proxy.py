@@ -7,8 +7,10 @@ Throughput: this process PUSHes ``--messages`` messages as fast as it can to a P
 (a subprocess) that times the first to the last; the median of ``--rounds`` rounds, the paths
 interleaved. Latency: one DEALER here, a ROUTER echo subprocess, one message in flight;
 ``--roundtrips`` round trips after a warm-up. The proxy runs in its own process, as ``plain``
-(no fault touches the path: bulk relay at message boundaries) and ``looked-at`` (a rule that
-matches nothing: every message is cut out, named by the DCP codec and judged).
+(no fault touches the path: bulk relay at message boundaries), ``looked-at`` (a rule that
+matches nothing: every message is cut out, named by the DCP codec and judged) and ``observed``
+(both ends external nodes: every message cut out, named, and reported as a send and a receive to
+the checkers and the trace through a live runtime's loop, `harness.live_observe`).
 
 Messages: 1 frame of 64 bytes, and 6 frames as a DCP REQUEST (delimiter, header, type,
 service, 2 x 32-byte data). Goal: at least 50% of direct throughput and under 100 us added
@@ -35,7 +37,7 @@ SHAPES = {
     "1 frame (64 B)": [b"m" * 64],
     "6 frames (DCP REQUEST)": codec("dcp").encode("REQUEST", {"service": "echo", "data": [b"d" * 32, b"e" * 32]}),
 }
-PATHS = ("direct", "proxy plain", "proxy looked-at")
+PATHS = ("direct", "proxy plain", "proxy looked-at", "proxy observed")
 
 
 def peer(*args: str, module: str = "bench.proxy_peers") -> ManagedProcess:
@@ -137,6 +139,8 @@ def main() -> None:
     ap.add_argument("--roundtrips", type=int, default=5_000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--no-record", action="store_true")
+    ap.add_argument("--section", default="Chaos proxy: throughput and added latency",
+                    help="the heading of bench/RESULTS.md the figures replace")
     a = ap.parse_args()
     load_before = os.getloadavg()[0]
     rows = []
@@ -168,7 +172,7 @@ def main() -> None:
              "proxy runs in its own process. Goal: at least 50% of direct throughput and under 100 us added p50."
              " The direct rates are bounded by the Python endpoints (pyzmq's send_multipart here, recv_multipart in the sink), not by ZeroMQ: what is measured is whether the proxy keeps up with the traffic a Python harness and its nodes produce, and what it adds to a message's latency.")
     if not a.no_record:
-        record("Chaos proxy: throughput and added latency", body, command_line())
+        record(a.section, body, command_line())
     print(body)
 
 

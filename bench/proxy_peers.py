@@ -2,7 +2,11 @@
 bench.live_peers').
 
     python -m bench.proxy_peers sink ENDPOINT COUNT   # PULL; prints RESULT <s from 1st to last>
-    python -m bench.proxy_peers proxy TARGET MODE     # MODE: plain | looked-at; prints READY <endpoint>
+    python -m bench.proxy_peers proxy TARGET MODE     # MODE: plain | looked-at | observed; prints READY <endpoint>
+
+``observed``: both ends count as external nodes, so the proxy reports every message to a
+`harness.live_observe.ObservedTraffic` that feeds a live runtime's loop thread, an observer with
+the wire check every run has, and a trace (in a temporary directory), as on a live run.
 
 Each prints READY once it is bound and runs until its work is done or SIGTERM.
 """
@@ -39,14 +43,48 @@ def proxy(target: str, mode: str) -> None:
     from fault_injection.rules import RuleSet
 
     rules = RuleSet.from_dicts([{"message": "NO-SUCH-TYPE", "drop": True}]) if mode == "looked-at" else None
-    p = ChaosProxy(rules=rules, classify=codec_classifier("dcp"))
+    p = ChaosProxy(rules=rules, classify=codec_classifier("dcp"), observe=(lambda a, b: True) if mode == "observed" else None)
     ep = p.add_link(LinkSpec(target, binder="server", connecter="client"))
+    consumer = observed_consumer(p) if mode == "observed" else None
     p.start()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     print("READY", ep, flush=True)
     stop.wait()
     p.stop()
+    if consumer is not None:
+        consumer()
+
+
+def observed_consumer(p: object) -> object:
+    """Wire the proxy's reports into what a live run feeds them to; returns the clean-up."""
+    import tempfile
+
+    from harness.checkers.base import Observer
+    from harness.checkers.wire import WireConformance
+    from harness.live.runtime import LiveRuntime
+    from harness.live_observe import ObservedTraffic
+    from harness.protocols import codec
+    from harness.registry import package
+    from harness.trace import RunInfo, TraceWriter
+
+    tmp = tempfile.TemporaryDirectory(prefix="bench-observed-")
+    trace = TraceWriter(os.path.join(tmp.name, "t.parquet"), RunInfo("bench", 0, "bench", "dcp"))
+    runtime = LiveRuntime(trace)
+    observer = Observer([WireConformance("dcp", "strict", package("dcp").capture)], codec("dcp"),
+                        {"client": "client", "server": "server"})
+    traffic = ObservedTraffic(runtime, observer, trace)
+    p.on_seen = traffic.push  # type: ignore[attr-defined]
+    runtime.start()
+
+    def done() -> None:
+        runtime.call(traffic.close)
+        runtime.stop()
+        trace.close()
+        print(f"OBSERVED {traffic.sends} {traffic.receives}", file=sys.stderr, flush=True)
+        tmp.cleanup()
+
+    return done
 
 
 if __name__ == "__main__":

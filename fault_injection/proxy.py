@@ -8,7 +8,10 @@ message (all frames of a multipart message, or one command) gets the same treatm
 simulator (`NetworkFaults`): lost under a partition, then the ordered message rules
 (`RuleSet.decide`: drop, delay, duplicate, reorder) with draws from a generator derived from
 the seed per (src, dst), then the latency and bandwidth of a slow link, FIFO per connection.
-Each fault applied is a `FaultEvent` (a trace row).
+Each fault applied is a `FaultEvent` (a trace row). The messages of connections between
+nodes the ``observe`` callback names are reported to ``on_seen`` as they are read from the sender
+and as each copy is handed on to the receiver (`fault_injection.observe`); such connections are
+never relayed in bulk unparsed.
 
 Who is on each side: the binder is the node the link was added for; the connecter is named by
 the link (a listener handed to one node), else by its source address (``name_source``: the
@@ -40,6 +43,7 @@ from typing import Any, Callable, Sequence, TypeVar
 from fault_injection.damage import TypedMalformed
 from fault_injection.netfaults import UNKNOWN, FaultEvent, NetworkFaults, network_fault
 from fault_injection.naming import Classifier, FieldsOf, codec_classifier
+from fault_injection.observe import ObservePairs, SeenHook
 from fault_injection.relay import (
     Connection, Direction, LinkSpec, ProxyError, ProxyStats, Relay, close_with_rst, parse_tcp,
 )
@@ -71,7 +75,8 @@ class ChaosProxy(Relay):
                  name_socket: Callable[[str, str], str] | None = None,
                  welcome_of: Callable[[str, str], bytes | None] | None = None,
                  identify: Callable[[tuple[str, int]], str | None] | None = None,
-                 fields_of: FieldsOf | None = None, malformed: TypedMalformed | None = None) -> None:
+                 fields_of: FieldsOf | None = None, malformed: TypedMalformed | None = None,
+                 observe: ObservePairs | None = None, on_seen: SeenHook | None = None) -> None:
         if hostile not in ("pass", "cut"):
             raise ValueError(f"hostile must be 'pass' or 'cut', got {hostile!r}")
         self.faults = NetworkFaults(rules, seed)
@@ -89,6 +94,11 @@ class ChaosProxy(Relay):
         self.identify = identify  # (source address, port) -> node, for connecters nothing else names
         self.fields_of = fields_of  # decoded fields, for rules with field conditions
         self.malformed = malformed  # whether damaged frames no longer decode (corrupt rules)
+        # (src, dst) -> whether the messages between them are reported to ``on_seen`` (read when
+        # a connection is accepted; see fault_injection.observe)
+        self.observe = observe
+        self.on_seen = on_seen
+        self._seen_count = 0
         self._stats = ProxyStats()
         self._events: deque[FaultEvent] = deque()
         self._sources: dict[str, str] = {}
@@ -261,7 +271,7 @@ class ChaosProxy(Relay):
             s = self._stats
             return ProxyStats(s.connections, s.refused, s.unidentified, s.messages, s.bytes, Counter(s.by_type),
                               Counter(s.opaque), s.hostile_cut, Counter(s.effects), s.lost_on_close, s.resets,
-                              s.throttled)
+                              s.throttled, s.observed_sends, s.observed_receives)
 
         return self._call(snapshot)
 

@@ -27,6 +27,7 @@ from typing import Any, Callable
 from fault_injection.damage import TypedMalformed, damage
 from fault_injection.naming import Classifier, FieldsOf
 from fault_injection.netfaults import UNKNOWN, FaultEvent, NetworkFaults, message_drop, message_fault
+from fault_injection.observe import SEEN_RECV, SEEN_SEND, ObservePairs, Seen, SeenHook, made_up_id
 from fault_injection.rules import PASS, Distribution
 from fault_injection.zmtp import CMD, MESSAGE, OPAQUE, Command, ZmtpStream, encode_message
 from harness.trace import DROP, FAULT
@@ -40,6 +41,9 @@ SUB_TYPES = frozenset(("PUB", "XPUB"))  # a one-frame \x00/\x01 message to these
 COMMAND_TYPES = {"SUBSCRIBE": "zmq.subscribe", "CANCEL": "zmq.unsubscribe"}
 
 _READ, _WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
+# What travels with a message through the relay: its type, size, and when its direction is
+# observed the frames the receiver gets and the message's number (else None, 0).
+Info = tuple[str, int, "tuple[bytes, ...] | None", int]
 
 
 class ProxyError(RuntimeError):
@@ -73,6 +77,8 @@ class ProxyStats:
     lost_on_close: int = 0  # delayed messages lost with their connection
     resets: int = 0  # connections reset by a fault
     throttled: int = 0  # times a sender was paused because its peer was not reading
+    observed_sends: int = 0  # messages of observed connections reported as read from their sender
+    observed_receives: int = 0  # ... and as handed on to their receiver (copies count)
 
 
 def parse_tcp(endpoint: str) -> tuple[str, int]:
@@ -90,7 +96,7 @@ class Direction:
 
     __slots__ = ("conn", "name", "src", "dst", "socket", "rsock", "wsock", "stream", "out", "queue", "queued",
                  "last_at", "wire_free", "held", "stalled", "plain", "version", "latency", "bandwidth", "rng",
-                 "lat_rng", "label", "reading", "first", "peer_type", "dirty")
+                 "lat_rng", "label", "reading", "first", "peer_type", "dirty", "observed")
 
     def __init__(self, conn: Connection, name: str, src: str, dst: str, socket_name: str, rsock: socket.socket,
                  wsock: socket.socket, max_message: int) -> None:
@@ -100,7 +106,7 @@ class Direction:
         self.rsock, self.wsock = rsock, wsock
         self.stream = ZmtpStream(max_message)
         self.out = bytearray()  # bytes the kernel has not taken yet
-        self.queue: deque[tuple[int, bytes, tuple[str, int] | None]] = deque()  # (leave at, raw, (type, size))
+        self.queue: deque[tuple[int, bytes, Info | None]] = deque()  # (leave at, raw, info)
         self.queued = 0
         self.last_at = 0  # FIFO: nothing leaves before what was queued earlier
         self.wire_free = 0  # bandwidth: when the previous message has finished leaving
@@ -117,6 +123,7 @@ class Direction:
         self.first = True  # no data message seen yet (an XPUB's welcome comes first)
         self.peer_type = ""  # socket type of the receiving side, from its READY
         self.dirty = False  # has bytes in ``out`` the loop has not tried to send yet
+        self.observed = False  # its messages are reported (`fault_injection.observe`)
 
     def pending(self) -> int:
         return len(self.out) + self.queued + len(self.stalled)
@@ -124,7 +131,7 @@ class Direction:
 
 class Connection:
     __slots__ = ("link", "client", "server", "connecter", "up", "down", "connected", "closed", "endpoint", "masks",
-                 "welcome")
+                 "welcome", "number")
 
     def __init__(self, link: LinkSpec, client: socket.socket, server: socket.socket, connecter: str,
                  endpoint: str, max_message: int, connecter_socket: str, binder_socket: str) -> None:
@@ -138,6 +145,7 @@ class Connection:
         self.masks = {client: _READ, server: _WRITE}  # selector interest as registered
         self.up = Direction(self, "to_binder", connecter, link.binder, connecter_socket, client, server, max_message)
         self.down = Direction(self, "to_connecter", link.binder, connecter, binder_socket, server, client, max_message)
+        self.number = 0  # the proxy's count of connections when it was accepted
 
 
 class Relay:
@@ -153,6 +161,9 @@ class Relay:
     welcome_of: Callable[[str, str], bytes | None] | None
     fields_of: FieldsOf | None
     malformed: TypedMalformed | None
+    on_seen: SeenHook | None
+    observe: ObservePairs | None
+    _seen_count: int
     _stats: ProxyStats
     _sel: selectors.BaseSelector
     _conns: list[Connection]
@@ -172,6 +183,10 @@ class Relay:
         csock = link.connecter_socket or self._socket_name(connecter, endpoint)
         bsock = link.binder_socket or self._socket_name(link.binder, link.target)
         conn = Connection(link, client, server, connecter, endpoint, self.max_message, csock, bsock)
+        conn.number = self._stats.connections
+        if self.observe is not None and connecter != UNKNOWN:
+            conn.up.observed = self.observe(connecter, link.binder)
+            conn.down.observed = self.observe(link.binder, connecter)
         if conn.welcome is None and self.welcome_of is not None:
             try:
                 conn.welcome = self.welcome_of(link.binder, link.target)
@@ -286,7 +301,7 @@ class Relay:
         d.version = f.version
         d.latency, d.bandwidth = f.shaping(d.src, d.dst)
         d.plain = (not d.queue and not d.held and not d.stalled and d.bandwidth is None and d.latency is None
-                   and not f.touches(d.src, d.dst, d.socket, d.name, d.label))
+                   and not d.observed and not f.touches(d.src, d.dst, d.socket, d.name, d.label))
 
     def _pass_through(self, d: Direction, raw: bytes) -> None:
         if d.stalled or self.faults.is_cut(d.src, d.dst):
@@ -331,11 +346,17 @@ class Relay:
         stats.by_type[msg_type] += 1
         faults = self.faults
         size = len(raw)
+        info: Info = (msg_type, size, None, 0)
+        if d.observed and frames is not None and not msg_type.startswith("zmq."):
+            seen = tuple(frames)
+            self._seen_count += 1
+            info = (msg_type, size, seen, self._seen_count)
+            self._report(d, SEEN_SEND, info)
         # As in the simulator: the rules judge a message when it is sent (drawing from the
         # path's generator even on a cut path), a partition loses it when it would arrive.
         rules = faults.rules
         if not len(rules):
-            self._send_on(d, raw, (msg_type, size))
+            self._send_on(d, raw, info)
             return
         if d.rng is None:
             d.rng = faults.rng(d.src, d.dst)
@@ -345,7 +366,7 @@ class Relay:
             fields = lambda: fields_of(frames)  # noqa: E731 - decoded only if a rule asks
         v = rules.decide(d.src, d.dst, msg_type, d.socket, d.name, d.rng, d.label, fields)
         if v is PASS:
-            self._send_on(d, raw, (msg_type, size))
+            self._send_on(d, raw, info)
             return
         stats.effects[v.label] += 1
         now = self.clock()
@@ -353,30 +374,30 @@ class Relay:
             self._event(message_drop(now, d.src, d.dst, d.socket, msg_type, size, v.label))
         elif v.effect == "delay":
             self._event(message_fault(now, d.src, d.dst, d.socket, msg_type, size, v.label, f"+{v.delay_ns}ns"))
-            self._send_on(d, raw, (msg_type, size), v.delay_ns)
+            self._send_on(d, raw, info, v.delay_ns)
         elif v.effect == "duplicate":
             self._event(message_fault(now, d.src, d.dst, d.socket, msg_type, size, v.label, f"{v.copies} extra"))
             for _ in range(1 + v.copies):
-                self._send_on(d, raw, (msg_type, size))
+                self._send_on(d, raw, info)
         elif v.effect == "reorder":
             self._event(message_fault(now, d.src, d.dst, d.socket, msg_type, size, v.label,
                                       f"held up to {v.hold_ns}ns" + (" or behind the next" if v.behind_next else "")))
-            entry = [raw, (msg_type, size), False]
+            entry = [raw, info, False]
             if v.behind_next:
                 d.held.append(entry)
             self._timer(time.monotonic_ns() + self._latency(d) + v.hold_ns, self._release_held, (d, entry))
             d.plain = False
         elif v.effect == "corrupt":
-            self._corrupt(d, raw, frames, msg_type, v.label, v.how)
+            self._corrupt(d, raw, frames, info, v.label, v.how)
         else:
-            self._send_on(d, raw, (msg_type, size))
+            self._send_on(d, raw, info)
 
-    def _corrupt(self, d: Direction, raw: bytes, frames: list[bytes] | None, msg_type: str, label: str,
+    def _corrupt(self, d: Direction, raw: bytes, frames: list[bytes] | None, info: Info, label: str,
                  how: tuple[str, ...]) -> None:
         """Send the message on with its frames damaged as the simulator damages them (a ZMTP
         command or a socket-internal message goes on intact: the socket reads it, not the node)."""
         assert d.rng is not None
-        size = len(raw)
+        msg_type, size = info[0], len(raw)
         done = None
         if frames is None or msg_type.startswith("zmq."):
             why = "left intact: socket-internal, read by the socket, not the node"
@@ -386,12 +407,13 @@ class Relay:
             why = "left intact: no damage tried left it malformed"
         if done is None:
             self._event(message_fault(self.clock(), d.src, d.dst, d.socket, msg_type, size, label, why))
-            self._send_on(d, raw, (msg_type, size))
+            self._send_on(d, raw, info)
             return
         damaged, what = done
         self._event(message_fault(self.clock(), d.src, d.dst, d.socket, msg_type, size, label, what))
         out = encode_message(damaged)
-        self._send_on(d, out, (msg_type, len(out)))
+        # the receiver gets the damaged frames: so does its reported receive
+        self._send_on(d, out, (msg_type, len(out), None if info[2] is None else tuple(damaged), info[3]))
 
     def _latency(self, d: Direction) -> int:
         if d.latency is None:
@@ -400,7 +422,7 @@ class Relay:
             d.lat_rng = random.Random(f"{self.seed}/latency/{d.src}>{d.dst}")
         return d.latency.sample(d.lat_rng)
 
-    def _send_on(self, d: Direction, raw: bytes, info: tuple[str, int] | None, extra_ns: int = 0) -> None:
+    def _send_on(self, d: Direction, raw: bytes, info: Info | None, extra_ns: int = 0) -> None:
         """Send toward dst after the path's latency (+ ``extra_ns``) and bandwidth, FIFO; then
         let reordered messages out right behind it."""
         if d.conn.closed:
@@ -454,14 +476,40 @@ class Relay:
             self._refresh(d)
         self._unthrottle(d)
 
-    def _leave(self, d: Direction, raw: bytes, info: tuple[str, int] | None) -> None:
+    def _leave(self, d: Direction, raw: bytes, info: Info | None) -> None:
         """A message reaches its destination now (at once, or after its delay), unless a
         partition cuts the path (as the simulator decides at arrival)."""
-        if info is not None and self.faults.partitions.partitioned and self.faults.is_cut(d.src, d.dst):
-            self._stats.effects["partition"] += 1
-            self._event(FaultEvent(self.clock(), d.dst, DROP, "partition", d.src, None, info[0], info[1], "proxy"))
-            return
+        if info is not None:
+            if self.faults.partitions.partitioned and self.faults.is_cut(d.src, d.dst):
+                self._stats.effects["partition"] += 1
+                self._event(FaultEvent(self.clock(), d.dst, DROP, "partition", d.src, None, info[0], info[1], "proxy"))
+                return
+            if info[2] is not None:
+                self._report(d, SEEN_RECV, info)
         self._write(d, raw)
+
+    def _report(self, d: Direction, kind: str, info: Info) -> None:
+        """Hand a message of an observed direction to ``on_seen`` (`fault_injection.observe`)."""
+        hook = self.on_seen
+        if hook is None or info[2] is None:
+            return
+        conn = d.conn
+        up = d is conn.up
+        other = conn.down if up else conn.up
+        src_ready, dst_ready = d.stream.ready, other.stream.ready
+        src_id = (src_ready.identity if src_ready is not None else b"") or made_up_id(2 * conn.number + (0 if up else 1))
+        dst_id = (dst_ready.identity if dst_ready is not None else b"") or made_up_id(2 * conn.number + (1 if up else 0))
+        if kind == SEEN_SEND:
+            self._stats.observed_sends += 1
+        else:
+            self._stats.observed_receives += 1
+        try:
+            hook(Seen(kind, info[3], self.clock(), d.src, d.dst, d.socket, other.socket,
+                      src_ready.socket_type if src_ready is not None else "", d.peer_type, src_id, dst_id,
+                      conn.link.target, conn.link.binder, info[0], info[2]))
+        except Exception:  # a consumer's bug must not take the proxy down: loud, and no more reports
+            log.exception("proxy on_seen callback failed; no more messages are reported")
+            self.on_seen = None
 
     def _write(self, d: Direction, raw: bytes) -> None:
         """Hand bytes to dst; the loop sends everything a turn produced with one send call."""

@@ -27,6 +27,7 @@ from harness.checkers.base import (
 )
 from harness.checkers.wire import WireConformance
 from harness.interrupts import shielded
+from harness.live_observe import ObservedTraffic
 from harness.probe import probed
 from harness.protocols import codec
 from harness.registry import package
@@ -233,6 +234,7 @@ def run_scenario(scenario: Scenario, seed: int, mode: str, out_dir: str | None =
     processes: dict[str, Any] = {}
     recorder = None
     placement: live_faults.ProxyPlacement | None = None
+    traffic: ObservedTraffic | None = None
     try:
         if reasons:
             raise RunError("; ".join(reasons))
@@ -250,6 +252,9 @@ def run_scenario(scenario: Scenario, seed: int, mode: str, out_dir: str | None =
         if mode == "live" and live_faults.needs_proxy(scenario):
             placement = live_faults.place_for_run(scenario, pkg, configs, endpoints.assigned, runtime, processes,
                                                   seed)
+            if live_faults.observed_nodes(scenario):  # external nodes' traffic, to the checkers and the trace
+                traffic = ObservedTraffic(runtime, observer if checks else None, trace, scenario.record_frames)
+                placement.proxy.on_seen = traffic.push
         for name, (role, cfg) in configs.items():
             group = scenario.group_of(name)
             if group.command:
@@ -280,9 +285,11 @@ def run_scenario(scenario: Scenario, seed: int, mode: str, out_dir: str | None =
         for proc in processes.values():
             launch.start_process(proc)
         runtime.run(end)
-        verdicts = runtime.call(lambda: observer.finish(runtime.now_ns))  # type: ignore[attr-defined]
+        verdicts = runtime.call(lambda: _judge(observer, traffic, runtime.now_ns))  # type: ignore[attr-defined]
         verdicts += launch.process_verdicts(processes)
         stats = _stats(runtime, observer, endpoints)
+        if traffic is not None:
+            stats["observed_traffic"] = traffic.summary()
         if trace is not None:
             now = runtime.now_ns
             for v in verdicts:
@@ -316,6 +323,14 @@ def run_scenario(scenario: Scenario, seed: int, mode: str, out_dir: str | None =
         with open(result.result_path, "w") as f:
             json.dump(result.to_dict(), f, indent=2, default=str)
     return result
+
+
+def _judge(observer: Observer, traffic: "ObservedTraffic | None", now: int) -> list[Verdict]:
+    """The verdicts, once the checkers have what the proxy saw until now (on the loop thread)."""
+    if traffic is None:
+        return observer.finish(now)
+    traffic.close()
+    return observer.finish(now) + traffic.verdicts()
 
 
 def _make_runtime(scenario: Scenario, seed: int, mode: str, out_dir: str | None

@@ -13,11 +13,16 @@ connecting socket (`connection_owner`, from /proc).
 
 The live runtime then carries the faults out through the proxy (`LiveRuntime.attach_proxy`);
 the nemesis schedules them the same way as in simulation.
+
+The proxy also sits between every two external nodes (groups with a ``command``) that talk to
+each other, fault or not, unless the scenario says ``live: {observe: false}``: it reports their
+messages, which no probe sees, to the run's checkers (`observed_pairs`, `harness.live_observe`).
 """
 
 from __future__ import annotations
 
 import fnmatch
+import re
 import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -34,8 +39,23 @@ SOURCE_NET = "127.0.1."  # in-process node i connects from 127.0.1.(i + 2)
 
 
 def needs_proxy(scenario: Scenario) -> bool:
-    return bool(len(scenario.rules)) or any(isinstance(f, (nemesis.Partition, nemesis.SlowLink))
-                                            for f in scenario.faults)
+    return (bool(len(scenario.rules)) or any(isinstance(f, (nemesis.Partition, nemesis.SlowLink))
+                                             for f in scenario.faults)
+            or len(observed_nodes(scenario)) >= 2)
+
+
+def observed_nodes(scenario: Scenario) -> set[str]:
+    """The external nodes whose traffic with each other the proxy reports (none when the
+    scenario turns observation off)."""
+    if not scenario.observe:
+        return set()
+    return {n for g in scenario.external for n in g.nodes}
+
+
+def observed_pairs(scenario: Scenario) -> Callable[[str, str], bool]:
+    """Whether the proxy reports the messages from one node to another: both are external."""
+    nodes = observed_nodes(scenario)
+    return lambda a, b: a in nodes and b in nodes
 
 
 def _nodes_of(scenario: Scenario, target: str) -> set[str]:
@@ -69,9 +89,15 @@ def pair_touched(scenario: Scenario) -> Callable[[str, str], bool]:
     return lambda a, b: one_way(a, b) or one_way(b, a)
 
 
+def _in_text(endpoint: str) -> re.Pattern[str]:
+    """The endpoint as a word of a text value (a Raft node's ``peers``: ``ID=URL,ID=URL``): not
+    followed by another digit of a longer port."""
+    return re.compile(re.escape(endpoint) + r"(?!\d)")
+
+
 def _mentions(value: Any, endpoint: str) -> bool:
     if isinstance(value, str):
-        return value == endpoint
+        return value == endpoint or _in_text(endpoint).search(value) is not None
     if isinstance(value, (list, tuple)):
         return any(_mentions(v, endpoint) for v in value)
     if isinstance(value, dict):
@@ -81,7 +107,7 @@ def _mentions(value: Any, endpoint: str) -> bool:
 
 def _replace(value: Any, old: str, new: str) -> Any:
     if isinstance(value, str):
-        return new if value == old else value
+        return new if value == old else _in_text(old).sub(new, value)
     if isinstance(value, list):
         return [_replace(v, old, new) for v in value]
     if isinstance(value, tuple):
@@ -143,11 +169,16 @@ def place_proxy(scenario: Scenario, pkg: ProtocolPackage, configs: dict[str, tup
     """Create the proxy and its listeners, and rewrite ``configs`` in place so connecters (and
     announcements) use the listeners. ``owners`` maps each real endpoint to the node binding it;
     ``callbacks`` are the proxy's ``name_socket``, ``welcome_of`` and ``identify``."""
+    observed = observed_pairs(scenario)
     proxy = ChaosProxy(rules=scenario.rules, seed=seed, classify=codec_classifier(scenario.protocol, scenario.dialect),
                        clock=clock, fields_of=codec_fields(scenario.protocol, scenario.dialect),
-                       malformed=codec_malformed(scenario.protocol), **callbacks)
+                       malformed=codec_malformed(scenario.protocol), observe=observed, **callbacks)
     placement = ProxyPlacement(proxy)
-    touched = pair_touched(scenario)
+    faulted = pair_touched(scenario)
+
+    def touched(a: str, b: str) -> bool:  # the proxy goes between them
+        return faulted(a, b) or observed(a, b) or observed(b, a)
+
     try:
         for endpoint, binder in owners.items():
             for node, (_, cfg) in configs.items():
@@ -192,6 +223,7 @@ def take_rows_back(placement: ProxyPlacement, runtime: Any) -> None:
     """Before the runtime stops: the proxy keeps its fault rows from now on (`stop_proxy`
     writes them), and the runtime writes those it was handed already."""
     placement.proxy.on_event = None
+    placement.proxy.on_seen = None  # what it saw is queued on the runtime already
     if getattr(runtime, "running", False):
         runtime.call(lambda: None)  # runs after every row posted before it
 
@@ -227,8 +259,9 @@ def proxy_stats(proxy: ChaosProxy) -> dict[str, Any]:
     s = proxy.stats()
     return {"connections": s.connections, "messages": s.messages, "by_type": dict(s.by_type),
             "effects": dict(s.effects), "opaque": dict(s.opaque), "unidentified": s.unidentified,
-            "refused": s.refused, "resets": s.resets, "links": proxy.link_count()}
+            "refused": s.refused, "resets": s.resets, "links": proxy.link_count(),
+            "observed_sends": s.observed_sends, "observed_receives": s.observed_receives}
 
 
-__all__ = ["ProxyPlacement", "connection_owner", "needs_proxy", "pair_touched", "place_for_run", "place_proxy",
-           "proxy_stats", "stop_proxy", "take_rows_back"]
+__all__ = ["ProxyPlacement", "connection_owner", "needs_proxy", "observed_nodes", "observed_pairs", "pair_touched",
+           "place_for_run", "place_proxy", "proxy_stats", "stop_proxy", "take_rows_back"]

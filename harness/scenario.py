@@ -23,8 +23,9 @@ ScenarioError = SourceError
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 TOP_KEYS = {
     "protocol", "name", "description", "duration", "seeds", "dialect", "nodes", "network",
-    "workload", "faults", "check", "settle", "record_frames", "explore",
+    "workload", "faults", "check", "settle", "record_frames", "explore", "live",
 }
+LIVE_KEYS = {"observe"}
 
 
 @dataclass
@@ -74,6 +75,9 @@ class Scenario:
     targets: Targets
     record_frames: bool = True
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
+    # live runs: the chaos proxy reports the traffic between external nodes to the checkers
+    # (``live: {observe: false}`` turns it off; harness.live_observe)
+    observe: bool = True
 
     @property
     def node_names(self) -> list[str]:
@@ -221,8 +225,17 @@ def _scenario_from(data: Any, locs: Locations, path: str) -> Scenario:
     workload = _workload(v, top, pkg, groups, resolve, duration)
     checks = _checks(v, top, pkg)
     record = v.get(top, (), "record_frames", lambda x: bool(x), True)
+    live = v.mapping(top.get("live", {}), ("live",), "live")
+    v.known(live, ("live",), LIVE_KEYS)
+    observe = v.get(live, ("live",), "observe", _as_bool, True)
     return Scenario(path, protocol, name, str(top.get("description", "")), duration, seeds, dialect, groups,
-                    latency, rules, faults, workload, checks, settle, targets, record, raw=top)
+                    latency, rules, faults, workload, checks, settle, targets, record, raw=top, observe=observe)
+
+
+def _as_bool(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"expected true or false, got {value!r}")
+    return value
 
 
 def _check_topology(v: _Validator, pkg: ProtocolPackage, groups: dict[str, NodeGroup]) -> None:

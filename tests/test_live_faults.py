@@ -228,3 +228,22 @@ def test_targets_known_only_when_a_fault_fires_may_name_any_node() -> None:
     touched = pair_touched(parse_scenario(base + "faults:\n  - {from: 1s, until: 2s, partition: [[any], [rest]]}\n"
                                           "check: [exactly-once]\n", "any.yaml"))
     assert touched("clients.0", "broker") and touched("workers.1", "clients.1")
+
+
+def test_endpoints_inside_text_settings_go_through_the_proxy() -> None:
+    """A Raft node's ``peers`` is text (``ID=URL,ID=URL``): before, the proxy found no endpoint
+    there and a live Raft partition acted on nothing."""
+    scenario = load_scenario("scenarios/raft/chaos/partitions.yaml")
+    urls = {f"peers.{i}": f"tcp://127.0.0.1:{1000 + i}" for i in range(3)}
+    text = ",".join(f"{n}={u}" for n, u in urls.items()) + ",x=tcp://127.0.0.1:10001"  # a longer port stays
+    configs = {n: ("peer", {"endpoint": u, "peers": text}) for n, u in urls.items()}
+    placement = place_proxy(scenario, package("raft"), configs, {u: n for n, u in urls.items()},
+                            list(configs), 1, lambda: 0)
+    try:
+        assert placement.links == 4, "peers.0 to and from each other peer (1 and 2 are never apart)"
+        assert configs["peers.1"][1]["peers"].count("tcp://127.0.0.1:1002,") == 1
+        peers0 = configs["peers.0"][1]["peers"]
+        assert "peers.0=tcp://127.0.0.1:1000," in peers0, "its own endpoint is left alone"
+        assert "tcp://127.0.0.1:1001," not in peers0 and "x=tcp://127.0.0.1:10001" in peers0
+    finally:
+        placement.proxy.stop()

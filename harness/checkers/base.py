@@ -24,6 +24,9 @@ PAUSE, RESUME = "pause", "resume"  # a node stopped (SIGSTOP, or the simulator h
 # an incarnation starts, and a clock fault on its host (data: ``{"offset_ns", "drift"}``).
 SUBSCRIBE, UNSUBSCRIBE, CONNECT, DISCONNECT = "subscribe", "unsubscribe", "connect", "disconnect"
 START, CLOCK = "start", "clock"
+# An event of an external node seen by the chaos proxy (harness.live_observe), not by a probe: its
+# time bounds a send from above and a receive from below only (see harness.live_observe).
+VIA_PROXY = "proxy"
 
 
 @dataclass
@@ -40,6 +43,7 @@ class Event:
     _msg: Any = None
     _msg_skip: int = 0  # the envelope frames ``_msg`` was decoded after
     _decoded: dict[tuple[int, str | None, str | None], Message | None] | None = None
+    via: str = ""  # "proxy": a send or receive of an external node, as the chaos proxy saw it (harness.live_observe)
 
     def message(self, skip: int = 0) -> Message | None:
         """The frames decoded (after ``skip`` envelope frames), or None if they do not decode."""
@@ -79,6 +83,8 @@ class Event:
             out["socket"] = self.socket
         if self.msg_type:
             out["message"] = self.msg_type
+        if self.via:
+            out["seen_by"] = self.via
         if self.frames is not None and self.codec is not None:
             m = self._msg if self._msg not in (None, False) else None
             if m is not None:
@@ -187,7 +193,7 @@ class Observer:
         return out
 
     def emit(self, time_ns: int, node: str, kind: str, *, socket: str = "", frames: list[bytes] | None = None,
-             msg_type: str = "", data: dict[str, Any] | None = None) -> None:
+             msg_type: str = "", data: dict[str, Any] | None = None, via: str = "") -> None:
         self.count += 1
         role = self.roles.get(node, "")
         targets = self._routes.get((kind, role))
@@ -196,6 +202,8 @@ class Observer:
         if not targets:
             return
         ev = Event(time_ns, node, role, kind, socket, frames, msg_type, data, self.codec)
+        if via:
+            ev.via = via
         for c in targets:
             c.on_event(ev)
 

@@ -14,7 +14,8 @@ which the harness plays the other roles. Documented in docs/conformance.md.
 Step kinds: ``send`` (a message: type + fields, the rest defaulted), ``send_raw`` (frames as
 hex, for malformed input), ``expect`` (a message whose fields match, within a time; matchers
 below; with ``first: true`` it must also be the first message the peer gets in the step, nothing
-else before it), ``expect_nothing`` (no message, or none of a type, for a time; with
+else before it; with ``latest: true`` the newest of the matching messages waiting is taken, e.g. the
+request a client repeated last, the one it still waits an answer to), ``expect_nothing`` (no message, or none of a type, for a time; with
 ``at_most: N``, no more than N of them), ``wait``,
 ``restart_iut`` / ``kill_iut`` (process control), ``disconnect`` (a peer goes away),
 ``expect_subscription`` (publish/subscribe peers: the implementation holds, or takes within the
@@ -84,6 +85,7 @@ class Step:
     clause: str | None = None  # the clause this step checks (default: the case's first)
     field_clauses: dict[str, str] = field(default_factory=dict)  # expect: a mismatch here breaks that clause
     first: bool = False  # expect: the next message to arrive at the peer must be this one
+    latest: bool = False  # expect: take the newest matching message waiting, not the oldest
     optional: str = ""  # expect: why the implementation may never send it (none in time skips the case)
     at_most: int = 0  # expect_nothing: how many matching messages the window allows (a count, not silence)
     raw: dict[int, bytes] = field(default_factory=dict)  # expect: frame index -> exact bytes
@@ -104,6 +106,9 @@ class Case:
     dialects: list[str] | None = None  # None: any dialect
     iut: dict[str, Any] = field(default_factory=dict)  # placeholders for the IUT's command line
     description: str = ""
+    # Placeholders of an optional feature: a live run whose command line leaves one of them out
+    # skips the case (the implementation is taken not to have the feature).
+    needs: list[str] = field(default_factory=list)
 
 
 def _bytes_value(v: Any) -> Any:
@@ -116,7 +121,7 @@ def case_from(data: Any, locs: Locations, path: str, peer_roles: dict[str, dict[
     """Validate one case; ``peer_roles`` maps a role under test to {peer role prefix: peer role}."""
     if not isinstance(data, dict):
         raise locs.error((), "a conformance case must be a mapping")
-    known = {"protocol", "role", "case", "clauses", "steps", "dialects", "iut", "description"}
+    known = {"protocol", "role", "case", "clauses", "steps", "dialects", "iut", "description", "needs"}
     for k in data:
         if k not in known:
             raise locs.error((k,), f"unknown field (known: {', '.join(sorted(known))})")
@@ -155,7 +160,7 @@ def case_from(data: Any, locs: Locations, path: str, peer_roles: dict[str, dict[
         kind = kinds[0]
         allowed = {kind, "as", "within", "capture", "for", "clause", "field_clauses"}
         if kind == "expect":
-            allowed |= {"first", RAW, "optional"}
+            allowed |= {"first", "latest", RAW, "optional"}
         if kind == "expect_nothing":
             allowed.add("at_most")
         if kind in ("expect_output", "expect_no_output"):
@@ -223,6 +228,10 @@ def case_from(data: Any, locs: Locations, path: str, peer_roles: dict[str, dict[
             if not isinstance(raw["first"], bool):
                 raise locs.error(p + ("first",), "first is true or false")
             step.first = raw["first"]
+        if "latest" in raw:
+            if not isinstance(raw["latest"], bool) or (raw["latest"] and step.first):
+                raise locs.error(p + ("latest",), "latest is true or false, and not with first: true")
+            step.latest = raw["latest"]
         if kind == "expect" and "optional" in raw:
             if not isinstance(raw["optional"], str) or not raw["optional"].strip():
                 raise locs.error(p + ("optional",), "optional says why the message may never come (the skip's reason)")
@@ -277,6 +286,10 @@ def case_from(data: Any, locs: Locations, path: str, peer_roles: dict[str, dict[
             if not isinstance(raw["first"], bool):
                 raise locs.error(p + ("first",), "first is true or false")
             step.first = raw["first"]
+        if "latest" in raw:
+            if not isinstance(raw["latest"], bool) or (raw["latest"] and step.first):
+                raise locs.error(p + ("latest",), "latest is true or false, and not with first: true")
+            step.latest = raw["latest"]
         if "capture" in raw:
             if kind != "expect":
                 raise locs.error(p + ("capture",), "only an expect step can capture a message")
@@ -290,9 +303,12 @@ def case_from(data: Any, locs: Locations, path: str, peer_roles: dict[str, dict[
     iut = data.get("iut") or {}
     if not isinstance(iut, dict):
         raise locs.error(("iut",), "iut must be a mapping of placeholder values")
+    needs = data.get("needs") or []
+    if not isinstance(needs, list) or not all(isinstance(n, str) and re.fullmatch(r"\w+", n) for n in needs):
+        raise locs.error(("needs",), "needs must be a list of placeholder names (broadcast_url, not {broadcast_url})")
     stem = re.sub(r"\.ya?ml$", "", path.replace("\\", "/").rsplit("/", 1)[-1])
     return Case(path, protocol, role, str(data["case"]), stem, list(clauses), steps, peers,
-                list(dialects) if dialects else None, iut, str(data.get("description", "")))
+                list(dialects) if dialects else None, iut, str(data.get("description", "")), list(needs))
 
 
 def _normalise(c: Any, mtype: str, field_name: str, value: Any) -> Any:

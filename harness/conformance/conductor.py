@@ -354,7 +354,9 @@ class Conductor(PubSubPeers, BaseNode):
 
     def _take(self, step: Step, consume: bool = True) -> Message | None:
         buf = self.buffers[step.peer]
-        for k, (_, msg, frames) in enumerate(buf):
+        order = range(len(buf) - 1, -1, -1) if step.latest else range(len(buf))
+        for k in order:
+            _, msg, frames = buf[k]
             if msg is not None and (step.message is None or msg.name == step.message) and self._match(step, msg) \
                     and _raw_matches(step.raw, frames):
                 if consume:

@@ -61,6 +61,8 @@ def print_case(r: CaseResult, out: TextIO, width: int = 24) -> None:
     mark = {"pass": "pass ", "fail": "FAIL ", "error": "ERROR", "skipped": "skip "}[r.verdict]
     extra = f" [{r.clause} {r.level}]" if r.verdict in ("fail", "error") and r.clause else ""
     out.write(f"  {mark} {r.case.id:<{width}}  {r.case.name}{extra}\n")
+    if r.verdict == "skipped" and r.reason:  # why it does not apply (a dialect, an optional feature)
+        out.write(f"         {printable(r.reason.splitlines()[0])}\n")
     if r.verdict in ("fail", "error"):
         for line in r.reason.splitlines() or [""]:
             out.write(f"         {printable(line)}\n")

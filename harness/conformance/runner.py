@@ -116,7 +116,8 @@ def _values(case: Case, rs: RoleSuite, dialect: str, endpoint: str, alloc: Any =
     values.update(case.iut)
     port = endpoint.rsplit(":", 1)[-1]
     values.update(endpoint=endpoint, port=port, host="127.0.0.1", dialect=dialect, python=shlex.quote(sys.executable))
-    for name in rs.harness_endpoints:  # endpoints the harness binds and the IUT connects to
+    # endpoints the harness binds and the IUT connects to, then further ones the IUT binds
+    for name in (*rs.harness_endpoints, *rs.iut_endpoints):
         values[name] = alloc()
     if rs.fill_values is not None:
         rs.fill_values(values)
@@ -306,6 +307,11 @@ def _run_case_live(case: Case, *, cmd: str | None = None, endpoint: str | None =
     ep = endpoint or f"tcp://127.0.0.1:{free_port(count=rs.ports)}"
     values = _values(case, rs, dialect, ep, _live_endpoint)
     rerun = f"{rerun_base} --case {case.id}" if rerun_base else ""
+    missing = unnamed_needs(case, cmd)
+    if missing:
+        return CaseResult(case, "skipped", f"not applicable: the command line does not name {missing}, which "
+                          "this case needs (a feature the document makes optional; name it to have the case run)",
+                          rerun=rerun)
     if endpoint and not cmd and case.iut:
         settings = ", ".join(f"{k}={v}" for k, v in case.iut.items())
         return CaseResult(case, "skipped", f"needs the implementation started with {settings}; "
@@ -377,6 +383,12 @@ def _run_case_live(case: Case, *, cmd: str | None = None, endpoint: str | None =
     return result if iut is None else _with_process(result, iut, exit_code, rs.completes)
 
 
+def unnamed_needs(case: Case, cmd: str | None) -> str:
+    """The placeholders of the case's ``needs:`` that the command line does not name (all of
+    them without a command line), as "{a}, {b}"; "" when the case applies."""
+    return ", ".join("{" + n + "}" for n in case.needs if cmd is None or "{" + n + "}" not in cmd)
+
+
 def _wait_connected(runtime: Any, run: _CaseRun, iut: Any, timeout: float) -> None:
     """Until the IUT's processes hold a TCP connection to a port the harness bound (or it
     talks, exits, or ``timeout`` s pass), then the conductor's script begins: an implementation
@@ -398,7 +410,8 @@ def check_command(rs: RoleSuite, cmd: str) -> None:
     unknown placeholder, a stray brace, an unbalanced quote."""
     from harness.live.supervisor import fill_placeholders
 
-    standard = ("endpoint", "port", "host", "dialect", "python", "tmpdir", "data_dir", *rs.harness_endpoints)
+    standard = ("endpoint", "port", "host", "dialect", "python", "tmpdir", "data_dir", *rs.harness_endpoints,
+                *rs.iut_endpoints)
     fill_placeholders(cmd, {**rs.placeholders, **dict.fromkeys(standard, "x")})
 
 

@@ -165,6 +165,10 @@ class RoleSuite:
     # (case, placeholder values, endpoint allocator) -> harness.conformance.plan.PeerPlan.
     harness_endpoints: tuple[str, ...] = ()
     build_peers: Callable[..., Any] | None = None
+    # Placeholders naming further endpoints the IUT binds besides {endpoint} (a Raft peer's
+    # StateBroadcast PUB, {broadcast_url}), allocated per run like harness_endpoints. The IUT
+    # is not waited for on them: a socket of an optional feature may come up late, or never.
+    iut_endpoints: tuple[str, ...] = ()
     # Fields whose text values get a per-case suffix when one running implementation serves
     # every case (--endpoint), so that what one case registers cannot answer the next.
     isolate_fields: tuple[str, ...] = ()

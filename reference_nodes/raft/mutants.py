@@ -17,6 +17,7 @@ from harness.protocols import DecodeError
 from harness.protocols.raft import NULL
 from reference_nodes.raft.client import Client
 from reference_nodes.raft.log import RaftLog, entry_term
+from reference_nodes.raft.mutants_broadcast import BROADCAST_ALSO_BREAKS, BROADCAST_MUTANTS
 from reference_nodes.raft.peer import Link, Outstanding, Peer
 
 
@@ -543,6 +544,7 @@ MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
     "no-repeat-config": ("client", NoRepeatConfigClient, "raft.client.repeat-config"),
     "new-reqid-on-retry": ("client", NewReqidRetryClient, "raft.client.broken-leader-search"),
     "reuse-reqid": ("client", ReuseReqidClient, "raft.reqid.unique"),
+    **BROADCAST_MUTANTS,
 }
 
 # Mutants only the conformance suites judge (a wire behaviour of one peer no chaos check reads);
@@ -550,7 +552,7 @@ MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
 SUITE_ONLY = ("slow-election", "accept-any-prev", "dies-on-malformed", "hides-leader", "no-retry", "same-message-id",
               "entries-uncommitted", "indexless-update", "slow-append-retry", "reqid-not-in-entry", "any-cluster", "ignores-stop", "unbounded-pipeline", "new-reqid-follow-up", "ignores-entries-redirect", "no-config", "ignores-redirect", "new-reqid-on-retry", "reuse-reqid",
               "no-repeat-config", "no-heartbeat", "never-expires",
-              "expired-as-not-leader", "client-dies-on-malformed")
+              "expired-as-not-leader", "client-dies-on-malformed", *BROADCAST_MUTANTS)
 # Mutants that crash (the suite reports harness.robustness whichever step was waiting).
 CRASHES = ("dies-on-malformed", "client-dies-on-malformed")
 
@@ -572,14 +574,13 @@ ALSO_BREAKS: dict[str, dict[str, str]] = {
                                                     "broken-leader procedure it ignores"},
     "accept-any-prev": {"raft.algorithm.truncate-conflicts": "appending after whatever it holds, it keeps the "
                                                              "entry the leader replaced"},
+    **BROADCAST_ALSO_BREAKS,
 }
 _CLUSTER = ("its leader's behaviour shows only when the peer under test replicates entries of several terms to "
             "followers that answer every AppendEntries; no case scripts that; the chaos checks catch it")
 OUT_OF_REACH: dict[str, str] = {
     "wrong-prev-term": _CLUSTER,
     "truncating-leader": _CLUSTER,
-    "apply-uncommitted": "what it applies is internal to the peer; the state-machine-safety check compares "
-                         "the peers' applied entries",
     "fixed-timeout": "one fixed timeout within the range is a timeout a random draw could give; only many "
                      "elections tell, which the chaos scenarios (split votes forever) show",
     "snapshot-ahead": "what its snapshot holds shows only after it compacted with entries kept, which no case "

@@ -36,6 +36,29 @@ def test_at_most_bounds_an_expect_nothing() -> None:
     assert [s.at_most for s in c.steps] == [5, 0]
 
 
+def test_latest_takes_the_newest_matching_message_and_needs_parses() -> None:
+    """``latest: true`` takes the newest of the matching messages waiting (the Raft client case
+    broadcast-url-after-leader answers the RequestConfig the client repeated last; its reference
+    client ignores an answer to an older one); ``needs:`` lists placeholders of an optional
+    feature (the Raft peer's broadcast cases, skipped for a command line without them)."""
+    from harness.conformance.conductor import Conductor
+    from harness.protocols import codec
+
+    c = parse_case(HEAD.replace("steps:", "needs: [topic_url]\nsteps:") +
+                   "  - {as: publisher.a, expect: {type: BROADCAST, sequence: {gt: 0}}, latest: true, capture: b}\n",
+                   PEERS)
+    assert c.needs == ["topic_url"] and c.steps[0].latest
+    k = codec("eventbus")
+    msgs = [k.decode(k.encode("BROADCAST", {"topic": "/t", "sequence": n, "producer": "p", "uuid":
+                                            "0f8fad5b-d9cb-469f-a165-70867728950e", "data": b"1"}), as_="BROADCAST") for n in (1, 2, 3)]
+    conductor = Conductor.__new__(Conductor)
+    conductor.buffers, conductor.values, conductor.captured = {"publisher.a": [(0, m, []) for m in msgs]}, {}, {}
+    assert conductor._take(c.steps[0]).fields["sequence"] == 3 and conductor.buffers["publisher.a"] == []
+    with pytest.raises(CaseError, match="placeholder names"):
+        parse_case(HEAD.replace("steps:", "needs: ['{topic_url}']\nsteps:") +
+                   "  - {as: publisher.a, expect: {type: BROADCAST}}\n", PEERS)
+
+
 @pytest.mark.parametrize("step,error", [
     ("{as: publisher.a, expect: {type: BROADCAST}, first: yes please}", "first is true or false"),
     ("{as: publisher.a, expect: {type: BROADCAST}, raw: {5: zz}}", "hex"),
@@ -48,6 +71,9 @@ def test_at_most_bounds_an_expect_nothing() -> None:
     ("{as: publisher.a, expect_nothing: {type: BROADCAST}, at_most: 0, for: 1s}", "at_most is how many"),
     ("{as: publisher.a, expect_nothing: {type: BROADCAST}, at_most: five, for: 1s}", "at_most is how many"),
     ("{as: publisher.a, expect: {type: BROADCAST}, at_most: 2}", "unknown step field"),
+    ("{as: publisher.a, expect: {type: BROADCAST}, latest: 1}", "latest is true or false"),
+    ("{as: publisher.a, expect: {type: BROADCAST}, latest: true, first: true}", "not with first"),
+    ("{as: publisher.a, expect_nothing: {type: BROADCAST}, latest: true, for: 1s}", "unknown step field"),
 ])
 def test_wrong_uses_name_the_line_and_the_problem(step: str, error: str) -> None:
     with pytest.raises(CaseError, match=error) as e:

@@ -53,10 +53,6 @@ _SOCKET = ("The socket type travels only in the ZMTP handshake, which neither th
            "arriving at the scripted peers' ROUTERs) every case relies on.")
 _CLUSTER = ("Judged by the chaos checks over a whole cluster (docs/raft.md): a property of several peers' "
             "logs and terms, not of one peer's answers to a script.")
-_BROADCAST = ("Not written: the StateBroadcast PUB is optional for a peer (its URL is a setting, {peers} gives "
-              "none). A case needs a {broadcast_url} placeholder the IUT binds its PUB at, a harness SUB "
-              "peer in the peer plan, and a way to skip the case for an implementation without the PUB; "
-              "the conductor's only skip (optional_sends) is for a harness PUB the IUT does not subscribe to.")
 UNCOVERED: dict[str, dict[str, str]] = {
     "peer": {
         "raft.wire.message-type": _TYPES,
@@ -79,10 +75,6 @@ UNCOVERED: dict[str, dict[str, str]] = {
                                      "judge the hints' values.",
         "raft.update.accepted-repeat": "A permission (MAY): update-once and read-log accept it before the "
                                        "answer with the index.",
-        "raft.broadcast.pub-socket": _BROADCAST,
-        "raft.broadcast.last-applied": _BROADCAST,
-        "raft.broadcast.heartbeat": _BROADCAST,
-        "raft.broadcast.on-apply": _BROADCAST,
         "raft.safety.election-safety": _CLUSTER,
         "raft.safety.leader-completeness": _CLUSTER,
         "raft.safety.state-machine-safety": _CLUSTER,
@@ -95,10 +87,6 @@ UNCOVERED: dict[str, dict[str, str]] = {
 
 _CLIENT_TYPES = ("Every message the client sends is decoded by the dialect's table, so a frame of the wrong "
                  "type fails in whichever case it shows; no case is about it alone.")
-_OPTIONAL_URL = ("Not written yet. Only a client that subscribes to StateBroadcast (raft.broadcast.subscribe, a MAY) "
-                 "sends RequestBroadcastStateUrl, so a case waits for it with optional: (as entries-follow-up "
-                 "waits for RequestEntries); the reference client asks for the URL only when configured to "
-                 "subscribe, which the client suite's command does not set yet (it needs a placeholder for it).")
 UNCOVERED["client"] = {
     **{c: _CLIENT_TYPES for c in ("raft.wire.message-type", "raft.wire.uint", "raft.wire.bool", "raft.wire.string",
                                   "raft.wire.msgpack", "raft.wire.reqid", "raft.wire.entry")},
@@ -117,8 +105,6 @@ UNCOVERED["client"] = {
                                  "that repeats its update (same reqid) after one conforms for a timeout shorter "
                                  "than the interval. Not judgeable without knowing the timeout.",
     "raft.entries.stop": "A permission (MAY).",
-    "raft.broadcast.config-on-missing-url": _OPTIONAL_URL,
-    "raft.broadcast.url-after-leader": _OPTIONAL_URL,
     "raft.broadcast.subscribe": "A permission (MAY).",
 }
 
@@ -241,7 +227,8 @@ def test_every_case_fails_against_some_mutant() -> None:
     assert every - failing == set(), "cases no mutant fails"
 
 
-LIVE_MUTANTS = ("forget-vote", "vote-twice", "no-debounce", "dies-on-malformed", "ignores-redirect")
+LIVE_MUTANTS = ("forget-vote", "vote-twice", "no-debounce", "dies-on-malformed", "ignores-redirect", "stale-last-applied",
+                "no-broadcast-heartbeat", "url-before-leader")
 
 
 @pytest.mark.slow

@@ -6,7 +6,14 @@ that shows the client suite asks nothing the document does not
 Its choices differ from the reference's where the document leaves one: an update is done once
 a peer answers it committed (it does not read the log back); it asks for the cluster state
 again after 200 ms when no leader is known (the reference waits SERVER_ELECTION_GRACE_MS);
-its update data is MessagePack of its own shape; it exits 0 when its updates are done.
+its update data is MessagePack of its own shape; it exits 0 when its updates are done (and,
+with ``--subscribe true``, it holds a SUB on the leader's broadcast URL).
+
+With ``--subscribe true`` it follows the StateBroadcast as the RequestBroadcastStateUrl section
+says: once a leader is established it asks that peer for the URL; an answer without the 2nd
+frame makes it perform RequestConfig (and ask again only when that names a leader); with the
+URL it connects a SUB there. An unanswered URL request is given up after SERVER_RESPONSE_TTL
+(a peer without a BroadcastStateMachine need not answer).
 
     python tests/standins/raft_client.py --peers a=tcp://127.0.0.1:5001 --updates 2 --key k
 """
@@ -41,6 +48,12 @@ class Client:
         self.update: list[bytes] | None = None  # the update in flight, frame for frame
         self.deadline: float | None = None  # its response timeout, or the end of a grace period
         self.waiting_grace = False
+        self.subscribe = args.subscribe == "true"
+        self.sub = self.ctx.socket(zmq.SUB)
+        self.sub.setsockopt(zmq.LINGER, 0)
+        self.sub_url: str | None = None
+        self.url_id: bytes | None = None  # the RequestBroadcastStateUrl in flight
+        self.url_at: float | None = None  # when it is given up
 
     def reqid(self) -> bytes:
         self.counter = (self.counter + 1) & 0xFFFFFF
@@ -73,9 +86,25 @@ class Client:
     def follow(self, leader: str) -> None:
         self.connect_only([self.peers[leader]])
         self.send_update()
+        if self.subscribe and self.sub_url is None and self.url_id is None:  # the leader is established
+            self.url_id = self.reqid()
+            self.url_at = time.monotonic() + RESPONSE_TTL
+            self.sock.send_multipart([self.url_id, b"*"])
+
+    def on_url(self, frames: list[bytes]) -> None:
+        self.url_id = self.url_at = None
+        if len(frames) < 2:  # no URL: find the leader again before asking again
+            self.ask_config()
+            return
+        self.sub_url = frames[1].decode("utf-8", "replace")
+        self.sub.connect(self.sub_url)
+        self.sub.setsockopt(zmq.SUBSCRIBE, b"")
 
     def on_message(self, frames: list[bytes]) -> None:
         if not frames:
+            return
+        if frames[0] == self.url_id:
+            self.on_url(frames)
             return
         if frames[0] == self.config_id and len(frames) >= 3:
             try:
@@ -118,12 +147,21 @@ class Client:
         self.ask_config()
         self.send_update()
         end = time.monotonic() + 120
+        poller = zmq.Poller()
+        poller.register(self.sock, zmq.POLLIN)
+        poller.register(self.sub, zmq.POLLIN)
         while time.monotonic() < end:
-            if self.update is None and not self.todo:
+            if self.update is None and not self.todo and (not self.subscribe or self.sub_url is not None):
                 return 0
-            if self.sock.poll(10):
+            ready = dict(poller.poll(10))
+            if self.sock in ready:
                 self.on_message(self.sock.recv_multipart())
+            if self.sub in ready:
+                self.sub.recv_multipart()  # a StateBroadcast: this client keeps no replica
             now = time.monotonic()
+            if self.url_at is not None and now >= self.url_at:
+                self.url_id = self.url_at = None  # unanswered: given up
+
             if self.config_at is not None and now >= self.config_at:
                 self.ask_config()
             if self.deadline is not None and now >= self.deadline:
@@ -139,6 +177,7 @@ def main() -> None:
     ap.add_argument("--peers", required=True)
     ap.add_argument("--updates", type=int, default=1)
     ap.add_argument("--key", default="k")
+    ap.add_argument("--subscribe", choices=("true", "false"), default="false")
     client = Client(ap.parse_args())
     try:
         code = client.run()

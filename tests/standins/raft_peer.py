@@ -11,6 +11,13 @@ entries; a repeated request is processed again (not answered from a cache); the 
 heartbeat is 100 ms; durable state is one JSON file replaced atomically before every answer
 that depends on it.
 
+With ``--broadcast URL`` it is a BroadcastStateMachine (StateBroadcast MSG, E-RAFT-21/22/27): a
+PUB bound at URL; while it leads, an empty StateBroadcast every 400 ms (not restarted by other
+broadcasts) and, whenever its commit index moves (it applies what is committed at once), one
+StateBroadcast with every newly applied entry; RequestBroadcastStateUrl is answered with the
+URL by the leader, with frame 1 only by any other peer. Without it, RequestBroadcastStateUrl
+gets no answer (E-RAFT-21: a peer without a BroadcastStateMachine may ignore it).
+
     python tests/standins/raft_peer.py --id iut --endpoint tcp://127.0.0.1:5000 \\
         --peers iut=tcp://127.0.0.1:5000,b=tcp://127.0.0.1:5001 --data-dir /tmp/x \\
         --election-min 300 --election-max 500 --seed 1
@@ -33,6 +40,7 @@ import zmq
 
 RPC_TIMEOUT = 0.05
 HEARTBEAT = 0.1
+CLIENT_HEARTBEAT = 0.4  # its CLIENT_HEARTBEAT_INTERVAL (the document prefers 500 ms)
 UPDATE_TTL = 8 * 3600  # REQUEST_UPDATE_TTL, seconds
 
 
@@ -89,6 +97,14 @@ class Peer:
         self.match = {p: 0 for p in self.others}
         self.last_sent = {p: 0.0 for p in self.others}
         self.waiting: dict[bytes, bytes] = {}  # reqid of an update waiting for its commit -> client identity
+        self.broadcast_url: str | None = args.broadcast
+        self.pub = None
+        if self.broadcast_url:
+            self.pub = self.ctx.socket(zmq.PUB)
+            self.pub.setsockopt(zmq.LINGER, 0)
+            self.pub.bind(self.broadcast_url)
+        self.broadcast_upto = 0  # the last index broadcast (applied = committed here)
+        self.next_beat = 0.0
         self.reset_timer()
         if not self.others:
             self.deadline = time.monotonic()
@@ -196,6 +212,8 @@ class Peer:
             self.save()
             self.advance()
             return self.committed(b[0], ident)
+        if kind == b"*" and len(b) == 2 and self.pub is not None:
+            return [b[0], self.broadcast_url.encode()] if self.state == "leader" else [b[0]]
         if kind == b"<" and len(b) in (3, 4):
             if self.state != "leader":
                 return [b[0], uint(0), js(leader)]
@@ -237,6 +255,7 @@ class Peer:
 
     def become_leader(self) -> None:
         self.state, self.leader = "leader", self.id
+        self.broadcast_upto = self.commit  # applied as a follower: not this leader's news
         for p in self.others:
             self.next_index[p], self.match[p], self.outstanding[p] = len(self.log) + 1, 0, None
             self.append_entries(p)
@@ -258,6 +277,10 @@ class Peer:
             reply = self.committed(reqid, ident)
             if reply is not None:
                 self.router.send_multipart([ident] + reply)
+        if self.pub is not None and self.state == "leader" and self.commit > self.broadcast_upto:
+            applied = [self.entry_bytes(e) for e in self.log[self.broadcast_upto:self.commit]]
+            self.pub.send_multipart([self.cluster, uint(self.term), uint(self.commit)] + applied)
+        self.broadcast_upto = max(self.broadcast_upto, self.commit)
 
     def on_dealer(self, p: str, frames: list[bytes]) -> None:
         out = self.outstanding[p]
@@ -288,6 +311,9 @@ class Peer:
 
     def tick(self) -> None:
         now = time.monotonic()
+        if self.pub is not None and self.state == "leader" and now >= self.next_beat:
+            self.pub.send_multipart([self.cluster, uint(self.term), uint(self.commit)])
+            self.next_beat = now + CLIENT_HEARTBEAT
         if self.state != "leader" and now >= self.deadline:
             self.start_election()
             return
@@ -330,6 +356,7 @@ def main() -> None:
     ap.add_argument("--election-max", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cluster", default="")
+    ap.add_argument("--broadcast", default=None, help="the StateBroadcast PUB URL (a BroadcastStateMachine)")
     Peer(ap.parse_args()).run()
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.checkers.base import NOTE, RECV, SEND, Checker, Event, Verdict
+from harness.checkers.base import NOTE, RECV, SEND, VIA_PROXY, Checker, Event, Verdict
 from harness.checkers.raft.wire import PEER_RPCS, Listener, Tracker, show
 from harness.protocols.codec import Message
 
@@ -132,7 +132,16 @@ class TermUpdate(RaftChecker):
     requests a peer answers and of every peer request and response it sends. Responses a peer
     receives are not counted: it may drop one unread (a superseded request's, E-RAFT-04), and
     not taking in a message is as safe as the network losing it. ``grace`` (default 0) allows
-    an implementation that handles its input asynchronously that long to catch up."""
+    an implementation that handles its input asynchronously that long to catch up.
+
+    What the chaos proxy saw of an external peer is judged only where the order is certain. The
+    time the proxy read a message bounds when the peer sent it from above only: a message can
+    wait in the peer's ZeroMQ queue for a connection that is not up yet, or back again, for
+    seconds (a RequestVote of term 1 to a peer that started late was read after its sender had
+    answered requests of term 8). An answer, though, was sent after its request reached the
+    peer, which was after the proxy handed it on: so an answer is judged against the terms the
+    peer had provably taken in (answered) before the proxy handed its request on, and a request
+    the peer sent is not judged against earlier terms (nothing bounds its send from below)."""
 
     name = "term-update"
     clause = "raft.algorithm.higher-term"
@@ -143,30 +152,41 @@ class TermUpdate(RaftChecker):
         self.seen: dict[str, list[tuple[int, int, tuple[Event, Message]]]] = {}  # node -> rising (term, at, evidence)
         self.problems: list[tuple[str, list[dict[str, Any]]]] = []
         self.checked = 0
+        # requests the proxy handed to an external peer: (node, routing id, id frame) -> when
+        self.handed: dict[tuple[str, bytes, bytes], int] = {}
 
     def problem(self, text: str, evidence: list[dict[str, Any]]) -> None:
         if len(self.problems) < 50:
             self.problems.append((text, evidence))
 
-    def sent(self, ev: Event, msg: Message) -> None:
+    def sent(self, ev: Event, msg: Message, not_before: int | None) -> None:
+        """``not_before``: when the peer sent it at the earliest (see the class docstring)."""
         self.checked += 1
         hist = self.seen.get(ev.node)
-        if not hist or msg["term"] >= hist[-1][0]:
+        if not hist or msg["term"] >= hist[-1][0] or not_before is None:
             return
         for term, at, (e, m) in reversed(hist):  # the highest term it had taken in, in time
-            if at + self.grace_ns <= ev.time_ns and term > msg["term"]:
+            if at + self.grace_ns <= not_before and term > msg["term"]:
                 self.problem(f"{ev.node} sent {msg.name} with term {msg['term']} after taking in term {term}",
                              [show(e, m), show(ev, msg)])
                 return
 
+    def request_received(self, ev: Event, msg: Message) -> None:
+        if ev.via == VIA_PROXY and ev.frames is not None and len(ev.frames) > 1 and msg.name in PEER_RPCS:
+            self.handed[(ev.node, ev.frames[0], ev.frames[1])] = ev.time_ns
+
     def request_sent(self, ev: Event, msg: Message) -> None:
         if msg.name in PEER_RPCS:
-            self.sent(ev, msg)
+            self.sent(ev, msg, None if ev.via == VIA_PROXY else ev.time_ns)
 
     def response_sent(self, ev: Event, request: Message, msg: Message) -> None:
         if request.name not in PEER_RPCS:
             return
-        self.sent(ev, msg)
+        if ev.via == VIA_PROXY:
+            frames = ev.frames or []
+            self.sent(ev, msg, self.handed.pop((ev.node, frames[0], frames[1]), None) if len(frames) > 1 else None)
+        else:
+            self.sent(ev, msg, ev.time_ns)
         if msg["term"] < request["term"]:
             self.problem(f"{ev.node} answered a {request.name} of term {request['term']} with term {msg['term']}",
                          [show(ev, msg, request_term=request["term"])])

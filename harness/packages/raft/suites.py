@@ -138,6 +138,10 @@ def _plan(iut_role: str) -> Callable[..., Any]:
                 if name.startswith("client."):
                     peers[name] = PeerSocket(name, SocketType.DEALER, values["endpoint"], False,
                                              identity=name.encode(), channel="response")
+                elif name.startswith("sub."):  # a StateBroadcast subscriber of the IUT's PUB
+                    peers[name] = PeerSocket(name, SocketType.SUB, values["broadcast_url"], False,
+                                             subscribe=(_cluster(values),), channel="broadcast",
+                                             blame={"silent": "raft.broadcast.pub-socket"})
         else:
             for p in CLUSTER:
                 peers[f"peer.{p}"] = PeerSocket(f"peer.{p}", SocketType.ROUTER, values[f"peer_{p}"], True,
@@ -149,10 +153,17 @@ def _plan(iut_role: str) -> Callable[..., Any]:
     return build
 
 
+def _cluster(values: dict[str, Any]) -> bytes:
+    """The cluster ident (empty in every case): a StateBroadcast's first frame, so the topic a
+    subscriber subscribes to (E-RAFT-10)."""
+    return str(values.get("cluster", "")).encode()
+
+
 def _peer_config(endpoint: str, values: dict[str, Any]) -> dict[str, Any]:
     from reference_nodes.raft.common import peer_list
 
     return {"dialect": values.get("dialect", "strict"), "id": values["id"], "endpoint": endpoint,
+            "broadcast": values["broadcast_url"],
             "peers": peer_list(values["peers"]), "election_min_ms": int(values["election_min_ms"]),
             "election_max_ms": int(values["election_max_ms"]), "epoch_s": int(values["epoch_s"]),
             "max_entries": int(values.get("max_entries", 64)),
@@ -163,7 +174,13 @@ def _client_config(endpoint: str, values: dict[str, Any]) -> dict[str, Any]:
     from reference_nodes.raft.common import peer_list
 
     return {"dialect": values.get("dialect", "strict"), "peers": peer_list(values["peers"]),
-            "updates": int(values["updates"]), "key": str(values["key"]), "epoch_s": int(values["epoch_s"])}
+            "updates": int(values["updates"]), "key": str(values["key"]), "epoch_s": int(values["epoch_s"]),
+            "subscribe": _flag(values.get("subscribe", False))}
+
+
+def _flag(v: Any) -> bool:
+    """A yes/no placeholder: true / false, as a case's ``iut:`` or the defaults give it."""
+    return v is True or str(v).lower() == "true"
 
 
 _NODE = "{python} -m harness.cli node raft "
@@ -171,12 +188,12 @@ SUITES: dict[str, RoleSuite] = {
     "peer": RoleSuite(
         "raft", "peer",
         peers={"router": ("peer", SocketType.ROUTER, True), "dealer": ("peer", SocketType.DEALER, False),
-               "client": ("client", SocketType.DEALER, False)},
+               "client": ("client", SocketType.DEALER, False), "sub": ("client", SocketType.SUB, False)},
         iut_binds=True,
         reference_cmd=_NODE + "peer --dialect {dialect} --set id={id} --set endpoint={endpoint} --set peers={peers} "
                               "--set election_min={election_min_ms}ms --set election_max={election_max_ms}ms "
                               "--set max_entries={max_entries} --set entries_pipeline={entries_pipeline} "
-                              "--store {data_dir}/raft.store --seed {seed}",
+                              "--set broadcast_url={broadcast_url} --store {data_dir}/raft.store --seed {seed}",
         # Long election timeouts: a case that wants the IUT to stay a follower has seconds for
         # its script; the cases about elections set short ones (iut:). {max_entries}: the most
         # entries the reference puts in one message, a hint an implementation without such a
@@ -186,6 +203,10 @@ SUITES: dict[str, RoleSuite] = {
                       "seed": 1, "epoch_s": 0, "max_entries": 64, "entries_pipeline": 5},
         iut_config=_peer_config,
         harness_endpoints=tuple(f"router_{p}" for p in SCRIPTED),
+        # {broadcast_url}: where it binds its StateBroadcast PUB, if it has a BroadcastStateMachine
+        # (optional, E-RAFT-27): the cases about it declare needs: [broadcast_url] and are skipped
+        # for a command line that does not name it.
+        iut_endpoints=("broadcast_url",),
         build_peers=_plan("peer"),
         fill_values=_fill("router_", SCRIPTED, own=True),
     ),
@@ -193,11 +214,13 @@ SUITES: dict[str, RoleSuite] = {
         "raft", "client",
         peers={"peer": ("peer", SocketType.ROUTER, True)},
         iut_binds=False,
-        reference_cmd=_NODE + "client --dialect {dialect} --set peers={peers} --set updates={updates} --set key={key}",
+        reference_cmd=_NODE + "client --dialect {dialect} --set peers={peers} --set updates={updates} --set key={key} "
+                              "--set subscribe={subscribe}",
         # {peers}: the cluster as the client first knows it, only peer a (the cases' RequestConfig
         # answers tell it of b and c, as the document's client learns them); {updates}: puts it
         # makes on {key} by itself, one after the other.
-        placeholders={"peers": "", "peer_count": 1, "updates": 1, "key": "k", "epoch_s": 0},
+        # {subscribe}: true in the StateBroadcast cases, which a client that cannot subscribe skips.
+        placeholders={"peers": "", "peer_count": 1, "updates": 1, "key": "k", "epoch_s": 0, "subscribe": "false"},
         iut_config=_client_config,
         harness_endpoints=tuple(f"peer_{p}" for p in CLUSTER),
         build_peers=_plan("client"),

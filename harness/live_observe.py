@@ -1,0 +1,176 @@
+"""The traffic between external nodes, as the chaos proxy saw it, for the run's checkers and trace.
+
+External nodes (groups with a ``command``) run no probe: what they send each other is seen only
+by the ZMTP chaos proxy between them (`fault_injection.observe`). `ObservedTraffic` takes the
+proxy's `Seen` reports and presents each as a probe would: a ``send`` event of the sender when
+the proxy read the message, a ``recv`` event of the receiver for each copy the proxy handed on
+(none for a message a rule dropped or a partition lost), with the socket's name, its frames as
+the application hands them over or gets them (a ROUTER's routing id in front), and the message
+type. The events go to the run's `Observer` and rows to its trace, on the runtime's loop thread
+(reports are queued by the proxy's thread and drained there in the order the proxy saw them), so
+checkers see them in one time order with the in-process nodes' events. Their time is the
+runtime's clock when they are drained: a few hundred microseconds after the proxy saw them, never
+before an event that came earlier.
+
+An external node's sockets are named by their ZMTP socket type (``router``, ``pub``, ``sub``); a
+connecting socket that talks to one peer (a DEALER, a REQ) is named after the node it connects to
+(``dealer:peers.1``), since a node has one such socket per peer. The sockets are declared to the
+checkers as they appear (the wire check reads a node's messages by its socket types).
+
+Time: the proxy reading a message bounds when the node sent it from above only (it may have waited
+in the node's ZeroMQ queue for a connection, for seconds, and two connections may be read in the
+other order than the node wrote them); the proxy handing a message on bounds when the node took it
+in from below. Events carry ``via="proxy"``; a checker that compares a node's messages in time
+judges them only where these bounds make the order certain (Raft's term-update).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from typing import Any
+
+from fault_injection.observe import SEEN_SEND, Seen
+from harness.checkers.base import RECV, SEND, VIA_PROXY, Observer, Verdict
+from harness.node import SocketSpec, SocketType
+from harness.trace import TraceWriter, pack_frames
+
+MAX_QUEUED = 100_000  # reports waiting for the loop before the proxy is held back
+BEHIND_WAIT_S = 2.0  # how long it is held back at most before observation stops
+FAN_TYPES = frozenset({"ROUTER", "PUB", "XPUB", "SUB", "XSUB"})  # sockets that talk to many peers as one
+
+
+def socket_name(seen_name: str, own_type: str, binds: bool, other: str) -> str:
+    """The name an external node's socket gets in events and the trace (see the module docstring)."""
+    if seen_name:
+        return seen_name
+    kind = own_type.lower() or "socket"
+    return kind if binds or own_type in FAN_TYPES else f"{kind}:{other}"
+
+
+class ObservedTraffic:
+    """See the module docstring. ``runtime``: the live runtime (``post``, ``now_ns``)."""
+
+    def __init__(self, runtime: Any, observer: Observer | None, trace: TraceWriter | None,
+                 record_frames: bool = True) -> None:
+        self.runtime = runtime
+        self.observer = observer
+        self.trace = trace
+        self.record_frames = record_frames
+        self.sends = 0  # reported to the checkers
+        self.receives = 0
+        self.after_end = 0  # reports that came after the checks were judged (not fed)
+        self.overflowed = False  # the loop fell too far behind: observation stopped (see push)
+        self.by_node: dict[str, int] = {}  # messages sent, per external node
+        self._queue: deque[Seen] = deque()
+        self._posted = False
+        self._closed = False
+        self._lock = threading.Lock()
+        self._sockets: dict[str, dict[str, SocketSpec]] = {}  # node -> declared sockets
+        self._declared: set[tuple[str, str, str, bool, str]] = set()  # (node, socket, type, binds, endpoint) seen
+
+    # ---- the proxy's thread ------------------------------------------------------------------
+    def push(self, seen: Seen) -> None:
+        """From the proxy's thread: queue the report, and have the loop drain the queue. A loop
+        that falls `MAX_QUEUED` reports behind holds the proxy back (and with it the senders, as a
+        slow network would) for at most `BEHIND_WAIT_S`; then observation stops for the rest of
+        the run (what was seen until then is judged: a prefix of the traffic, every message in it
+        with its receives) and a failing ``observation-complete`` verdict says so."""
+        if self.overflowed:
+            return
+        queue = self._queue
+        if len(queue) >= MAX_QUEUED:
+            deadline = time.monotonic() + BEHIND_WAIT_S
+            while len(queue) >= MAX_QUEUED // 2 and time.monotonic() < deadline:
+                time.sleep(0.001)
+            if len(queue) >= MAX_QUEUED // 2:
+                self.overflowed = True
+                return
+        queue.append(seen)
+        with self._lock:
+            if self._posted:
+                return
+            self._posted = True
+        self.runtime.post(self.drain)
+
+    # ---- the loop thread ---------------------------------------------------------------------
+    def drain(self) -> None:
+        with self._lock:
+            self._posted = False
+        queue = self._queue
+        if not queue:
+            return
+        now = self.runtime.now_ns
+        while queue:
+            seen = queue.popleft()
+            if self._closed:
+                self.after_end += 1
+                continue
+            self._one(seen, now)
+
+    def close(self) -> None:
+        """On the loop thread, before the checks are judged: feed what is queued, then nothing more."""
+        self.drain()
+        self._closed = True
+
+    def _one(self, seen: Seen, now: int) -> None:
+        send = seen.kind == SEEN_SEND
+        node, other = (seen.src, seen.dst) if send else (seen.dst, seen.src)
+        own_type = seen.src_type if send else seen.dst_type
+        binds = seen.binder == node
+        name = socket_name(seen.src_socket if send else seen.dst_socket, own_type, binds, other)
+        self._declare(node, name, own_type, binds, seen.endpoint)
+        frames = list(seen.frames)
+        if own_type == "ROUTER":  # the peer's routing id in front, as ZeroMQ hands it over
+            frames.insert(0, seen.dst_id if send else seen.src_id)
+        kind = SEND if send else RECV
+        if send:
+            self.sends += 1
+            self.by_node[node] = self.by_node.get(node, 0) + 1
+        else:
+            self.receives += 1
+        if self.observer is not None:
+            self.observer.emit(now, node, kind, socket=name, frames=frames, msg_type=seen.msg_type, via=VIA_PROXY)
+        if self.trace is not None and not self.trace.closed:
+            self.trace.emit(node, kind, now, socket=name, msg_type=seen.msg_type or None, peer=other,
+                            msg_id=seen.number, size=sum(map(len, seen.frames)), detail="seen by the proxy",
+                            frames=pack_frames(frames) if self.record_frames else None)
+
+    def _declare(self, node: str, name: str, own_type: str, binds: bool, endpoint: str) -> None:
+        key = (node, name, own_type, binds, endpoint)
+        if key in self._declared:  # the common case: a socket already declared
+            return
+        self._declared.add(key)
+        specs = self._sockets.setdefault(node, {})
+        old = specs.get(name)
+        try:
+            stype = SocketType(own_type)
+        except ValueError:
+            return  # no READY seen (or a type the harness does not know): nothing to declare
+        bind = (endpoint,) if binds else ()
+        connect = () if binds else (endpoint,)
+        if old is not None:
+            if (binds and endpoint in old.bind) or (not binds and endpoint in old.connect):
+                return
+            bind, connect = tuple(dict.fromkeys(old.bind + bind)), tuple(dict.fromkeys(old.connect + connect))
+        specs[name] = SocketSpec(name, stype, bind=bind, connect=connect)
+        if self.observer is not None:
+            self.observer.declare(node, list(specs.values()))
+
+    def summary(self) -> dict[str, Any]:
+        """For the run's stats: how many messages of external nodes were observed."""
+        return {"sends": self.sends, "receives": self.receives, "by_node": dict(sorted(self.by_node.items())),
+                "after_end": self.after_end, "stopped_behind": self.overflowed}
+
+    def verdicts(self) -> list[Verdict]:
+        """A failing ``observation-complete`` when observation stopped early (else nothing)."""
+        if not self.overflowed:
+            return []
+        return [Verdict("observation-complete", "", False,
+                        f"the checks saw only the first {self.sends} message(s) between external nodes: the run's "
+                        f"loop fell {MAX_QUEUED} reports behind the proxy and observation stopped (a limit of the "
+                        "harness, not necessarily a fault of the implementation)")]
+
+
+__all__ = ["ObservedTraffic", "VIA_PROXY", "socket_name"]

@@ -1,0 +1,186 @@
+"""The checkers judge the peer traffic of external Raft peers, seen by the chaos proxy
+(harness.live_observe): real processes (`zmq-harness node raft peer`), real sockets, loopback.
+
+The scenario makes candidates of one term meet: identical election timeouts, every peer cut off
+from the others for a second (the followers of one leader time out together, term after term,
+in step), and RequestVotes held 60 ms by the proxy, so at the heal each candidate's request
+reaches the other after it stood in the same term. A peer that votes twice in a term (the
+shipped mutant ``vote-twice``) then does so at once; a reference peer refuses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import harness.live_observe as live_observe
+from fault_injection.observe import SEEN_RECV, SEEN_SEND, Seen
+from harness.checkers.base import Checker, Event, Observer, Verdict
+from harness.composition import run_live
+from harness.live.runtime import LiveRuntime
+from harness.live_observe import ObservedTraffic, socket_name
+from harness.node import SocketSpec, SocketType
+from harness.scenario import parse_scenario
+from harness.trace import read_trace
+
+pytestmark = [pytest.mark.live, pytest.mark.timeout(120)]
+
+PEER = ("{zmq_harness} node raft peer MUTANT--set id={id} --set endpoint={endpoint} --set peers={peers} "
+        "--set election_min={election_min_ms}ms --set election_max={election_max_ms}ms --set broadcast=false "
+        "--data-dir {data_dir}")
+VOTES = """
+protocol: raft
+name: observed-votes
+duration: 3s
+nodes:
+  peers:
+    role: peer
+    count: 3
+    config: {election_min: 200ms, election_max: 200ms}
+    command: "COMMAND"
+    ready: {line: READY}
+faults:
+  - rule: {message: RequestVote, delay: 60ms}
+  - {from: 1s, until: 2s, partition: [[peers.0], [peers.1], [peers.2]]}
+check: [election-safety, vote-once, term-update, leader-append-only, commit-rule, log-matching]
+"""
+QUIET = """
+protocol: raft
+name: observed-quiet
+duration: 1s
+LIVE
+nodes:
+  peers: {role: peer, count: 3, command: "COMMAND", ready: {line: READY}}
+check: [election-safety, vote-once, term-update]
+"""
+
+
+def scenario(text: str, mutant: str | None = None, live: str = "") -> object:
+    command = PEER.replace("MUTANT", f"--mutant {mutant} " if mutant else "")
+    return parse_scenario(text.replace("COMMAND", command).replace("LIVE", live), "observed.yaml")
+
+
+def test_a_peer_that_votes_twice_fails_vote_once_from_what_the_proxy_saw(tmp_path: Path,
+                                                                         no_thread_leak: None) -> None:
+    result = run_live(scenario(VOTES, "vote-twice"), 1, str(tmp_path))
+    failed = {v.check: v for v in result.failed}
+    assert "vote-once" in failed, [v.to_dict() for v in result.verdicts]
+    assert set(failed) <= {"vote-once", "election-safety"}, [v.to_dict() for v in result.failed]
+    assert "voted for" in failed["vote-once"].detail
+    seen = result.stats["observed_traffic"]
+    assert seen["sends"] > 0 and set(seen["by_node"]) == {"peers.0", "peers.1", "peers.2"}
+    assert result.stats["proxy"]["observed_sends"] == seen["sends"]
+    rows = read_trace(result.trace_path).select(["node", "kind", "socket", "detail"]).to_pylist()
+    votes = [r for r in rows if r["kind"] == "send" and r["detail"] == "seen by the proxy"]
+    assert {r["socket"] for r in votes} >= {"router", "dealer:peers.0", "dealer:peers.1", "dealer:peers.2"}
+
+
+def test_observation_off_leaves_the_peer_traffic_unjudged(tmp_path: Path, no_thread_leak: None) -> None:
+    on = run_live(scenario(QUIET), 1, str(tmp_path / "on"))
+    assert on.ok, [v.to_dict() for v in on.failed]
+    assert on.stats["observed_traffic"]["sends"] > 0 and on.stats["proxy"]["links"] == 6
+    off = run_live(scenario(QUIET, live="live: {observe: false}"), 1, str(tmp_path / "off"))
+    assert off.ok and "observed_traffic" not in off.stats and "proxy" not in off.stats
+    votes = next(v for v in off.verdicts if v.check == "vote-once")
+    assert votes.detail.startswith("0 vote(s)"), votes.detail
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
+def test_reference_peers_pass_and_vote_twice_fails_every_time(seed: int, tmp_path: Path) -> None:
+    good = run_live(scenario(VOTES), seed, str(tmp_path / "good"))
+    assert good.ok, [v.to_dict() for v in good.failed]
+    assert good.stats["observed_traffic"]["sends"] > 0
+    bad = run_live(scenario(VOTES, "vote-twice"), seed, str(tmp_path / "bad"))
+    assert "vote-once" in {v.check for v in bad.failed}
+
+
+STANDIN = """
+protocol: raft
+name: observed-standins
+duration: 4s
+nodes:
+  peers:
+    role: peer
+    count: 3
+    command: "{python} STANDIN --id {id} --endpoint {endpoint} --peers {peers} --data-dir {data_dir} --election-min {election_min_ms} --election-max {election_max_ms}"
+faults:
+  - {from: 1500ms, until: 2200ms, partition: [[peers.0], [peers.1, peers.2]]}
+  - rule: {message: AppendEntries, drop: 5%}
+check: [election-safety, vote-once, term-update, leader-append-only, commit-rule, log-matching, leader-completeness]
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1, 2])
+def test_an_independent_peer_passes_when_observed(seed: int, tmp_path: Path) -> None:
+    """The stand-in peer (tests/standins/raft_peer.py, written from the documents only) makes
+    other choices than the reference; what the proxy sees of it must not raise a false alarm."""
+    standin = Path(__file__).resolve().parent / "standins" / "raft_peer.py"
+    result = run_live(parse_scenario(STANDIN.replace("STANDIN", str(standin)), "standins.yaml"), seed, str(tmp_path))
+    assert result.ok, [v.to_dict() for v in result.failed]
+    assert result.stats["observed_traffic"]["sends"] > 0
+
+
+def test_external_sockets_are_named_by_type_and_peer() -> None:
+    assert socket_name("", "ROUTER", True, "peers.1") == "router"
+    assert socket_name("", "DEALER", False, "peers.1") == "dealer:peers.1"
+    assert socket_name("", "SUB", False, "peers.1") == "sub"
+    assert socket_name("backend", "DEALER", False, "peers.1") == "backend", "a name the run knows wins"
+
+
+class Recorder(Checker):
+    name = "recorder"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[Event] = []
+        self.sockets: dict[str, list[SocketSpec]] = {}
+
+    def on_event(self, ev: Event) -> None:
+        self.events.append(ev)
+
+    def on_sockets(self, node: str, sockets: list[SocketSpec]) -> None:
+        self.sockets[node] = sockets
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        return []
+
+
+def report(kind: str, number: int, frames: tuple[bytes, ...] = (b"m",)) -> Seen:
+    """A message from a's DEALER to b's ROUTER (b binds)."""
+    return Seen(kind, number, 0, "a", "b", "", "", "DEALER", "ROUTER", b"\x00id-a", b"\x00id-b", "tcp://127.0.0.1:9",
+                "b", "M", frames)
+
+
+def test_reports_become_a_probes_events_with_the_routing_id_in_front() -> None:
+    recorder = Recorder()
+    runtime = LiveRuntime()  # not started: posted drains wait, and the test drains by hand
+    traffic = ObservedTraffic(runtime, Observer([recorder], None, {"a": "peer", "b": "peer"}), None)
+    traffic.push(report(SEEN_SEND, 1))
+    traffic.push(report(SEEN_RECV, 1))
+    traffic.close()
+    send, recv = recorder.events
+    assert (send.node, send.kind, send.socket, send.frames, send.via) == ("a", "send", "dealer:b", [b"m"], "proxy")
+    assert (recv.node, recv.kind, recv.socket, recv.frames) == ("b", "recv", "router", [b"\x00id-a", b"m"])
+    assert recorder.sockets == {"a": [SocketSpec("dealer:b", SocketType.DEALER, connect=("tcp://127.0.0.1:9",))],
+                                "b": [SocketSpec("router", SocketType.ROUTER, bind=("tcp://127.0.0.1:9",))]}
+    traffic.push(report(SEEN_SEND, 2))
+    traffic.drain()
+    assert len(recorder.events) == 2 and traffic.after_end == 1, "nothing is fed after the verdicts"
+    assert traffic.verdicts() == []
+    assert traffic.summary()["sends"] == 1
+
+
+def test_a_loop_too_far_behind_stops_observation_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(live_observe, "MAX_QUEUED", 4)
+    monkeypatch.setattr(live_observe, "BEHIND_WAIT_S", 0.05)
+    recorder = Recorder()
+    traffic = ObservedTraffic(LiveRuntime(), Observer([recorder], None, {}), None)
+    for k in range(6):
+        traffic.push(report(SEEN_SEND, k))
+    assert traffic.overflowed
+    traffic.close()
+    assert len(recorder.events) == 4, "the prefix seen before it stopped is judged"
+    (verdict,) = traffic.verdicts()
+    assert verdict.check == "observation-complete" and not verdict.ok and "first 4" in verdict.detail
