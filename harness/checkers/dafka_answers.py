@@ -73,6 +73,8 @@ class Intervals(Checker):
         self.gaps[(node, kind)] = _Gap(ev.time_ns, self._limit(node, kind), ev)
 
     def on_event(self, ev: Event) -> None:
+        if ev.via:
+            return  # an external node seen by the proxy: a partial view (harness.live_observe), not judged
         if ev.kind in (CRASH, START):
             for kind in ("BEACON", "HEAD"):
                 self._close(ev.node, kind, ev.time_ns)
@@ -144,6 +146,8 @@ class Answers(Checker):
         self.bad: list[Problem] = []
 
     def on_event(self, ev: Event) -> None:
+        if ev.via:
+            return  # an external node seen by the proxy: a partial view (harness.live_observe), not judged
         if ev.kind in Duties.kinds:
             self.duties.on_event(ev)
             if ev.kind in (CRASH, START):
@@ -268,6 +272,8 @@ class ProducerClaims(Checker):
                                  "dafka.partition.name-is-producer-uuid"))
 
     def on_event(self, ev: Event) -> None:
+        if ev.via:
+            return  # an external node seen by the proxy: a partial view (harness.live_observe), not judged
         if ev.kind in (CRASH, START):
             self._judge(ev.node)
             for key in [k for k in self.last if k[0] == ev.node]:

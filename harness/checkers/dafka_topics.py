@@ -142,8 +142,8 @@ class TopicFrames(Checker):
         if msg is None:
             return
         self.seen.learn(ev, msg)
-        if ev.kind != SEND or msg.name not in TOPIC_RULES:
-            return
+        if ev.kind != SEND or msg.name not in TOPIC_RULES or ev.via:
+            return  # (an external node seen by the proxy teaches, but a partial view judges no one)
         self.judged += 1
         if msg.name in ("RECORD", "HEAD"):
             if msg["topic"] != msg["subject"]:
@@ -189,6 +189,8 @@ class HelloSubjects(Checker):
         self.hellos = 0
 
     def on_event(self, ev: Event) -> None:
+        if ev.via:
+            return  # an external node seen by the proxy: a partial view (harness.live_observe), not judged
         d = ev.data or {}
         if ev.kind == START:
             self.topics[ev.node] = set(self.config_topics.get(ev.node, []))
