@@ -308,6 +308,8 @@ def run_scenario(scenario: Scenario, seed: int, mode: str, out_dir: str | None =
             finally:
                 if placement is not None:
                     live_faults.stop_proxy(placement, trace)
+                if traffic is not None:  # a run that ended before its loop drained them: rows only
+                    traffic.flush_rows()
                 for proc in processes.values():
                     proc.process.stop()
                 if recorder is not None:

@@ -17,11 +17,14 @@ connecting socket that talks to one peer (a DEALER, a REQ) is named after the no
 (``dealer:peers.1``), since a node has one such socket per peer. The sockets are declared to the
 checkers as they appear (the wire check reads a node's messages by its socket types).
 
-Time: the proxy reading a message bounds when the node sent it from above only (it may have waited
-in the node's ZeroMQ queue for a connection, for seconds, and two connections may be read in the
-other order than the node wrote them); the proxy handing a message on bounds when the node took it
-in from below. Events carry ``via="proxy"``; a checker that compares a node's messages in time
-judges them only where these bounds make the order certain (Raft's term-update).
+Time and order: on one connection the proxy sees a node's messages in the order the node sent
+them. Across two connections it need not: the proxy sees a message when it leaves the node, and
+ZeroMQ holds a message for a peer that is not connected (yet, or again) until it is, so a message
+handed over first may cross the wire much later. The time the proxy reads a message bounds when
+the node sent it from above only; the time it hands a message on bounds when the node took it in
+from below. Events carry ``via="proxy"``; a checker that orders one node's messages in time uses
+only what these make certain: the order within one connection, and an answer after its request
+was handed on (Raft's term-update).
 """
 
 from __future__ import annotations
@@ -113,6 +116,16 @@ class ObservedTraffic:
         """On the loop thread, before the checks are judged: feed what is queued, then nothing more."""
         self.drain()
         self._closed = True
+
+    def flush_rows(self) -> None:
+        """After the runtime stopped (a run that ended early): what is still queued goes to the
+        trace only (the checks were judged, or never will be)."""
+        self._closed = True
+        self.observer = None
+        queue = self._queue
+        now = self.runtime.now_ns
+        while queue:
+            self._one(queue.popleft(), now)
 
     def _one(self, seen: Seen, now: int) -> None:
         send = seen.kind == SEEN_SEND

@@ -76,7 +76,8 @@ class Scenario:
     record_frames: bool = True
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
     # live runs: the chaos proxy reports the traffic between external nodes to the checkers
-    # (``live: {observe: false}`` turns it off; harness.live_observe)
+    # (``live: {observe: false}`` turns it off; harness.live_observe); by default it does for a
+    # protocol whose checks were reviewed for it (`ProtocolPackage.observed_checks`)
     observe: bool = True
 
     @property
@@ -227,7 +228,7 @@ def _scenario_from(data: Any, locs: Locations, path: str) -> Scenario:
     record = v.get(top, (), "record_frames", lambda x: bool(x), True)
     live = v.mapping(top.get("live", {}), ("live",), "live")
     v.known(live, ("live",), LIVE_KEYS)
-    observe = v.get(live, ("live",), "observe", _as_bool, True)
+    observe = v.get(live, ("live",), "observe", _as_bool, pkg.observed_checks)
     return Scenario(path, protocol, name, str(top.get("description", "")), duration, seeds, dialect, groups,
                     latency, rules, faults, workload, checks, settle, targets, record, raw=top, observe=observe)
 

@@ -50,7 +50,7 @@ name: observed-quiet
 duration: 1s
 LIVE
 nodes:
-  peers: {role: peer, count: 3, command: "COMMAND", ready: {line: READY}}
+  peers: {role: peer, count: 2, command: "COMMAND", ready: {line: READY}}
 check: [election-safety, vote-once, term-update]
 """
 
@@ -65,7 +65,7 @@ def test_a_peer_that_votes_twice_fails_vote_once_from_what_the_proxy_saw(tmp_pat
     result = run_live(scenario(VOTES, "vote-twice"), 1, str(tmp_path))
     failed = {v.check: v for v in result.failed}
     assert "vote-once" in failed, [v.to_dict() for v in result.verdicts]
-    assert set(failed) <= {"vote-once", "election-safety"}, [v.to_dict() for v in result.failed]
+    assert not {"no-node-errors", "wire-conformance"} & set(failed), [v.to_dict() for v in result.failed]
     assert "voted for" in failed["vote-once"].detail
     seen = result.stats["observed_traffic"]
     assert seen["sends"] > 0 and set(seen["by_node"]) == {"peers.0", "peers.1", "peers.2"}
@@ -78,7 +78,7 @@ def test_a_peer_that_votes_twice_fails_vote_once_from_what_the_proxy_saw(tmp_pat
 def test_observation_off_leaves_the_peer_traffic_unjudged(tmp_path: Path, no_thread_leak: None) -> None:
     on = run_live(scenario(QUIET), 1, str(tmp_path / "on"))
     assert on.ok, [v.to_dict() for v in on.failed]
-    assert on.stats["observed_traffic"]["sends"] > 0 and on.stats["proxy"]["links"] == 6
+    assert on.stats["observed_traffic"]["sends"] > 0 and on.stats["proxy"]["links"] == 2
     off = run_live(scenario(QUIET, live="live: {observe: false}"), 1, str(tmp_path / "off"))
     assert off.ok and "observed_traffic" not in off.stats and "proxy" not in off.stats
     votes = next(v for v in off.verdicts if v.check == "vote-once")
@@ -93,6 +93,35 @@ def test_reference_peers_pass_and_vote_twice_fails_every_time(seed: int, tmp_pat
     assert good.stats["observed_traffic"]["sends"] > 0
     bad = run_live(scenario(VOTES, "vote-twice"), seed, str(tmp_path / "bad"))
     assert "vote-once" in {v.check for v in bad.failed}
+
+
+HIGHER = """
+protocol: raft
+name: observed-terms
+duration: 3s
+nodes:
+  peers:
+    role: peer
+    count: 3
+    command: "COMMAND"
+    ready: {line: READY}
+faults:
+  - {from: 1s, until: 2s, partition: [[peers.0], [peers.1], [peers.2]]}
+check: [election-safety, vote-once, term-update]
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_leader_that_ignores_higher_terms_fails_term_update_when_observed(seed: int, tmp_path: Path) -> None:
+    """At the heal the old leader gets requests of the higher term the others reached while cut
+    off; the mutant answers them with its old term (on the connection they came in on). Messages
+    a peer handed over while another was not up yet cross the wire late: the reference peers
+    must not fail for that (term-update compares an external peer's sends within a connection)."""
+    good = run_live(scenario(HIGHER), seed, str(tmp_path / "good"))
+    assert good.ok, [v.to_dict() for v in good.failed]
+    bad = run_live(scenario(HIGHER, "ignore-higher-term"), seed, str(tmp_path / "bad"))
+    assert "term-update" in {v.check for v in bad.failed}
 
 
 STANDIN = """
@@ -170,6 +199,20 @@ def test_reports_become_a_probes_events_with_the_routing_id_in_front() -> None:
     assert len(recorder.events) == 2 and traffic.after_end == 1, "nothing is fed after the verdicts"
     assert traffic.verdicts() == []
     assert traffic.summary()["sends"] == 1
+
+
+def test_what_a_stopped_run_did_not_drain_reaches_the_trace_only(tmp_path: Path) -> None:
+    from harness.trace import RunInfo, TraceWriter
+
+    recorder = Recorder()
+    trace = TraceWriter(str(tmp_path / "t.parquet"), RunInfo("r", 1, "s", "raft"))
+    traffic = ObservedTraffic(LiveRuntime(), Observer([recorder], None, {}), trace)
+    traffic.push(report(SEEN_SEND, 1))  # posted to a loop that never ran
+    traffic.flush_rows()
+    trace.close()
+    rows = read_trace(str(tmp_path / "t.parquet")).select(["node", "kind", "socket", "msg_id", "peer"]).to_pylist()
+    assert rows == [{"node": "a", "kind": "send", "socket": "dealer:b", "msg_id": 1, "peer": "b"}]
+    assert recorder.events == []
 
 
 def test_a_loop_too_far_behind_stops_observation_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -164,3 +164,25 @@ def test_a_mutant_named_in_the_file_or_on_the_command_line_runs(tmp_path) -> Non
     assert main(["run", str(path), "--out", str(tmp_path / "runs"), "--quiet"]) == 0
     assert main(["run", str(path), "--out", str(tmp_path / "runs"), "--mutant", "client=foreign-client-address"]) == 1
     assert main(["run", str(path), "--mutant", "client=busy-worker"]) == 2
+
+
+_EXTERNAL = {
+    "raft": "protocol: raft\nname: x\nduration: 1s\nLIVE\nnodes:\n  peers: {role: peer, count: 3, command: \"p {endpoint}\"}\n",
+    "dcp": ("protocol: dcp\nname: x\nduration: 1s\nLIVE\nnodes:\n  broker: {role: broker, command: \"b {endpoint}\"}\n"
+            "  workers: {role: worker, count: 2, command: \"w {connect}\"}\n"),
+}
+
+
+@pytest.mark.parametrize("protocol, live, observed", [
+    ("raft", "", True),  # its checks were reviewed for what the proxy reports
+    ("raft", "live: {observe: false}", False),
+    ("dcp", "", False),  # not reviewed: the proxy's times bound sends from above only (heartbeat gaps)
+    ("dcp", "live: {observe: true}", True),
+])
+def test_the_traffic_between_external_nodes_is_observed_by_default_where_the_checks_allow(
+        protocol: str, live: str, observed: bool) -> None:
+    from harness.live_faults import observed_nodes
+
+    scenario = parse_scenario(_EXTERNAL[protocol].replace("LIVE", live), "x.yaml")
+    assert scenario.observe is observed
+    assert bool(observed_nodes(scenario)) is observed

@@ -25,7 +25,8 @@ PAUSE, RESUME = "pause", "resume"  # a node stopped (SIGSTOP, or the simulator h
 SUBSCRIBE, UNSUBSCRIBE, CONNECT, DISCONNECT = "subscribe", "unsubscribe", "connect", "disconnect"
 START, CLOCK = "start", "clock"
 # An event of an external node seen by the chaos proxy (harness.live_observe), not by a probe: its
-# time bounds a send from above and a receive from below only (see harness.live_observe).
+# time bounds a send from above and a receive from below only, and across two connections of a
+# node the order need not be the order the node sent them in (harness.live_observe).
 VIA_PROXY = "proxy"
 
 

@@ -299,6 +299,11 @@ class ProtocolPackage:
     # peers for them to connect to (discovery). A live run behind the chaos proxy announces the
     # proxy's listener there, so peers that learn the endpoint at run time connect through it.
     advertised: dict[str, str] = field(default_factory=dict)
+    # Whether its checks were reviewed for the events the chaos proxy reports of external nodes
+    # (their times bound a send from above and a receipt from below only, harness.live_observe):
+    # a live run observes the traffic between external nodes by default only then
+    # (``live: {observe: true}`` asks for it anyway).
+    observed_checks: bool = False
 
     @property
     def dialects(self) -> list[str]:

@@ -134,14 +134,15 @@ class TermUpdate(RaftChecker):
     not taking in a message is as safe as the network losing it. ``grace`` (default 0) allows
     an implementation that handles its input asynchronously that long to catch up.
 
-    What the chaos proxy saw of an external peer is judged only where the order is certain. The
-    time the proxy read a message bounds when the peer sent it from above only: a message can
-    wait in the peer's ZeroMQ queue for a connection that is not up yet, or back again, for
-    seconds (a RequestVote of term 1 to a peer that started late was read after its sender had
-    answered requests of term 8). An answer, though, was sent after its request reached the
-    peer, which was after the proxy handed it on: so an answer is judged against the terms the
-    peer had provably taken in (answered) before the proxy handed its request on, and a request
-    the peer sent is not judged against earlier terms (nothing bounds its send from below)."""
+    What the chaos proxy saw of an external peer (``via`` proxy) is judged only where the order
+    is certain. The proxy sees a message when it leaves the peer, and ZeroMQ holds a message for
+    a peer that is not connected (yet, or again) until it is, so a request handed over before a
+    higher term was taken in may cross the wire long after the answer that took it in, on
+    another connection (a RequestVote of term 1 to a peer that started late was read after its
+    sender had answered term 8). Certain are: the order on one connection (a send is compared
+    with the terms taken in on the same connection), and an answer's place after its request
+    reached the peer, which was after the proxy handed it on (an answer is compared with the
+    terms the peer had answered before that)."""
 
     name = "term-update"
     clause = "raft.algorithm.higher-term"
@@ -150,18 +151,26 @@ class TermUpdate(RaftChecker):
         super().__init__(**params)
         self.grace_ns = grace_ms * 1_000_000
         self.seen: dict[str, list[tuple[int, int, tuple[Event, Message]]]] = {}  # node -> rising (term, at, evidence)
-        self.problems: list[tuple[str, list[dict[str, Any]]]] = []
-        self.checked = 0
+        # sends the proxy saw: (node, connection) -> the highest term taken in there (term, at, evidence)
+        self.seen_on: dict[tuple[str, str, bytes], tuple[int, int, tuple[Event, Message]]] = {}
         # requests the proxy handed to an external peer: (node, routing id, id frame) -> when
         self.handed: dict[tuple[str, bytes, bytes], int] = {}
+        self.problems: list[tuple[str, list[dict[str, Any]]]] = []
+        self.checked = 0
 
     def problem(self, text: str, evidence: list[dict[str, Any]]) -> None:
         if len(self.problems) < 50:
             self.problems.append((text, evidence))
 
     def sent(self, ev: Event, msg: Message, not_before: int | None) -> None:
-        """``not_before``: when the peer sent it at the earliest (see the class docstring)."""
+        """``not_before``: when the peer sent it at the earliest, if anything says so."""
         self.checked += 1
+        if ev.via == VIA_PROXY:
+            taken = self.seen_on.get(_connection(ev))
+            if taken is not None and taken[0] > msg["term"] and taken[1] + self.grace_ns <= ev.time_ns:
+                self.problem(f"{ev.node} sent {msg.name} with term {msg['term']} after taking in term {taken[0]} "
+                             "on the same connection", [show(*taken[2]), show(ev, msg)])
+                return
         hist = self.seen.get(ev.node)
         if not hist or msg["term"] >= hist[-1][0] or not_before is None:
             return
@@ -190,9 +199,19 @@ class TermUpdate(RaftChecker):
         if msg["term"] < request["term"]:
             self.problem(f"{ev.node} answered a {request.name} of term {request['term']} with term {msg['term']}",
                          [show(ev, msg, request_term=request["term"])])
+        if ev.via == VIA_PROXY:
+            key = _connection(ev)
+            taken = self.seen_on.get(key)
+            if taken is None or request["term"] > taken[0]:
+                self.seen_on[key] = (request["term"], ev.time_ns, (ev, msg))
         hist = self.seen.setdefault(ev.node, [])
         if not hist or request["term"] > hist[-1][0]:
-            hist.append((request["term"], ev.time_ns, (ev, msg)))
+            hist.append((request["term"], ev.time_ns, (ev, msg)))  # proxy-seen: taken in by then at the latest
 
     def finish(self, end_ns: int) -> list[Verdict]:
         return self.verdict(self.problems, f"{self.checked} peer message(s) sent, none behind a term taken in")
+
+
+def _connection(ev: Event) -> tuple[str, str, bytes]:
+    """The connection a send went out on: a ROUTER's is named by the peer's routing id."""
+    return ev.node, ev.socket, (ev.frames or [b""])[0] if ev.socket == "router" else b""

@@ -195,4 +195,5 @@ PACKAGE = ProtocolPackage(
     resolve_target=resolve_target,
     suites=SUITES,
     capture=CAPTURE,
+    observed_checks=True,  # tests/test_live_observe.py, tests/checkers/test_raft_term_update_*.py
 )

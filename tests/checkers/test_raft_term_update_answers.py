@@ -1,0 +1,75 @@
+"""term-update on what the chaos proxy saw of external peers (``via="proxy"``), across
+connections: the proxy's read time bounds a send from above only, its hand-on time bounds a
+receipt from below, so an answer on one connection is judged against the terms its peer had
+answered (on any connection) before its request was handed on; a request is not judged against
+terms taken in on other connections (tests/checkers/test_raft_term_update_observed.py: the same
+connection).
+
+The false alarm this guards against (seen in tests/test_live_observe.py under load): peers.1's
+RequestVote of term 1 to a peer that had not started yet waited in its ZeroMQ queue, and was read
+after peers.1 had answered requests of term 8."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.checkers.base import RECV, SEND, VIA_PROXY, Event
+from harness.checkers.raft.elections import TermUpdate
+from harness.protocols import codec
+
+RAFT = codec("raft")
+MS = 1_000_000
+
+
+def ev(t_ms: int, node: str, kind: str, socket: str, name: str, via: str = VIA_PROXY, route: bytes = b"",
+       **fields: Any) -> Event:
+    frames = RAFT.encode(name, fields)
+    return Event(t_ms * MS, node, "peer", kind, socket, ([route] if route else []) + frames, name, codec=RAFT,
+                 via=via)
+
+
+def vote(msg_id: int, term: int) -> dict[str, Any]:
+    return {"message_id": msg_id, "cluster": b"c", "peer_id": "x", "term": term, "last_log_index": 0,
+            "last_log_term": 0}
+
+
+def judge(events: list[Event]) -> list[str]:
+    check = TermUpdate()
+    for e in events:
+        check.on_event(e)
+    return [v.detail for v in check.finish(10_000 * MS) if not v.ok]
+
+
+def took_in_term_8(via: str) -> list[Event]:
+    """peers.1 answers a RequestVote of term 8 from peers.0 on its ROUTER."""
+    return [ev(100, "peers.1", RECV, "router", "RequestVote", via, route=b"p0", **vote(8008, 8)),
+            ev(101, "peers.1", SEND, "router", "RequestVoteResponse", via, route=b"p0", message_id=8008, term=8,
+               vote_granted=True)]
+
+
+def test_a_request_the_proxy_read_late_is_not_judged_against_earlier_answers() -> None:
+    late = ev(900, "peers.1", SEND, "dealer:peers.2", "RequestVote", **vote(1001, 1))
+    assert judge(took_in_term_8(VIA_PROXY) + [late]) == []  # before: "sent RequestVote with term 1 after ... term 8"
+
+
+def test_the_same_order_from_a_probe_is_still_a_violation() -> None:
+    late = ev(900, "peers.1", SEND, "dealer:peers.2", "RequestVote", via="", **vote(1001, 1))
+    [detail] = judge(took_in_term_8("") + [late])
+    assert "sent RequestVote with term 1 after taking in term 8" in detail
+
+
+def test_an_answer_to_a_request_handed_on_after_a_term_was_taken_in_is_judged() -> None:
+    request = ev(300, "peers.1", RECV, "router", "RequestVote", route=b"p2", **vote(5005, 5))
+    answer = ev(301, "peers.1", SEND, "router", "RequestVoteResponse", route=b"p2", message_id=5005, term=5,
+                vote_granted=False)
+    [detail] = judge(took_in_term_8(VIA_PROXY) + [request, answer])
+    assert "sent RequestVoteResponse with term 5 after taking in term 8" in detail
+
+
+def test_an_answer_to_a_request_handed_on_before_the_term_was_taken_in_is_not() -> None:
+    # the request of term 5 was handed on at 50 ms, before the term-8 answer was read: the peer may
+    # have answered it first, and its answer waited in its queue
+    request = ev(50, "peers.1", RECV, "router", "RequestVote", route=b"p2", **vote(5005, 5))
+    answer = ev(301, "peers.1", SEND, "router", "RequestVoteResponse", route=b"p2", message_id=5005, term=5,
+                vote_granted=False)
+    assert judge([request] + took_in_term_8(VIA_PROXY) + [answer]) == []
