@@ -20,6 +20,8 @@ MS = 1_000_000
 FACTOR = 3  # E-DAFKA-14: a gap of more than 3 x the interval breaks "a regular interval"
 SLACK_MS = 1000  # scheduling stalls of a loaded host in live runs (one loop thread runs every in-process node)
 STORE_HELLO_SUB = b"\x01" + COMMAND_IDS["STORE-HELLO"]
+# What a role's receipts owe (a store's records, a producer's GET-HEADS), by command id.
+RECEIPTS = {"store": (COMMAND_IDS["RECORD"], COMMAND_IDS["DIRECT-RECORD"]), "producer": (COMMAND_IDS["GET-HEADS"],)}
 
 
 class _Gap:
@@ -169,7 +171,7 @@ class Answers(Checker):
             msg = ev.message()
             if msg is not None:
                 self._sent(ev, msg)
-        else:
+        elif frames and frames[0][:1] in RECEIPTS.get(ev.role, ()):
             msg = ev.decoded(channel=PEER)  # as its peer SUB reads it
             if msg is not None:
                 self._received(ev, msg)

@@ -17,10 +17,13 @@ from typing import Any, Callable
 
 from harness.checkers.base import COMMAND, RECV, SEND, START, Checker, Event, Verdict
 from harness.protocols.codec import Message
-from harness.protocols.dafka import PEER, TOPIC_RULES
+from harness.protocols.dafka import COMMAND_IDS, PEER, TOPIC_RULES
 
 DIRECT_HEAD_SUBJECT = "dafka.store.direct-head-per-partition"
 HELLOS = ("STORE-HELLO", "CONSUMER-HELLO")
+# The commands whose receipt can teach a partition, a requestor, a topic or a store.
+LEARNED_IDS = frozenset(COMMAND_IDS[n] for n in ("RECORD", "HEAD", "DIRECT-RECORD", "DIRECT-HEAD", "FETCH",
+                                                 "GET-HEADS", "CONSUMER-HELLO", "STORE-HELLO"))
 
 
 class _Seen:
@@ -125,6 +128,7 @@ class TopicFrames(Checker):
         super().__init__(**params)
         self.seen = _Seen(roles or {}, topics or {})
         self.pending: list[tuple[Event, Message]] = []
+        self.known: set[tuple[bytes, ...]] = set()  # first two frames of every message read already
         self.bad: list[tuple[Event, str, str]] = []
         self.judged = 0
 
@@ -136,6 +140,15 @@ class TopicFrames(Checker):
             return
         if not ev.frames:
             return
+        if ev.kind == RECV:
+            # Only a received message that no probed node sent (an external node's, a damaged one)
+            # teaches anything new: the frames of every message sent or read so far are skipped.
+            key = tuple(ev.frames[:2])
+            if ev.frames[0][:1] not in LEARNED_IDS or key in self.known:
+                return
+            self.known.add(key)
+        elif ev.frames[0][:1] in LEARNED_IDS:
+            self.known.add(tuple(ev.frames[:2]))
         # what a node receives is read as its peer SUB reads it (a notification, a tower's message
         # or a damaged frame is not a command); its beacons only from what it sends
         msg = ev.message() if ev.kind == SEND else ev.decoded(channel=PEER)
