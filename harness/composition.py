@@ -253,7 +253,8 @@ def run_scenario(scenario: Scenario, seed: int, mode: str, out_dir: str | None =
             placement = live_faults.place_for_run(scenario, pkg, configs, endpoints.assigned, runtime, processes,
                                                   seed)
             if live_faults.observed_nodes(scenario):  # external nodes' traffic, to the checkers and the trace
-                traffic = ObservedTraffic(runtime, observer if checks else None, trace, scenario.record_frames)
+                notes = (codec(scenario.protocol, scenario.dialect), pkg.wire_notes) if pkg.wire_notes else None
+                traffic = ObservedTraffic(runtime, observer if checks else None, trace, scenario.record_frames, notes)
                 placement.proxy.on_seen = traffic.push
         for name, (role, cfg) in configs.items():
             group = scenario.group_of(name)

@@ -32,11 +32,12 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from typing import Any
+from typing import Any, Callable
 
 from fault_injection.observe import SEEN_SEND, Seen
 from harness.checkers.base import RECV, SEND, VIA_PROXY, Observer, Verdict
 from harness.node import SocketSpec, SocketType
+from harness.protocols.codec import Codec
 from harness.trace import TraceWriter, pack_frames
 
 MAX_QUEUED = 100_000  # reports waiting for the loop before the proxy is held back
@@ -56,8 +57,13 @@ class ObservedTraffic:
     """See the module docstring. ``runtime``: the live runtime (``post``, ``now_ns``)."""
 
     def __init__(self, runtime: Any, observer: Observer | None, trace: TraceWriter | None,
-                 record_frames: bool = True) -> None:
+                 record_frames: bool = True,
+                 notes: tuple[Codec, Callable[[Codec, list[bytes]], list[tuple[str, dict[str, Any]]]]] | None = None
+                 ) -> None:
+        """``notes``: the run's codec and its package's ``wire_notes``: what a node's sends say
+        about it goes to the runtime (``note_observed``), for symbolic fault targets."""
         self.runtime = runtime
+        self.notes = notes
         self.observer = observer
         self.trace = trace
         self.record_frames = record_frames
@@ -141,6 +147,9 @@ class ObservedTraffic:
         if send:
             self.sends += 1
             self.by_node[node] = self.by_node.get(node, 0) + 1
+            if self.notes is not None:
+                for note_kind, data in self.notes[1](self.notes[0], list(seen.frames)):
+                    self.runtime.note_observed(node, note_kind, data)
         else:
             self.receives += 1
         if self.observer is not None:

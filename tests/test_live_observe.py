@@ -227,3 +227,30 @@ def test_a_loop_too_far_behind_stops_observation_and_says_so(monkeypatch: pytest
     assert len(recorder.events) == 4, "the prefix seen before it stopped is judged"
     (verdict,) = traffic.verdicts()
     assert verdict.check == "observation-complete" and not verdict.ok and "first 4" in verdict.detail
+
+
+LEADER_CRASH = """
+protocol: raft
+name: observed-leader-crash
+duration: 4s
+nodes:
+  peers: {role: peer, count: 3, command: "COMMAND", ready: {line: READY}}
+faults:
+  - {at: 2s, crash: leader, restart_after: 500ms}
+check: [election-safety, vote-once, term-update]
+"""
+
+
+def test_crash_leader_names_the_external_peer_the_proxy_saw_lead(tmp_path: Path, no_thread_leak: None) -> None:
+    # Before, an external peer wrote no role note, so `crash: leader` named no node and nothing
+    # was crashed; now its AppendEntries, seen by the proxy, say it leads
+    result = run_live(scenario(LEADER_CRASH), 1, str(tmp_path))
+    assert result.ok, [v.to_dict() for v in result.failed]
+    rows = read_trace(result.trace_path).select(["node", "kind", "time_ns", "term", "msg_type", "detail"]).to_pylist()
+    [crash] = [r for r in rows if r["kind"] == "crash"]
+    assert crash["node"].startswith("peers.")
+    # the crashed peer had sent AppendEntries (as the proxy saw) and no other peer had led a higher term by then
+    led = {r["node"]: r for r in rows if r["kind"] == "send" and r["msg_type"] == "AppendEntries"
+           and r["detail"] == "seen by the proxy" and r["time_ns"] < crash["time_ns"]}
+    assert crash["node"] in led, (crash, sorted(led))
+    assert [r["node"] for r in rows if r["kind"] == "restart"] == [crash["node"]]

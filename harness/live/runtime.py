@@ -66,6 +66,7 @@ class LiveRuntime(EventLoop, NodeIO):
         self._record = record_deliveries
         self._slots: dict[str, Slot] = {}
         self._external: dict[str, ExternalNode] = {}
+        self._observed_notes: dict[str, dict[str, dict[str, Any]]] = {}  # external node -> kind -> data
         self._order: list[str] = []  # every node name, in the order added
         self._owner: dict[zmq.Socket, tuple[Slot, str, bool]] = {}  # -> (slot, name, is_router)
         self._hooks: list[ActionHook] = []
@@ -158,8 +159,17 @@ class LiveRuntime(EventLoop, NodeIO):
 
     def last_note(self, name: str, kind: str) -> dict[str, Any] | None:
         if name in self._external:
-            return None  # a process under test tells nothing but what it sends
+            # a process under test tells nothing but what it sends: what that implies, if the
+            # proxy observed it (`note_observed`)
+            return self._observed_notes.get(name, {}).get(kind)
         return self._slot(name).notes.get(kind)
+
+    def note_observed(self, name: str, kind: str, data: dict[str, Any]) -> None:
+        """On the loop thread: what an external node's observed message implies about it (its
+        protocol package's ``wire_notes``), for symbolic fault targets (``crash: leader``). A
+        crash or restart of the node forgets it."""
+        if name in self._external:
+            self._observed_notes.setdefault(name, {})[kind] = data
 
     def store(self, name: str) -> DurableStore:
         return self._slot(name).store
@@ -216,6 +226,7 @@ class LiveRuntime(EventLoop, NodeIO):
     def crash(self, node: str) -> None:
         ext = self._external.get(node)
         if ext is not None:
+            self._observed_notes.pop(node, None)
             self.call(lambda: self._row_lifecycle(node, CRASH, f"process killed: {ext.kill()}"))
             return
         slot = self._slot(node)
@@ -227,6 +238,7 @@ class LiveRuntime(EventLoop, NodeIO):
         that is still up is crashed first."""
         ext = self._external.get(node)
         if ext is not None:
+            self._observed_notes.pop(node, None)
             self.call(lambda: self._row_lifecycle(node, RESTART, "process restarting"))
             ext.restart_in_background()
             return

@@ -22,6 +22,7 @@ from typing import Any, Callable, Protocol
 from fault_injection.rules import parse_duration, parse_probability
 from harness.node import NodeFactory, SocketType
 from harness.protocols.clauses import Catalogue
+from harness.protocols.codec import Codec
 from harness.protocols.table import Table
 
 Parser = Callable[[Any], Any]
@@ -304,6 +305,12 @@ class ProtocolPackage:
     # a live run observes the traffic between external nodes by default only then
     # (``live: {observe: true}`` asks for it anyway).
     observed_checks: bool = False
+    # What a message an external node sent (frames as its socket handed them over, without a
+    # routing id) says about it, as notes a reference node would write: ``[(kind, data)]`` (Raft:
+    # an AppendEntries of term T, ``("role", {"role": "leader", "term": T})``). The live runtime
+    # keeps the latest per kind, so symbolic fault targets (``crash: leader``) name external
+    # nodes too when the proxy observes them.
+    wire_notes: Callable[[Codec, list[bytes]], list[tuple[str, dict[str, Any]]]] | None = None
 
     @property
     def dialects(self) -> list[str]:

@@ -20,6 +20,8 @@ from harness.packages.base import (
 )
 from harness.packages.raft.checks import CHECKS, DEFAULT_CHECKS
 from harness.packages.raft.suites import SUITES
+from harness.protocols.codec import Codec
+from harness.protocols.errors import DecodeError
 from harness.protocols.raft import TABLES
 from harness.protocols.raft_clauses import CATALOGUE
 from reference_nodes.raft.client import Client
@@ -48,6 +50,22 @@ def leader(view: TargetView) -> list[str]:
         elif term == best:
             found.append(name)
     return found
+
+
+def wire_notes(raft: Codec, frames: list[bytes]) -> list[tuple[str, dict[str, Any]]]:
+    """The ``role`` note a reference peer would write, from a request an external peer sent:
+    AppendEntries or InstallSnapshot of term T only a leader of T sends; RequestVote of T, a
+    candidate. (A deposed leader goes on looking like the leader of its old term until it asks
+    for votes; `leader` prefers the highest term, so a newer leader wins once it has sent one.)"""
+    try:
+        msg = raft.decode(frames, channel="request")
+    except DecodeError:
+        return []
+    if msg.name in ("AppendEntries", "InstallSnapshot"):
+        return [("role", {"role": "leader", "term": msg["term"]})]
+    if msg.name == "RequestVote":
+        return [("role", {"role": "candidate", "term": msg["term"]})]
+    return []
 
 
 def resolve_target(name: str, view: TargetView) -> list[str] | None:
@@ -195,5 +213,6 @@ PACKAGE = ProtocolPackage(
     resolve_target=resolve_target,
     suites=SUITES,
     capture=CAPTURE,
-    observed_checks=True,  # tests/test_live_observe.py, tests/checkers/test_raft_term_update_*.py
+    observed_checks=True,
+    wire_notes=wire_notes,  # tests/test_live_observe.py, tests/checkers/test_raft_term_update_*.py
 )
