@@ -15,7 +15,7 @@ from harness.checkers.base import (
 )
 from harness.checkers.dafka_duties import DEFAULT_WITHIN_NS, Duties
 from harness.node import SocketSpec, SocketType
-from harness.protocols.dafka import COMMAND_IDS, subscription
+from harness.protocols.dafka import subscription
 
 TOWER_BEACON = subscription("TOWER-BEACON")
 
