@@ -22,7 +22,9 @@ from typing import Any, Callable, Iterator, Sequence
 from fault_injection import nemesis
 from fault_injection.naming import codec_fields, codec_malformed
 from harness import launch, live_faults
-from harness.checkers.base import CRASH, ERROR, PAUSE, RESTART, RESUME, Checker, NoNodeErrors, Observer, Verdict
+from harness.checkers.base import (
+    CLOCK as CLOCK_EVENT, CRASH, ERROR, PAUSE, RESTART, RESUME, Checker, NoNodeErrors, Observer, Verdict,
+)
 from harness.checkers.wire import WireConformance
 from harness.interrupts import shielded
 from harness.live_observe import ObservedTraffic
@@ -172,6 +174,10 @@ class _Observed:
     def resume(self, node: str) -> None:
         self.runtime.resume(node)
         self.observer.emit(self.runtime.now_ns, node, RESUME)
+
+    def set_clock(self, node: str, offset_ns: int, drift: float = 0.0) -> None:  # timing checks allow for it
+        self.runtime.set_clock(node, offset_ns, drift)
+        self.observer.emit(self.runtime.now_ns, node, CLOCK_EVENT, data={"offset_ns": offset_ns, "drift": drift})
 
 
 def _report_failure(observer: Observer) -> Callable[[NodeFailure], None]:

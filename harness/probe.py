@@ -10,8 +10,13 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from harness.checkers.base import COMMAND, DELIVER, DISCARD, NOTE, RECV, SEND, Observer
-from harness.node import Action, Deliver, Discard, Node, NodeContext, NodeFactory, Note, Send, SocketSpec
+from harness.checkers.base import (
+    COMMAND, CONNECT, DELIVER, DISCARD, DISCONNECT, NOTE, RECV, SEND, START, SUBSCRIBE, UNSUBSCRIBE, Observer,
+)
+from harness.node import (
+    Action, Connect, Deliver, Discard, Disconnect, Node, NodeContext, NodeFactory, Note, Send, SocketSpec, Subscribe,
+    Unsubscribe,
+)
 
 
 class Probe:
@@ -42,6 +47,7 @@ class Probe:
         return actions
 
     def start(self, now: int) -> list[Action]:
+        self.observer.emit(self.clock(), self.name, START)
         return self._report(self.inner.start(now))
 
     def receive(self, socket: str, frames: list[bytes], now: int) -> list[Action]:
@@ -68,11 +74,15 @@ def probed(factory: NodeFactory, observer: Observer, clock: Callable[[], int]) -
     return build
 
 
-# What the observer hears of each kind of action (connects and subscriptions: nothing).
+# What the observer hears of each kind of action.
 _REPORTS: dict[type, Callable[[Callable[..., None], int, str, Any], None]] = {
     Send: lambda emit, now, name, a: emit(now, name, SEND, socket=a.socket, frames=a.frames, msg_type=a.msg_type),
     Deliver: lambda emit, now, name, a: emit(now, name, DELIVER, msg_type=a.kind, data=a.data),
     Note: lambda emit, now, name, a: emit(now, name, NOTE, msg_type=a.kind, data=a.data),
     Discard: lambda emit, now, name, a: emit(now, name, DISCARD, socket=a.socket, frames=a.frames,
                                              data={"reason": a.reason, "clause": a.clause}),
+    Subscribe: lambda emit, now, name, a: emit(now, name, SUBSCRIBE, socket=a.socket, data={"topic": a.topic}),
+    Unsubscribe: lambda emit, now, name, a: emit(now, name, UNSUBSCRIBE, socket=a.socket, data={"topic": a.topic}),
+    Connect: lambda emit, now, name, a: emit(now, name, CONNECT, socket=a.socket, data={"endpoint": a.endpoint}),
+    Disconnect: lambda emit, now, name, a: emit(now, name, DISCONNECT, socket=a.socket, data={"endpoint": a.endpoint}),
 }

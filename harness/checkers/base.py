@@ -20,6 +20,10 @@ SEND, RECV, COMMAND, DELIVER, DISCARD, NOTE, CRASH, RESTART, ERROR = (
     "send", "recv", "command", "deliver", "discard", "note", "crash", "restart", "error",
 )
 PAUSE, RESUME = "pause", "resume"  # a node stopped (SIGSTOP, or the simulator holding it) and going on
+# What a probed node does to its sockets (data: ``{"topic": bytes}`` or ``{"endpoint": str}``), when
+# an incarnation starts, and a clock fault on its host (data: ``{"offset_ns", "drift"}``).
+SUBSCRIBE, UNSUBSCRIBE, CONNECT, DISCONNECT = "subscribe", "unsubscribe", "connect", "disconnect"
+START, CLOCK = "start", "clock"
 # An event of an external node seen by the chaos proxy (harness.live_observe), not by a probe: its
 # time bounds a send from above and a receive from below only, and across two connections of a
 # node the order need not be the order the node sent them in (harness.live_observe).

@@ -64,3 +64,43 @@ def test_faults_really_happen() -> None:
     lossy = run("lossy")
     assert sum(lossy.stats["dropped"].values()) > 10
     assert int(verdict(lossy, "fetch-ascending").detail.split()[0]) > 0  # gaps were repaired by FETCH
+
+
+# Found by explore on the reference nodes (2026-11-27): the producer crashed 1 ms after
+# publishing record 27, which died in its queue; restarted, it is a new partition (a new UUID,
+# E-DAFKA-21), so nobody can ever fetch 27. complete-delivery demanded it anyway.
+_LOST_WITH_ITS_PRODUCER = """
+protocol: dafka
+name: dafka-lost-with-its-producer
+duration: 3800ms
+nodes:
+  tower: {role: tower}
+  producer: {role: producer, config: {topic: orders, head: 200ms, beacon: 100ms}}
+  store: {role: store, config: {beacon: 100ms, fetch_retry: 150ms}}
+  early: {role: consumer, config: {topics: orders, offset_reset: earliest, beacon: 100ms, fetch_retry: 150ms}}
+  late: {role: consumer, start: 2500ms, config: {topics: orders, offset_reset: earliest, beacon: 100ms,
+                                                  fetch_retry: 150ms, get_heads: 500ms}}
+workload:
+  - {nodes: producer, op: produce, rate: 20/s, from: 500ms, until: 1800ms, size: 32, limit: 28}
+faults:
+  - {at: 1786ms, crash: producer, restart_after: 10ms}
+check: [complete-delivery]
+"""
+
+
+def test_a_record_that_died_with_its_producer_is_not_owed() -> None:
+    result = run_sim(parse_scenario(_LOST_WITH_ITS_PRODUCER, "lost.yaml"), 143)
+    v = verdict(result, "complete-delivery")
+    assert v.ok, v.detail  # failed before: "early lacks 1 of orders/... (offsets 27..27)"
+    assert "54 (consumer, record) deliveries" in v.detail  # 0..26 to both consumers: still owed and made
+
+
+def test_what_a_store_received_is_owed_after_its_producer_crashed() -> None:
+    # the same crash, with a store that loses what it held at a restart: what it had received
+    # from the dead partition is owed still, and missing
+    text = _LOST_WITH_ITS_PRODUCER.replace("  - {at: 1786ms, crash: producer, restart_after: 10ms}",
+                                           "  - {at: 1786ms, crash: producer, restart_after: 10ms}\n"
+                                           "  - {at: 2000ms, crash: store, restart_after: 10ms}")
+    result = run_sim(parse_scenario(text, "lost-store.yaml"), 143, factories={"store": mutants.MemoryStore})
+    v = verdict(result, "complete-delivery")
+    assert not v.ok and "late lacks" in v.detail, v.detail

@@ -11,13 +11,16 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from harness.checkers import dafka as checks
+from harness.checkers import dafka_answers as answers
+from harness.checkers import dafka_links as links
+from harness.checkers import dafka_topics as topic_checks
 from harness.packages.base import (
     CaptureHints, Check, Operation, ProtocolPackage, Role, Setting, as_bool, as_int, as_ms, as_str, one_of,
 )
 from harness.packages.dafka.suites import SUITES
 from harness.protocols.dafka import TABLES
 from harness.protocols.dafka_clauses import CATALOGUE
-from reference_nodes.dafka.common import tagged_content
+from reference_nodes.dafka.common import DEFAULT_BEACON_MS, DEFAULT_HEAD_MS, tagged_content
 from reference_nodes.dafka.consumer import Consumer
 from reference_nodes.dafka.mutants import MUTANTS
 from reference_nodes.dafka.producer import Producer
@@ -63,13 +66,33 @@ def _simple(cls: type) -> Callable[..., Any]:
     return lambda scenario, **params: cls(**params)
 
 
+def _consumer_topics(scenario: Any) -> dict[str, list[str]]:
+    """Each consumer node's ``topics`` setting."""
+    return {n: list(g.config.get("topics", [])) for g in scenario.groups.values() if g.role == "consumer"
+            for n in g.nodes}
+
+
+def _roles(scenario: Any) -> dict[str, str]:
+    return {n: g.role for g in scenario.groups.values() for n in g.nodes}
+
+
 def _complete(scenario: Any, **params: Any) -> checks.CompleteDelivery:
-    topics = {}
-    for g in scenario.groups.values():
-        if g.role == "consumer":
-            for n in g.nodes:
-                topics[n] = list(g.config.get("topics", []))
-    return checks.CompleteDelivery(topics=topics, **params)
+    return checks.CompleteDelivery(topics=_consumer_topics(scenario), **params)
+
+
+def _with_topics(cls: type) -> Callable[..., Any]:
+    return lambda scenario, **params: cls(topics=_consumer_topics(scenario), **params)
+
+
+def _topic_frames(scenario: Any, **params: Any) -> topic_checks.TopicFrames:
+    return topic_checks.TopicFrames(roles=_roles(scenario), topics=_consumer_topics(scenario), **params)
+
+
+def _intervals(scenario: Any, **params: Any) -> answers.Intervals:
+    """Each node's beacon interval and each producer's HEAD interval, as configured."""
+    configs = {n: g.config for g in scenario.groups.values() if g.role != "tower" for n in g.nodes}
+    return answers.Intervals(beacon_ms={n: c.get("beacon_ms", DEFAULT_BEACON_MS) for n, c in configs.items()},
+                             head_ms={n: c.get("head_ms", DEFAULT_HEAD_MS) for n, c in configs.items()}, **params)
 
 
 def _check(name: str, cls: type, factory: Callable[..., Any] | None = None) -> Check:
@@ -115,6 +138,13 @@ CHECKS = {
     "acked-retrievable": _check("acked-retrievable", checks.AckedRetrievable),
     "keep-until-ack": _check("keep-until-ack", checks.KeepUntilAck),
     "fetch-ascending": _check("fetch-ascending", checks.FetchAscending),
+    "topic-frames": _check("topic-frames", topic_checks.TopicFrames, _topic_frames),
+    "hello-subjects": _check("hello-subjects", topic_checks.HelloSubjects, _with_topics(topic_checks.HelloSubjects)),
+    "subscriptions": _check("subscriptions", links.Subscriptions, _with_topics(links.Subscriptions)),
+    "tower-links": _check("tower-links", links.TowerLinks),
+    "intervals": _check("intervals", answers.Intervals, _intervals),
+    "answers": _check("answers", answers.Answers, _with_topics(answers.Answers)),
+    "producer-claims": _check("producer-claims", answers.ProducerClaims),
 }
 
 
@@ -187,7 +217,8 @@ PACKAGE = ProtocolPackage(
     operations=OPERATIONS,
     checks=CHECKS,
     default_checks=("offsets", "consumer-order", "complete-delivery", "acked-retrievable", "keep-until-ack",
-                    "fetch-ascending"),
+                    "fetch-ascending", "topic-frames", "hello-subjects", "subscriptions", "tower-links", "intervals",
+                    "answers", "producer-claims"),
     final_status=("store",),  # acked-retrievable reads the stores' holdings at the end
     mutants=MUTANTS,
     suites=SUITES,
