@@ -12,6 +12,7 @@ import sys
 import textwrap
 from typing import Any, Sequence
 
+from harness.conformance import START_TIMEOUT_S
 from harness.protocols import PROTOCOLS
 from harness.registry import package, protocols
 
@@ -336,7 +337,7 @@ def cmd_conform(args: argparse.Namespace) -> int:
     base = f"zmq-harness conform {args.protocol} {args.role} --dialect {args.dialect}"
     if args.suite_dir:
         base += f" --suite-dir {shlex.quote(args.suite_dir)}"
-    if args.start_timeout != 15.0:
+    if args.start_timeout != START_TIMEOUT_S:
         base += f" --start-timeout {args.start_timeout:g}"
     cmd = args.cmd
     if args.reference:
@@ -560,7 +561,7 @@ def build_parser(help_texts: bool = True) -> argparse.ArgumentParser:
     k.add_argument("--dialect", default="strict")
     k.add_argument("--case", action="append", help="run only this case (id or name; repeatable)")
     k.add_argument("--fail-on", choices=("must", "should"), default="must")
-    k.add_argument("--start-timeout", type=_seconds, default=15.0, metavar="SECONDS",
+    k.add_argument("--start-timeout", type=_seconds, default=START_TIMEOUT_S, metavar="SECONDS",
                    help="how long the implementation may take to start, per case: to accept connections on the "
                         "ports it binds, or to connect to the harness's (no step's wait counts from before); "
                         "default 15")

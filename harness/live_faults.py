@@ -31,7 +31,7 @@ from typing import Any
 from fault_injection import nemesis
 from fault_injection.naming import codec_classifier, codec_fields, codec_malformed
 from fault_injection.proxy import ChaosProxy, LinkSpec
-from harness.live.procnet import socket_inodes
+from harness.live.procnet import local_inode, socket_inodes
 from harness.packages.base import ProtocolPackage
 from harness.scenario import Scenario
 
@@ -127,26 +127,11 @@ def source_addresses_work() -> bool:
     return True
 
 
-def _local_inode(addr: tuple[str, int]) -> str | None:
-    """The inode of the TCP socket whose local address is ``addr`` (Linux's /proc/net/tcp)."""
-    want = f"{socket.inet_aton(addr[0])[::-1].hex().upper()}:{addr[1]:04X}"
-    try:
-        with open("/proc/net/tcp") as f:
-            next(f, None)
-            for line in f:
-                fields = line.split()
-                if len(fields) > 9 and fields[1] == want:
-                    return fields[9]
-    except OSError:
-        return None
-    return None
-
-
 def connection_owner(addr: tuple[str, int], pids: dict[str, int | None]) -> str | None:
     """Which of the processes (node -> pid, each the leader of its process group) holds the
     connecting socket whose local address is ``addr``; None if none does or the host has no
     /proc. How the proxy names an external process that connects to a shared listener."""
-    inode = _local_inode(addr)
+    inode = local_inode(addr)
     if inode is None:
         return None
     for node, pid in pids.items():
@@ -176,8 +161,8 @@ def place_proxy(scenario: Scenario, pkg: ProtocolPackage, configs: dict[str, tup
     placement = ProxyPlacement(proxy)
     faulted = pair_touched(scenario)
 
-    def touched(a: str, b: str) -> bool:  # the proxy goes between them
-        return faulted(a, b) or observed(a, b) or observed(b, a)
+    def touched(a: str, b: str) -> bool:  # the proxy goes between them (observed pairs are symmetric)
+        return faulted(a, b) or observed(a, b)
 
     try:
         for endpoint, binder in owners.items():

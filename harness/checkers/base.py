@@ -152,6 +152,29 @@ class Checker:
         return self.fail(f"{len(bad)} {what}; first: {detail}", [e.describe() for e, _, _ in bad[:5]], clause=clause)
 
 
+class Pauses:
+    """When each node was paused, so that a bound can leave that time out."""
+
+    def __init__(self) -> None:
+        self.spans: dict[str, list[tuple[int, int | None]]] = {}  # node -> [(from, until or None), ...]
+
+    def on_event(self, ev: Event) -> None:
+        """Feed PAUSE, RESUME, CRASH, RESTART and START events (others change nothing)."""
+        spans = self.spans.setdefault(ev.node, [])
+        open_ = bool(spans) and spans[-1][1] is None
+        if ev.kind == PAUSE and not open_:
+            spans.append((ev.time_ns, None))
+        elif ev.kind in (RESUME, CRASH, RESTART, START) and open_:  # (a crash ends a pause too)
+            spans[-1] = (spans[-1][0], ev.time_ns)  # a pause within a pause ends with the one resume
+
+    def between(self, node: str, a: int, b: int) -> int:
+        """Nanoseconds the node was paused within [a, b]."""
+        total = 0
+        for lo, hi in self.spans.get(node, ()):
+            total += max(0, min(b if hi is None else hi, b) - max(lo, a))
+        return total
+
+
 class NoNodeErrors(Checker):
     """No node raised an exception (a reference node or an implementation must not crash on
     any input, including malformed messages)."""

@@ -14,32 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Hashable
 
-from harness.checkers.base import CLOCK, CRASH, PAUSE, RESUME, START, Event
+from harness.checkers.base import CLOCK, CRASH, PAUSE, RESUME, START, Event, Pauses
 
 DEFAULT_WITHIN_NS = 1_000_000_000  # generous: reference nodes discharge in the same handler
 Problem = tuple[Event, str, str]  # (evidence, detail, clause), what Checker.first_problem takes
-
-
-class Pauses:
-    """When each node was paused, so that a bound can leave that time out."""
-
-    def __init__(self) -> None:
-        self.spans: dict[str, list[tuple[int, int | None]]] = {}  # node -> [(from, until or None), ...]
-
-    def on_event(self, ev: Event) -> None:
-        spans = self.spans.setdefault(ev.node, [])
-        open_ = bool(spans) and spans[-1][1] is None
-        if ev.kind == PAUSE and not open_:
-            spans.append((ev.time_ns, None))
-        elif ev.kind in (RESUME, CRASH, START) and open_:
-            spans[-1] = (spans[-1][0], ev.time_ns)  # a pause within a pause ends with the one resume
-
-    def between(self, node: str, a: int, b: int) -> int:
-        """Nanoseconds the node was paused within [a, b]."""
-        total = 0
-        for lo, hi in self.spans.get(node, ()):
-            total += max(0, min(b if hi is None else hi, b) - max(lo, a))
-        return total
 
 
 @dataclass

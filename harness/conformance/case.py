@@ -224,14 +224,6 @@ def case_from(data: Any, locs: Locations, path: str, peer_roles: dict[str, dict[
             for f, m in spec.items():
                 _check_matcher(m, locs, p + (kind, f), captures, identity_refs)
             step.fields = dict(spec)
-        if kind == "expect" and "first" in raw:
-            if not isinstance(raw["first"], bool):
-                raise locs.error(p + ("first",), "first is true or false")
-            step.first = raw["first"]
-        if "latest" in raw:
-            if not isinstance(raw["latest"], bool) or (raw["latest"] and step.first):
-                raise locs.error(p + ("latest",), "latest is true or false, and not with first: true")
-            step.latest = raw["latest"]
         if kind == "expect" and "optional" in raw:
             if not isinstance(raw["optional"], str) or not raw["optional"].strip():
                 raise locs.error(p + ("optional",), "optional says why the message may never come (the skip's reason)")

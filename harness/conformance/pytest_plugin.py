@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from harness.conformance import START_TIMEOUT_S
+
 if TYPE_CHECKING:
     from harness.conformance.case import Case
     from harness.conformance.runner import CaseResult
@@ -62,7 +64,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="run only this case (id or name; repeatable)")
     g.addoption("--zmq-harness-fail-on", choices=("must", "should"), default="must",
                 help="must (default): a SHOULD failure is an xfail; should: it fails the test")
-    g.addoption("--zmq-harness-start-timeout", type=float, default=15.0, metavar="SECONDS",
+    g.addoption("--zmq-harness-start-timeout", type=float, default=START_TIMEOUT_S, metavar="SECONDS",
                 help="how long the implementation may take to start, per case (default 15)")
     g.addoption("--zmq-harness-suites", default="scenarios", metavar="DIR",
                 help="directory holding <protocol>/conformance/<role>/*.yaml (default: scenarios)")
@@ -86,7 +88,7 @@ class Settings:
     implementation: str
     invocation_dir: Path
     native: bool = False  # some case file was collected by pytest itself (given as an argument)
-    start_timeout: float = 15.0  # seconds the implementation may take to start, per case
+    start_timeout: float = START_TIMEOUT_S  # seconds the implementation may take to start, per case
     matched: set[str] = field(default_factory=set)  # --zmq-harness-case values that matched a case
     results: list[CaseResult] = field(default_factory=list)
     index: int = 0
@@ -162,7 +164,7 @@ def _settings(config: pytest.Config, spec: str, given: dict[str, Any]) -> Settin
     start_timeout = float(config.getoption("zmq_harness_start_timeout"))
     if not start_timeout > 0:
         raise pytest.UsageError(f"--zmq-harness-start-timeout: {start_timeout:g} is not a positive number of seconds")
-    if start_timeout != 15.0:
+    if start_timeout != START_TIMEOUT_S:
         args.append(f"--zmq-harness-start-timeout {start_timeout:g}")
         cli.append(f"--start-timeout {start_timeout:g}")
     if root_opt != "scenarios":

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from harness.conformance import START_TIMEOUT_S
 from harness.conformance.case import TIMED_KINDS, Case, load_case
 from harness.conformance.conductor import IUT_CONNECTED, IUT_CRASHED, ROBUSTNESS, Conductor
 from harness.conformance.plan import PeerPlan, PeerSocket
@@ -34,7 +35,6 @@ CONDUCTOR = "harness"
 IUT = "iut"
 NOT_STARTED = "the implementation did not start"  # how the reason of such a case begins
 START_FAILURES_TO_GIVE_UP = 3  # a suite stops after this many cases in a row whose IUT did not start
-START_TIMEOUT_S = 15.0  # default time an implementation may take to bind its ports or connect to the harness's
 
 
 @dataclass

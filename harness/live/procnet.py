@@ -5,9 +5,32 @@ launcher and its workers). Without /proc every question answers "unknown" (False
 from __future__ import annotations
 
 import os
+import socket
+from collections.abc import Iterator
 
 _ESTABLISHED = "01"
 _TCP_TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
+
+
+def _tcp_rows(tables: tuple[str, ...] = _TCP_TABLES) -> Iterator[list[str]]:
+    """The rows of the kernel's TCP tables, split: [1] local and [2] remote address as
+    ``HEXADDR:HEXPORT``, [3] the state, [9] the socket's inode."""
+    for table in tables:
+        try:
+            with open(table) as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if len(fields) > 9:
+                yield fields
+
+
+def local_inode(addr: tuple[str, int]) -> str | None:
+    """The inode of the IPv4 TCP socket whose local address is ``addr``."""
+    want = f"{socket.inet_aton(addr[0])[::-1].hex().upper()}:{addr[1]:04X}"
+    return next((fields[9] for fields in _tcp_rows(_TCP_TABLES[:1]) if fields[1] == want), None)
 
 
 def group_members(pgid: int) -> list[int]:
@@ -53,21 +76,14 @@ def connects_to(pgid: int, ports: set[int]) -> bool:
         return False
     wanted = {f"{p:04X}" for p in ports}
     inodes: set[str] | None = None  # read only once a connection to a wanted port exists
-    for table in _TCP_TABLES:
-        try:
-            with open(table) as f:
-                rows = f.read().splitlines()[1:]
-        except OSError:
+    for fields in _tcp_rows():
+        if fields[3] != _ESTABLISHED or fields[2].rsplit(":", 1)[-1] not in wanted:
             continue
-        for row in rows:
-            fields = row.split()
-            if len(fields) <= 9 or fields[3] != _ESTABLISHED or fields[2].rsplit(":", 1)[-1] not in wanted:
-                continue
-            if inodes is None:
-                inodes = socket_inodes(pgid)
-            if fields[9] in inodes:
-                return True
+        if inodes is None:
+            inodes = socket_inodes(pgid)
+        if fields[9] in inodes:
+            return True
     return False
 
 
-__all__ = ["connects_to", "group_members", "socket_inodes"]
+__all__ = ["connects_to", "group_members", "local_inode", "socket_inodes"]

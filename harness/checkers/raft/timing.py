@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.checkers.base import CRASH, NOTE, PAUSE, RESTART, RESUME, SEND, VIA_PROXY, Event, Verdict
+from harness.checkers.base import CRASH, NOTE, PAUSE, RESTART, RESUME, SEND, VIA_PROXY, Event, Pauses, Verdict
 from harness.checkers.raft.elections import RaftChecker
 from harness.checkers.raft.wire import ROUTER, show
 from harness.protocols.codec import Message
@@ -72,7 +72,7 @@ class LeaderHeartbeat(RaftChecker):
         self.slowest = dict(slowest or {})
         self.clock_changes = {n: tuple(sorted(ts)) for n, ts in (clock_changes or {}).items()}
         self.leads: dict[str, Lead] = {}
-        self.pauses: dict[str, list[list[int | None]]] = {}  # node -> [start, end or None]
+        self.pauses = Pauses()
         self.problems: list[tuple[str, list[dict[str, Any]], str]] = []
         self.gaps = 0
         self.longest = 0.0  # the longest gap judged, as a share of its bound
@@ -93,15 +93,10 @@ class LeaderHeartbeat(RaftChecker):
 
     def on_other(self, ev: Event) -> None:
         kind, node = ev.kind, ev.node
-        if kind == PAUSE:
-            spans = self.pauses.setdefault(node, [])
-            if not spans or spans[-1][1] is not None:  # pausing a paused node changes nothing
-                spans.append([ev.time_ns, None])
-        elif kind == RESUME:
-            self.unpause(node, ev.time_ns)
-        elif kind in (CRASH, RESTART):
-            self.end(node, ev.time_ns)  # a crash ends a leadership (and a pause)
-            self.unpause(node, ev.time_ns)
+        if kind in (PAUSE, RESUME, CRASH, RESTART):
+            self.pauses.on_event(ev)
+            if kind in (CRASH, RESTART):
+                self.end(node, ev.time_ns)  # a crash ends a leadership
         elif kind == NOTE and ev.msg_type == "role" and ev.data:
             term = ev.data.get("term")
             if ev.data.get("role") == "leader" and isinstance(term, int):
@@ -114,11 +109,6 @@ class LeaderHeartbeat(RaftChecker):
             else:
                 self.end(node, ev.time_ns)
 
-    def unpause(self, node: str, now: int) -> None:
-        spans = self.pauses.get(node)
-        if spans and spans[-1][1] is None:
-            spans[-1][1] = now
-
     def end(self, node: str, at: int | None) -> None:
         """The leadership of ``node`` is over at ``at`` (None: when is unknown, so the time since
         each follower's last request is not judged)."""
@@ -129,14 +119,6 @@ class LeaderHeartbeat(RaftChecker):
             self.judge(node, lead, sock, since, at, [ref], ended=True)
 
     # ---- judging one gap -----------------------------------------------------------------------
-    def paused(self, node: str, a: int, b: int) -> int:
-        total = 0
-        for start, end in self.pauses.get(node, ()):
-            lo, hi = max(a, start), min(b, end if end is not None else b)
-            if hi > lo:
-                total += hi - lo
-        return total
-
     def bound(self, node: str) -> int:
         return int(self.mins.get(node, self.default_min) / 2 / self.slowest.get(node, 1.0))
 
@@ -144,7 +126,7 @@ class LeaderHeartbeat(RaftChecker):
               ended: bool = False) -> None:
         if any(since < t <= now for t in self.clock_changes.get(node, ())):
             return  # its clock jumped in between: how long it waited by its own clock is unknown
-        gap = now - since - self.paused(node, since, now)
+        gap = now - since - self.pauses.between(node, since, now)
         bound = self.bound(node)
         self.gaps += 1
         self.longest = max(self.longest, gap / bound)
