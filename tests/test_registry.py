@@ -74,6 +74,9 @@ def test_roles_mutants_and_targets_hang_together(name: str) -> None:
         assert role in pkg.roles
     for check in pkg.default_checks:
         assert check in pkg.checks
+        # A check of a SHOULD or of an optional (MAY) feature runs only where a scenario names it.
+        checker = pkg.checks[check].checker
+        assert checker is None or checker.level == "MUST", f"{check} judges a {checker.level}: not a default"
     assert (pkg.resolve_target is not None) == bool(pkg.targets), "targets need a resolver and vice versa"
     for op in pkg.operations.values():
         assert set(op.roles) <= set(pkg.roles)

@@ -126,6 +126,10 @@ class Checker:
     # subscriber wanted never reach the wire. The others are reported as not applicable there.
     from_capture = False
     capture_note = ""  # why not, when the event kinds it needs do not already say it
+    # The level of what the check judges. A check of a SHOULD, or of a MAY feature the document
+    # lets an implementation leave out, is never among a package's default checks: a scenario
+    # (or an exploration file) that names it in `check:` says the implementation claims it.
+    level = "MUST"
 
     def __init__(self, **params: Any) -> None:
         self.params = params
@@ -140,10 +144,10 @@ class Checker:
         raise NotImplementedError
 
     def ok(self, detail: str) -> Verdict:
-        return Verdict(self.name, self.clause, True, detail)
+        return Verdict(self.name, self.clause, True, detail, level=self.level)
 
     def fail(self, detail: str, evidence: Iterable[dict[str, Any]] = (), clause: str | None = None) -> Verdict:
-        return Verdict(self.name, clause or self.clause, False, detail, list(evidence)[:20])
+        return Verdict(self.name, clause or self.clause, False, detail, list(evidence)[:20], level=self.level)
 
     def first_problem(self, bad: list[tuple[Event, str, str]], what: str) -> Verdict:
         """The failing verdict of problems ``(event, detail, clause)``: how many (``what``), the first
