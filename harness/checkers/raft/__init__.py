@@ -1,6 +1,8 @@
 """Raft checkers: safety properties of the Raft paper and of the protocol's RPCs, judged from
 what the probes observe (docs/raft.md lists what each reads)."""
 
+from harness.checkers.raft.broadcasts import BroadcastEntries, BroadcastHeartbeat, BroadcastState
+from harness.checkers.raft.clients import BroadcastUrl, RepeatConfig, RequestConfig
 from harness.checkers.raft.commits import CommitRule, CommittedDurable, LeaderCompleteness
 from harness.checkers.raft.elections import ElectionSafety, RaftChecker, TermUpdate, VoteOnce
 from harness.checkers.raft.liveness import LiveAfterHeal
@@ -11,7 +13,7 @@ from harness.checkers.raft.timing import LeaderHeartbeat
 from harness.checkers.raft.updates import UpdateExpiry, UpdateOnce
 
 __all__ = [
-    "CommitRule", "CommittedDurable", "ElectionSafety", "EntriesStop", "LeaderAppendOnly", "LeaderCompleteness", "LeaderHeartbeat",
-    "LiveAfterHeal", "LogMatching", "MessageIds", "RaftChecker", "SnapshotState", "StateMachineSafety", "TermUpdate",
+    "BroadcastEntries", "BroadcastHeartbeat", "BroadcastState", "BroadcastUrl", "CommitRule", "CommittedDurable", "ElectionSafety", "EntriesStop", "LeaderAppendOnly", "LeaderCompleteness", "LeaderHeartbeat",
+    "LiveAfterHeal", "LogMatching", "MessageIds", "RaftChecker", "RepeatConfig", "RequestConfig", "SnapshotState", "StateMachineSafety", "TermUpdate",
     "UpdateExpiry", "UpdateOnce", "UpdateReqids", "VoteOnce",
 ]
