@@ -13,7 +13,8 @@ from harness.checkers.raft.timing import LeaderHeartbeat
 from harness.checkers.raft.updates import UpdateExpiry, UpdateOnce
 
 __all__ = [
-    "BroadcastEntries", "BroadcastHeartbeat", "BroadcastState", "BroadcastUrl", "CommitRule", "CommittedDurable", "ElectionSafety", "EntriesStop", "LeaderAppendOnly", "LeaderCompleteness", "LeaderHeartbeat",
-    "LiveAfterHeal", "LogMatching", "MessageIds", "RaftChecker", "RepeatConfig", "RequestConfig", "SnapshotState", "StateMachineSafety", "TermUpdate",
-    "UpdateExpiry", "UpdateOnce", "UpdateReqids", "VoteOnce",
+    "BroadcastEntries", "BroadcastHeartbeat", "BroadcastState", "BroadcastUrl", "CommitRule", "CommittedDurable",
+    "ElectionSafety", "EntriesStop", "LeaderAppendOnly", "LeaderCompleteness", "LeaderHeartbeat", "LiveAfterHeal",
+    "LogMatching", "MessageIds", "RaftChecker", "RepeatConfig", "RequestConfig", "SnapshotState", "StateMachineSafety",
+    "TermUpdate", "UpdateExpiry", "UpdateOnce", "UpdateReqids", "VoteOnce",
 ]

@@ -123,7 +123,8 @@ class BroadcastEntries(RaftChecker):
                                       [show(ev, msg, carried=covered)]))
             elif raws and first > covered + 1:
                 self.problems.append((f"{ev.node} broadcast entries {first}-{last} in term {term}; entries "
-                                      f"{covered + 1}-{first - 1} were never broadcast", [show(ev, msg, carried=covered)]))
+                                      f"{covered + 1}-{first - 1} were never broadcast",
+                                      [show(ev, msg, carried=covered)]))
         self.covered[ev.node] = (term, max(covered, last))
 
     def on_other(self, ev: Event) -> None:

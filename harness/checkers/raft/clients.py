@@ -251,7 +251,8 @@ class RepeatConfig(ClientTiming):
         self.judged += 1
         late = self.over(node, wait[0].time_ns, at)
         if late is not None and len(self.problems) < 50:
-            self.problems.append((f"{node} was told no leader is known and sent no RequestConfig for {late / 1e6:.1f} ms "
+            self.problems.append((f"{node} was told no leader is known and sent no RequestConfig for "
+                                  f"{late / 1e6:.1f} ms "
                                   f"(bound {self.bound(node) / 1e6:.1f} ms)", [show(*wait), *then]))
 
     def finish(self, end_ns: int) -> list[Verdict]:

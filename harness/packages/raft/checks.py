@@ -14,7 +14,8 @@ from harness.checkers.linearizability import Linearizable
 from harness.packages.base import Check, Setting, as_ms, as_positive_int
 from harness.packages.raft.history import KVHistory
 from reference_nodes.raft.common import (
-    DEFAULT_CLIENT_HEARTBEAT_MS, DEFAULT_ELECTION_GRACE_MS, DEFAULT_ELECTION_MIN_MS, DEFAULT_EPOCH_S, DEFAULT_UPDATE_TTL_MS,
+    DEFAULT_CLIENT_HEARTBEAT_MS, DEFAULT_ELECTION_GRACE_MS, DEFAULT_ELECTION_MIN_MS, DEFAULT_EPOCH_S,
+    DEFAULT_UPDATE_TTL_MS,
 )
 
 PEER_COUNTED = (checkers.CommitRule, checkers.LeaderCompleteness, checkers.CommittedDurable, checkers.UpdateOnce,
@@ -115,7 +116,7 @@ def _factory(cls: type) -> Callable[..., Any]:
                       **peer_clocks(scenario), **params}
         elif cls in CLIENT_TIMED:
             params = {**peer_clocks(scenario, "client"), **params}
-            if "default_within_ms" not in params:  # E-RAFT-14: a client may wait SERVER_ELECTION_GRACE_MS between two asks
+            if "default_within_ms" not in params:  # E-RAFT-14: a client waits SERVER_ELECTION_GRACE_MS to ask again
                 grace = role_config(scenario, "client", "election_grace_ms", DEFAULT_ELECTION_GRACE_MS)
                 params["within"] = {n: max(1000, 2 * ms) for n, ms in grace.items()}
         return _share(scenario, cls(**params))
