@@ -18,7 +18,7 @@ from reference_nodes.raft.mutants import MUTANTS, SUITE_ONLY
 ALL_CHECKS = ("[election-safety, vote-once, term-update, log-matching, leader-append-only, leader-completeness, "
               "state-machine-safety, committed-durable, commit-rule, update-once, snapshot-state, linearizable, "
               "leader-heartbeat, message-ids, update-reqids, update-expiry, entries-stop, broadcast-state, "
-              "broadcast-heartbeat, broadcast-entries, broadcast-url, request-config, repeat-config]")
+              "broadcast-heartbeat, broadcast-entries, broadcast-url, request-config, repeat-config, cluster-ident]")
 
 SCENARIOS = {
     # Five peers with identical election timeouts, all restarted at once: everyone stands at the
@@ -192,6 +192,20 @@ faults:
   - {from: 1s, until: 1800ms, pause: leader}
 check: CHECKS
 """,
+    # A peer of another cluster shares the endpoints (every peer list names it): its RequestVotes
+    # reach the cluster's peers, which must not answer them (E-RAFT-10).
+    "foreign": """
+protocol: raft
+name: raft-test-foreign
+duration: 2s
+nodes:
+  peers: {role: peer, count: 3, config: {cluster: kv}}
+  outsider: {role: peer, config: {cluster: other, outsider: true}}
+  clients: {role: client, config: {cluster: kv, op_timeout: 1s}}
+workload:
+  - {nodes: clients, op: put, rate: 10/s, from: 300ms, until: 1500ms}
+check: CHECKS
+""",
     # Three clients write and read two keys; no fault at all.
     "reads": """
 protocol: raft
@@ -248,6 +262,7 @@ CASES = [
     ("ignores-missing-url", "broadcast", "broadcast-url", [1, 2, 3], "raft.broadcast.config-on-missing-url"),
     ("no-config", "broadcast", "request-config", [1, 2]),
     ("no-repeat-config", "broadcast", "repeat-config", [1, 2]),
+    ("any-cluster", "foreign", "cluster-ident", [1, 2]),
 ]
 
 

@@ -161,7 +161,9 @@ FOUND_NOW: dict[str, dict[str, tuple[str, int]]] = {
         "no-broadcast-on-apply": ("broadcast.yaml", 10), "stale-last-applied": ("broadcast.yaml", 10),
         "broadcast-unapplied": ("broadcast.yaml", 10), "url-before-leader": ("broadcast.yaml", 10),
         "ignores-missing-url": ("broadcast.yaml", 10), "no-config": ("broadcast.yaml", 10),
-        "no-repeat-config": ("broadcast.yaml", 10)},
+        "no-repeat-config": ("broadcast.yaml", 10),
+        # a peer of another cluster on the same endpoints (cluster-ident, E-RAFT-10)
+        "any-cluster": ("foreign.yaml", 10)},
 }
 SHRINK_RUNS = 60
 

@@ -14,6 +14,7 @@ from harness.checkers.linearizability import Linearizable
 from harness.packages.base import Check, Setting, as_ms, as_positive_int
 from harness.packages.raft.history import KVHistory
 from reference_nodes.raft.common import (
+    cluster_ident,
     DEFAULT_CLIENT_HEARTBEAT_MS, DEFAULT_ELECTION_GRACE_MS, DEFAULT_ELECTION_MIN_MS, DEFAULT_EPOCH_S,
     DEFAULT_UPDATE_TTL_MS,
 )
@@ -114,6 +115,9 @@ def _factory(cls: type) -> Callable[..., Any]:
         elif cls is checkers.BroadcastHeartbeat:
             params = {"interval": role_config(scenario, "peer", "client_heartbeat_ms", DEFAULT_CLIENT_HEARTBEAT_MS),
                       **peer_clocks(scenario), **params}
+        elif cls is checkers.ClusterIdent:
+            params = {"idents": {n: cluster_ident(g.config.get("cluster", "")) for g in scenario.groups.values()
+                                 if g.role == "peer" for n in g.nodes}, **params}
         elif cls in CLIENT_TIMED:
             params = {**peer_clocks(scenario, "client"), **params}
             if "default_within_ms" not in params:  # E-RAFT-14: a client waits SERVER_ELECTION_GRACE_MS to ask again
@@ -171,6 +175,7 @@ CHECKS = {
         "tolerance": Setting("tolerance_ms", as_ms, "slack on ELECTION_TIMEOUT_MIN / 2 for a live run's "
                                                     "scheduling (default 90ms)")}),
     "message-ids": _check("message-ids", checkers.MessageIds),
+    "cluster-ident": _check("cluster-ident", checkers.ClusterIdent),
     "entries-stop": _check("entries-stop", checkers.EntriesStop),
     "update-expiry": _check("update-expiry", checkers.UpdateExpiry),
     "update-reqids": _check("update-reqids", checkers.UpdateReqids),
