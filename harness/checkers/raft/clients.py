@@ -229,22 +229,23 @@ class RepeatConfig(ClientTiming):
         if ev.role != "client" or msg.name != CONFIG:
             return
         self.latest.asked(ev)
-        self.resolve(ev.node, ev.time_ns, [show(ev, msg)])
+        self.resolve(ev.node, ev.time_ns, (ev, msg))
 
     def response_received(self, ev: Event, request: Message, msg: Message) -> None:
         if ev.role != "client":
             return
         if names_leader(request, msg):
-            self.resolve(ev.node, ev.time_ns, [show(ev, msg)])
+            self.resolve(ev.node, ev.time_ns, (ev, msg))
         elif request.name == CONFIG and self.latest.first_answer(ev):
             self.waiting.setdefault(ev.node, (ev, msg))
 
     def life_event(self, ev: Event) -> None:
         if ev.kind in (CRASH, RESTART):
-            self.resolve(ev.node, ev.time_ns, [show(ev)])
+            self.resolve(ev.node, ev.time_ns, (ev, None))
 
-    def resolve(self, node: str, at: int, then: list[dict[str, Any]]) -> None:
-        """The wait of ``node`` is over at ``at``: judge how long it took."""
+    def resolve(self, node: str, at: int, then: tuple[Event, Message | None] | None) -> None:
+        """The wait of ``node`` is over at ``at`` (by ``then``, shown only in a problem): judge how
+        long it took."""
         wait = self.waiting.pop(node, None)
         if wait is None:
             return
@@ -253,10 +254,11 @@ class RepeatConfig(ClientTiming):
         if late is not None and len(self.problems) < 50:
             self.problems.append((f"{node} was told no leader is known and sent no RequestConfig for "
                                   f"{late / 1e6:.1f} ms "
-                                  f"(bound {self.bound(node) / 1e6:.1f} ms)", [show(*wait), *then]))
+                                  f"(bound {self.bound(node) / 1e6:.1f} ms)",
+                                  [show(*wait)] + ([show(*then)] if then is not None else [])))
 
     def finish(self, end_ns: int) -> list[Verdict]:
         for node in list(self.waiting):
-            self.resolve(node, end_ns, [])
+            self.resolve(node, end_ns, None)
         return self.verdict(self.problems, f"{self.judged} answer(s) naming no leader, each followed by another "
                                            f"RequestConfig or a leader in time")
