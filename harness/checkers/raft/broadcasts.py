@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.checkers.base import CRASH, NOTE, PAUSE, RESTART, RESUME, SEND, VIA_PROXY, Event, Verdict
+from harness.checkers.base import CRASH, RESTART, SEND, VIA_PROXY, Event, Verdict
 from harness.checkers.raft.commits import CommitBound, Leadership
 from harness.checkers.raft.elections import RaftChecker
 from harness.checkers.raft.timing import LEADER_RPCS, NS_PER_MS, Lead, LeaderHeartbeat, Ref
