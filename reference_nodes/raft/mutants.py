@@ -549,9 +549,9 @@ MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
 
 # Mutants only the conformance suites judge (a wire behaviour of one peer no chaos check reads);
 # tests/checkers/test_raft_checkers.py leaves them out.
-SUITE_ONLY = ("slow-election", "accept-any-prev", "dies-on-malformed", "hides-leader",
+SUITE_ONLY = ("slow-election", "dies-on-malformed", "hides-leader",
               "indexless-update", "reqid-not-in-entry", "unbounded-pipeline",
-              "new-reqid-follow-up", "ignores-entries-redirect", "ignores-redirect", "client-dies-on-malformed")
+              "new-reqid-follow-up", "ignores-redirect", "client-dies-on-malformed")
 # Mutants that crash (the suite reports harness.robustness whichever step was waiting).
 CRASHES = ("dies-on-malformed", "client-dies-on-malformed")
 

@@ -156,14 +156,17 @@ FOUND_NOW: dict[str, dict[str, tuple[str, int]]] = {
         # found since the StateBroadcast and client-config checks (broadcast-state and the opt-in
         # broadcast-heartbeat, broadcast-entries, broadcast-url, request-config, repeat-config that
         # broadcast.yaml names; "Explore: every shipped mutant (Raft StateBroadcast and client
-        # config)" in bench/RESULTS.md: each in the file as written, its 2nd run)
+        # config)" in bench/RESULTS.md: each in the file as written, 2 runs with the reference one)
         "silent-broadcast": ("broadcast.yaml", 10), "no-broadcast-heartbeat": ("broadcast.yaml", 10),
         "no-broadcast-on-apply": ("broadcast.yaml", 10), "stale-last-applied": ("broadcast.yaml", 10),
         "broadcast-unapplied": ("broadcast.yaml", 10), "url-before-leader": ("broadcast.yaml", 10),
         "ignores-missing-url": ("broadcast.yaml", 10), "no-config": ("broadcast.yaml", 10),
         "no-repeat-config": ("broadcast.yaml", 10),
         # a peer of another cluster on the same endpoints (cluster-ident, E-RAFT-10)
-        "any-cluster": ("foreign.yaml", 10)},
+        "any-cluster": ("foreign.yaml", 10),
+        # log-matching's AppendEntries consistency rule and the opt-in follows-entries-redirect
+        # (bench/RESULTS.md, "... (Raft: AppendEntries consistency, entries redirects)": 3 and 9 runs)
+        "accept-any-prev": ("leader-change.yaml", 20), "ignores-entries-redirect": ("redirects.yaml", 30)},
 }
 SHRINK_RUNS = 60
 
