@@ -87,7 +87,8 @@ class ImplicitHeartbeat(PpppCheck):
             self.last_in.pop(node, None)
             return
         if ev.kind == RECV:
-            self.last_in[node] = ev.time_ns
+            if message(ev) is not None:  # a malformed message is dropped unheard (E-PPPP-05)
+                self.last_in[node] = ev.time_ns
             return
         msg = message(ev) if ev.kind == SEND and ev.msg_type == "SUBSCRIBE" else None
         if msg is None or msg.name != "SUBSCRIBE":

@@ -77,3 +77,29 @@ def test_the_reference_nodes_pass(text: str, seed: int) -> None:
 def test_nodes_acting_at_5_x_idle_raise_no_alarm() -> None:
     result = run(PUB_PAUSE, 1, publisher=Multiple5Publisher, **{"subs.0": Multiple5Subscriber})
     assert result.ok, [(v.check, v.detail) for v in result.failed]
+
+
+# explore (an opt-in copy of scenarios/pppp/explore/basic.yaml, seed 230) found implicit-heartbeat
+# counting a corrupted PUBLISH as hearing from the publisher: the subscriber drops it unheard
+# (E-PPPP-05), and its re-SUBSCRIBE 44 ms later, after 600 ms without a message that decodes, was
+# taken for one to a live publisher.
+CORRUPT_AFTER_SILENCE = """protocol: pppp
+name: optin-corrupt-after-silence
+duration: 1700ms
+settle: 2s
+nodes:
+  publisher: {role: publisher, config: {idle: 200ms, first_idle: 50ms, liveness: 3}}
+  subs: {role: subscriber, count: 1, config: {channels: [news, weather]}}
+workload:
+  - {nodes: publisher, op: publish, rate: 15/s, from: 500ms, until: 700ms, channel: [news, weather], size: 32, limit: 2}
+faults:
+  - {from: 230ms, until: 570ms, partition: [[publisher], [rest]], one_way: true}
+  - rule: {message: PUBLISH, corrupt: true, nth: 2}
+check: [exactly-once, subscribe-first, resubscribe, implicit-heartbeat]
+"""
+
+
+def test_a_malformed_message_is_not_heard() -> None:
+    result = run(CORRUPT_AFTER_SILENCE, 230)
+    v = verdict(result, "implicit-heartbeat")
+    assert v.ok and "2 re-SUBSCRIBE(s)" in v.detail, v.detail  # news and weather
