@@ -161,7 +161,10 @@ FOUND_NOW: dict[str, dict[str, tuple[str, int]]] = {
         "entries-uncommitted": ("basic.yaml", 20), "never-expires": ("expiry.yaml", 20),
         "expired-as-not-leader": ("expiry.yaml", 20), "commit-old-term": ("leader-change.yaml", 20),
         "new-reqid-on-retry": ("basic.yaml", 20), "client-dies-on-malformed": ("malformed.yaml", 30),
-        "ignores-stop": ("malformed.yaml", 40)},
+        "ignores-stop": ("malformed.yaml", 40),
+        # log-matching's AppendEntries consistency rule and the opt-in follows-entries-redirect
+        # (bench/RESULTS.md, "... (Raft: AppendEntries consistency, entries redirects)": 3 and 9 runs)
+        "accept-any-prev": ("leader-change.yaml", 20), "ignores-entries-redirect": ("redirects.yaml", 30)},
 }
 SHRINK_RUNS = 60
 
