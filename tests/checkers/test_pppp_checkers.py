@@ -107,6 +107,33 @@ def test_a_pause_moves_the_resubscribe_deadline() -> None:
     assert verdict(run(longer, 3607), "resubscribe").ok
 
 
+# ... and a publisher paused for 1 s sent a PUBLISH that had waited through the pause, 1,033 ms
+# after last hearing from its subscriber: stop-to-disconnected counted the pause (shrunk by
+# explore on scenarios/pppp/explore/outages.yaml, seed 1).
+PUB_PAUSED = """protocol: pppp
+name: checker-test-publisher-paused
+duration: 1700ms
+settle: 2s
+nodes:
+  publisher: {role: publisher, config: {idle: 200ms, first_idle: 50ms, liveness: 3}}
+  subs: {role: subscriber, count: 1, config: {channels: [news, weather]}}
+workload:
+  - {nodes: publisher, op: publish, rate: 20/s, from: 500ms, until: 700ms, channel: [news, weather], size: 32, limit: 2}
+faults:
+  - {from: 600ms, until: 1600ms, pause: publisher}
+"""
+
+
+def test_a_publisher_pause_moves_the_stop_deadline() -> None:
+    assert verdict(run(PUB_PAUSED), "stop-to-disconnected").ok
+    # A longer silence of the subscriber while the publisher runs: one that never stops sending
+    # still fails, the reference passes.
+    running = PUB_PAUSED.replace("  - {from: 600ms, until: 1600ms, pause: publisher}",
+                                 "  - {from: 600ms, until: 2500ms, pause: subs.0}")
+    assert not verdict(run(running, 1, publisher=M.NeverStopsPublisher), "stop-to-disconnected").ok
+    assert verdict(run(running, 1), "stop-to-disconnected").ok
+
+
 SCENARIOS = {"lossy": LOSSY, "long-pause": LONG_PAUSE, "sub-dies": SUB_DIES, "pub-restart": PUB_RESTART,
              "implicit": IMPLICIT,
              "partition": PARTITION, "paused": SUB_PAUSED, "sub-restart": SUB_RESTART, "overlaps": OVERLAPS}

@@ -63,7 +63,7 @@ FOUND_BY: dict[str, list[str]] = {
     "pppp": ["releases-on-first-ack", "publisher-no-heartbeat", "publisher-slow-first-heartbeat",
              "publisher-slow-heartbeat", "short-sequence", "numbers-from-zero", "late-ack", "never-acks",
              "subscriber-no-heartbeat", "subscriber-slow-first-heartbeat", "subscriber-slow-heartbeat",
-             "subscriber-short-sequence", "no-resubscribe", "resubscribes-one", "heartbeat-first",
+             "subscriber-short-sequence", "heartbeat-first",
              "publisher-crash-on-malformed", "subscriber-crash-on-malformed"],
     "eventbus": ["syncend-latest", "syncend-filter", "syncend-ahead", "empty-snapshot", "no-syncend", "first-client",
              "pub-sequence", "broadcast-twice", "drops-pub", "server-uuid-v1", "server-no-zone", "trailing-data",
@@ -149,7 +149,9 @@ FOUND_NOW: dict[str, dict[str, tuple[str, int]]] = {
         # the budget of 20, no-replay 17 at the budget of 40; a search's draws depend on its budget)
         "talks-first": ("stream.yaml", 20), "only-heartbeats-count": ("stream.yaml", 20),
         "subscriber-only-heartbeats-count": ("stream.yaml", 20), "no-custom-reply": ("stream.yaml", 20),
-        "no-replay": ("stream.yaml", 40), "resends-first": ("sparse.yaml", 20)},
+        "no-replay": ("stream.yaml", 40), "resends-first": ("sparse.yaml", 20),
+        # a publisher silent for longer than 5 x idle (bench/RESULTS.md, "... (PPPP: publisher outages)")
+        "resubscribes-one": ("outages.yaml", 20), "no-resubscribe": ("outages.yaml", 20)},
     "raft": {"forget-vote": ("votes.yaml", 30), "indexless-update": ("basic.yaml", 12),
         "new-reqid-follow-up": ("basic.yaml", 12), "no-debounce": ("retries.yaml", 30),
         "reapply-reqid": ("retries.yaml", 30), "reqid-not-in-entry": ("basic.yaml", 12),
