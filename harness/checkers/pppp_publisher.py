@@ -280,13 +280,15 @@ class ResendNacked(PpppCheck):
 
 class StopToDisconnected(PpppCheck):
     """The publisher sends nothing to a subscriber it has not heard from for 5 x idle (plus
-    the tolerance) until it hears from it again (E-PPPP-12; the clause is a SHOULD). Time the
+    the tolerance) until it hears from it again (E-PPPP-12; the clause is a SHOULD, so the check
+    runs only where a file names it). Time the
     publisher spent paused does not count: a stopped process detects nothing, and on resuming
     may send what was waiting before it looks at the time (explore found the false alarm, a
     publisher paused for 1 s on `pppp/explore/outages.yaml`)."""
 
     name = "stop-to-disconnected"
     clause = "pppp.publisher.stop-to-disconnected"
+    level = "SHOULD"  # opt-in: a publisher that goes on sending to a silent subscriber breaks no MUST
     kinds = frozenset({SEND, RECV, PAUSE, RESUME, CRASH, RESTART})
     roles = PUB
 

@@ -14,6 +14,7 @@ import pytest
 
 from harness.composition import RunResult, run_sim
 from harness.node import Action
+from harness.registry import package
 from harness.scenario import parse_scenario
 from reference_nodes.pppp import mutants as M
 from reference_nodes.pppp.subscriber import Subscriber
@@ -121,6 +122,7 @@ workload:
   - {nodes: publisher, op: publish, rate: 20/s, from: 500ms, until: 700ms, channel: [news, weather], size: 32, limit: 2}
 faults:
   - {from: 600ms, until: 1600ms, pause: publisher}
+check: [stop-to-disconnected]
 """
 
 
@@ -139,7 +141,13 @@ SCENARIOS = {"lossy": LOSSY, "long-pause": LONG_PAUSE, "sub-dies": SUB_DIES, "pu
              "partition": PARTITION, "paused": SUB_PAUSED, "sub-restart": SUB_RESTART, "overlaps": OVERLAPS}
 
 
+# The package's default checks and stop-to-disconnected, a SHOULD each scenario here opts into.
+CHECKS = "check: [" + ", ".join((*package("pppp").default_checks, "stop-to-disconnected")) + "]\n"
+
+
 def run(text: str, seed: int = 1, **factories: Any) -> RunResult:
+    if "\ncheck:" not in text:
+        text = text.rstrip("\n") + "\n" + CHECKS
     return run_sim(parse_scenario(text, "test.yaml"), seed, factories={k.replace("__", "."): v
                                                                        for k, v in factories.items()})
 

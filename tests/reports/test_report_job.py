@@ -211,6 +211,7 @@ def _report_of(spark, path: Path, **options) -> dict:
     return {**model.build(job, str(path), "local", 0.0, "test"), "job": (job.files, job.files_by_sql)}
 
 
+@pytest.mark.slow  # the suite's time budget (the SQL engine's report is compared by default)
 def test_runs_split_over_files_and_big_files_go_to_the_sql_engine(spark, tmp_path: Path) -> None:
     import pyarrow.parquet as pq
 
@@ -233,6 +234,7 @@ def test_runs_split_over_files_and_big_files_go_to_the_sql_engine(spark, tmp_pat
     assert _comparable({**big, "job": None}) == _comparable({**want, "job": None})
 
 
+@pytest.mark.slow  # the suite's time budget (the SQL engine's report is compared by default)
 def test_a_task_holding_a_split_run_is_summed_again_without_it(spark, tmp_path: Path) -> None:
     """More files than tasks: the tasks holding the halves of a split run also hold whole runs,
     whose histograms must survive when the split run goes to the SQL engine."""

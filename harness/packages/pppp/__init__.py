@@ -119,9 +119,9 @@ def _check(name: str, cls: type) -> Check:
 
 
 CHECKS = {c.name: _check(c.name, c) for c in (*checks.ALL, *pppp_optin.OPT_IN)}
-# The opt-in checks (harness/checkers/pppp_optin.py) judge what only some implementations do: a
-# file that names them in `check:` says its nodes claim it.
-DEFAULT_CHECKS = tuple(c.name for c in checks.ALL)
+# The opt-in checks (harness/checkers/pppp_optin.py, and stop-to-disconnected, a SHOULD) judge what
+# only some implementations do: a file that names them in `check:` says its nodes claim it.
+DEFAULT_CHECKS = tuple(c.name for c in checks.ALL if c.level == "MUST")
 
 
 def wire(nodes: dict[str, tuple[str, dict[str, Any]]], endpoint: Callable[[str, str], str]) -> None:
