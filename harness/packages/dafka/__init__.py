@@ -145,6 +145,7 @@ CHECKS = {
     "intervals": _check("intervals", answers.Intervals, _intervals),
     "answers": _check("answers", answers.Answers, _with_topics(answers.Answers)),
     "producer-claims": _check("producer-claims", answers.ProducerClaims),
+    "hello-reply": _check("hello-reply", answers.HelloReply, _with_topics(answers.HelloReply)),
 }
 
 
