@@ -10,7 +10,7 @@ bytes. ZeroMQ never splits or merges messages, so the damage stays within the on
     add_frame    insert a frame of random bytes somewhere
     garbage      replace one frame by random bytes of a random length
     header       a near miss in one of the first four bytes of one frame, where protocols keep
-                 their signature, version and type code: XORed with 1..15 (another version
+                 their signature, version and type code: XORed with 1..7 (another version
                  number, a neighbouring protocol's signature such as ZRE's AA A0 for Dafka's
                  AA A5). Drawn only when named: the default draws stay what they were.
 
@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 HOWS = ("truncate", "flip", "drop_frame", "add_frame", "garbage")  # drawn when a rule names none
 KNOWN_HOWS = (*HOWS, "header")
 HEADER_BYTES = 4  # the bytes of a frame a header damage may change
+HEADER_XOR = 7  # a near miss: the low three bits (Dafka AA A5 ^ 05 = ZRE AA A0; version 1 becomes 0, 2..7)
 TRIES = 8  # draws before a message that keeps decoding is let through untouched
 MAX_ADDED = 16  # longest added frame
 MAX_GARBAGE = 64  # longest garbage frame
@@ -92,7 +93,7 @@ def _apply(frames: list[bytes], how: str, rng: random.Random) -> tuple[list[byte
         i = rng.choice(sized)
         p = rng.randrange(min(HEADER_BYTES, len(out[i])))
         body = bytearray(out[i])
-        body[p] ^= rng.randint(1, 15)
+        body[p] ^= rng.randint(1, HEADER_XOR)
         out[i] = bytes(body)
         return out, f"frame {i}: header byte {p} changed from 0x{frames[i][p]:02x} to 0x{body[p]:02x}"
     if how == "garbage":

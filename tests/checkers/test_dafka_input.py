@@ -24,7 +24,7 @@ def store_input(seed: int, **factories) -> object:
     return next(v for v in r.verdicts if v.check == "store-input")
 
 
-@pytest.mark.parametrize("mutant,seed", [("accepts-any-version", 1), ("accepts-zre-signature", 7)])
+@pytest.mark.parametrize("mutant,seed", [("accepts-any-version", 1), ("accepts-zre-signature", 2)])
 def test_store_input_catches_a_store_that_takes_a_record_it_must_discard(mutant: str, seed: int) -> None:
     _, factory, clause = MUTANTS[mutant]
     v = store_input(seed, store=factory)
@@ -33,5 +33,5 @@ def test_store_input_catches_a_store_that_takes_a_record_it_must_discard(mutant:
 
 
 def test_the_reference_store_discards_damaged_records_and_passes() -> None:
-    v = store_input(7)  # the seed whose damage gives the ZRE signature
+    v = store_input(2)  # the seed whose damage gives the ZRE signature
     assert v.ok and not v.detail.startswith("0 "), v.detail
