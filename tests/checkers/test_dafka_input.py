@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.composition import RunResult, run_sim
+from harness.composition import RunResult, run_live, run_sim
 from harness.scenario import parse_scenario
 from reference_nodes.dafka.mutants import MUTANTS
 
@@ -35,3 +35,16 @@ def test_store_input_catches_a_store_that_takes_a_record_it_must_discard(mutant:
 def test_the_reference_store_discards_damaged_records_and_passes() -> None:
     v = store_input(2)  # the seed whose damage gives the ZRE signature
     assert v.ok and not v.detail.startswith("0 "), v.detail
+
+
+@pytest.mark.slow
+def test_over_real_sockets_the_chaos_proxy_damages_headers_and_the_check_holds(tmp_path: Path) -> None:
+    """The proxy draws `corrupt: header` as the simulator does; the reference store passes and
+    the one that takes any version fails store-input, live."""
+    text = DAMAGED.replace("name: dafka-explore-headers", "name: headers-live")
+    scenario = parse_scenario(text, "live.yaml")
+    ref = run_live(scenario, 1, str(tmp_path / "ref"))
+    assert next(v for v in ref.verdicts if v.check == "store-input").ok
+    bad = run_live(scenario, 1, str(tmp_path / "bad"), factories={"store": MUTANTS["accepts-any-version"][1]})
+    v = next(v for v in bad.verdicts if v.check == "store-input")
+    assert not v.ok and v.clause == "dafka.wire.version-discard"
