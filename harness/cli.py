@@ -189,7 +189,8 @@ def _print_result(result, path: str, mutants: str = "") -> None:
     print(f"{status} {result.scenario}" + (f" seed {result.seed}" if result.mode != "pcap" else "") + f" ({result.mode})")
     for v in result.verdicts:
         mark = "ok  " if v.ok else "FAIL"
-        print(f"  {mark} {v.check}" + (f" [{v.clause}]" if v.clause else "") + f": {v.detail}")
+        level = f" ({v.level})" if v.level != "MUST" else ""  # an opt-in check of a SHOULD or MAY
+        print(f"  {mark} {v.check}" + (f" [{v.clause}]" if v.clause else "") + f"{level}: {v.detail}")
         if not v.ok:
             for ev in v.evidence[:6]:
                 print(f"         {json.dumps(ev, default=str)[:300]}")

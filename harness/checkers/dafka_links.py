@@ -11,9 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from harness.checkers.base import (
-    COMMAND, CONNECT, CRASH, DISCONNECT, SEND, START, SUBSCRIBE, UNSUBSCRIBE, Checker, Event, Verdict,
+    COMMAND, SEND, START, SUBSCRIBE, UNSUBSCRIBE, Checker, Event, Verdict,
 )
 from harness.checkers.dafka_duties import DEFAULT_WITHIN_NS, Duties
+from harness.checkers.lives import SocketLife, SocketLives
 from harness.node import SocketSpec, SocketType
 from harness.protocols.dafka import subscription
 
@@ -161,47 +162,32 @@ class TowerLinks(Checker):
 
     name = "tower-links"
     clause = "dafka.interconnect.tower-sockets"
-    kinds = frozenset({CONNECT, DISCONNECT, *Duties.kinds})
+    kinds = SocketLives.kinds
     roles = frozenset({"producer", "store", "consumer"})
 
     def __init__(self, within_ms: int | None = None, **params: Any) -> None:
         super().__init__(**params)
         self.within = DEFAULT_WITHIN_NS if within_ms is None else int(within_ms) * 1_000_000
-        self.duties = Duties(self.within)  # for its pauses only
-        self.declared: dict[str, list[SocketSpec]] = {}
-        self.lives: dict[str, tuple[Event, _Life]] = {}
+        self.lives = SocketLives(self.within)
         self.bad: list[tuple[Event, str, str]] = []
         self.judged = 0
 
     def on_sockets(self, node: str, sockets: list[SocketSpec]) -> None:
-        self.declared[node] = list(sockets)
+        self.lives.declare(node, sockets)
 
     def on_event(self, ev: Event) -> None:
         if ev.via:
             return  # an external node seen by the proxy: a partial view (harness.live_observe), not judged
-        if ev.kind in (CONNECT, DISCONNECT):
-            if ev.node in self.lives and ev.kind == CONNECT:
-                self.lives[ev.node][1].connected.setdefault(ev.socket, set()).add(str((ev.data or {})["endpoint"]))
-            return
-        if ev.kind in (CRASH, START):
-            self._judge(ev.node, ev.time_ns)
-        self.duties.on_event(ev)
-        if ev.kind == START:
-            life = _Life(self.declared.get(ev.node, []))
-            life.start = ev.time_ns
-            self.lives[ev.node] = (ev, life)
+        ended = self.lives.on_event(ev)
+        if ended is not None:
+            self._judge(ended)
 
-    def _judge(self, node: str, end: int) -> None:
-        got = self.lives.pop(node, None)
-        if got is None:
-            return
-        ev, life = got
-        start = life.start or 0
-        if end - start - self.duties.pauses.between(node, start, end) < self.within:
-            return
+    def _judge(self, life: SocketLife) -> None:
         self.judged += 1
-        pub = any(life.types.get(s) == SocketType.PUB and eps for s, eps in life.connected.items())
-        sub = any(s in life.tower_sub and eps for s, eps in life.connected.items())
+        ev, node = life.start, life.start.node
+        tower_sub = {n for n, t in life.types.items() if t == SocketType.SUB and TOWER_BEACON in life.subscribe[n]}
+        pub = bool(life.linked_of_type(SocketType.PUB))
+        sub = any(life.linked(n) for n in tower_sub)
         if not pub and not sub:
             self.bad.append((ev, f"{node} connected no socket to any tower", "dafka.interconnect.tower-sockets"))
         elif not pub:
@@ -211,8 +197,8 @@ class TowerLinks(Checker):
                              "dafka.interconnect.tower-sub-connect"))
 
     def finish(self, end_ns: int) -> list[Verdict]:
-        for node in list(self.lives):
-            self._judge(node, end_ns)
+        for life in self.lives.finish(end_ns):
+            self._judge(life)
         if self.bad:
             return [self.first_problem(self.bad, "node life(s) without tower links")]
         return [self.ok(f"{self.judged} node life(s) linked to the towers both ways")]

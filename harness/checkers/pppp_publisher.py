@@ -230,10 +230,14 @@ class ResendNacked(PpppCheck):
             answer = self.due.pop((ident, c, s), None) is not None or s in self.unjudged.get((ident, c), ())
             if not answer and s in sent and ev.time_ns > sub.subscribed_at:
                 self.on_silence[(ident, c)] = (s, self.ledger.top.get(c, s))  # a resend on silence (E-PPPP-15)
+                self.resent_on_silence(ev, ident, sub, c, s)
             sent.add(s)
         elif ev.kind == RECV and msg.name == "ACK":
             self._ack(ev, ident, sub, msg)
             self.ledger.acknowledge(sub, msg)
+
+    def resent_on_silence(self, ev: Event, ident: bytes, sub: SubView, channel: bytes, seq: int) -> None:
+        """A resend on silence of ``seq`` (for checks that judge which number it picks)."""
 
     def _ack(self, ev: Event, ident: bytes, sub: Any, msg: Message) -> None:
         c, h, ranges = msg["channel"], msg["sequence"], list(msg["nacks"])

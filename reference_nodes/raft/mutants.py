@@ -549,9 +549,9 @@ MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
 
 # Mutants only the conformance suites judge (a wire behaviour of one peer no chaos check reads);
 # tests/checkers/test_raft_checkers.py leaves them out.
-SUITE_ONLY = ("slow-election", "accept-any-prev", "dies-on-malformed", "hides-leader",
+SUITE_ONLY = ("slow-election", "dies-on-malformed", "hides-leader",
               "indexless-update", "reqid-not-in-entry", "any-cluster", "unbounded-pipeline",
-              "new-reqid-follow-up", "ignores-entries-redirect", "no-config", "ignores-redirect", "no-repeat-config",
+              "new-reqid-follow-up", "no-config", "ignores-redirect", "no-repeat-config",
               "client-dies-on-malformed", *BROADCAST_MUTANTS)
 # Mutants that crash (the suite reports harness.robustness whichever step was waiting).
 CRASHES = ("dies-on-malformed", "client-dies-on-malformed")

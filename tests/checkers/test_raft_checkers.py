@@ -17,7 +17,7 @@ from reference_nodes.raft.mutants import MUTANTS, SUITE_ONLY
 
 ALL_CHECKS = ("[election-safety, vote-once, term-update, log-matching, leader-append-only, leader-completeness, "
               "state-machine-safety, committed-durable, commit-rule, update-once, snapshot-state, linearizable, "
-              "leader-heartbeat, message-ids, update-reqids, update-expiry, entries-stop]")
+              "leader-heartbeat, message-ids, update-reqids, update-expiry, entries-stop, follows-entries-redirect]")
 
 SCENARIOS = {
     # Five peers with identical election timeouts, all restarted at once: everyone stands at the
@@ -114,6 +114,39 @@ faults:
   - rule: {message: AppendEntries, delay: 20ms}
 check: CHECKS
 """,
+    # Peer 2's answers are lost for 170 ms while it still hears the leader, whose retries repeat
+    # the unanswered AppendEntries; entry 17 never reaches it, and the next leader's first
+    # AppendEntries names entry 17 as the previous one (explore's shrunk find for accept-any-prev).
+    "cut-off-answers": """
+protocol: raft
+name: raft-test-cut-off-answers
+duration: 1700ms
+nodes:
+  peers: {role: peer, count: 3}
+  clients: {role: client, count: 1, config: {op_timeout: 2s}}
+workload:
+  - {nodes: clients, op: put, rate: 20/s, from: 300ms, until: 1200ms, limit: 16}
+faults:
+  - {from: 1100ms, until: 1270ms, partition: [[peers.2], [rest]], one_way: true}
+check: CHECKS
+""",
+    # A client's reads cross a 250 ms link to peer 4, which leads and is paused: its read arrives
+    # after the new leader's first AppendEntries, so it is answered "not the leader" (explore's
+    # shrunk find for ignores-entries-redirect on scenarios/raft/explore/redirects.yaml).
+    "slow-reads": """
+protocol: raft
+name: raft-test-slow-reads
+duration: 2100ms
+nodes:
+  peers: {role: peer, count: 5}
+  clients: {role: client, count: 1, config: {op_timeout: 4s, response_ttl: 2s}}
+workload:
+  - {nodes: clients, op: put, rate: 30/s, from: 300ms, until: 1600ms, limit: 2}
+faults:
+  - {from: 0s, until: 1830ms, slow_link: [clients.0, peers.4], latency: 250ms}
+  - {from: 1900ms, until: 2070ms, pause: peers.4}
+check: CHECKS
+""",
     "quiet": """
 protocol: raft
 name: raft-test-quiet
@@ -200,6 +233,8 @@ CASES = [
     ("commit-old-term", "lagging", "commit-rule", [1, 2, 3], "raft.algorithm.commit-current-term"),
     ("keep-conflicts", "deposed", "state-machine-safety", [3, 4, 1]),
     ("wrong-prev-term", "stale", "log-matching", [1, 2]),
+    ("accept-any-prev", "cut-off-answers", "log-matching", [7490]),
+    ("ignores-entries-redirect", "slow-reads", "follows-entries-redirect", [295818]),
     ("ignore-higher-term", "deposed", "term-update", [1, 2, 3]),
     ("reapply-reqid", "retries", "update-once", [1, 2]),
     ("no-debounce", "retries", "commit-rule", [1, 2, 3], "raft.algorithm.commit-majority"),
@@ -248,6 +283,7 @@ def test_the_check_catches_the_mutant(case: tuple) -> None:
         if not v.ok:
             assert v.evidence, f"{check} failed {mutant} without evidence"
             assert v.clause == clause
+            assert v.level == package("raft").checks[check].checker.level  # SHOULD for an opt-in check
             return
     pytest.fail(f"{check} passed the {mutant} mutant on seeds {seeds}")
 

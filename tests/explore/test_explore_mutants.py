@@ -9,7 +9,9 @@ bench found on 2026-11-27 (session 4) among the mutants not found before and tho
 before (every Dafka mutant, the newer DCP and Raft mutants), with the scenarios, checks and
 budgets of that measurement, each on the scenario that exercises it ("Explore: every shipped
 mutant (the mutants not found before)" in bench/RESULTS.md), and the Raft mutants the run checks of
-issue 16 made findable ("... (Raft run checks)"). The crash-on-malformed mutants in
+issue 16 made findable ("... (Raft run checks)"), and the PPPP and Event BUS mutants their opt-in
+run checks and pppp/explore/stream.yaml made findable ("... (PPPP and Event BUS run checks)"). The
+crash-on-malformed mutants in
 FOUND and FOUND_BY were measured on 2026-11-27 with the corrupt rule effect (found in 3-9 runs). The
 mutants not found, each with its reason: docs/explore.md, "Which mutants explore finds"."""
 
@@ -83,9 +85,8 @@ def test_explore_finds_and_shrinks_a_mutant_of_every_protocol(protocol: str, nam
 
 # Found by bench/bench_explore.py on 2026-11-27 (session 4), each on the exploration scenario
 # that exercises it (`--files`): protocol -> {mutant: (scenario file, runs)}. The bench shrank
-# with at most 20-60 runs; this proof allows SHRINK_RUNS. Left out: resends-first (its find was a
-# checker false alarm, fixed: docs/explore.md). slow-ping, left out before (a lucky draw once), is
-# found in every run since worker-interval (session 6, below).
+# with at most 20-60 runs; this proof allows SHRINK_RUNS. slow-ping, left out before (a lucky draw
+# once), is found in every run since worker-interval (session 6, below).
 FOUND_NOW: dict[str, dict[str, tuple[str, int]]] = {
     "dafka": {"ack-by-topic": ("basic.yaml", 6), "descending-fetch-producer": ("basic.yaml", 30),
         "descending-fetch-store": ("basic.yaml", 30), "direct-record-by-sender": ("basic.yaml", 6),
@@ -142,12 +143,21 @@ FOUND_NOW: dict[str, dict[str, tuple[str, int]]] = {
         "no-subtree-filter": ("basic.yaml", 20), "raw-data": ("basic.yaml", 8),
         "reencodes-data": ("basic.yaml", 20), "restamps": ("basic.yaml", 20),
         "server-crash-on-malformed": ("failover.yaml", 8), "swapped-ports": ("failover.yaml", 8),
-        "syncend-no-subtrees": ("basic.yaml", 20), "volatile-sequence": ("restarts.yaml", 20)},
+        "syncend-no-subtrees": ("basic.yaml", 20), "volatile-sequence": ("restarts.yaml", 20),
+        # found since the opt-in client checks producer-id and client-connections (bench/RESULTS.md,
+        # "Explore: every shipped mutant (PPPP and Event BUS run checks)": 2 runs each, budget 10)
+        "shifting-producer": ("basic.yaml", 10), "no-subscriber": ("basic.yaml", 10)},
     "pppp": {"ignores-duplicates": ("lossy.yaml", 30), "ignores-implicit-nack": ("sparse.yaml", 30),
         "ignores-nacks": ("lossy.yaml", 30), "never-stops": ("basic.yaml", 30), "no-dedup": ("basic.yaml", 30),
         "no-nack": ("basic.yaml", 30), "no-resend-on-silence": ("sparse.yaml", 30),
         "renumbers-resends": ("basic.yaml", 30),
-        "single-number-nack": ("lossy.yaml", 10)},
+        "single-number-nack": ("lossy.yaml", 10),
+        # found since stream.yaml and the opt-in checks implicit-heartbeat, backlog-sync, custom-reply,
+        # resend-prefer-last (bench/RESULTS.md, "... (PPPP and Event BUS run checks)": 2 runs each at
+        # the budget of 20, no-replay 17 at the budget of 40; a search's draws depend on its budget)
+        "talks-first": ("stream.yaml", 20), "only-heartbeats-count": ("stream.yaml", 20),
+        "subscriber-only-heartbeats-count": ("stream.yaml", 20), "no-custom-reply": ("stream.yaml", 20),
+        "no-replay": ("stream.yaml", 40), "resends-first": ("sparse.yaml", 20)},
     "raft": {"forget-vote": ("votes.yaml", 30), "indexless-update": ("basic.yaml", 12),
         "new-reqid-follow-up": ("basic.yaml", 12), "no-debounce": ("retries.yaml", 30),
         "reapply-reqid": ("retries.yaml", 30), "reqid-not-in-entry": ("basic.yaml", 12),
@@ -159,7 +169,10 @@ FOUND_NOW: dict[str, dict[str, tuple[str, int]]] = {
         "entries-uncommitted": ("basic.yaml", 20), "never-expires": ("expiry.yaml", 20),
         "expired-as-not-leader": ("expiry.yaml", 20), "commit-old-term": ("leader-change.yaml", 20),
         "new-reqid-on-retry": ("basic.yaml", 20), "client-dies-on-malformed": ("malformed.yaml", 30),
-        "ignores-stop": ("malformed.yaml", 40)},
+        "ignores-stop": ("malformed.yaml", 40),
+        # log-matching's AppendEntries consistency rule and the opt-in follows-entries-redirect
+        # (bench/RESULTS.md, "... (Raft: AppendEntries consistency, entries redirects)": 3 and 9 runs)
+        "accept-any-prev": ("leader-change.yaml", 20), "ignores-entries-redirect": ("redirects.yaml", 30)},
 }
 SHRINK_RUNS = 60
 

@@ -5,13 +5,14 @@ from harness.checkers.raft.commits import CommitRule, CommittedDurable, LeaderCo
 from harness.checkers.raft.elections import ElectionSafety, RaftChecker, TermUpdate, VoteOnce
 from harness.checkers.raft.liveness import LiveAfterHeal
 from harness.checkers.raft.logs import LeaderAppendOnly, LogMatching, StateMachineSafety
+from harness.checkers.raft.redirects import FollowsEntriesRedirect
 from harness.checkers.raft.requests import EntriesStop, MessageIds, UpdateReqids
 from harness.checkers.raft.snapshots import SnapshotState
 from harness.checkers.raft.timing import LeaderHeartbeat
 from harness.checkers.raft.updates import UpdateExpiry, UpdateOnce
 
 __all__ = [
-    "CommitRule", "CommittedDurable", "ElectionSafety", "EntriesStop", "LeaderAppendOnly", "LeaderCompleteness", "LeaderHeartbeat",
+    "CommitRule", "CommittedDurable", "ElectionSafety", "EntriesStop", "FollowsEntriesRedirect", "LeaderAppendOnly", "LeaderCompleteness", "LeaderHeartbeat",
     "LiveAfterHeal", "LogMatching", "MessageIds", "RaftChecker", "SnapshotState", "StateMachineSafety", "TermUpdate",
     "UpdateExpiry", "UpdateOnce", "UpdateReqids", "VoteOnce",
 ]

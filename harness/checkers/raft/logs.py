@@ -14,7 +14,7 @@ from typing import Any
 
 from harness.checkers.base import NOTE, RECV, SEND, Event, Verdict
 from harness.checkers.raft.elections import RaftChecker
-from harness.checkers.raft.wire import entries_of, entry_id, show
+from harness.checkers.raft.wire import PEER_RPCS, entries_of, entry_id, entry_term, show
 from harness.protocols.codec import Message
 
 Ref = tuple[Event, Message | None]
@@ -29,7 +29,15 @@ class LogMatching(RaftChecker):
     that index. Checked on every run of consecutive entries seen on the wire (AppendEntries sent
     by peers, RequestEntries responses and StateBroadcasts sent or received): one (index, term)
     always has the same content and the same predecessor term, and terms never decrease along a
-    log (nor exceed the term of the leader sending them)."""
+    log (nor exceed the term of the leader sending them).
+
+    And the consistency check that keeps it so (Figure 2, AppendEntries receiver, 2): a follower
+    that answers an AppendEntries with success must hold an entry at prev_log_index of
+    prev_log_term. Judged only where the run makes it certain the follower never held one: it
+    never received an AppendEntries carrying an entry (index, term) = (prev_log_index,
+    prev_log_term), never received an InstallSnapshot reaching that index (a compacted prefix
+    is committed, so it matches), and never asked for votes or led in that term (a leader's own
+    entries need not cross the wire before it fails)."""
 
     name = "log-matching"
     clause = "raft.safety.log-matching"
@@ -39,10 +47,39 @@ class LogMatching(RaftChecker):
         self.content: dict[tuple[int, int], tuple[int, Ref]] = {}
         self.pred: dict[tuple[int, int], tuple[int, Ref]] = {}
         self.problems: list[tuple[str, list[dict[str, Any]]]] = []
+        self.held: set[tuple[str, int, int]] = set()  # (node, index, term) a peer received in an AppendEntries
+        self.snapshot_upto: dict[str, int] = {}  # node -> highest last_included_index it was sent
+        self.own_terms: set[tuple[str, int]] = set()  # (node, term) it stood for or led
+        self.answers_judged = 0
 
     def problem(self, text: str, *refs: Ref) -> None:
         if len(self.problems) < 50:
             self.problems.append((text, [show(e, m) for e, m in refs]))
+
+    def request_received(self, ev: Event, msg: Message) -> None:
+        if msg.name == "AppendEntries":
+            first, raws = entries_of(ev, msg, 1)
+            node = ev.node
+            for k, raw in enumerate(raws):
+                self.held.add((node, first + k, entry_term(raw)))
+        elif msg.name == "InstallSnapshot":
+            if msg["last_included_index"] > self.snapshot_upto.get(ev.node, 0):
+                self.snapshot_upto[ev.node] = msg["last_included_index"]
+
+    def consistent(self, ev: Event, request: Message, msg: Message) -> None:
+        """A follower's answer to an AppendEntries (see the class docstring)."""
+        p = request["prev_log_index"]
+        if not msg["success"] or p <= 0:
+            return
+        node, t = ev.node, request["prev_log_term"]
+        self.answers_judged += 1
+        if ((node, p, t) in self.held or p <= self.snapshot_upto.get(node, 0) or (node, t) in self.own_terms):
+            return
+        if len(self.problems) < 50:
+            answered = {"leader": str(request["peer_id"]), "term": request["term"],
+                        "prev_log_index": p, "prev_log_term": t}
+            self.problems.append((f"{node} answered success to an AppendEntries whose previous entry ({p}, term {t}) "
+                                  "it never received", [show(ev, msg, answers=answered)]))
 
     def run(self, ev: Event, msg: Message, prev_term: int | None, ceiling: int | None = None) -> None:
         first, raws = entries_of(ev, msg, _skip(ev))
@@ -73,12 +110,16 @@ class LogMatching(RaftChecker):
             before = t
 
     def request_sent(self, ev: Event, msg: Message) -> None:
+        if msg.name in PEER_RPCS:
+            self.own_terms.add((ev.node, msg["term"]))  # a candidate's or a leader's term
         if msg.name == "AppendEntries":
             self.run(ev, msg, msg["prev_log_term"] if msg["prev_log_index"] > 0 else None, msg["term"])
 
     def response_sent(self, ev: Event, request: Message, msg: Message) -> None:
         if msg.name == "RequestEntriesResponse":
             self.run(ev, msg, None)
+        elif msg.name == "AppendEntriesResponse":
+            self.consistent(ev, request, msg)
 
     def response_received(self, ev: Event, request: Message, msg: Message) -> None:
         if msg.name == "RequestEntriesResponse":
@@ -89,7 +130,8 @@ class LogMatching(RaftChecker):
 
     def finish(self, end_ns: int) -> list[Verdict]:
         return self.verdict(self.problems, f"{len(self.content)} (index, term) pair(s) seen, each with one content "
-                                           "and one predecessor")
+                                           f"and one predecessor; {self.answers_judged} accepted AppendEntries judged against "
+                                           "what the follower had received")
 
 
 class LeaderAppendOnly(RaftChecker):

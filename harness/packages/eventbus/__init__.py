@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from harness.checkers import eventbus as checks
+from harness.checkers import eventbus_client as client_checks
 from harness.checkers import eventbus_server as server_checks
 from harness.packages.base import (
     CaptureHints, Check, Operation, ProtocolPackage, Role, Setting, TargetView, as_int, as_ms, as_positive_int,
@@ -134,6 +135,9 @@ CHECKS = {
     "forward-unchanged": _check("forward-unchanged", server_checks.ForwardUnchanged,
                                 lambda scenario, **params: server_checks.ForwardUnchanged(dialect=scenario.dialect,
                                                                                          **params)),
+    # SHOULDs of the client, opt-in (never defaults): a file that names them says its clients claim them
+    "producer-id": _check("producer-id", client_checks.ProducerId),
+    "client-connections": _check("client-connections", client_checks.ClientConnections),
 }
 
 

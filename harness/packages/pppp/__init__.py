@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from harness.checkers import pppp as checks
+from harness.checkers import pppp_optin
 from harness.packages.base import (
     Check, Operation, ProtocolPackage, Role, Setting, TargetView, as_int, as_ms, as_rate, as_str, one_of,
     running_with_role,
@@ -21,7 +22,8 @@ from harness.protocols.pppp import TABLES
 from harness.protocols.pppp_clauses import CATALOGUE
 from reference_nodes.correlation import tagged_content
 from reference_nodes.pppp.common import (
-    DEFAULT_FIRST_IDLE_MS, DEFAULT_GRACE_MS, DEFAULT_IDLE_MS, DEFAULT_LIVENESS, channel_list, delivery_line,
+    DEFAULT_FIRST_IDLE_MS, DEFAULT_GRACE_MS, DEFAULT_IDLE_MS, DEFAULT_LIVENESS, channel_list, channel_name,
+    delivery_line,
 )
 from reference_nodes.pppp.mutants import MUTANTS
 from reference_nodes.pppp.publisher import Publisher
@@ -74,6 +76,9 @@ OPERATIONS = {
         "channel": Setting("channels", channels, "channel, or list of channels picked at random (default news)"),
         "size": Setting("size", as_int, "payload bytes (default 64)"),
     }, "the publisher's application publishes a message"),
+    "custom": Operation("custom", ("subscriber",), {
+        "size": Setting("size", as_int, "payload bytes (default 16)"),
+    }, "a subscriber's application sends the publisher a CUSTOM message"),
 }
 
 
@@ -86,8 +91,21 @@ def timing_of(scenario: Any) -> dict[str, int]:
     return out
 
 
+def reply_channel_of(scenario: Any) -> dict[str, Any]:
+    """The publisher's ``reply_channel``, for the custom-reply check (none: any channel)."""
+    for g in scenario.groups.values():
+        if g.role == "publisher" and g.config.get("reply_channel") is not None:
+            return {"reply_channel": channel_name(g.config["reply_channel"])}
+    return {}
+
+
+# What a check takes from the scenario besides the agreed-upon times.
+FROM_SCENARIO: dict[str, Callable[[Any], dict[str, Any]]] = {"custom-reply": reply_channel_of}
+
+
 def _timed(cls: type) -> Callable[..., Any]:
-    return lambda scenario, **params: cls(**timing_of(scenario), **params)
+    extra = FROM_SCENARIO.get(cls.name, lambda scenario: {})
+    return lambda scenario, **params: cls(**timing_of(scenario), **extra(scenario), **params)
 
 
 TOLERANCE = {"tolerance": Setting("tolerance_ms", as_ms, "timing slack on top of the agreed times (default 25ms)")}
@@ -100,7 +118,10 @@ def _check(name: str, cls: type) -> Check:
                  clause=cls.clause, checker=cls)
 
 
-CHECKS = {c.name: _check(c.name, c) for c in checks.ALL}
+CHECKS = {c.name: _check(c.name, c) for c in (*checks.ALL, *pppp_optin.OPT_IN)}
+# The opt-in checks (harness/checkers/pppp_optin.py) judge what only some implementations do: a
+# file that names them in `check:` says its nodes claim it.
+DEFAULT_CHECKS = tuple(c.name for c in checks.ALL)
 
 
 def wire(nodes: dict[str, tuple[str, dict[str, Any]]], endpoint: Callable[[str, str], str]) -> None:
@@ -120,6 +141,8 @@ def wire(nodes: dict[str, tuple[str, dict[str, Any]]], endpoint: Callable[[str, 
 
 
 def command(op: str, node: str, params: dict[str, Any], k: int, rng: Any) -> dict[str, Any]:
+    if op == "custom":
+        return {"op": "custom", "payload": [rng.randbytes(params.get("size", 16))]}
     options = params.get("channels") or [b"news"]
     channel = options[0] if len(options) == 1 else options[rng.randrange(len(options))]
     # The payload carries the command's correlation id, so each subscriber's delivery of the
@@ -142,7 +165,7 @@ PACKAGE = ProtocolPackage(
     roles=ROLES,
     operations=OPERATIONS,
     checks=CHECKS,
-    default_checks=tuple(CHECKS),
+    default_checks=DEFAULT_CHECKS,
     mutants=MUTANTS,
     suites=SUITES,
     wire=wire,

@@ -95,6 +95,8 @@ def _factory(cls: type) -> Callable[..., Any]:
     def make(scenario: Any, **params: Any) -> Any:
         if cls in PEER_COUNTED:
             params["peers"] = peer_count(scenario)
+        elif cls is checkers.FollowsEntriesRedirect:
+            params["peers"] = frozenset(n for g in scenario.groups.values() if g.role == "peer" for n in g.nodes)
         elif cls is checkers.LiveAfterHeal:
             params["heal_ns"] = last_heal_ns(scenario)
         elif cls is checkers.UpdateExpiry:
@@ -149,6 +151,9 @@ CHECKS = {
                                                     "scheduling (default 90ms)")}),
     "message-ids": _check("message-ids", checkers.MessageIds),
     "entries-stop": _check("entries-stop", checkers.EntriesStop),
+    "follows-entries-redirect": _check("follows-entries-redirect", checkers.FollowsEntriesRedirect, {
+        "within": Setting("within_ms", as_ms, "judge the first RequestEntries sent this soon after the redirect "
+                                              "(default 50ms)")}),
     "update-expiry": _check("update-expiry", checkers.UpdateExpiry),
     "update-reqids": _check("update-reqids", checkers.UpdateReqids),
     "live-after-heal": _check("live-after-heal", checkers.LiveAfterHeal, {
@@ -166,4 +171,5 @@ CHECKS = {
         clause=LINEARIZABLE_CLAUSE, checker=KVLinearizable),
 }
 
-DEFAULT_CHECKS = tuple(CHECKS)
+# Every MUST check; a check of a SHOULD runs only where a scenario names it (Checker.level).
+DEFAULT_CHECKS = tuple(name for name, c in CHECKS.items() if c.checker is None or c.checker.level == "MUST")

@@ -1,0 +1,120 @@
+"""Event BUS client duties the document words as SHOULD (``harness/protocols/eventbus_clauses.py``):
+the sockets a client connects and the producer id it stamps on its events.
+
+Both are opt-in (``level = "SHOULD"``, not among the package's default checks): a scenario or an
+exploration file that names them in ``check:`` says its clients claim them. A client that leaves
+them out still converges (its periodic resynchronisation brings every event by snapshot, and no
+peer reads a producer id), so only these checks see it.
+
+The connections are read from what the probe reports (the sockets each life declares, and its
+``Connect`` actions): only nodes the harness runs in-process are judged; an implementation under
+test is judged by the conformance suites instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.checkers.base import CRASH, RESTART, SEND, START, Checker, Event, Verdict
+from harness.checkers.eventbus import CLIENT, decoded
+from harness.checkers.lives import SocketLife, SocketLives
+from harness.node import SocketSpec, SocketType
+
+DEFAULT_WITHIN_NS = 1_000_000_000
+
+
+class ProducerId(Checker):
+    """Every PUB a client sends in one life carries the same producer id
+    (``eventbus.client.producer-id``: "The producer unique id, SHOULD identify the event
+    producer"). A restarted client may take another one (a process that draws its id at start
+    still identifies itself); a PUB sent again byte for byte is the same event."""
+
+    name = "producer-id"
+    clause = "eventbus.client.producer-id"
+    level = "SHOULD"
+    kinds = frozenset({SEND, CRASH, RESTART})
+    roles = CLIENT
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self.first: dict[str, tuple[str, Event]] = {}  # node -> (producer id of this life, its first PUB)
+        self.bad: list[tuple[Event, str, str]] = []
+        self.pubs = 0
+
+    def on_event(self, ev: Event) -> None:
+        if ev.kind in (CRASH, RESTART):
+            self.first.pop(ev.node, None)
+            return
+        if ev.msg_type != "PUB":
+            return
+        msg = decoded(ev)
+        if msg is None or msg.name != "PUB":
+            return  # what does not decode is wire-conformance's
+        self.pubs += 1
+        producer = str(msg["producer"])
+        seen = self.first.setdefault(ev.node, (producer, ev))
+        if seen[0] != producer:
+            self.bad.append((ev, f"{ev.node} published as producer {producer!r} after {seen[0]!r} in the same life",
+                             self.clause))
+            self.first[ev.node] = (producer, ev)  # one failure per change
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        if self.bad:
+            return [self.first_problem(self.bad, "change(s) of producer id")]
+        return [self.ok(f"{self.pubs} PUB(s), one producer id per client life")]
+
+
+class ClientConnections(Checker):
+    """In every life of a client that lasts ``within_ms`` (default 1000, paused time left out),
+    the client has a SUBSCRIBER connection (a SUB socket connected to a server: the publisher
+    port, P + 1) and a SNAPSHOT connection (a DEALER connected to a server, which carries its
+    SYNCSTARTs: port P) (``eventbus.client.connections``, a SHOULD). The endpoints are not
+    compared with the servers' own: on a live run a proxy may stand between."""
+
+    name = "client-connections"
+    clause = "eventbus.client.connections"
+    level = "SHOULD"
+    kinds = frozenset({*SocketLives.kinds, SEND})
+    roles = CLIENT
+
+    def __init__(self, within_ms: int | None = None, **params: Any) -> None:
+        super().__init__(**params)
+        self.lives = SocketLives(DEFAULT_WITHIN_NS if within_ms is None else int(within_ms) * 1_000_000)
+        self.syncstart_on: dict[str, set[str]] = {}  # node -> sockets its SYNCSTARTs left by in this life
+        self.bad: list[tuple[Event, str, str]] = []
+        self.judged = 0
+
+    def on_sockets(self, node: str, sockets: list[SocketSpec]) -> None:
+        self.lives.declare(node, sockets)
+
+    def on_event(self, ev: Event) -> None:
+        if ev.via:
+            return  # an external node seen by the proxy: its sockets are not reported
+        if ev.kind == SEND:
+            if ev.msg_type == "SYNCSTART":
+                self.syncstart_on.setdefault(ev.node, set()).add(ev.socket)
+            return
+        ended = self.lives.on_event(ev)
+        if ended is not None:
+            self._judge(ended)
+        if ev.kind == START:
+            self.syncstart_on.pop(ev.node, None)
+
+    def _judge(self, life: SocketLife) -> None:
+        self.judged += 1
+        node, start = life.start.node, life.start.time_ns
+        snapshot = [n for n in self.syncstart_on.get(node, ()) if life.types.get(n) == SocketType.DEALER
+                    and life.linked(n)]
+        if not life.linked_of_type(SocketType.SUB):
+            self.bad.append((life.start, f"{node} connected no SUB socket (its SUBSCRIBER connection, port P + 1) "
+                                         f"in its life from {start / 1e6:.0f} ms", self.clause))
+        if not snapshot:
+            self.bad.append((life.start, f"{node} sent no SYNCSTART on a connected DEALER (its SNAPSHOT "
+                                         f"connection, port P) in its life from {start / 1e6:.0f} ms", self.clause))
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        for life in self.lives.finish(end_ns):
+            self._judge(life)
+        if self.bad:
+            return [self.first_problem(self.bad, "missing client connection(s)")]
+        return [self.ok(f"{self.judged} client life(s), each with its SNAPSHOT and SUBSCRIBER connections")]

@@ -1,0 +1,73 @@
+"""The Event BUS client checks of SHOULDs (harness/checkers/eventbus_client.py): each catches its
+mutant on the exploration file that names it, the reference clients pass, and neither judges
+what the document allows (a new producer id after a restart, a life too short to connect)."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.checkers.base import Verdict
+from harness.composition import RunResult, run_sim
+from harness.node import NodeContext
+from harness.scenario import parse_scenario
+from reference_nodes.eventbus.client import Client
+from reference_nodes.eventbus.mutants import MUTANTS
+
+BASIC = Path("scenarios/eventbus/explore/basic.yaml")
+NEW_CHECKS = ("producer-id", "client-connections")
+# (mutant, the check that must catch it, the clause it names)
+CAUGHT = [("shifting-producer", "producer-id", "eventbus.client.producer-id"),
+          ("no-subscriber", "client-connections", "eventbus.client.connections")]
+
+
+def run(text: str, seed: int = 1, **factories: Any) -> RunResult:
+    return run_sim(parse_scenario(text, "basic.yaml"), seed, factories=factories)
+
+
+def verdict(result: RunResult, check: str) -> Verdict:
+    return next(v for v in result.verdicts if v.check == check)
+
+
+@functools.lru_cache(maxsize=None)
+def reference() -> RunResult:
+    return run(BASIC.read_text())
+
+
+def test_the_reference_clients_pass_and_the_checks_are_shoulds() -> None:
+    for check in NEW_CHECKS:
+        v = verdict(reference(), check)
+        assert v.ok and v.level == "SHOULD", v.detail
+    assert "5 client life(s)" in verdict(reference(), "client-connections").detail
+    assert reference().ok, [v.to_dict() for v in reference().failed]
+
+
+@pytest.mark.parametrize("mutant,check,clause", CAUGHT, ids=[c[0] for c in CAUGHT])
+def test_check_catches_mutant(mutant: str, check: str, clause: str) -> None:
+    factory = MUTANTS[mutant][1]
+    result = run(BASIC.read_text(), **{f"clients.{i}": factory for i in range(4)})
+    bad = verdict(result, check)
+    assert not bad.ok and bad.clause == clause and bad.level == "SHOULD", bad.detail
+    # ... and it is the only check that fails: the mutant's clients converge all the same
+    assert [v.check for v in result.failed] == [check]
+
+
+class NewIdEachStart(Client):
+    """A client that draws its producer id when it starts: it still identifies itself."""
+
+    def __init__(self, ctx: NodeContext) -> None:
+        super().__init__(ctx)
+        self.producer = f"{self.name}-{self.rng.randrange(1 << 30)}"
+
+
+def test_a_new_producer_id_after_a_restart_is_no_failure() -> None:
+    text = BASIC.read_text().replace("check:", "faults:\n  - {at: 1s, crash: clients.0, restart_after: 300ms}\n"
+                                               "  - {at: 3500ms, crash: late, restart_after: 300ms}\ncheck:")
+    result = run(text, **{"clients.0": NewIdEachStart})
+    assert verdict(result, "producer-id").ok, verdict(result, "producer-id").detail
+    # late's first life (3 s to 3.5 s) is too short to owe its connections; the six others are judged
+    connections = verdict(result, "client-connections")
+    assert connections.ok and "6 client life(s)" in connections.detail, connections.detail
