@@ -550,9 +550,8 @@ MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
 # Mutants only the conformance suites judge (a wire behaviour of one peer no chaos check reads);
 # tests/checkers/test_raft_checkers.py leaves them out.
 SUITE_ONLY = ("slow-election", "dies-on-malformed", "hides-leader",
-              "indexless-update", "reqid-not-in-entry", "any-cluster", "unbounded-pipeline",
-              "new-reqid-follow-up", "no-config", "ignores-redirect", "no-repeat-config",
-              "client-dies-on-malformed", *BROADCAST_MUTANTS)
+              "indexless-update", "reqid-not-in-entry", "unbounded-pipeline",
+              "new-reqid-follow-up", "ignores-redirect", "client-dies-on-malformed")
 # Mutants that crash (the suite reports harness.robustness whichever step was waiting).
 CRASHES = ("dies-on-malformed", "client-dies-on-malformed")
 

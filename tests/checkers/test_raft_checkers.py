@@ -17,7 +17,9 @@ from reference_nodes.raft.mutants import MUTANTS, SUITE_ONLY
 
 ALL_CHECKS = ("[election-safety, vote-once, term-update, log-matching, leader-append-only, leader-completeness, "
               "state-machine-safety, committed-durable, commit-rule, update-once, snapshot-state, linearizable, "
-              "leader-heartbeat, message-ids, update-reqids, update-expiry, entries-stop, follows-entries-redirect]")
+              "leader-heartbeat, message-ids, update-reqids, update-expiry, entries-stop, follows-entries-redirect, "
+              "broadcast-state, broadcast-heartbeat, broadcast-entries, broadcast-url, request-config, repeat-config, "
+              "cluster-ident]")
 
 SCENARIOS = {
     # Five peers with identical election timeouts, all restarted at once: everyone stands at the
@@ -206,6 +208,38 @@ faults:
   - rule: {message: RequestEntriesResponse, drop: 20%}
 check: CHECKS
 """,
+    # StateBroadcast and the clients' RequestConfig / RequestBroadcastStateUrl: every client
+    # subscribes, the watcher only follows the broadcast; the leader is paused while two more
+    # subscribers start, so they ask a deposed leader for the URL; the last 1.5 s are idle.
+    "broadcast": """
+protocol: raft
+name: raft-test-broadcast
+duration: 3s
+nodes:
+  peers: {role: peer, count: 3}
+  writer: {role: client, config: {subscribe: true, op_timeout: 1s}}
+  watcher: {role: client, config: {subscribe: true}}
+  late: {role: client, count: 2, start: 1050ms, config: {subscribe: true}}
+workload:
+  - {nodes: writer, op: put, rate: 10/s, from: 300ms, until: 1500ms}
+faults:
+  - {from: 1s, until: 1800ms, pause: leader}
+check: CHECKS
+""",
+    # A peer of another cluster shares the endpoints (every peer list names it): its RequestVotes
+    # reach the cluster's peers, which must not answer them (E-RAFT-10).
+    "foreign": """
+protocol: raft
+name: raft-test-foreign
+duration: 2s
+nodes:
+  peers: {role: peer, count: 3, config: {cluster: kv}}
+  outsider: {role: peer, config: {cluster: other, outsider: true}}
+  clients: {role: client, config: {cluster: kv, op_timeout: 1s}}
+workload:
+  - {nodes: clients, op: put, rate: 10/s, from: 300ms, until: 1500ms}
+check: CHECKS
+""",
     # Three clients write and read two keys; no fault at all.
     "reads": """
 protocol: raft
@@ -254,6 +288,17 @@ CASES = [
     ("expired-as-not-leader", "expiry", "update-expiry", [1, 2], "raft.update.expired"),
     ("entries-uncommitted", "reads", "commit-rule", [1, 2], "raft.entries.committed-only"),
     ("ignores-stop", "gaps", "entries-stop", [2, 3]),
+    # what a peer publishes on its PUB, and the clients' SHOULDs (harness/checkers/raft/broadcasts.py, clients.py)
+    ("silent-broadcast", "broadcast", "broadcast-heartbeat", [1, 2], "raft.broadcast.pub-socket"),
+    ("no-broadcast-heartbeat", "broadcast", "broadcast-heartbeat", [1, 2]),
+    ("no-broadcast-on-apply", "broadcast", "broadcast-entries", [1, 2]),
+    ("stale-last-applied", "broadcast", "broadcast-state", [1, 2]),
+    ("broadcast-unapplied", "broadcast", "broadcast-state", [1, 2]),
+    ("url-before-leader", "broadcast", "broadcast-url", [1, 2]),
+    ("ignores-missing-url", "broadcast", "broadcast-url", [1, 2, 3], "raft.broadcast.config-on-missing-url"),
+    ("no-config", "broadcast", "request-config", [1, 2]),
+    ("no-repeat-config", "broadcast", "repeat-config", [1, 2]),
+    ("any-cluster", "foreign", "cluster-ident", [1, 2]),
 ]
 
 

@@ -1,18 +1,22 @@
 """Raft checkers: safety properties of the Raft paper and of the protocol's RPCs, judged from
 what the probes observe (docs/raft.md lists what each reads)."""
 
+from harness.checkers.raft.broadcasts import BroadcastEntries, BroadcastHeartbeat, BroadcastState
+from harness.checkers.raft.clients import BroadcastUrl, RepeatConfig, RequestConfig
 from harness.checkers.raft.commits import CommitRule, CommittedDurable, LeaderCompleteness
 from harness.checkers.raft.elections import ElectionSafety, RaftChecker, TermUpdate, VoteOnce
 from harness.checkers.raft.liveness import LiveAfterHeal
 from harness.checkers.raft.logs import LeaderAppendOnly, LogMatching, StateMachineSafety
 from harness.checkers.raft.redirects import FollowsEntriesRedirect
-from harness.checkers.raft.requests import EntriesStop, MessageIds, UpdateReqids
+from harness.checkers.raft.requests import ClusterIdent, EntriesStop, MessageIds, UpdateReqids
 from harness.checkers.raft.snapshots import SnapshotState
 from harness.checkers.raft.timing import LeaderHeartbeat
 from harness.checkers.raft.updates import UpdateExpiry, UpdateOnce
 
 __all__ = [
-    "CommitRule", "CommittedDurable", "ElectionSafety", "EntriesStop", "FollowsEntriesRedirect", "LeaderAppendOnly", "LeaderCompleteness", "LeaderHeartbeat",
-    "LiveAfterHeal", "LogMatching", "MessageIds", "RaftChecker", "SnapshotState", "StateMachineSafety", "TermUpdate",
-    "UpdateExpiry", "UpdateOnce", "UpdateReqids", "VoteOnce",
+    "BroadcastEntries", "BroadcastHeartbeat", "BroadcastState", "BroadcastUrl", "ClusterIdent", "CommitRule",
+    "CommittedDurable", "ElectionSafety", "EntriesStop", "FollowsEntriesRedirect", "LeaderAppendOnly",
+    "LeaderCompleteness", "LeaderHeartbeat", "LiveAfterHeal", "LogMatching", "MessageIds", "RaftChecker",
+    "RepeatConfig", "RequestConfig", "SnapshotState", "StateMachineSafety", "TermUpdate", "UpdateExpiry", "UpdateOnce",
+    "UpdateReqids", "VoteOnce",
 ]

@@ -201,7 +201,36 @@ class KnowledgeChecker(RaftChecker):
 COMMIT_CLAUSES = ("raft.algorithm.commit-majority", "raft.algorithm.commit-current-term", "raft.entries.committed-only")
 
 
-class CommitRule(KnowledgeChecker):
+class CommitBound(KnowledgeChecker):
+    """A `KnowledgeChecker` that follows ``justified``: the highest commit index the wire has
+    justified so far, by any leader (an entry of the leader's term acknowledged by a majority,
+    or a commit index a leader announced). Nothing a peer applied or serves as committed may lie
+    beyond it. Subclasses raise it with ``raise_bound`` for what leaders announce."""
+
+    def __init__(self, peers: int = 0, **params: Any) -> None:
+        super().__init__(peers, **params)
+        self.justified = 0
+
+    def majority_index(self, lead: Leadership) -> int | None:
+        """The highest index the leader and its acknowledging followers hold on a majority."""
+        majority = self.peers // 2 + 1
+        if majority < 2:
+            return None
+        acked = sorted(lead.matches.values(), reverse=True)
+        return acked[majority - 2] if len(acked) >= majority - 1 else None
+
+    def on_acknowledged(self, lead: Leadership) -> None:
+        """An entry of the leader's term on a majority is committed, announced or not (a leader
+        may step down before it says so; its commit index lives on in its next leadership)."""
+        n = self.majority_index(lead)
+        if n is not None and n > self.justified and lead.claims.get(n, (None,))[0] == lead.term:
+            self.justified = n
+
+    def raise_bound(self, c: int) -> None:
+        self.justified = max(self.justified, c)
+
+
+class CommitRule(CommitBound):
     """A leader advances its commit index only over an entry of its own term stored on a
     majority (Raft 5.3, 5.4.2). Reads each leader's AppendEntries (what it claims at each index,
     the commit index it sends) and the responses it receives, each paired with its request by
@@ -222,25 +251,9 @@ class CommitRule(KnowledgeChecker):
 
     def __init__(self, peers: int = 0, **params: Any) -> None:
         super().__init__(peers, **params)
-        self.justified = 0  # highest commit index justified so far, by any leader
         self.judged: dict[tuple[str, int], int] = {}  # leadership -> highest commit index it sent
         self.problems: dict[str, list[tuple[str, list[dict[str, Any]]]]] = {}
         self.checked = 0
-
-    def majority_index(self, lead: Leadership) -> int | None:
-        """The highest index the leader and its acknowledging followers hold on a majority."""
-        majority = self.peers // 2 + 1
-        if majority < 2:
-            return None
-        acked = sorted(lead.matches.values(), reverse=True)
-        return acked[majority - 2] if len(acked) >= majority - 1 else None
-
-    def on_acknowledged(self, lead: Leadership) -> None:
-        """An entry of the leader's term on a majority is committed, announced or not (a leader
-        may step down before it says so; its commit index lives on in its next leadership)."""
-        n = self.majority_index(lead)
-        if n is not None and n > self.justified and lead.claims.get(n, (None,))[0] == lead.term:
-            self.justified = n
 
     def judge(self, ev: Event, msg: Message, lead: Leadership, c: int) -> None:
         key = (lead.node, lead.term)
@@ -255,7 +268,7 @@ class CommitRule(KnowledgeChecker):
         n = self.majority_index(lead)
         term_n = lead.claims.get(n, (None,))[0] if n is not None else None
         justified = n is not None and n >= c and term_n == lead.term
-        self.justified = max(self.justified, c)  # judged once; later leaders build on it
+        self.raise_bound(c)  # judged once; later leaders build on it
         if justified or sum(len(p) for p in self.problems.values()) >= 50:
             return
         ref = show(ev, msg, acknowledged=dict(lead.matches), majority=majority)

@@ -15,6 +15,38 @@ WRAP_SLACK = 1 << 10  # ids this close to the top, then this close to 0: the cou
 OP_START = "op-start"  # a client's note as it starts an operation (harness.packages.raft.history)
 
 
+class ClusterIdent(RaftChecker):
+    """A peer answers no peer request of another cluster (E-RAFT-10, ``raft.peer.cluster-ident``):
+    a RequestVote, AppendEntries or InstallSnapshot whose cluster ident (frame 3) is not the
+    peer's own is ignored, without a reply, so that two clusters sharing endpoints stay apart.
+    Reads the peer requests each peer receives on its ROUTER and the answers it sends; ``idents``
+    maps each peer to its cluster ident as the scenario configures it (a peer not named there is
+    not judged)."""
+
+    name = "cluster-ident"
+    clause = "raft.peer.cluster-ident"
+
+    def __init__(self, idents: dict[str, bytes] | None = None, **params: Any) -> None:
+        super().__init__(**params)
+        self.idents = dict(idents or {})
+        self.problems: list[tuple[str, list[dict[str, Any]]]] = []
+        self.answered = 0
+
+    def response_sent(self, ev: Event, request: Message, msg: Message) -> None:
+        own = self.idents.get(ev.node)
+        if request.name not in PEER_RPCS or own is None:
+            return
+        self.answered += 1
+        if request["cluster"] != own and len(self.problems) < 50:
+            self.problems.append((f"{ev.node} (cluster {own!r}) answered a {request.name} of cluster "
+                                  f"{request['cluster']!r}", [show(ev, msg, request=request.name,
+                                                                   cluster=request["cluster"].hex())]))
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        return self.verdict(self.problems, f"{self.answered} peer request(s) answered, each of the peer's own "
+                                           f"cluster")
+
+
 class MessageIds(RaftChecker):
     """A peer's requests on one DEALER (one destination, E-RAFT-04) carry ids that never go back
     (the 24-bit counter may wrap, E-RAFT-03), and a message sent again under the id of the one

@@ -132,6 +132,10 @@ class LeaderHeartbeat(RaftChecker):
         self.longest = max(self.longest, gap / bound)
         if gap <= bound + self.tolerance or len(self.problems) >= 50:
             return
+        self.report(node, lead, sock, gap, bound, refs, ended)
+
+    def report(self, node: str, lead: Lead, sock: str, gap: int, bound: int, refs: list[Ref], ended: bool) -> None:
+        """Record a gap longer than its bound."""
         follower = sock.split(":", 1)[-1]
         what = "until its leadership ended" if ended else "before the next"
         retry = not ended and len(refs) > 1 and refs[0][1] is not None and refs[0][0].frames == refs[1][0].frames

@@ -107,7 +107,10 @@ ROLES = {
         "entries_pipeline": Setting("entries_pipeline", as_positive_int, "REQUEST_ENTRIES_PIPELINES (5)"),
         "broadcast": Setting("broadcast_enabled", as_bool, "run the BroadcastStateMachine's PUB (default true)"),
         "state_machine": Setting("state_machine", one_of("kv", "none"), "kv (default) or none"),
-        "cluster": CLUSTER, **NODE_WIRING,
+        "cluster": CLUSTER,
+        "outsider": Setting("outsider", as_bool, "a peer of another cluster on the same endpoints: its own `cluster`, "
+                                                 "which the others' need not share (default false)"),
+        **NODE_WIRING,
     }, "a Raft peer: ROUTER for requests, one DEALER per other peer, PUB for StateBroadcast"),
     "client": Role("client", Client, {
         "response_ttl": Setting("response_ttl_ms", as_ms, "SERVER_RESPONSE_TTL (500ms)"),
@@ -153,12 +156,15 @@ def wire(nodes: dict[str, tuple[str, dict[str, Any]]], endpoint: Callable[[str, 
     listing = [[n, endpoint(n, "router")] for n in peers]
     # As text "ID=URL,ID=URL": what an implementation's command line gets as {peers}.
     text = ",".join(f"{n}={url}" for n, url in listing)
-    clusters = {nodes[n][1].get("cluster", "") for n in peers}
+    # An outsider is a peer of another cluster sharing the endpoints (E-RAFT-10: the others ignore it).
+    clusters = {nodes[n][1].get("cluster", "") for n in peers if not nodes[n][1].get("outsider")}
     if len(clusters) > 1:
-        raise ValueError(f"every peer of a cluster needs the same cluster ident, got {sorted(clusters)}")
-    cluster = clusters.pop()
+        raise ValueError(f"every peer of a cluster needs the same cluster ident, got {sorted(clusters)} "
+                         f"(a peer of another cluster says 'outsider: true')")
+    cluster = clusters.pop() if clusters else ""
     for name, (role, cfg) in nodes.items():
         cfg["peers"] = text
+        cfg.pop("outsider", None)
         cfg.setdefault("cluster", cluster)
         if role == "peer":
             cfg["id"] = name

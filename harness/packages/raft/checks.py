@@ -13,9 +13,15 @@ from harness.checkers.base import COMMAND, DELIVER, NOTE, Verdict
 from harness.checkers.linearizability import Linearizable
 from harness.packages.base import Check, Setting, as_ms, as_positive_int
 from harness.packages.raft.history import KVHistory
-from reference_nodes.raft.common import DEFAULT_ELECTION_MIN_MS, DEFAULT_EPOCH_S, DEFAULT_UPDATE_TTL_MS
+from reference_nodes.raft.common import (
+    cluster_ident,
+    DEFAULT_CLIENT_HEARTBEAT_MS, DEFAULT_ELECTION_GRACE_MS, DEFAULT_ELECTION_MIN_MS, DEFAULT_EPOCH_S,
+    DEFAULT_UPDATE_TTL_MS,
+)
 
-PEER_COUNTED = (checkers.CommitRule, checkers.LeaderCompleteness, checkers.CommittedDurable, checkers.UpdateOnce)
+PEER_COUNTED = (checkers.CommitRule, checkers.LeaderCompleteness, checkers.CommittedDurable, checkers.UpdateOnce,
+                checkers.BroadcastState)
+CLIENT_TIMED = (checkers.RequestConfig, checkers.RepeatConfig)
 
 
 def peer_count(scenario: Any) -> int:
@@ -54,11 +60,16 @@ def clock_faults(scenario: Any, node: str) -> list[Any]:
     return out
 
 
-def peer_clocks(scenario: Any) -> dict[str, Any]:
-    """What a timing check needs of the clock faults each peer may undergo: its slowest clock
-    rate (1 + its most negative drift) and when its clock may change."""
-    peers = election_mins(scenario)
-    faults = {n: clock_faults(scenario, n) for n in peers}
+def role_config(scenario: Any, role: str, key: str, default: int) -> dict[str, int]:
+    """Each node of ``role``: the int its group configures as ``key`` (``default`` if none)."""
+    return {n: int(g.config.get(key, default)) for g in scenario.groups.values() if g.role == role for n in g.nodes}
+
+
+def peer_clocks(scenario: Any, role: str = "peer") -> dict[str, Any]:
+    """What a timing check needs of the clock faults each node of ``role`` may undergo: its
+    slowest clock rate (1 + its most negative drift) and when its clock may change."""
+    nodes = [n for g in scenario.groups.values() if g.role == role for n in g.nodes]
+    faults = {n: clock_faults(scenario, n) for n in nodes}
     return {"slowest": {n: 1.0 + min([0.0] + [f.drift for f in fs]) for n, fs in faults.items() if fs},
             "clock_changes": {n: tuple(f.at for f in fs) for n, fs in faults.items() if fs}}
 
@@ -103,6 +114,17 @@ def _factory(cls: type) -> Callable[..., Any]:
             params = {**peer_expiry(scenario), **params}
         elif cls is checkers.LeaderHeartbeat:
             params = {"election_min": election_mins(scenario), **peer_clocks(scenario), **params}
+        elif cls is checkers.BroadcastHeartbeat:
+            params = {"interval": role_config(scenario, "peer", "client_heartbeat_ms", DEFAULT_CLIENT_HEARTBEAT_MS),
+                      **peer_clocks(scenario), **params}
+        elif cls is checkers.ClusterIdent:
+            params = {"idents": {n: cluster_ident(g.config.get("cluster", "")) for g in scenario.groups.values()
+                                 if g.role == "peer" for n in g.nodes}, **params}
+        elif cls in CLIENT_TIMED:
+            params = {**peer_clocks(scenario, "client"), **params}
+            if "default_within_ms" not in params:  # E-RAFT-14: a client waits SERVER_ELECTION_GRACE_MS to ask again
+                grace = role_config(scenario, "client", "election_grace_ms", DEFAULT_ELECTION_GRACE_MS)
+                params["within"] = {n: max(1000, 2 * ms) for n, ms in grace.items()}
         return _share(scenario, cls(**params))
 
     return make
@@ -110,6 +132,11 @@ def _factory(cls: type) -> Callable[..., Any]:
 
 def _check(name: str, cls: type, params: dict[str, Setting] | None = None) -> Check:
     return Check(name, _factory(cls), params or {}, doc=cls.__doc__ or "", clause=cls.clause, checker=cls)
+
+
+def _within(what: str) -> dict[str, Setting]:
+    return {"within": Setting("default_within_ms", as_ms, f"bound {what} (default 1s, or twice the client's "
+                                                          f"election_grace when longer)")}
 
 
 LINEARIZABLE_CLAUSE = "raft.kv.linearizable"
@@ -150,12 +177,22 @@ CHECKS = {
         "tolerance": Setting("tolerance_ms", as_ms, "slack on ELECTION_TIMEOUT_MIN / 2 for a live run's "
                                                     "scheduling (default 90ms)")}),
     "message-ids": _check("message-ids", checkers.MessageIds),
+    "cluster-ident": _check("cluster-ident", checkers.ClusterIdent),
     "entries-stop": _check("entries-stop", checkers.EntriesStop),
     "follows-entries-redirect": _check("follows-entries-redirect", checkers.FollowsEntriesRedirect, {
         "within": Setting("within_ms", as_ms, "judge the first RequestEntries sent this soon after the redirect "
                                               "(default 50ms)")}),
     "update-expiry": _check("update-expiry", checkers.UpdateExpiry),
     "update-reqids": _check("update-reqids", checkers.UpdateReqids),
+    "broadcast-state": _check("broadcast-state", checkers.BroadcastState),
+    "broadcast-entries": _check("broadcast-entries", checkers.BroadcastEntries),
+    "broadcast-heartbeat": _check("broadcast-heartbeat", checkers.BroadcastHeartbeat, {
+        "tolerance": Setting("tolerance_ms", as_ms, "slack on CLIENT_HEARTBEAT_INTERVAL for a live run's scheduling "
+                                                    "(default 90ms)")}),
+    "broadcast-url": _check("broadcast-url", checkers.BroadcastUrl),
+    "request-config": _check("request-config", checkers.RequestConfig, _within("on the first RequestConfig")),
+    "repeat-config": _check("repeat-config", checkers.RepeatConfig,
+                            _within("on the next RequestConfig after an answer naming no leader")),
     "live-after-heal": _check("live-after-heal", checkers.LiveAfterHeal, {
         "within": Setting("within_ms", as_ms, "the bound after the last heal (default 5s)"),
         "value": Setting("within_ms", as_ms, "the bound, written as 'live-after-heal: 5s'")}),
