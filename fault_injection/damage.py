@@ -9,6 +9,10 @@ bytes. ZeroMQ never splits or merges messages, so the damage stays within the on
     drop_frame   remove one frame (a message of one frame keeps it)
     add_frame    insert a frame of random bytes somewhere
     garbage      replace one frame by random bytes of a random length
+    header       a near miss in one of the first four bytes of one frame, where protocols keep
+                 their signature, version and type code: XORed with 1..7 (another version
+                 number, a neighbouring protocol's signature such as ZRE's AA A0 for Dafka's
+                 AA A5). Drawn only when named: the default draws stay what they were.
 
 A damaged message must be malformed, not another well-formed message: a protocol without
 checksums cannot tell a flipped term number from a true one, so delivering a damaged message
@@ -23,7 +27,10 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 
-HOWS = ("truncate", "flip", "drop_frame", "add_frame", "garbage")
+HOWS = ("truncate", "flip", "drop_frame", "add_frame", "garbage")  # drawn when a rule names none
+KNOWN_HOWS = (*HOWS, "header")
+HEADER_BYTES = 4  # the bytes of a frame a header damage may change
+HEADER_XOR = 7  # a near miss: the low three bits (Dafka AA A5 ^ 05 = ZRE AA A0; version 1 becomes 0, 2..7)
 TRIES = 8  # draws before a message that keeps decoding is let through untouched
 MAX_ADDED = 16  # longest added frame
 MAX_GARBAGE = 64  # longest garbage frame
@@ -38,8 +45,8 @@ def check_hows(hows: Sequence[str]) -> tuple[str, ...]:
     if not out:
         raise ValueError(f"no damage named; give one or more of {', '.join(HOWS)}")
     for how in out:
-        if how not in HOWS:
-            raise ValueError(f"no damage {how!r} (known: {', '.join(HOWS)})")
+        if how not in KNOWN_HOWS:
+            raise ValueError(f"no damage {how!r} (known: {', '.join(KNOWN_HOWS)})")
     return out
 
 
@@ -79,6 +86,16 @@ def _apply(frames: list[bytes], how: str, rng: random.Random) -> tuple[list[byte
         i = rng.randint(0, len(out))
         out.insert(i, _randbytes(rng, rng.randint(0, MAX_ADDED)))
         return out, f"a frame of {len(out[i])} random bytes added at {i}"
+    if how == "header":
+        sized = [i for i, f in enumerate(out) if f]
+        if not sized:
+            return None
+        i = rng.choice(sized)
+        p = rng.randrange(min(HEADER_BYTES, len(out[i])))
+        body = bytearray(out[i])
+        body[p] ^= rng.randint(1, HEADER_XOR)
+        out[i] = bytes(body)
+        return out, f"frame {i}: header byte {p} changed from 0x{frames[i][p]:02x} to 0x{body[p]:02x}"
     if how == "garbage":
         i = rng.randrange(len(out))
         out[i] = _randbytes(rng, rng.randint(0, MAX_GARBAGE))
@@ -101,4 +118,4 @@ def damage(frames: Sequence[bytes], rng: random.Random, hows: Sequence[str] = HO
     return None
 
 
-__all__ = ["HOWS", "Malformed", "TRIES", "TypedMalformed", "check_hows", "damage"]
+__all__ = ["HOWS", "KNOWN_HOWS", "Malformed", "TRIES", "TypedMalformed", "check_hows", "damage"]

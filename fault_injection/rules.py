@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fault_injection.damage import HOWS, check_hows
+from fault_injection.damage import HOWS, KNOWN_HOWS, check_hows
 from fault_injection.distributions import (
     DURATION_EXAMPLES, Distribution, DistSpec, duration_ns, parse_duration, parse_probability,
 )
@@ -514,7 +514,7 @@ def _corrupt_from(where: str, path: tuple[Any, ...], value: Any) -> tuple[Effect
         return Corrupt(), probability
     hows = [how] if isinstance(how, str) else how
     if not isinstance(hows, list) or not all(isinstance(h, str) for h in hows):
-        raise FaultSpecError(where, at, f"expected a damage or a list of them ({', '.join(HOWS)}), got {how!r}")
+        raise FaultSpecError(where, at, f"expected a damage or a list of them ({', '.join(KNOWN_HOWS)}), got {how!r}")
     try:
         return Corrupt(tuple(hows)), probability
     except ValueError as exc:

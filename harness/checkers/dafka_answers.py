@@ -20,7 +20,8 @@ from harness.protocols.dafka import COMMAND_IDS, PEER
 MS = 1_000_000
 FACTOR = 3  # E-DAFKA-14: a gap of more than 3 x the interval breaks "a regular interval"
 SLACK_MS = 1000  # scheduling stalls of a loaded host in live runs (one loop thread runs every in-process node)
-STORE_HELLO_SUB = b"\x01" + COMMAND_IDS["STORE-HELLO"]
+STORE_HELLO_ID = COMMAND_IDS["STORE-HELLO"]
+STORE_HELLO_SUB = b"\x01" + STORE_HELLO_ID
 # What a role's receipts owe (a store's records, a producer's GET-HEADS), by command id.
 RECEIPTS = {"store": (COMMAND_IDS["RECORD"], COMMAND_IDS["DIRECT-RECORD"]), "producer": (COMMAND_IDS["GET-HEADS"],)}
 
@@ -308,3 +309,58 @@ class ProducerClaims(Checker):
         if self.bad:
             return [self.first_problem(self.bad, "false claim(s)")]
         return [self.ok(f"{self.heads} HEAD(s) at the last published offset, addresses as announced")]
+
+
+class HelloReply(Checker):
+    """A consumer subscribed to a topic answers each STORE-HELLO addressed to it with a
+    CONSUMER-HELLO to that store (topic: the store's address), within ``within_ms`` (default
+    1000) of receiving it, paused time left out (``dafka.consumer.hello-reply``, a SHOULD: a
+    scenario that names this check says its consumers answer). A consumer subscribed to no topic
+    owes nothing (it must not answer: ``dafka.consumer.no-hello-without-subscription``), nor does
+    one that has not beaconed its address yet in its life; a crash ends what it owed. Its
+    topics: its ``topics`` setting and what it was told to subscribe to in its life."""
+
+    name = "hello-reply"
+    clause = "dafka.consumer.hello-reply"
+    level = "SHOULD"
+    kinds = frozenset({SEND, RECV, COMMAND, *Duties.kinds})
+    roles = frozenset({"consumer"})
+
+    def __init__(self, topics: dict[str, list[str]] | None = None, within_ms: int | None = None,
+                 **params: Any) -> None:
+        super().__init__(**params)
+        self.config_topics = topics or {}
+        self.duties = Duties(DEFAULT_WITHIN_NS if within_ms is None else int(within_ms) * MS)
+        self.subscribed: dict[str, bool] = {}  # consumer -> subscribed to a topic in its life
+        self.address: dict[str, str] = {}  # consumer -> the address its beacons announce in its life
+
+    def on_event(self, ev: Event) -> None:
+        if ev.via:
+            return  # an external node seen by the proxy: a partial view (harness.live_observe), not judged
+        node = ev.node
+        if ev.kind in Duties.kinds:
+            self.duties.on_event(ev)
+            if ev.kind in (CRASH, START):
+                self.address.pop(node, None)
+                self.subscribed[node] = ev.kind == START and bool(self.config_topics.get(node))
+        elif ev.kind == COMMAND:
+            d = ev.data or {}
+            if d.get("op") == "subscribe" and d.get("topic") is not None:
+                self.subscribed[node] = True
+        elif ev.kind == SEND and ev.msg_type in ("", "BEACON", "CONSUMER-HELLO"):
+            msg = ev.message()
+            if msg is not None and msg.name == "BEACON":
+                self.address.setdefault(node, str(msg["sender"]))
+            elif msg is not None and msg.name == "CONSUMER-HELLO":
+                self.duties.discharge(node, msg["topic"], ev.time_ns)
+        elif ev.kind == RECV and ev.frames and ev.frames[0][:1] == STORE_HELLO_ID and self.subscribed.get(node):
+            msg = ev.decoded(channel=PEER)
+            if msg is not None and msg.name == "STORE-HELLO" and msg["topic"] == self.address.get(node):
+                self.duties.owe(node, msg["address"], ev, f"owed a CONSUMER-HELLO to {msg['address'][:8]}..",
+                                self.clause)
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        bad = self.duties.finish(end_ns)
+        if bad:
+            return [self.first_problem(bad, "STORE-HELLO(s) not answered")]
+        return [self.ok(f"{self.duties.met} STORE-HELLO(s) answered, each in time")]

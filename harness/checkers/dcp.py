@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.checkers.base import COMMAND, CRASH, DELIVER, NOTE, RECV, RESTART, SEND, Checker, Event, Verdict
+from harness.protocols.codec import Message
 
 CLIENT, BROKER, WORKER = frozenset({"client"}), frozenset({"broker"}), frozenset({"worker"})
 
@@ -116,6 +117,61 @@ class MetadataUnchanged(Checker):
             return [self.ok(f"{self.checked} repl(ies) carried their request's metadata unchanged")]
         return [self.fail(f"{len(self.bad)} repl(ies) carried metadata that no request of the client had",
                           [e.describe() for e in self.bad])]
+
+
+class ReplyUnchanged(Checker):
+    """The broker forwards a worker's reply as it came (E-DCP-04): every REPLY it sends equals,
+    part for part after the routing identity, a REPLY it received in the same life, including
+    the client-address part (``dcp.reply.format``: the reply has one format on both hops), and
+    it goes to the peer that client address names (``dcp.broker.route-reply``). A client that
+    matches replies by metadata alone would take a re-addressed or misrouted reply all the same,
+    so only the broker's own sends show it. Events of an external broker seen by the chaos proxy
+    are not judged (the proxy reads a connection's bytes, not the broker's life)."""
+
+    name = "reply-unchanged"
+    clause = "dcp.broker.route-reply"
+    kinds = frozenset({SEND, RECV, CRASH, RESTART})
+    roles = BROKER
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self.received: dict[str, dict[tuple[bytes, ...], Message]] = {}  # broker -> REPLYs of its life
+        self.bad: list[tuple[Event, str, str]] = []
+        self.forwarded = 0
+
+    def on_event(self, ev: Event) -> None:
+        if ev.kind in (CRASH, RESTART):
+            self.received.pop(ev.node, None)
+            return
+        if ev.via or not ev.frames:
+            return
+        msg = ev.message(skip=1)
+        if msg is None or msg.name != "REPLY":
+            return
+        body = tuple(ev.frames[1:])
+        if ev.kind == RECV:
+            self.received.setdefault(ev.node, {})[body] = msg
+            return
+        self.forwarded += 1
+        to, address = ev.frames[0], msg["client_address"]
+        if body not in self.received.get(ev.node, {}):
+            self.bad.append((ev, *self._altered(ev.node, msg)))
+        elif to != address:
+            self.bad.append((ev, f"{ev.node} sent a reply for {address!r} to {to!r}", self.clause))
+
+    def _altered(self, broker: str, msg: Message) -> tuple[str, str]:
+        """Why a forwarded reply matches no received one, and the clause: only its client address
+        differs (the reply format of the second hop), or more (the reply was not passed on as it came)."""
+        for got in self.received.get(broker, {}).values():
+            if got["metadata"] == msg["metadata"] and got["data"] == msg["data"]:
+                return (f"{broker} re-addressed a reply: the worker sent it for {got['client_address']!r}, the "
+                        f"broker forwarded it with {msg['client_address']!r}", "dcp.reply.format")
+        return f"{broker} sent a REPLY that no worker sent it (parts changed or made up)", self.clause
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        if not self.bad:
+            return [self.ok(f"{self.forwarded} repl(ies) forwarded unchanged, each to its client address")]
+        return [self.first_problem(self.bad, "repl(ies) not forwarded as the worker sent them")]
 
 
 READY_SIGNALS = ("REGISTER", "REPLY", "REQUEST", "PING")

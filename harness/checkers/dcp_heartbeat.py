@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.checkers.base import CRASH, RECV, RESTART, SEND, Checker, Event, Verdict
+from harness.checkers.base import (
+    CLOCK, CRASH, PAUSE, RECV, RESTART, RESUME, SEND, START, Checker, Event, Pauses, Verdict,
+)
 from harness.protocols import DecodeError
 
 ANSWERS = ("PONG", "RECONNECT")
@@ -23,7 +25,9 @@ class HeartbeatAnswers(Checker):
     sent that peer a PONG, or a RECONNECT (``dcp.heartbeat.pong``); it PONGs only a peer that
     REGISTERed with it since it last started, and a RECONNECT is the answer to any other
     (``dcp.heartbeat.reconnect-unknown``); a registration it PONGs was confirmed with the same
-    REGISTER message first (``dcp.broker.register-confirm``). Clients never send a PING
+    REGISTER message first, and so was one it accepted by giving the peer a request: by the end of
+    that broker life it has sent the peer a REGISTER (``dcp.broker.register-confirm``, E-DCP-07; a
+    broker may refuse a registration in silence, so silence alone fails nothing). Clients never send a PING
     (``dcp.heartbeat.client-no-heartbeat``). A broker that crashes owes nothing for the PINGs of
     its earlier life; a PING still unanswered when the run ends is not judged."""
 
@@ -36,12 +40,14 @@ class HeartbeatAnswers(Checker):
         self.registered: dict[str, set[bytes]] = {}  # broker -> peers that REGISTERed in this life
         self.confirmed: dict[str, set[bytes]] = {}  # broker -> peers it sent a REGISTER back
         self.pending: dict[tuple[str, bytes], list[Event]] = {}  # (broker, peer) -> its PINGs since an answer
+        self.given: dict[tuple[str, bytes], Event] = {}  # (broker, registered peer) -> first REQUEST it got
         self.bad: list[tuple[Event, str, str]] = []
         self.pings = 0
 
     def on_event(self, ev: Event) -> None:
         if ev.kind in (CRASH, RESTART):
             if ev.role == "broker":
+                self._judge_accepted(ev.node)
                 self.registered.pop(ev.node, None)
                 self.confirmed.pop(ev.node, None)
                 self.pending = {k: v for k, v in self.pending.items() if k[0] != ev.node}
@@ -65,6 +71,8 @@ class HeartbeatAnswers(Checker):
                 waiting.clear()
         elif ev.kind == SEND and kind == "REGISTER":
             self.confirmed.setdefault(ev.node, set()).add(peer)
+        elif ev.kind == SEND and kind == "REQUEST" and peer in self.registered.get(ev.node, set()):
+            self.given.setdefault(key, ev)
         elif ev.kind == SEND and kind in ANSWERS:
             self.pending.pop(key, None)
             if kind == "PONG":
@@ -79,11 +87,102 @@ class HeartbeatAnswers(Checker):
                                  "a REGISTER", "dcp.broker.register-confirm"))
             self.confirmed.setdefault(ev.node, set()).add(peer)  # one failure per registration
 
+    def _judge_accepted(self, broker: str) -> None:
+        """At the end of a broker's life: every registration it accepted (it gave the peer a
+        request) was confirmed."""
+        confirmed = self.confirmed.get(broker, set())
+        for (node, peer), ev in list(self.given.items()):
+            if node != broker:
+                continue
+            del self.given[(node, peer)]
+            if peer not in confirmed:
+                self.bad.append((ev, f"{broker} gave {peer!r} a request, so it accepted its registration, but it "
+                                     "never confirmed it with a REGISTER", "dcp.broker.register-confirm"))
+
     def finish(self, end_ns: int) -> list[Verdict]:
+        for broker in sorted({b for b, _ in self.given}):
+            self._judge_accepted(broker)
         if not self.bad:
             return [self.ok(f"{self.pings} PING(s) received by the broker, each answered in time; "
                             "PONGs only to confirmed registrations; no client PING")]
         return [self.first_problem(self.bad, "heartbeat problem(s)")]
+
+
+NS_PER_MS = 1_000_000
+FACTOR = 2.5  # E-DCP-09's tolerance factor: a reference worker is never silent for 2 intervals
+TOLERANCE_MS = 20  # slack for a live run's scheduling (the simulator keeps timers exactly)
+
+
+class WorkerInterval(Checker):
+    """A worker sends the broker something at least once per ``factor`` (default 2.5) x the
+    agreed heartbeat interval of its own clock, from its first message of a life to its crash or
+    the end of the run (``dcp.heartbeat.worker-interval``, E-DCP-09: any message counts; the
+    factor is the scenario's tolerance). The reference worker pings one interval after its last
+    message, or one after it took up a request it is still working on, so it is never silent for
+    two. Time it is paused does not count; a gap across a change of its clock is not judged, and
+    after a clock fault that slows it the bound is stretched by the slower rate. ``tolerance``
+    (default 20 ms) is slack for a live run's scheduling: give a live run on a loaded host more.
+    Events of an external worker seen by the chaos proxy are not judged (a message may wait in
+    the worker's queue before the proxy reads it)."""
+
+    name = "worker-interval"
+    clause = "dcp.heartbeat.worker-interval"
+    kinds = frozenset({SEND, START, CRASH, RESTART, PAUSE, RESUME, CLOCK})
+    roles = frozenset({"worker"})
+
+    def __init__(self, heartbeat_ms: dict[str, int] | None = None, default_ms: int = 1000, factor: float = FACTOR,
+                 tolerance_ms: int = TOLERANCE_MS, **params: Any) -> None:
+        super().__init__(**params)
+        self.heartbeat = {n: int(ms) * NS_PER_MS for n, ms in (heartbeat_ms or {}).items()}
+        self.default = int(default_ms) * NS_PER_MS
+        self.factor, self.tolerance = float(factor), int(tolerance_ms) * NS_PER_MS
+        self.pauses = Pauses()
+        self.last: dict[str, Event] = {}  # worker -> its last send of this life (none: not judged now)
+        self.rate: dict[str, float] = {}  # worker -> its clock's rate, when slower than real time
+        self.bad: list[tuple[Event, str, str]] = []
+        self.gaps = 0
+        self.longest = 0.0  # the longest gap judged, as a share of its bound
+
+    def bound(self, node: str) -> int:
+        return int(self.factor * self.heartbeat.get(node, self.default) / self.rate.get(node, 1.0)) + self.tolerance
+
+    def on_event(self, ev: Event) -> None:
+        if ev.via:
+            return
+        node = ev.node
+        if ev.kind in (CRASH, RESTART, START):
+            self._judge(node, ev.time_ns, ended=True)
+            self.last.pop(node, None)
+        self.pauses.on_event(ev)
+        if ev.kind == CLOCK:
+            drift = float((ev.data or {}).get("drift", 0.0))
+            self.rate[node] = min(self.rate.get(node, 1.0), 1.0 + drift)
+            self.last.pop(node, None)  # how long it waits across the change, by its clock, is unknown
+        elif ev.kind == SEND:
+            self._judge(node, ev.time_ns)
+            self.last[node] = ev
+
+    def _judge(self, node: str, now: int, ended: bool = False) -> None:
+        last = self.last.get(node)
+        if last is None:
+            return
+        gap = now - last.time_ns - self.pauses.between(node, last.time_ns, now)
+        bound = self.bound(node)
+        self.gaps += 1
+        self.longest = max(self.longest, gap / bound)
+        if gap > bound:
+            until = "until its life ended" if ended else "before its next message"
+            self.bad.append((last, f"{node} sent the broker nothing for {gap / NS_PER_MS:.1f} ms {until} (bound "
+                                   f"{self.factor:g} x {self.heartbeat.get(node, self.default) / NS_PER_MS:g} ms"
+                                   f" + {self.tolerance / NS_PER_MS:g} ms)", self.clause))
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        for node in list(self.last):
+            self._judge(node, end_ns, ended=True)
+        if not self.bad:
+            return [self.ok(f"{self.gaps} gap(s) between a worker's messages, the longest "
+                            f"{self.longest:.0%} of its bound")]
+        return [self.first_problem(self.bad, "worker silence(s) longer than the heartbeat bound")]
 
 
 def message_type(ev: Event) -> str:

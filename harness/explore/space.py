@@ -12,6 +12,7 @@ restarts, every fault ends before the run's quiet end). docs/explore.md explains
       targets: [broker, workers]        # what node faults strike (groups, nodes, roles, protocol targets)
       messages: [REQUEST, REPLY]        # what message rules match (default: every message of the dialect)
       effects: {drop: 5%, duplicate: 10%, delay: 20%, reorder: 10%, corrupt: 5%}   # rule effects, highest probability
+      damage: [header]                  # what corrupt rules do (fault_injection.damage; default: the five kinds)
       latency: 50ms                     # longest extra delay of a rule, slowest slow link
       skew: 100ms                       # largest clock offset
       from: 0s                          # no fault starts earlier
@@ -27,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from fault_injection.damage import KNOWN_HOWS
 from fault_injection.rules import parse_probability
 from harness.packages.base import as_duration, as_positive_int
 from harness.registry import package
@@ -47,7 +49,7 @@ PROBABILITY_LADDER = (0.01, 0.02, 0.05, 0.10, 0.20, 0.50, 1.0)
 RATE_LADDER = (0.25, 0.5, 1.0, 2.0, 4.0)
 MS = 1_000_000
 KEYS = {"max_faults", "kinds", "targets", "messages", "effects", "latency", "skew", "from", "quiet", "shortest",
-        "longest", "counts", "rate"}
+        "longest", "counts", "rate", "damage"}
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,7 @@ class Space:
     longest_ns: int
     counts: dict[str, tuple[int, int]] = field(default_factory=dict)  # group -> (fewest, most)
     rate: tuple[float, float] = (1.0, 1.0)
+    damage: tuple[str, ...] = ()  # the damage kinds of drawn corrupt rules; () = the rule's default
 
     def last_end_ns(self, duration_ns: int) -> int:
         """No fault acts after this."""
@@ -123,11 +126,12 @@ def space_of(scenario: Scenario, locs: Locations | None = None, capabilities: fr
                                      f"({duration / 1e9:g}s)")
     counts = _counts(v, raw, p, scenario)
     rate = v.get(raw, p, "rate", _rate, (1.0, 1.0))
+    damage = tuple(v.get(raw, p, "damage", _names("damage", KNOWN_HOWS), []))
     return Space(
         max_faults=v.get(raw, p, "max_faults", _count, 3), kinds=kinds, targets=targets, messages=messages,
         effects=effects, latency_ns=v.get(raw, p, "latency", as_duration, 50 * MS),
         skew_ns=v.get(raw, p, "skew", as_duration, 100 * MS), start_ns=start, quiet_ns=quiet,
-        shortest_ns=shortest, longest_ns=longest, counts=counts, rate=rate,
+        shortest_ns=shortest, longest_ns=longest, counts=counts, rate=rate, damage=damage,
     )
 
 

@@ -268,7 +268,7 @@ def corrupt_rules(space: Space, seed: int | str, always: bool = False) -> list[d
     rng = random.Random(f"explore/corrupt/{seed}")
     if rng.random() >= CORRUPT_SHARE and not always:
         return []
-    body: dict[str, Any] = {"message": rng.choice(space.messages), CORRUPT: True}
+    body: dict[str, Any] = {"message": rng.choice(space.messages), CORRUPT: list(space.damage) or True}
     if rng.random() < CORRUPT_ONE:
         body["nth"] = rng.randint(1, CORRUPT_NTH)
     else:

@@ -85,6 +85,7 @@ CASES = [
     ("head-next-offset", "producer", BASIC, "producer-claims"),
     ("other-beacon-id", "producer", BASIC, "producer-claims"),
     ("records-as-direct", "producer", BASIC, "topic-frames"),
+    ("no-hello-reply", "early", BASIC, "hello-reply"),  # a SHOULD: basic.yaml names the check
 ]
 
 
@@ -114,3 +115,12 @@ def test_reference_nodes_pass(scenario: Path | str) -> None:
         judged = {v.check: v.detail for v in r.verdicts if v.check in NEW_CHECKS}
         assert set(judged) == set(NEW_CHECKS)
         assert not any(d.startswith(("0 ", "not judged")) for d in judged.values()), judged
+
+
+def test_hello_reply_is_a_should_that_the_reference_consumers_answer() -> None:
+    """The opt-in check judges the SHOULD only where a file names it, and says so in its verdict."""
+    v = next(v for v in run(BASIC.read_text(), "basic.yaml").verdicts if v.check == "hello-reply")
+    assert v.ok and v.level == "SHOULD" and not v.detail.startswith("0 "), v.detail
+    bad = run(BASIC.read_text(), "basic.yaml", early=MUTANTS["no-hello-reply"][1])
+    v = next(v for v in bad.verdicts if v.check == "hello-reply")
+    assert not v.ok and v.level == "SHOULD" and "owed a CONSUMER-HELLO" in v.detail

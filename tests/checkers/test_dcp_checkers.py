@@ -151,3 +151,39 @@ check: [exactly-once]
     assert v.ok and "1 more lost with clients that crashed" in v.detail, v.detail
     bad = run(text, broker=mutants.StripsMetadataBroker)
     assert not verdict(bad, "exactly-once").ok  # what the crash did not take is still judged
+
+
+@pytest.mark.parametrize("mutant,clause,words", [
+    (mutants.ReaddressesReplyBroker, "dcp.reply.format", "re-addressed a reply"),
+    (mutants.MisroutesReplyBroker, "dcp.broker.route-reply", "sent a reply for"),
+], ids=["readdresses-reply", "misroutes-reply"])
+def test_reply_unchanged_catches_a_broker_that_alters_or_misroutes_a_reply(mutant, clause: str, words: str) -> None:
+    """The reference client matches replies by metadata, so only the broker's own sends show a
+    re-addressed reply (E-DCP-04)."""
+    assert verdict(run(CLEAN), "reply-unchanged").ok
+    v = verdict(run(CLEAN, broker=mutant), "reply-unchanged")
+    assert not v.ok and v.clause == clause and words in v.detail and v.evidence
+
+
+def test_heartbeat_answers_catches_a_registration_accepted_without_its_echo() -> None:
+    """A broker that gives a worker requests accepted its registration, so it owed the echo
+    (E-DCP-07); the reference worker re-registers instead of pinging, so no PONG shows it."""
+    v = verdict(run(CLEAN, broker=mutants.NoRegisterEchoBroker), "heartbeat-answers")
+    assert not v.ok and v.clause == "dcp.broker.register-confirm" and "accepted its registration" in v.detail
+
+
+INTERVAL = CLEAN.replace("check: [", "check: [worker-interval, ")
+
+
+def test_worker_interval_catches_a_worker_that_pings_every_third_interval() -> None:
+    v = verdict(run(INTERVAL, workers__0=mutants.SlowPingWorker), "worker-interval")
+    assert not v.ok and v.clause == "dcp.heartbeat.worker-interval" and "workers.0 sent the broker nothing" in v.detail
+
+
+def test_worker_interval_leaves_paused_time_and_clock_changes_out() -> None:
+    """A worker paused for 1 s (four intervals) and one whose clock is set back and slowed owe
+    nothing for that time; the reference passes."""
+    faults = ("faults:\n  - {from: 500ms, until: 1500ms, pause: workers.0}\n"
+              "  - {at: 700ms, clock_skew: workers.1, offset: -400ms, drift: -0.2}\ncheck:")
+    v = verdict(run(INTERVAL.replace("check:", faults, 1)), "worker-interval")
+    assert v.ok, v.detail

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 from fault_injection.rules import parse_duration, parse_probability
@@ -11,7 +12,7 @@ from harness.explore.candidate import Candidate, Runner, fault_window, from_scen
 from harness.explore.space import space_of
 from harness.explore.space import DEFAULT_EFFECTS
 from harness.explore.strategies import CORRUPT_NTH, candidates, corrupt_rules, mutations
-from harness.scenario import load_scenario_source, parse_scenario
+from harness.scenario import ScenarioError, load_scenario_source, parse_scenario
 
 SCENARIO, LOCS = load_scenario_source("scenarios/dcp/explore/basic.yaml")
 with open("scenarios/dcp/explore/basic.yaml") as _f:
@@ -96,6 +97,20 @@ def test_half_the_candidates_get_a_corrupt_rule_from_their_seed() -> None:
     no_corrupt = space_of(parse_scenario(SCENARIO_TEXT.replace("max_faults: 3", "max_faults: 3\n  effects: {drop: 5%}"),
                                          "x.yaml"))
     assert not any(corrupt_rules(no_corrupt, seed) for seed in range(1, 100))
+
+
+def test_damage_names_what_a_drawn_corrupt_rule_does_and_changes_no_draw() -> None:
+    """`damage: [header]` writes the kinds into the rule (corrupt: [header]); the rules are drawn
+    as without it, and an unknown kind is refused with the known ones."""
+    text = SCENARIO_TEXT.replace("max_faults: 3", "max_faults: 3\n  damage: [header]")
+    headers = space_of(parse_scenario(text, "x.yaml"))
+    assert headers.damage == ("header",) and SPACE.damage == ()
+    for seed in range(1, 60):
+        plain, named = corrupt_rules(SPACE, seed), corrupt_rules(headers, seed)
+        assert [r["rule"]["corrupt"] for r in named] == [["header"]] * len(plain)
+        assert [{**r["rule"], "corrupt": True} for r in named] == [r["rule"] for r in plain]
+    with pytest.raises(ScenarioError, match="no damage 'flipp'"):
+        space_of(parse_scenario(SCENARIO_TEXT.replace("max_faults: 3", "max_faults: 3\n  damage: [flipp]"), "x.yaml"))
 
 
 _FILE_RULE = {"rule": {"message": "REPLY", "corrupt": True, "nth": 1}}  # a corrupt rule the file itself has

@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 from harness.checkers import dafka as checks
 from harness.checkers import dafka_answers as answers
+from harness.checkers.dafka_input import StoreInput
 from harness.checkers import dafka_links as links
 from harness.checkers import dafka_topics as topic_checks
 from harness.packages.base import (
@@ -145,6 +146,8 @@ CHECKS = {
     "intervals": _check("intervals", answers.Intervals, _intervals),
     "answers": _check("answers", answers.Answers, _with_topics(answers.Answers)),
     "producer-claims": _check("producer-claims", answers.ProducerClaims),
+    "store-input": _check("store-input", StoreInput),
+    "hello-reply": _check("hello-reply", answers.HelloReply, _with_topics(answers.HelloReply)),
 }
 
 
@@ -218,7 +221,7 @@ PACKAGE = ProtocolPackage(
     checks=CHECKS,
     default_checks=("offsets", "consumer-order", "complete-delivery", "acked-retrievable", "keep-until-ack",
                     "fetch-ascending", "topic-frames", "hello-subjects", "subscriptions", "tower-links", "intervals",
-                    "answers", "producer-claims"),
+                    "answers", "producer-claims", "store-input"),
     final_status=("store",),  # acked-retrievable reads the stores' holdings at the end
     mutants=MUTANTS,
     suites=SUITES,

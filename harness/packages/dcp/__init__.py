@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from harness.checkers.dcp_heartbeat import HeartbeatAnswers
+from harness.checkers.dcp_heartbeat import HeartbeatAnswers, WorkerInterval
 from harness.checkers import dcp as checks
 from harness.packages.base import (
     CaptureHints, Check, Operation, ProtocolPackage, Role, Setting, TargetView, as_int, as_ms, as_positive_int,
@@ -31,6 +31,12 @@ def _behaviour(v: Any) -> str:
     if s in ("echo", "upper", "reverse") or (s.startswith("forward:") and len(s) > len("forward:")):
         return s
     raise ValueError(f"expected echo, upper, reverse or forward:<service>, got {s!r}")
+
+
+def _factor(v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 1:
+        raise ValueError(f"expected a number >= 1 (a multiple of the interval), got {v!r}")
+    return float(v)
 
 
 HEARTBEAT = Setting("heartbeat_ms", as_ms, "heartbeat interval agreed between broker and workers")
@@ -58,12 +64,21 @@ def _exactly_once(scenario: Any, **params: Any) -> checks.ExactlyOnce:
     return checks.ExactlyOnce(behaviours=behaviours, **params)
 
 
+def _worker_interval(scenario: Any, **params: Any) -> WorkerInterval:
+    """Each worker's agreed interval: its own setting, else the broker's (as `wire` gives it)."""
+    default = _broker_settings(scenario).get("heartbeat_ms", DEFAULT_HEARTBEAT_MS)
+    heartbeats = {n: g.config.get("heartbeat_ms", default) for g in scenario.groups.values() if g.role == "worker"
+                  for n in g.nodes}
+    return WorkerInterval(heartbeat_ms=heartbeats, default_ms=default, **params)
+
+
 def _simple(cls: type) -> Callable[..., Any]:
     return lambda scenario, **params: cls(**params)
 
 
-def _check(name: str, cls: type, factory: Callable[..., Any] | None = None) -> Check:
-    return Check(name, factory or _simple(cls), doc=cls.__doc__ or "", clause=cls.clause, checker=cls)
+def _check(name: str, cls: type, factory: Callable[..., Any] | None = None,
+           params: dict[str, Setting] | None = None) -> Check:
+    return Check(name, factory or _simple(cls), params or {}, doc=cls.__doc__ or "", clause=cls.clause, checker=cls)
 
 
 ROLES = {
@@ -100,6 +115,10 @@ CHECKS = {
     "one-request-per-worker": _check("one-request-per-worker", checks.OneRequestPerWorker),
     "worker-expiry": _check("worker-expiry", checks.WorkerExpiry, _expiry),
     "heartbeat-answers": _check("heartbeat-answers", HeartbeatAnswers),
+    "reply-unchanged": _check("reply-unchanged", checks.ReplyUnchanged),
+    "worker-interval": _check("worker-interval", WorkerInterval, _worker_interval, {
+        "factor": Setting("factor", _factor, "the tolerance factor on the agreed interval (default 2.5)"),
+        "tolerance": Setting("tolerance_ms", as_ms, "slack for a live run's scheduling (default 20ms)")}),
 }
 
 
@@ -155,7 +174,7 @@ PACKAGE = ProtocolPackage(
     operations=OPERATIONS,
     checks=CHECKS,
     default_checks=("exactly-once", "metadata-unchanged", "one-request-per-worker", "worker-expiry",
-                    "heartbeat-answers"),
+                    "heartbeat-answers", "reply-unchanged"),
     mutants=MUTANTS,
     suites=SUITES,
     wire=wire,
