@@ -19,7 +19,7 @@ ALL_CHECKS = ("[election-safety, vote-once, term-update, log-matching, leader-ap
               "state-machine-safety, committed-durable, commit-rule, update-once, snapshot-state, linearizable, "
               "leader-heartbeat, message-ids, update-reqids, update-expiry, entries-stop, follows-entries-redirect, "
               "broadcast-state, broadcast-heartbeat, broadcast-entries, broadcast-url, request-config, repeat-config, "
-              "cluster-ident]")
+              "cluster-ident, entries-pipeline]")
 
 SCENARIOS = {
     # Five peers with identical election timeouts, all restarted at once: everyone stands at the
@@ -149,6 +149,20 @@ faults:
   - {from: 1900ms, until: 2070ms, pause: peers.4}
 check: CHECKS
 """,
+    # Responses of at most 2 entries: a client's read up to its update's index takes several
+    # RequestEntries responses, at most 5 unconfirmed (explore's shrunk find for
+    # unbounded-pipeline on scenarios/raft/explore/catch-up.yaml).
+    "catch-up": """
+protocol: raft
+name: raft-test-catch-up
+duration: 2900ms
+nodes:
+  peers: {role: peer, count: 1, config: {max_entries: 2}}
+  clients: {role: client, count: 3, config: {op_timeout: 2s}}
+workload:
+  - {nodes: clients, op: put, rate: 20/s, from: 300ms, until: 2400ms, limit: 42}
+check: CHECKS
+""",
     "quiet": """
 protocol: raft
 name: raft-test-quiet
@@ -269,6 +283,7 @@ CASES = [
     ("wrong-prev-term", "stale", "log-matching", [1, 2]),
     ("accept-any-prev", "cut-off-answers", "log-matching", [7490]),
     ("ignores-entries-redirect", "slow-reads", "follows-entries-redirect", [295818]),
+    ("unbounded-pipeline", "catch-up", "entries-pipeline", [1, 2, 3]),
     ("ignore-higher-term", "deposed", "term-update", [1, 2, 3]),
     ("reapply-reqid", "retries", "update-once", [1, 2]),
     ("no-debounce", "retries", "commit-rule", [1, 2, 3], "raft.algorithm.commit-majority"),

@@ -190,3 +190,63 @@ class EntriesStop(RaftChecker):
     def finish(self, end_ns: int) -> list[Verdict]:
         return self.verdict(self.problems, f"{self.stops} RequestEntries stop(s) received, none answered with "
                                            f"entries afterwards")
+
+
+class EntriesPipeline(RaftChecker):
+    """At most REQUEST_ENTRIES_PIPELINES responses of one RequestEntries RPC are unconfirmed
+    (``raft.entries.pipeline``, E-RAFT-19: each follow-up confirms one response). Reads the
+    RequestEntries a peer receives (routing id, request id) and the responses it sends with
+    entries or a snapshot chunk (status 1, 2, 3): per RPC, responses sent minus follow-ups
+    received must stay within the peer's ``entries_pipeline`` (the scenario's, default 5; set it
+    to what an implementation under test uses). An RPC ends with a response of status 1 or a
+    count of 0 (the next request under its id starts a new one), and with the peer's crash or
+    restart. An external peer seen by the chaos proxy is judged too: the proxy hands a follow-up
+    on before the peer reads it and reads a response after the peer sent it, so what it sees is
+    never more unconfirmed than the truth."""
+
+    name = "entries-pipeline"
+    clause = "raft.entries.pipeline"
+    kinds = frozenset({SEND, RECV, CRASH, RESTART})
+
+    def __init__(self, pipelines: dict[str, int] | None = None, default: int = 5, **params: Any) -> None:
+        super().__init__(**params)
+        self.pipelines = pipelines or {}
+        self.default = default
+        self.open: dict[tuple[str, bytes, bytes], int] = {}  # (peer, client, id) -> responses unconfirmed
+        self.problems: list[tuple[str, list[dict[str, Any]]]] = []
+        self.most = 0
+
+    def on_other(self, ev: Event) -> None:
+        self.open = {k: v for k, v in self.open.items() if k[0] != ev.node}
+
+    def request_received(self, ev: Event, msg: Message) -> None:
+        if msg.name != "RequestEntries" or not ev.frames or len(ev.frames) < 2:
+            return
+        key = (ev.node, ev.frames[0], ev.frames[1])
+        if msg.get("count") == 0:
+            self.open.pop(key, None)
+        elif key in self.open:
+            self.open[key] = max(0, self.open[key] - 1)  # a follow-up confirms one response
+        else:
+            self.open[key] = 0
+
+    def response_sent(self, ev: Event, request: Message, msg: Message) -> None:
+        if msg.name != "RequestEntriesResponse" or msg["status"] not in (1, 2, 3) or not ev.frames:
+            return
+        key = (ev.node, ev.frames[0], ev.frames[1]) if len(ev.frames) > 1 else None
+        if key not in self.open:
+            return  # an answer to an RPC this check did not see begin
+        n = self.open[key] + 1
+        self.most = max(self.most, n)
+        bound = self.pipelines.get(ev.node, self.default)
+        if n > bound and len(self.problems) < 50:
+            self.problems.append((f"{ev.node} had {n} responses of one RequestEntries unconfirmed, more than its "
+                                  f"pipeline of {bound}", [show(ev, msg)]))
+        if msg["status"] == 1:
+            del self.open[key]  # the last response: the RPC is over
+        else:
+            self.open[key] = n
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        return self.verdict(self.problems, f"at most {self.most} response(s) of one RequestEntries unconfirmed, "
+                                           "within each peer's pipeline")

@@ -15,7 +15,7 @@ from harness.packages.base import Check, Setting, as_ms, as_positive_int
 from harness.packages.raft.history import KVHistory
 from reference_nodes.raft.common import (
     cluster_ident,
-    DEFAULT_CLIENT_HEARTBEAT_MS, DEFAULT_ELECTION_GRACE_MS, DEFAULT_ELECTION_MIN_MS, DEFAULT_EPOCH_S,
+    DEFAULT_CLIENT_HEARTBEAT_MS, DEFAULT_ELECTION_GRACE_MS, DEFAULT_ELECTION_MIN_MS, DEFAULT_ENTRIES_PIPELINE, DEFAULT_EPOCH_S,
     DEFAULT_UPDATE_TTL_MS,
 )
 
@@ -106,6 +106,9 @@ def _factory(cls: type) -> Callable[..., Any]:
     def make(scenario: Any, **params: Any) -> Any:
         if cls in PEER_COUNTED:
             params["peers"] = peer_count(scenario)
+        elif cls is checkers.EntriesPipeline:
+            params["pipelines"] = {n: int(g.config.get("entries_pipeline", DEFAULT_ENTRIES_PIPELINE))
+                                   for g in scenario.groups.values() if g.role == "peer" for n in g.nodes}
         elif cls is checkers.FollowsEntriesRedirect:
             params["peers"] = frozenset(n for g in scenario.groups.values() if g.role == "peer" for n in g.nodes)
         elif cls is checkers.LiveAfterHeal:
@@ -179,6 +182,7 @@ CHECKS = {
     "message-ids": _check("message-ids", checkers.MessageIds),
     "cluster-ident": _check("cluster-ident", checkers.ClusterIdent),
     "entries-stop": _check("entries-stop", checkers.EntriesStop),
+    "entries-pipeline": _check("entries-pipeline", checkers.EntriesPipeline),
     "follows-entries-redirect": _check("follows-entries-redirect", checkers.FollowsEntriesRedirect, {
         "within": Setting("within_ms", as_ms, "judge the first RequestEntries sent this soon after the redirect "
                                               "(default 50ms)")}),
