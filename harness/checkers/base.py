@@ -204,7 +204,9 @@ class NoNodeErrors(Checker):
 
 
 class Observer:
-    """Fans events out to checkers; runtimes call ``emit``."""
+    """Fans events out to checkers; runtimes call ``emit``. A checker that raises is a bug of the
+    harness, not of the node whose event it was reading: it is taken out of the run and its
+    verdict fails naming the error (the node runs on, and ``no-node-errors`` does not blame it)."""
 
     def __init__(self, checkers: list[Checker], codec: Codec | None, roles: dict[str, str]) -> None:
         self.checkers = checkers
@@ -213,12 +215,22 @@ class Observer:
         self.count = 0
         # (kind, role) -> the checkers that want such events, computed on first sight.
         self._routes: dict[tuple[str, str], list[Checker]] = {}
+        self.broken: dict[int, Verdict] = {}  # id(checker) -> its failing verdict
 
     def _route(self, kind: str, role: str) -> list[Checker]:
         out = [c for c in self.checkers
-               if (c.kinds is None or kind in c.kinds) and (c.roles is None or role in c.roles)]
+               if (c.kinds is None or kind in c.kinds) and (c.roles is None or role in c.roles)
+               and id(c) not in self.broken]
         self._routes[(kind, role)] = out
         return out
+
+    def _broke(self, c: Checker, err: Exception, ev: Event | None) -> None:
+        import traceback  # only on a harness bug
+        where = "".join(traceback.format_exception_only(type(err), err)).strip()
+        self.broken[id(c)] = Verdict(c.name, c.clause, False,
+                                     f"the checker itself failed (a bug of the harness, not of the nodes): {where}",
+                                     [ev.describe()] if ev is not None else [], level=c.level)
+        self._routes = {}  # routes are computed again without it
 
     def emit(self, time_ns: int, node: str, kind: str, *, socket: str = "", frames: list[bytes] | None = None,
              msg_type: str = "", data: dict[str, Any] | None = None, via: str = "") -> None:
@@ -233,15 +245,28 @@ class Observer:
         if via:
             ev.via = via
         for c in targets:
-            c.on_event(ev)
+            try:
+                c.on_event(ev)
+            except Exception as err:  # noqa: BLE001 - any checker bug; see the class docstring
+                self._broke(c, err, ev)
 
     def declare(self, node: str, sockets: list[SocketSpec]) -> None:
         """A node was built with these sockets (the probe says so; runtimes need not)."""
         for c in self.checkers:
-            c.on_sockets(node, sockets)
+            if id(c) not in self.broken:
+                try:
+                    c.on_sockets(node, sockets)
+                except Exception as err:  # noqa: BLE001
+                    self._broke(c, err, None)
 
     def finish(self, end_ns: int) -> list[Verdict]:
         out = []
         for c in self.checkers:
-            out.extend(c.finish(end_ns))
+            if id(c) not in self.broken:
+                try:
+                    out.extend(c.finish(end_ns))
+                except Exception as err:  # noqa: BLE001
+                    self._broke(c, err, None)
+            if id(c) in self.broken:
+                out.append(self.broken[id(c)])
         return out
