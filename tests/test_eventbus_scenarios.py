@@ -38,6 +38,7 @@ def test_scenario_passes_500_seeds(path: str) -> None:
 
 
 @pytest.mark.live
+@pytest.mark.slow  # the suite's time budget: failover is proven in simulation; live Event BUS runs are the conformance ones
 @pytest.mark.timeout(120)
 def test_failover_passes_live(tmp_path: Path) -> None:
     """The failover scenario over real sockets: the primary (resolved from the servers' notes)

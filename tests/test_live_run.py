@@ -58,7 +58,7 @@ def test_cli_live_exit_status(tmp_path: Path) -> None:
     assert "PASS dcp-clean seed 1 (live)" in r.stdout
 
 
-@pytest.mark.parametrize("name", ["clean", "store-restart"])
+@pytest.mark.parametrize("name", [pytest.param("clean", marks=pytest.mark.slow), "store-restart"])  # the time budget
 def test_dafka_scenarios_pass_live(name: str, tmp_path: Path) -> None:
     r = run_live(load_scenario(f"scenarios/dafka/chaos/{name}.yaml"), 1, str(tmp_path))
     assert r.ok, [v.to_dict() for v in r.failed]

@@ -172,6 +172,7 @@ def test_the_report_command(traces: Path, spark, tmp_path: Path) -> None:
     assert r.returncode == 0 and "--master" in r.stdout
 
 
+@pytest.mark.slow  # the suite's time budget (test_the_report_command reads a torn file by default)
 def test_the_sql_engine_names_and_skips_a_torn_file(traces: Path, spark, tmp_path: Path) -> None:
     """As the arrow engine does (before, Spark failed the whole report on it)."""
     from harness.cli import main
