@@ -75,6 +75,7 @@ def test_a_peer_that_votes_twice_fails_vote_once_from_what_the_proxy_saw(tmp_pat
     assert {r["socket"] for r in votes} >= {"router", "dealer:peers.0", "dealer:peers.1", "dealer:peers.2"}
 
 
+@pytest.mark.slow  # the suite's time budget
 def test_observation_off_leaves_the_peer_traffic_unjudged(tmp_path: Path, no_thread_leak: None) -> None:
     on = run_live(scenario(QUIET), 1, str(tmp_path / "on"))
     assert on.ok, [v.to_dict() for v in on.failed]

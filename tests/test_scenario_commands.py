@@ -29,7 +29,8 @@ def test_placeholders_name_this_python_and_this_zmq_harness() -> None:
 
 @pytest.mark.live
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("start", ["zmq-harness node", "{python} -m harness.cli node"])
+@pytest.mark.parametrize("start", ["zmq-harness node",
+                                   pytest.param("{python} -m harness.cli node", marks=pytest.mark.slow)])  # time budget
 def test_a_scenario_command_runs_without_the_venv_on_path(tmp_path: Path, start: str) -> None:
     broker = (f'broker: {{role: broker, command: "{start} dcp broker --bind {{endpoint}} --set heartbeat=250ms '
               f'--set liveness=3", ready: {{line: READY}}}}')

@@ -118,6 +118,7 @@ def test_capture_needs_live(tmp_path: Path) -> None:
     assert r.returncode == 2 and "--capture records real traffic; it needs --live" in r.stderr
 
 
+@pytest.mark.slow  # the suite's time budget (the DCP captures run by default)
 def test_a_dafka_capture_ties_each_nodes_connections_together(tmp_path: Path) -> None:
     text = Path("scenarios/dafka/chaos/clean.yaml").read_text().replace("duration: 6s", "duration: 3s") \
         .replace("until: 4s", "until: 2500ms")

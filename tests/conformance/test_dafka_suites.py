@@ -310,6 +310,7 @@ def test_an_implementation_that_is_already_up_cannot_be_tested() -> None:
 
 
 @pytest.mark.live
+@pytest.mark.slow  # the suite's time budget: the stand-in tests run placeholder command lines live by default
 @pytest.mark.timeout(120)
 def test_a_command_line_with_the_placeholders_runs_live(tmp_path: Path) -> None:
     cmd = (f"{sys.executable} -m harness.cli node dafka consumer --dialect {{dialect}} --set bind={{endpoint}} "
