@@ -9,8 +9,8 @@ from harness.checkers.base import CRASH, RECV, RESTART, SEND, Event, Verdict
 from harness.checkers.raft.elections import RaftChecker
 from harness.checkers.raft.wire import ROUTER, show
 from harness.protocols.codec import Message
+from harness.protocols.raft import RE_NOT_LEADER
 
-RE_NOT_LEADER = 0
 LEADER_NAMING = ("RequestConfigResponse", "RequestUpdateResponse", "RequestLogInfoResponse",
                  "RequestEntriesResponse")
 

@@ -44,8 +44,7 @@ def last_heal_ns(scenario: Any) -> int:
 
 def election_mins(scenario: Any) -> dict[str, int]:
     """Each peer's ELECTION_TIMEOUT_MIN in ms, as its group configures it (default 200)."""
-    return {n: int(g.config.get("election_min_ms", DEFAULT_ELECTION_MIN_MS))
-            for g in scenario.groups.values() if g.role == "peer" for n in g.nodes}
+    return role_config(scenario, "peer", "election_min_ms", DEFAULT_ELECTION_MIN_MS)
 
 
 def clock_faults(scenario: Any, node: str) -> list[Any]:
@@ -107,8 +106,7 @@ def _factory(cls: type) -> Callable[..., Any]:
         if cls in PEER_COUNTED:
             params["peers"] = peer_count(scenario)
         elif cls is checkers.EntriesPipeline:
-            params["pipelines"] = {n: int(g.config.get("entries_pipeline", DEFAULT_ENTRIES_PIPELINE))
-                                   for g in scenario.groups.values() if g.role == "peer" for n in g.nodes}
+            params["pipelines"] = role_config(scenario, "peer", "entries_pipeline", DEFAULT_ENTRIES_PIPELINE)
         elif cls is checkers.FollowsEntriesRedirect:
             params["peers"] = frozenset(n for g in scenario.groups.values() if g.role == "peer" for n in g.nodes)
         elif cls is checkers.LiveAfterHeal:
