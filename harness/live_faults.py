@@ -140,6 +140,49 @@ def connection_owner(addr: tuple[str, int], pids: dict[str, int | None]) -> str 
     return None
 
 
+def _port(endpoint: str) -> int | None:
+    tail = endpoint.rsplit(":", 1)[-1]
+    return int(tail) if endpoint.startswith("tcp://") and tail.isdigit() else None
+
+
+class ConsecutiveListeners:
+    """Listeners for one connecter in front of a binder's consecutive ports are consecutive too
+    (an Event BUS server's P, P+1, P+2): a program told only P finds the rest at P+1 and P+2
+    behind the proxy as without it. Any free port when such a block is not to be had."""
+
+    def __init__(self, owners: dict[str, str]) -> None:
+        self.ports: dict[str, set[int]] = {}  # binder -> its ports
+        for endpoint, binder in owners.items():
+            port = _port(endpoint)
+            if port is not None:
+                self.ports.setdefault(binder, set()).add(port)
+        self.last: dict[tuple[str, str], tuple[int, int]] = {}  # (binder, connecter) -> (real port, listener port)
+
+    def add(self, proxy: ChaosProxy, link: LinkSpec, connecter: str) -> str:
+        from fault_injection.relay import ProxyError  # noqa: PLC0415
+        from harness.live.supervisor import free_port  # noqa: PLC0415
+
+        binder, port = link.binder, _port(link.target)
+        listen = None
+        prev = self.last.get((binder, connecter))
+        if port is not None and prev is not None and port == prev[0] + 1:
+            listen = f"tcp://{proxy.host}:{prev[1] + 1}"
+        elif port is not None and port + 1 in self.ports.get(binder, ()):
+            run = 1
+            while port + run in self.ports[binder]:
+                run += 1
+            listen = f"tcp://{proxy.host}:{free_port(proxy.host, count=run)}"
+        try:
+            endpoint = proxy.add_link(link, listen)
+        except ProxyError:
+            if listen is None:
+                raise
+            endpoint = proxy.add_link(link)
+        if port is not None:
+            self.last[(binder, connecter)] = (port, _port(endpoint) or 0)
+        return endpoint
+
+
 @dataclass
 class ProxyPlacement:
     proxy: ChaosProxy
@@ -164,11 +207,12 @@ def place_proxy(scenario: Scenario, pkg: ProtocolPackage, configs: dict[str, tup
     def touched(a: str, b: str) -> bool:  # the proxy goes between them (observed pairs are symmetric)
         return faulted(a, b) or observed(a, b)
 
+    listeners = ConsecutiveListeners(owners)
     try:
         for endpoint, binder in owners.items():
             for node, (_, cfg) in configs.items():
                 if node != binder and _mentions(cfg, endpoint) and touched(binder, node):
-                    listener = proxy.add_link(LinkSpec(endpoint, binder=binder, connecter=node))
+                    listener = listeners.add(proxy, LinkSpec(endpoint, binder=binder, connecter=node), node)
                     configs[node] = (configs[node][0], _replace(cfg, endpoint, listener))
                     placement.links += 1
             bcfg = configs[binder][1]

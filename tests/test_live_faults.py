@@ -247,3 +247,24 @@ def test_endpoints_inside_text_settings_go_through_the_proxy() -> None:
         assert "tcp://127.0.0.1:1001," not in peers0 and "x=tcp://127.0.0.1:10001" in peers0
     finally:
         placement.proxy.stop()
+
+
+def test_a_connecter_finds_a_binders_consecutive_ports_consecutive_behind_the_proxy() -> None:
+    """An Event BUS client told only P connects to P+1 and P+2 too (E-EVENTBUS-18): the proxy's
+    listeners for one connecter in front of a binder's P, P+1, P+2 are consecutive as well."""
+    from fault_injection.proxy import LinkSpec
+    from harness.live.supervisor import free_port
+    from harness.live_faults import ConsecutiveListeners
+
+    p = free_port(count=3)
+    real = [f"tcp://127.0.0.1:{p + i}" for i in range(3)]
+    owners = {ep: "bus" for ep in real}
+    proxy = ChaosProxy(clock=lambda: 0)
+    try:
+        listeners = ConsecutiveListeners(owners)
+        for node in ("a", "b"):
+            got = [int(listeners.add(proxy, LinkSpec(ep, binder="bus", connecter=node), node).rsplit(":", 1)[1])
+                   for ep in real]
+            assert got == [got[0], got[0] + 1, got[0] + 2], got
+    finally:
+        proxy.stop()
