@@ -46,6 +46,19 @@ def in_subtrees(topic: str, subtrees: list[str]) -> bool:
     return not subtrees or any(topic.startswith(s) for s in subtrees)
 
 
+# Why a client that runs as an external process is not judged by a check of what clients apply:
+# it reports no deliveries, and the wire shows what reached it, not what it applied.
+NOT_ON_WIRE = "what it applies is not on the wire"
+
+
+def not_judged(external: list[str], why: str = NOT_ON_WIRE) -> str:
+    """The part of a verdict's detail that names the external clients a check could not judge."""
+    if not external:
+        return ""
+    names = ", ".join(external[:5]) + (f" and {len(external) - 5} more" if len(external) > 5 else "")
+    return f"; not judged: {names} (external: {why})"
+
+
 class _Incarnations:
     """Per node, what belongs to its current incarnation (reset by a crash or a restart)."""
 
@@ -75,8 +88,9 @@ class AppliedOnce(Checker):
     kinds = frozenset({DELIVER, CRASH, RESTART})
     roles = CLIENT
 
-    def __init__(self, **params: Any) -> None:
+    def __init__(self, external: list[str] | None = None, **params: Any) -> None:
         super().__init__(**params)
+        self.external = external or []  # clients run as processes: not judged (NOT_ON_WIRE)
         self.seen: dict[str, dict[str, Event]] = {}
         self.bad: list[tuple[Event, Event]] = []
         self.applied = 0
@@ -97,7 +111,7 @@ class AppliedOnce(Checker):
 
     def finish(self, end_ns: int) -> list[Verdict]:
         if not self.bad:
-            return [self.ok(f"{self.applied} event(s) applied, none twice")]
+            return [self.ok(f"{self.applied} event(s) applied, none twice" + not_judged(self.external))]
         first, again = self.bad[0]
         d = again.data or {}
         return [self.fail(f"{len(self.bad)} event(s) applied twice; first: {again.node} applied {d.get('uuid')} "
@@ -116,8 +130,9 @@ class ClientSequence(Checker):
     kinds = frozenset({DELIVER, NOTE, CRASH, RESTART})
     roles = CLIENT
 
-    def __init__(self, **params: Any) -> None:
+    def __init__(self, external: list[str] | None = None, **params: Any) -> None:
         super().__init__(**params)
+        self.external = external or []  # clients run as processes: not judged (NOT_ON_WIRE)
         self.threshold: dict[str, tuple[int, Event]] = {}
         self.bad: list[tuple[Event, Event | None, str]] = []
         self.checked = 0
@@ -148,22 +163,27 @@ class ClientSequence(Checker):
 
     def finish(self, end_ns: int) -> list[Verdict]:
         if not self.bad:
-            return [self.ok(f"{self.checked} applied BROADCAST(s), each above the last SYNCEND or BROADCAST")]
+            return [self.ok(f"{self.checked} applied BROADCAST(s), each above the last SYNCEND or BROADCAST" + not_judged(self.external))]
         return [self.fail(f"{len(self.bad)} stale or out-of-order BROADCAST(s) applied; first: {self.bad[0][2]}",
                           [e.describe() for ev, prev, _ in self.bad[:5] for e in (prev, ev) if e is not None])]
 
 
 class _ClientHoldings(Checker):
     """What the running clients hold at the end (events of their current incarnation), and
-    which of them have synchronised, for the convergence and delivery checks."""
+    which of them have synchronised, for the convergence and delivery checks. Clients that run
+    as external processes (``external``) report neither: they are not judged, and the verdict
+    says so."""
 
     kinds: frozenset[str] | None = frozenset({DELIVER, NOTE, CRASH, RESTART})
 
-    def __init__(self, subtrees: dict[str, list[str]] | None = None, **params: Any) -> None:
+    def __init__(self, subtrees: dict[str, list[str]] | None = None, external: list[str] | None = None,
+                 **params: Any) -> None:
         super().__init__(**params)
         self.subtrees = subtrees or {}  # client node -> its subtrees ([] = everything)
+        self.external = [c for c in self.subtrees if c in set(external or ())]
         self.lives = _Incarnations()
         self.holds: dict[str, dict[str, str]] = {}  # client -> uuid -> topic (current incarnation)
+        self.source: dict[str, dict[str, str]] = {}  # client -> uuid -> how it came first (sync, broadcast)
         self.synced_at: dict[str, int] = {}  # client -> first completed sync of this incarnation
         self.server_of: dict[str, int] = {}  # client -> index of the server it synced with last
 
@@ -173,11 +193,13 @@ class _ClientHoldings(Checker):
             return False
         if self.lives.on(ev):
             self.holds.pop(ev.node, None)
+            self.source.pop(ev.node, None)
             self.synced_at.pop(ev.node, None)
             return True
         d = ev.data or {}
         if ev.kind == DELIVER and ev.msg_type == "event":
             self.holds.setdefault(ev.node, {})[str(d.get("uuid"))] = str(d.get("topic"))
+            self.source.setdefault(ev.node, {}).setdefault(str(d.get("uuid")), str(d.get("source")))
         elif ev.kind == NOTE and ev.msg_type == "synced":
             self.synced_at.setdefault(ev.node, ev.time_ns)
             self.server_of[ev.node] = int(d.get("server", 0))
@@ -185,8 +207,8 @@ class _ClientHoldings(Checker):
 
     def judged_clients(self) -> tuple[list[str], list[str]]:
         """(clients up at the end that synchronised in their current incarnation, clients up at
-        the end that never did)."""
-        up = [c for c in self.subtrees if c not in self.lives.down]
+        the end that never did), external clients left out."""
+        up = [c for c in self.subtrees if c not in self.lives.down and c not in self.external]
         return [c for c in up if c in self.synced_at], [c for c in up if c not in self.synced_at]
 
 
@@ -195,26 +217,71 @@ class Convergence(_ClientHoldings):
     holds for its subtrees: none missing, none it should not have (another subtree's, or one the
     bus never had). The bus's holdings are the final status of the active server(s); when the
     servers are implementations under test (no reference server spoke), every event some client
-    holds, so that the clients must at least agree."""
+    holds, so that the clients must at least agree (less what a client that synchronised only
+    after a server's restart need not have, E-EVENTBUS-09).
+
+    The clients it judges are the harness's own (they ask again until answered and
+    resynchronise periodically), so a failure proves a server's MUST (E-EVENTBUS-18): a client
+    that never synchronised, or lacks an event the bus holds, got no complete snapshot
+    (``eventbus.server.sync-response``); an event of another subtree it took from a SYNC breaks
+    ``eventbus.server.sync-subtree-filter``; one the bus does not hold came by SYNC
+    (``sync-response``) or by BROADCAST (``eventbus.server.broadcast``). Another subtree's event
+    applied from a BROADCAST is the client's own doing (its SUB subscribes to its subtrees): the
+    opt-in ``client-subtrees`` judges that SHOULD. A client run as an external process is not
+    judged: what it applies is not on the wire, and the verdict names it."""
 
     name = "convergence"
-    clause = "eventbus.client.apply-after-syncend"
+    clause = "eventbus.server.sync-response"
     kinds = frozenset({DELIVER, NOTE, CRASH, RESTART})
     roles = CLIENTS_AND_SERVERS
 
-    def __init__(self, subtrees: dict[str, list[str]] | None = None, **params: Any) -> None:
-        super().__init__(subtrees, **params)
+    def __init__(self, subtrees: dict[str, list[str]] | None = None, external: list[str] | None = None,
+                 **params: Any) -> None:
+        super().__init__(subtrees, external, **params)
         self.bus: dict[str, dict[str, str]] = {}  # active server -> uuid -> topic, from its final status
         self.reference_servers: set[str] = set()  # servers that are reference nodes (they note their state)
+        self.first_held: dict[str, int] = {}  # uuid -> when a client first applied it
+        self.server_restarts: list[int] = []
 
     def on_event(self, ev: Event) -> None:
+        if ev.role == "client" and ev.kind == DELIVER and ev.msg_type == "event" and ev.data:
+            self.first_held.setdefault(str(ev.data.get("uuid")), ev.time_ns)
         if self.client_event(ev):
             return
+        if ev.kind == RESTART:
+            self.server_restarts.append(ev.time_ns)
         if ev.kind == NOTE and ev.msg_type == "ha-state":
             self.reference_servers.add(ev.node)
         if ev.kind == DELIVER and ev.msg_type == "server-status" and ev.data:
             if ev.data.get("state") == "primary":
                 self.bus[ev.node] = {str(u): str(t) for _, u, t in ev.data.get("events", [])}
+
+    def _forgotten(self, client: str, uuid: str) -> bool:
+        """Inferred holdings only: the client synchronised only after a server restarted, and the
+        event is older than that restart (a server need not keep events across it, E-EVENTBUS-09)."""
+        held, joined = self.first_held.get(uuid, 0), self.synced_at.get(client, 0)
+        return any(held < r <= joined for r in self.server_restarts)
+
+    def _differences(self, c: str, bus: dict[str, str], inferred: bool) -> tuple[str, str] | None:
+        """What client ``c`` holds wrongly, as (detail, clause), or None."""
+        have, source = self.holds.get(c, {}), self.source.get(c, {})
+        want = {u for u, t in bus.items() if in_subtrees(t, self.subtrees[c])}
+        missing = sorted(u for u in want - set(have) if not (inferred and self._forgotten(c, u)))
+        # another subtree's event applied from a BROADCAST: the client's own doing (client-subtrees)
+        extra = sorted(u for u in set(have) - want
+                       if in_subtrees(have[u], self.subtrees[c]) or source.get(u) != "broadcast")
+        if not missing and not extra:
+            return None
+        detail = (f"{c} lacks {len(missing)} and has {len(extra)} extra of the {len(want)} event(s) the bus holds "
+                  f"for {self.subtrees[c] or 'all topics'}"
+                  + (f" (e.g. {missing[0]})" if missing else "")
+                  + (f" (extra e.g. {extra[0]}: {have[extra[0]]!r} by {source.get(extra[0])})" if extra else ""))
+        if missing:
+            return detail, "eventbus.server.sync-response"
+        u = extra[0]
+        if not in_subtrees(have[u], self.subtrees[c]):
+            return detail, "eventbus.server.sync-subtree-filter"
+        return detail, "eventbus.server.broadcast" if source.get(u) == "broadcast" else "eventbus.server.sync-response"
 
     def finish(self, end_ns: int) -> list[Verdict]:
         bus: dict[str, str] = {}
@@ -227,29 +294,66 @@ class Convergence(_ClientHoldings):
         elif not self.bus:
             return [self.fail("no active server gave its status at the end: the bus's state is unknown")]
         judged, unsynced = self.judged_clients()
-        problems = [f"{c} never synchronised" for c in unsynced]
+        problems = [(f"{c} never synchronised", "eventbus.server.sync-response") for c in unsynced]
         for c in judged:
-            want = {u for u, t in bus.items() if in_subtrees(t, self.subtrees[c])}
-            have = self.holds.get(c, {})
-            missing = want - set(have)
-            extra = set(have) - want
-            if missing or extra:
-                problems.append(f"{c} lacks {len(missing)} and has {len(extra)} extra of the {len(want)} event(s) the "
-                                f"bus holds for {self.subtrees[c] or 'all topics'}"
-                                + (f" (e.g. {sorted(missing)[0]})" if missing else "")
-                                + (f" (extra e.g. {sorted(extra)[0]}: {have[sorted(extra)[0]]!r})" if extra else ""))
+            found = self._differences(c, bus, inferred)
+            if found is not None:
+                problems.append(found)
         if not problems:
             source = " (the bus's state taken from the clients: its servers are not reference nodes)" if inferred else ""
             return [self.ok(f"{len(judged)} client(s) hold exactly the bus's {len(bus)} event(s) of their "
-                            f"subtrees{source}")]
-        return [self.fail(f"{len(problems)} client(s) differ from the bus: " + "; ".join(problems[:3]))]
+                            f"subtrees{source}" + not_judged(self.external))]
+        return [self.fail(f"{len(problems)} client(s) differ from the bus: " + "; ".join(p for p, _ in problems[:3])
+                          + not_judged(self.external), clause=problems[0][1])]
+
+
+class ClientSubtrees(Checker):
+    """A client applies only events of the subtrees it asked for (``subtrees``; none: every
+    topic): its SUB subscribes to them, so a BROADCAST of another subtree is not among the
+    "messages from its subscriber connection" it SHOULD apply
+    (``eventbus.client.apply-after-syncend``). Opt-in (a SHOULD); another subtree's event that
+    came by SYNC is the server's fault and ``convergence``'s. What an external client applies is
+    not on the wire: it is not judged, and the verdict names it."""
+
+    name = "client-subtrees"
+    clause = "eventbus.client.apply-after-syncend"
+    level = "SHOULD"
+    kinds = frozenset({DELIVER})
+    roles = CLIENT
+
+    def __init__(self, subtrees: dict[str, list[str]] | None = None, external: list[str] | None = None,
+                 **params: Any) -> None:
+        super().__init__(**params)
+        self.subtrees = subtrees or {}
+        self.external = [c for c in self.subtrees if c in set(external or ())]
+        self.bad: list[tuple[Event, str, str]] = []
+        self.applied = 0
+
+    def on_event(self, ev: Event) -> None:
+        d = ev.data or {}
+        if ev.msg_type != "event" or d.get("source") != "broadcast":
+            return
+        self.applied += 1
+        topic = str(d.get("topic"))
+        if not in_subtrees(topic, self.subtrees.get(ev.node, [])):
+            self.bad.append((ev, f"{ev.node} applied a BROADCAST of {topic!r}, outside its subtrees "
+                                 f"{self.subtrees.get(ev.node)}", self.clause))
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        if self.bad:
+            return [self.first_problem(self.bad, "event(s) of other subtrees applied")]
+        return [self.ok(f"{self.applied} applied BROADCAST(s), each of the client's subtrees" + not_judged(self.external))]
 
 
 class CompleteDelivery(_ClientHoldings):
     """Every event the bus accepted (an active server took its PUB, a server broadcast or synced
     it, or some client applied it) reaches every client subscribed to its topic that is up at
     the end. A client that joined after the server's restart need not get what the server had
-    before it (E-EVENTBUS-09)."""
+    before it (E-EVENTBUS-09). And, whoever the clients are, every PUB an active reference
+    server took is broadcast by some server, unless that server's life ended first (its probe
+    shows both). A client run as an external process is not judged (what it applies is not on
+    the wire; what reaches it depends on the faults and on choices the document leaves to it,
+    such as resynchronising): the verdict names it."""
 
     name = "complete-delivery"
     clause = "eventbus.server.broadcast"
@@ -257,12 +361,15 @@ class CompleteDelivery(_ClientHoldings):
     roles = CLIENTS_AND_SERVERS
 
     def __init__(self, subtrees: dict[str, list[str]] | None = None, servers: list[str] | None = None,
-                 **params: Any) -> None:
-        super().__init__(subtrees, **params)
+                 external: list[str] | None = None, **params: Any) -> None:
+        super().__init__(subtrees, external, **params)
         self.servers = servers or []  # in the clients' order (index 0: the primary)
         self.accepted: dict[str, tuple[str, int, str]] = {}  # uuid -> (topic, time, by)
         self.active: set[str] = set()
         self.restarts: dict[str, list[int]] = {}
+        self.taken: dict[str, tuple[str, int, str]] = {}  # uuid -> (topic, time, server): PUBs an active server took
+        self.life_ends: dict[str, list[int]] = {}  # server -> when it crashed, restarted or stood by
+        self.broadcast: set[str] = set()  # uuids some server broadcast
 
     def _accept(self, uuid: Any, topic: Any, ev: Event) -> None:
         if str(uuid) not in self.accepted:
@@ -277,18 +384,25 @@ class CompleteDelivery(_ClientHoldings):
             return
         if ev.kind in (CRASH, RESTART):
             self.active.discard(ev.node)
+            self.life_ends.setdefault(ev.node, []).append(ev.time_ns)
             if ev.kind == RESTART:
                 self.restarts.setdefault(ev.node, []).append(ev.time_ns)
         elif ev.kind == NOTE and ev.msg_type == "ha-state":
-            (self.active.add if (ev.data or {}).get("state") == "primary" else self.active.discard)(ev.node)
+            if (ev.data or {}).get("state") == "primary":
+                self.active.add(ev.node)
+            else:
+                self.active.discard(ev.node)
+                self.life_ends.setdefault(ev.node, []).append(ev.time_ns)
         elif ev.kind == RECV and ev.socket == "collector" and ev.node in self.active:
             msg = decoded(ev, skip=1)
             if msg is not None and msg.name == "PUB":
                 self._accept(msg["uuid"], msg["topic"], ev)
+                self.taken.setdefault(str(msg["uuid"]), (str(msg["topic"]), ev.time_ns, ev.node))
         elif ev.kind == SEND and ev.msg_type == "BROADCAST":
             msg = decoded(ev)
             if msg is not None:
                 self._accept(msg["uuid"], msg["topic"], ev)
+                self.broadcast.add(str(msg["uuid"]))
 
     def _exempt(self, client: str, accepted_at: int) -> bool:
         """The client's current incarnation synchronised only after its server restarted, and the
@@ -298,10 +412,21 @@ class CompleteDelivery(_ClientHoldings):
         joined = self.synced_at.get(client, 0)
         return any(accepted_at < r <= joined for r in self.restarts.get(server or "", []))
 
+    def _never_broadcast(self) -> list[str]:
+        """PUBs an active server took and no server broadcast, its life going on after it took them."""
+        return [u for u, (_, t, server) in self.taken.items()
+                if u not in self.broadcast and not any(e >= t for e in self.life_ends.get(server, []))]
+
     def finish(self, end_ns: int) -> list[Verdict]:
         pairs = 0
         judged, unsynced = self.judged_clients()
-        problems = [f"{c} never synchronised" for c in unsynced]
+        lost = self._never_broadcast()
+        problems = []
+        if lost:
+            topic, t, by = self.taken[lost[0]]
+            problems.append(f"{by} took {len(lost)} PUB(s) it never broadcast, e.g. {lost[0]} on {topic!r} at "
+                            f"{t / 1e6:.1f} ms")
+        problems += [f"{c} never synchronised" for c in unsynced]
         for c in judged:
             have = self.holds.get(c, {})
             lacking = [u for u, (topic, t, _) in self.accepted.items()
@@ -311,10 +436,12 @@ class CompleteDelivery(_ClientHoldings):
                 topic, t, by = self.accepted[lacking[0]]
                 problems.append(f"{c} never got {len(lacking)} event(s), e.g. {lacking[0]} on {topic!r} "
                                 f"(accepted by {by} at {t / 1e6:.1f} ms)")
+        unjudged = not_judged(self.external)
         if not problems:
-            return [self.ok(f"{len(self.accepted)} event(s) accepted; all {pairs} (client, event) deliveries made to "
-                            f"{len(judged)} client(s)")]
-        return [self.fail(f"{len(problems)} client(s) miss events: " + "; ".join(problems[:3]))]
+            return [self.ok(f"{len(self.accepted)} event(s) accepted, {len(self.taken)} PUB(s) taken by a reference "
+                            f"server all broadcast; all {pairs} (client, event) deliveries made to {len(judged)} "
+                            f"client(s)" + unjudged)]
+        return [self.fail(f"{len(problems)} problem(s) of delivery: " + "; ".join(problems[:3]) + unjudged)]
 
 
 class SyncEndSequence(Checker):

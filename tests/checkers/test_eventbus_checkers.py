@@ -47,7 +47,7 @@ def verdict(result: RunResult, check: str) -> Verdict:
 
 
 CAUGHT = [
-    ("clean", "weather.0", "foreign-topics", "convergence"),
+    ("clean", "weather.0", "foreign-topics", "client-subtrees"),
     ("client-crash-late-join", "bus", "empty-snapshot", "convergence"),
     ("failover+no-restart", "clients.*", "no-failover", "convergence"),
     ("clean+no-resend", "bus", "drops-pub", "complete-delivery"),
@@ -91,7 +91,9 @@ def test_checker_catches_mutant(scenario: str, nodes: str, mutant: str, check: s
 
 
 M_CLAUSE = {
-    "convergence": "eventbus.client.apply-after-syncend",
+    # what a failure proves, the clients judged being reference ones (E-EVENTBUS-18): the servers
+    # gave no complete snapshot (also when the client is a mutant that stays with a dead server)
+    "convergence": "eventbus.server.sync-response",
     "complete-delivery": "eventbus.server.broadcast",
     "client-sequence": "eventbus.client.discard-old",
     "applied-once": "eventbus.client.discard-old",

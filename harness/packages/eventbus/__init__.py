@@ -111,8 +111,19 @@ def server_names(scenario: Any) -> list[str]:
     return [n for n, ha in sorted(servers, key=lambda s: s[1] == "backup")]
 
 
+def external_clients(scenario: Any) -> list[str]:
+    """Client nodes that run as external processes (``command:`` groups): they report no
+    deliveries, so the checks of what clients apply name them as not judged."""
+    return [n for g in scenario.groups.values() if g.role == "client" and g.command for n in g.nodes]
+
+
 def _with_clients(cls: type) -> Callable[..., Any]:
-    return lambda scenario, **params: cls(subtrees=client_subtrees(scenario), **params)
+    return lambda scenario, **params: cls(subtrees=client_subtrees(scenario), external=external_clients(scenario),
+                                          **params)
+
+
+def _with_external(cls: type) -> Callable[..., Any]:
+    return lambda scenario, **params: cls(external=external_clients(scenario), **params)
 
 
 def _check(name: str, cls: type, factory: Callable[..., Any] | None = None) -> Check:
@@ -124,9 +135,10 @@ CHECKS = {
     "convergence": _check("convergence", checks.Convergence, _with_clients(checks.Convergence)),
     "complete-delivery": _check("complete-delivery", checks.CompleteDelivery,
                                 lambda scenario, **params: checks.CompleteDelivery(
-                                    subtrees=client_subtrees(scenario), servers=server_names(scenario), **params)),
-    "client-sequence": _check("client-sequence", checks.ClientSequence),
-    "applied-once": _check("applied-once", checks.AppliedOnce),
+                                    subtrees=client_subtrees(scenario), servers=server_names(scenario),
+                                    external=external_clients(scenario), **params)),
+    "client-sequence": _check("client-sequence", checks.ClientSequence, _with_external(checks.ClientSequence)),
+    "applied-once": _check("applied-once", checks.AppliedOnce, _with_external(checks.AppliedOnce)),
     "syncend-sequence": _check("syncend-sequence", checks.SyncEndSequence,
                                lambda scenario, **params: checks.SyncEndSequence(dialect=scenario.dialect, **params)),
     "server-sequence": _check("server-sequence", checks.ServerSequence),
@@ -136,6 +148,7 @@ CHECKS = {
                                 lambda scenario, **params: server_checks.ForwardUnchanged(dialect=scenario.dialect,
                                                                                          **params)),
     # SHOULDs of the client, opt-in (never defaults): a file that names them says its clients claim them
+    "client-subtrees": _check("client-subtrees", checks.ClientSubtrees, _with_clients(checks.ClientSubtrees)),
     "producer-id": _check("producer-id", client_checks.ProducerId),
     "client-connections": _check("client-connections", client_checks.ClientConnections),
 }
@@ -144,7 +157,9 @@ CHECKS = {
 def wire(nodes: dict[str, tuple[str, dict[str, Any]]], endpoint: Callable[[str, str], str]) -> None:
     """Each server binds its snapshot, publisher and collector endpoints (consecutive ports when
     the run hands them out so); two servers are a primary and its backup, each the other's peer;
-    every client knows every server, the primary first, and has its node name as identity."""
+    every client knows every server, the primary first, and has its node name as identity. An
+    external client's command line gets ``{server}`` (the primary's snapshot endpoint P) and
+    ``{snapshots}`` (every server's, primary first, joined with ``,``)."""
     servers = [n for n, (role, _) in nodes.items() if role == "server"]
     if len(servers) not in (1, 2):
         raise ValueError(f"an Event BUS has one server, or a primary and a backup; found {len(servers)}")
@@ -169,6 +184,10 @@ def wire(nodes: dict[str, tuple[str, dict[str, Any]]], endpoint: Callable[[str, 
     for name, (role, cfg) in nodes.items():
         if role == "client":
             cfg["servers"] = [list(bound[s]) for s in servers]
+            # for an external client's command line ({server}, {snapshots}): the snapshot port P of
+            # the primary, and of every server (primary first); the document puts the rest at P+1, P+2
+            cfg["server"] = bound[servers[0]][0]
+            cfg["snapshots"] = [bound[s][0] for s in servers]
             cfg.setdefault("identity", name)
 
 

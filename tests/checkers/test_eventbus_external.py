@@ -1,0 +1,113 @@
+"""Event BUS checks with clients that run as external processes (E-EVENTBUS-18): an external
+client reports no deliveries, so the checks of what clients apply name it as not judged instead
+of failing it as "never synchronised"; what the reference server's probe shows is still judged;
+and each failure of `convergence` names the server MUST it proves. The events are fed as a live
+run produces them: the in-process nodes' probes, nothing from the external client."""
+
+from __future__ import annotations
+
+from harness.checkers.base import CRASH, DELIVER, NOTE, RECV, RESTART, SEND, Event, Verdict
+from harness.checkers.eventbus import ClientSubtrees, CompleteDelivery, Convergence
+from harness.protocols import codec
+
+C = codec("eventbus", "strict")
+UUIDS = ["0c2f7b4e-8d1a-4f6e-9b3a-5d6c7e8f9a0" + str(i) for i in range(10)]
+SUBTREES = {"app": ["/w/"], "outside": ["/w/"]}
+
+
+def pub(t: int, i: int, topic: str = "/w/x") -> Event:
+    """The reference server's collector takes a PUB (routing id first, as its probe reports it)."""
+    frames = C.encode("PUB", {"topic": topic, "sequence": i, "producer": "app", "uuid": UUIDS[i],
+                              "timestamp": "2026-01-01T00:00:00.000Z", "data": b"\x80"})
+    return Event(t, "bus", "server", RECV, "collector", [b"app", *frames], "PUB", codec=C)
+
+
+def broadcast(t: int, i: int, topic: str = "/w/x") -> Event:
+    frames = C.encode("BROADCAST", {"topic": topic, "sequence": i, "producer": "app", "uuid": UUIDS[i],
+                                    "timestamp": "2026-01-01T00:00:00.000Z", "data": b"\x80"})
+    return Event(t, "bus", "server", SEND, "publisher", frames, "BROADCAST", codec=C)
+
+
+def applied(t: int, node: str, i: int, topic: str = "/w/x", source: str = "broadcast") -> Event:
+    return Event(t, node, "client", DELIVER, msg_type="event",
+                 data={"uuid": UUIDS[i], "topic": topic, "sequence": i, "source": source})
+
+
+def synced(t: int, node: str) -> Event:
+    return Event(t, node, "client", NOTE, msg_type="synced", data={"sequence": 0, "server": 0})
+
+
+def server_up(t: int = 0) -> Event:
+    return Event(t, "bus", "server", NOTE, msg_type="ha-state", data={"state": "primary"})
+
+
+def status(t: int, held: list[int]) -> Event:
+    return Event(t, "bus", "server", DELIVER, msg_type="server-status",
+                 data={"state": "primary", "events": [(i, UUIDS[i], "/w/x") for i in held]})
+
+
+def verdict(checker: Convergence | CompleteDelivery | ClientSubtrees, events: list[Event]) -> Verdict:
+    for ev in events:
+        checker.on_event(ev)
+    [v] = checker.finish(10_000)
+    return v
+
+
+def run_with_outside_client() -> list[Event]:
+    """A reference server, an in-process client that gets both events, and 'outside', an
+    external client: the probes report nothing of it."""
+    return [server_up(), synced(10, "app"), pub(20, 1), broadcast(20, 1), applied(21, "app", 1),
+            pub(30, 2), broadcast(30, 2), applied(31, "app", 2), status(9_000, [1, 2])]
+
+
+def test_an_external_client_is_not_judged_and_the_verdict_says_so() -> None:
+    # before: "1 client(s) differ from the bus: outside never synchronised" (both checks)
+    conv = verdict(Convergence(SUBTREES, external=["outside"]), run_with_outside_client())
+    full = verdict(CompleteDelivery(SUBTREES, servers=["bus"], external=["outside"]), run_with_outside_client())
+    for v in (conv, full):
+        assert v.ok and "not judged: outside (external: what it applies is not on the wire)" in v.detail, v.detail
+    # an in-process client that never synchronised still fails
+    conv = verdict(Convergence(SUBTREES), run_with_outside_client())
+    assert not conv.ok and "outside never synchronised" in conv.detail
+    assert conv.clause == "eventbus.server.sync-response"
+
+
+def test_a_pub_the_server_took_and_never_broadcast_fails_whoever_the_clients_are() -> None:
+    # every client external: the reference server's probe still shows what it did with a PUB
+    everyone = {"outside": ["/w/"]}
+    events = [server_up(), pub(20, 1), broadcast(20, 1), pub(30, 2)]
+    v = verdict(CompleteDelivery(everyone, servers=["bus"], external=["outside"]), events)
+    assert not v.ok and "bus took 1 PUB(s) it never broadcast" in v.detail and v.clause == "eventbus.server.broadcast"
+    # ... unless the server's life ended before it could (it need not keep the event, E-EVENTBUS-09)
+    ended = [*events, Event(40, "bus", "server", CRASH), Event(50, "bus", "server", RESTART)]
+    assert verdict(CompleteDelivery(everyone, servers=["bus"], external=["outside"]), ended).ok
+
+
+def test_each_convergence_failure_names_the_clause_it_proves() -> None:
+    base = [server_up(), synced(10, "app"), broadcast(20, 1), applied(21, "app", 1)]
+    missing = verdict(Convergence({"app": ["/w/"]}), [*base, status(9_000, [1, 2])])
+    assert not missing.ok and missing.clause == "eventbus.server.sync-response", missing
+    foreign_sync = verdict(Convergence({"app": ["/w/"]}),
+                           [*base, applied(30, "app", 3, "/n/y", "sync"), status(9_000, [1])])
+    assert not foreign_sync.ok and foreign_sync.clause == "eventbus.server.sync-subtree-filter", foreign_sync
+    never_had = verdict(Convergence({"app": ["/w/"]}), [*base, status(9_000, [])])
+    assert not never_had.ok and never_had.clause == "eventbus.server.broadcast", never_had
+    # another subtree's BROADCAST applied is the client's own doing: the opt-in SHOULD, not convergence
+    foreign_broadcast = [*base, applied(30, "app", 3, "/n/y"), status(9_000, [1])]
+    assert verdict(Convergence({"app": ["/w/"]}), foreign_broadcast).ok
+    should = verdict(ClientSubtrees({"app": ["/w/"]}), foreign_broadcast)
+    assert not should.ok and should.level == "SHOULD" and should.clause == "eventbus.client.apply-after-syncend"
+
+
+def test_clients_of_a_server_that_forgot_its_events_in_a_restart_agree_on_what_they_must() -> None:
+    # servers not reference nodes: the bus's holdings are the clients'; 'late' synchronised only
+    # after the server restarted, so it need not hold what the server had before (E-EVENTBUS-09)
+    subtrees = {"early": ["/w/"], "late": ["/w/"]}
+    events = [synced(10, "early"), applied(20, "early", 1), Event(30, "bus", "server", RESTART),
+              synced(40, "late"), applied(50, "early", 2), applied(51, "late", 2)]
+    assert verdict(Convergence(subtrees), events).ok
+    # before the restart, the same gap is a snapshot that lacks an event
+    lacking = [synced(10, "early"), applied(20, "early", 1), synced(40, "late"), applied(50, "early", 2),
+               applied(51, "late", 2)]
+    v = verdict(Convergence(subtrees), lacking)
+    assert not v.ok and "late lacks 1" in v.detail and v.clause == "eventbus.server.sync-response"
