@@ -32,10 +32,18 @@ class ExactlyOnce(PpppCheck):
     subscribed to but never received anything of, although messages were published on it after
     the publisher had its SUBSCRIBE, is a failure too. With ``sync: full-dump`` (a publisher that
     syncs a returning subscriber by a state dump, E-PPPP-16) a silence of 3 x idle already
-    starts anew what the subscriber is owed."""
+    starts anew what the subscriber is owed.
+
+    External nodes (E-PPPP-20): what an external subscriber delivers is not on the wire, so it is
+    judged only on what the publisher's probe shows, that the publisher sent it something of each
+    channel it subscribed to (``pppp.publisher.preserve-until-acked``); the verdict names it. With
+    an external publisher, the highest number of a channel is the highest any subscriber received,
+    and a subscriber's own silence (its sends) stands for the publisher's hearing of it."""
 
     name = "exactly-once"
     clause = "pppp.subscriber.exactly-once"
+    unseen = "what it delivers is not on the wire"
+    judged_roles = frozenset({SUBSCRIBER})  # the publisher's part is judged from the subscribers' side
     kinds = frozenset({SEND, RECV, DELIVER, NOTE, CRASH, RESTART})
     roles = BOTH
 
@@ -52,10 +60,21 @@ class ExactlyOnce(PpppCheck):
         self.heard: dict[str, int] = {}  # subscriber -> last time the publisher heard from it
         self.up: dict[str, bool] = {}
         self.bad: list[tuple[str, list[Event], str]] = []
+        self.sent: set[tuple[str, bytes]] = set()  # (subscriber, channel) the publisher sent a PUBLISH of
+        self.probed: set[str] = set()  # subscribers whose own events a probe reports
+        self.publisher_external = PUBLISHER in self.external.values()
+        self.spoke: dict[str, int] = {}  # subscriber -> its last send (an external publisher's hearing)
 
     def on_event(self, ev: Event) -> None:
         if ev.role == PUBLISHER:
             self._publisher(ev)
+            return
+        self.probed.add(ev.node)
+        if ev.kind == SEND and self.publisher_external:
+            last = self.spoke.get(ev.node)
+            if last is not None and ev.time_ns - last >= self.forget_after:
+                self._new_epoch(ev.node)  # the publisher may have dropped it for good meanwhile
+            self.spoke[ev.node] = ev.time_ns
         elif ev.kind == DELIVER and ev.msg_type == "message" and ev.data:
             key = (ev.node, bytes(ev.data["channel"]))
             seq = int(ev.data["seq"])
@@ -68,6 +87,8 @@ class ExactlyOnce(PpppCheck):
             msg = message(ev)
             if msg is not None and msg.name == "PUBLISH":
                 self.start.setdefault((ev.node, msg["channel"]), msg["sequence"])
+                if self.publisher_external:  # the wire shows this number was published
+                    self._published(msg["channel"], msg["sequence"], ev.time_ns)
         elif ev.kind in (CRASH, RESTART):
             self.up[ev.node] = ev.kind == RESTART
 
@@ -83,6 +104,7 @@ class ExactlyOnce(PpppCheck):
             sub = _name(peer_of(ev))
             if ev.kind == SEND and msg.name == "PUBLISH":
                 self._published(msg["channel"], msg["sequence"], ev.time_ns)
+                self.sent.add((sub, msg["channel"]))
             elif ev.kind == RECV:
                 last = self.heard.get(sub)
                 if last is not None and ev.time_ns - last >= self.forget_after:
@@ -115,11 +137,18 @@ class ExactlyOnce(PpppCheck):
         for sub, subs in self.subscribed.items():
             if not self.up.get(sub, True):
                 continue
+            # a subscriber no probe reports (external): what the publisher sent it, not what it received
+            external = sub not in self.probed
             for channel, top in self.top.items():
-                if (sub, channel) in self.start:
+                if (sub, channel) in (self.sent if external else self.start):
                     continue
                 for prefix, at in subs:
                     late = [s for s in range(1, top + 1) if self.first_seen.get((channel, s), -1) > at]
+                    if channel.startswith(prefix) and late and external:
+                        self.bad.append((f"the publisher sent {sub} nothing of {channel!r} although it subscribed "
+                                         f"{prefix!r} (#{late[0]} was published after its SUBSCRIBE)", [],
+                                         "pppp.publisher.preserve-until-acked"))
+                        break
                     if channel.startswith(prefix) and late:
                         self.bad.append((f"{sub} subscribed {prefix!r} but never received anything of {channel!r} "
                                          f"(#{late[0]} was published after its SUBSCRIBE)", [], self.clause))

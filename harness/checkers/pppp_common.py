@@ -28,8 +28,11 @@ class PpppCheck(Checker):
     """Base of the PPPP checkers: the agreed-upon times in ns."""
 
     def __init__(self, first_idle_ms: int = 250, idle_ms: int = 1000, liveness: int = 3, grace_ms: int = 30_000,
-                 tolerance_ms: int = 25, **params: Any) -> None:
+                 tolerance_ms: int = 25, external: dict[str, str] | None = None, **params: Any) -> None:
         super().__init__(**params)
+        # node -> role of the nodes run as external processes: no probe reports their sends,
+        # receipts or deliveries, so a check names those of the roles it judges as not judged
+        self.external = dict(external or {})
         self.first_idle = int(first_idle_ms) * NS_PER_MS
         self.idle = int(idle_ms) * NS_PER_MS
         self.liveness = int(liveness)
@@ -65,11 +68,24 @@ class PpppCheck(Checker):
         if node in self._paused_at:
             self._paused_at[node] = now
 
+    def not_judged(self) -> str:
+        """The part of a verdict's detail that names the external nodes of the roles this check
+        judges (a check that learns a role's behaviour from its probe cannot see theirs)."""
+        judged = self.roles if self.judged_roles is None else self.judged_roles
+        names = [n for n, role in self.external.items() if judged is None or role in judged]
+        if not names:
+            return ""
+        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        return f"; not judged: {shown} (external: {self.unseen})"
+
+    unseen = "no probe reports what it does"  # why an external node of a judged role is not judged
+    judged_roles: frozenset[str] | None = None  # the roles whose duties it judges (None: its roles)
+
     def done(self, bad: list[tuple[str, list[Event], str]], ok: str) -> list:
         """One verdict: ok, or the first problems with their evidence and the clause of the first."""
         if not bad:
-            return [self.ok(ok)]
-        detail = f"{len(bad)} problem(s); first: " + "; ".join(p for p, _, _ in bad[:3])
+            return [self.ok(ok + self.not_judged())]
+        detail = f"{len(bad)} problem(s); first: " + "; ".join(p for p, _, _ in bad[:3]) + self.not_judged()
         evidence = [e.describe() for _, evs, _ in bad[:4] for e in evs[:4]]
         return [self.fail(detail, evidence, clause=bad[0][2])]
 

@@ -103,9 +103,15 @@ def reply_channel_of(scenario: Any) -> dict[str, Any]:
 FROM_SCENARIO: dict[str, Callable[[Any], dict[str, Any]]] = {"custom-reply": reply_channel_of}
 
 
+def external_nodes(scenario: Any) -> dict[str, str]:
+    """Node -> role of the nodes run as external processes (``command:`` groups)."""
+    return {n: g.role for g in scenario.groups.values() if g.command for n in g.nodes}
+
+
 def _timed(cls: type) -> Callable[..., Any]:
     extra = FROM_SCENARIO.get(cls.name, lambda scenario: {})
-    return lambda scenario, **params: cls(**timing_of(scenario), **extra(scenario), **params)
+    return lambda scenario, **params: cls(**timing_of(scenario), **extra(scenario),
+                                          external=external_nodes(scenario), **params)
 
 
 TOLERANCE = {"tolerance": Setting("tolerance_ms", as_ms, "timing slack on top of the agreed times (default 25ms)")}
