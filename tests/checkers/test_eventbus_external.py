@@ -111,3 +111,35 @@ def test_clients_of_a_server_that_forgot_its_events_in_a_restart_agree_on_what_t
                applied(51, "late", 2)]
     v = verdict(Convergence(subtrees), lacking)
     assert not v.ok and "late lacks 1" in v.detail and v.clause == "eventbus.server.sync-response"
+
+
+def client_sends(t: int, node: str, socket: str, frames: list[bytes]) -> Event:
+    return Event(t, node, "client", SEND, socket, frames, C.decode(frames, channel=socket.split(".")[0]).name, codec=C)
+
+
+def client_gets(t: int, node: str, socket: str, frames: list[bytes]) -> Event:
+    return Event(t, node, "client", RECV, socket, frames, codec=C)  # a probe names no type on receipt
+
+
+def test_an_external_server_is_judged_through_what_the_in_process_clients_exchange_with_it() -> None:
+    from harness.checkers.eventbus_server import ForwardUnchanged, SnapshotFilter
+
+    event = {"sequence": 1, "producer": "app", "timestamp": "2026-01-01T00:00:00.000Z", "uuid": UUIDS[1]}
+    request = C.encode("SYNCSTART", {"subtrees": ["/w/"], "sequence": 0})
+    foreign = C.encode("SYNC", {**event, "topic": "/n/y", "data": b"\x80"})
+    end = C.encode("SYNCEND", {"subtrees": ["/w/"], "sequence": 1})
+    snapshot = [client_sends(10, "app", "snapshot", request), client_gets(20, "app", "snapshot", foreign),
+                client_gets(21, "app", "snapshot", end)]
+    v = verdict(SnapshotFilter(external_servers={0: "bus"}), snapshot)
+    assert not v.ok and v.clause == "eventbus.server.sync-subtree-filter" and "bus's snapshot" in v.detail, v
+    # before: a server with no probe was not judged at all
+    assert verdict(SnapshotFilter(), snapshot).ok
+
+    pub = C.encode("PUB", {**event, "topic": "/w/x", "data": b"\x80"})
+    altered = C.encode("BROADCAST", {**event, "topic": "/w/x", "data": b"\x81"})
+    forwarded = [client_sends(10, "app", "collector", pub), client_gets(20, "other", "publisher", altered)]
+    v = verdict(ForwardUnchanged(external_servers={0: "bus"}), forwarded)
+    assert not v.ok and "bus sent BROADCAST 1" in v.detail and "data changed" in v.detail, v.detail
+    same = [client_sends(10, "app", "collector", pub),
+            client_gets(20, "other", "publisher", C.encode("BROADCAST", {**event, "topic": "/w/x", "data": b"\x80"}))]
+    assert verdict(ForwardUnchanged(external_servers={0: "bus"}), same).ok

@@ -122,6 +122,13 @@ def _with_clients(cls: type) -> Callable[..., Any]:
                                           **params)
 
 
+def external_servers(scenario: Any) -> dict[int, str]:
+    """Index in the clients' order (`server_names`) -> server node, of the servers that run as
+    external processes: the server checks read them from what the in-process clients exchange
+    with them."""
+    return {i: n for i, n in enumerate(server_names(scenario)) if scenario.group_of(n).command}
+
+
 def _with_external(cls: type) -> Callable[..., Any]:
     return lambda scenario, **params: cls(external=external_clients(scenario), **params)
 
@@ -140,13 +147,18 @@ CHECKS = {
     "client-sequence": _check("client-sequence", checks.ClientSequence, _with_external(checks.ClientSequence)),
     "applied-once": _check("applied-once", checks.AppliedOnce, _with_external(checks.AppliedOnce)),
     "syncend-sequence": _check("syncend-sequence", checks.SyncEndSequence,
-                               lambda scenario, **params: checks.SyncEndSequence(dialect=scenario.dialect, **params)),
-    "server-sequence": _check("server-sequence", checks.ServerSequence),
+                               lambda scenario, **params: checks.SyncEndSequence(
+                                   dialect=scenario.dialect, external=list(external_servers(scenario).values()),
+                                   **params)),
+    "server-sequence": _check("server-sequence", checks.ServerSequence,
+                              lambda scenario, **params: checks.ServerSequence(
+                                  external=list(external_servers(scenario).values()), **params)),
     "snapshot-filter": _check("snapshot-filter", server_checks.SnapshotFilter,
-                              lambda scenario, **params: server_checks.SnapshotFilter(dialect=scenario.dialect, **params)),
+                              lambda scenario, **params: server_checks.SnapshotFilter(
+                                  dialect=scenario.dialect, external_servers=external_servers(scenario), **params)),
     "forward-unchanged": _check("forward-unchanged", server_checks.ForwardUnchanged,
-                                lambda scenario, **params: server_checks.ForwardUnchanged(dialect=scenario.dialect,
-                                                                                         **params)),
+                                lambda scenario, **params: server_checks.ForwardUnchanged(
+                                    dialect=scenario.dialect, external_servers=external_servers(scenario), **params)),
     # SHOULDs of the client, opt-in (never defaults): a file that names them says its clients claim them
     "client-subtrees": _check("client-subtrees", checks.ClientSubtrees, _with_clients(checks.ClientSubtrees)),
     "producer-id": _check("producer-id", client_checks.ProducerId),
