@@ -320,8 +320,8 @@ class TwoFrameSyncStartClient(Client):
     """Breaks ``eventbus.wire.syncstart-frames``: sends SYNCSTART with the two frames the text
     announces, without the sequence (E-EVENTBUS-01)."""
 
-    def _sync(self, now: int, full: bool) -> list[Action]:
-        out = super()._sync(now, full)
+    def _sync(self, now: int, full: bool, since: int | None = None) -> list[Action]:
+        out = super()._sync(now, full, since)
         send = out[-1]
         return out[:-1] + [Send(send.socket, send.frames[:2], "SYNCSTART", send.meta)]  # type: ignore[union-attr]
 
@@ -330,8 +330,8 @@ class CommaSubtreesClient(Client):
     """Breaks ``eventbus.wire.subtree-format`` (strict): joins its subtrees with ',' as the
     deployed bus does, not ';'."""
 
-    def _sync(self, now: int, full: bool) -> list[Action]:
-        out = super()._sync(now, full)
+    def _sync(self, now: int, full: bool, since: int | None = None) -> list[Action]:
+        out = super()._sync(now, full, since)
         send = out[-1]
         frames = list(send.frames)  # type: ignore[union-attr]
         frames[1] = ",".join(self.subtrees).encode()
@@ -439,8 +439,8 @@ class HelloFirstClient(Client):
 
     greeted = False
 
-    def _sync(self, now: int, full: bool) -> list[Action]:
-        out = super()._sync(now, full)
+    def _sync(self, now: int, full: bool, since: int | None = None) -> list[Action]:
+        out = super()._sync(now, full, since)
         if self.greeted:
             return out
         self.greeted = True

@@ -298,3 +298,17 @@ def test_client_publishes_a_well_formed_pub_to_every_server_and_resends_it_until
 def test_client_config_errors_name_the_key(config: dict[str, Any], match: str) -> None:
     with pytest.raises(ValueError, match=match):
         client(**config)
+
+
+@pytest.mark.parametrize("mutant", ["two-frame-syncstart", "comma-subtrees", "hello-first"])
+def test_client_mutants_that_rewrite_syncstart_also_catch_up(mutant: str) -> None:
+    """A client's catch-up synchronisation asks from a given sequence (``since``); the mutants that
+    rewrite SYNCSTART took no ``since`` and raised there (found live, the reference client run as
+    an external process with --mutant: 'got an unexpected keyword argument'), so the run
+    reported a crash, not the clause the mutant breaks."""
+    from reference_nodes.eventbus.mutants import MUTANTS
+    from tests.reference_nodes.node_helpers import ctx, sends
+
+    node = MUTANTS[mutant][1](ctx("c", servers=["tcp://s:5000"], subtrees=["/a/", "/b/"]))
+    node.start(0)
+    assert [s.msg_type for s in sends(node._sync(1, full=False, since=3))][-1] == "SYNCSTART"
