@@ -1,0 +1,122 @@
+"""Every role of the Event BUS and of PPPP as an external process in a live chaos scenario
+(E-EVENTBUS-18, E-PPPP-20): the reference node as a process and the stand-in written from the
+documents pass, the checks name what they could not judge, and a mutant of the role run as the
+external process is caught where the wire shows its fault. Slow: each is a live run of a few
+seconds (by default the live examples of docs/eventbus.md and docs/pppp.md run several external
+roles at once, tests/test_docs.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.composition import RunResult, run_live
+from harness.scenario import parse_scenario
+
+EB_REFERENCE_CLIENT = "{zmq_harness} node eventbus client --set servers={snapshots}"
+EB_STANDIN_CLIENT = "{python} tests/standins/eventbus_client.py --endpoint {server} --run-s 30"
+EB_REFERENCE_SERVER = "{zmq_harness} node eventbus server --bind {endpoint}"
+EB_STANDIN_SERVER = "{python} tests/standins/eventbus_server.py --host 127.0.0.1 --port {port} --state {data_dir}/state"
+PP_TIMES = "--set idle=500ms --set first_idle=150ms --set liveness=3"
+PP_REFERENCE_PUBLISHER = ("{zmq_harness} node pppp publisher --bind {endpoint} --set channels=news,weather "
+                          f"--set count=60 --set rate=25 {PP_TIMES}")
+PP_STANDIN_PUBLISHER = ("{python} tests/standins/pppp_publisher.py --bind {endpoint} --channels news,weather --count 60 "
+                        "--rate 25 --idle-ms 500 --first-idle-ms 150 --dead-multiple 3")
+PP_REFERENCE_SUBSCRIBER = f"{{zmq_harness}} node pppp subscriber --connect {{connect}} --identity {{name}} --set channels=news,weather {PP_TIMES}"
+PP_STANDIN_SUBSCRIBER = ("{python} tests/standins/pppp_subscriber.py --connect {connect} --identity {name} "
+                         "--channels news,weather --idle-ms 500 --first-idle-ms 150 --dead-multiple 3")
+
+
+def eventbus(role: str, command: str, lossy: bool = False) -> str:
+    """scenarios/eventbus/chaos/clean.yaml (or lossy.yaml) with the 'all' clients or the bus external."""
+    text = Path(f"scenarios/eventbus/chaos/{'lossy' if lossy else 'clean'}.yaml").read_text()
+    if role == "server":
+        return text.replace("  bus: {role: server}", f'  bus: {{role: server, command: "{command}"}}')
+    for old in ("  all: {role: client}", "  all: {role: client, count: 2, config: {resync: 400ms}}"):
+        text = text.replace(old, f'  all: {{role: client, count: 2, command: "{command}"}}')
+    return text
+
+
+def pppp(role: str, command: str, lossy: bool = False) -> str:
+    """scenarios/pppp/chaos/restart-live.yaml (with PUBLISH and ACK losses) with the publisher
+    external (no workload: it publishes by itself) or two more subscribers external."""
+    text = Path("scenarios/pppp/chaos/restart-live.yaml").read_text()
+    if lossy:
+        text = text.replace("check:", "  - rule: {message: PUBLISH, drop: 10%}\n  - rule: {message: ACK, drop: 10%}\ncheck:")
+    if role == "publisher":
+        lines = [ln for ln in text.splitlines() if "op: publish" not in ln and ln != "workload:"]
+        return "\n".join(lines).replace("  publisher: {role: publisher, config:",
+                                        f'  publisher: {{role: publisher, command: "{command}", config:')
+    sub = "  subs: {role: subscriber, count: 3, config: {channels: [news, weather]}}"
+    return text.replace(sub, f'{sub}\n  ext: {{role: subscriber, count: 2, command: "{command}"}}')
+
+
+def run(text: str, tmp_path: Path) -> RunResult:
+    return run_live(parse_scenario(text, "external.yaml"), 1, str(tmp_path))
+
+
+def detail(r: RunResult, check: str) -> str:
+    return next(v.detail for v in r.verdicts if v.check == check)
+
+
+CORRECT = [
+    ("eventbus", "client", EB_REFERENCE_CLIENT, False), ("eventbus", "client", EB_STANDIN_CLIENT, False),
+    ("eventbus", "client", EB_STANDIN_CLIENT, True), ("eventbus", "server", EB_REFERENCE_SERVER, True),
+    ("eventbus", "server", EB_STANDIN_SERVER, False), ("eventbus", "server", EB_STANDIN_SERVER, True),
+    ("pppp", "publisher", PP_REFERENCE_PUBLISHER, True), ("pppp", "publisher", PP_STANDIN_PUBLISHER, True),
+    ("pppp", "subscriber", PP_REFERENCE_SUBSCRIBER, True), ("pppp", "subscriber", PP_STANDIN_SUBSCRIBER, True),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.live
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("protocol,role,command,lossy", CORRECT,
+                         ids=[f"{c[0]}-{c[1]}-{'standin' if 'standins' in c[2] else 'reference'}-"
+                              f"{'lossy' if c[3] else 'clean'}" for c in CORRECT])
+def test_a_correct_external_node_of_every_role_passes(protocol: str, role: str, command: str, lossy: bool,
+                                                      tmp_path: Path) -> None:
+    # before: an external Event BUS client failed convergence and complete-delivery ("all.0 never
+    # synchronised"), an external PPPP subscriber exactly-once ("subscribed but never received")
+    r = run((eventbus if protocol == "eventbus" else pppp)(role, command, lossy), tmp_path)
+    assert r.ok, [v.to_dict() for v in r.failed]
+    if (protocol, role) == ("eventbus", "client"):
+        assert "not judged: all.0, all.1 (external: what it applies is not on the wire)" in detail(r, "convergence")
+    if (protocol, role) == ("eventbus", "server"):
+        assert "not judged: bus (external" in detail(r, "syncend-sequence")
+    if (protocol, role) == ("pppp", "subscriber"):
+        assert "not judged: ext.0, ext.1 (external: what it delivers is not on the wire)" in detail(r, "exactly-once")
+
+
+# (protocol, external role, mutant, the check that catches it from the wire, the clause it names)
+CAUGHT = [
+    ("eventbus", "server", "no-subtree-filter", "snapshot-filter", "eventbus.server.sync-subtree-filter"),
+    ("eventbus", "server", "alters-data", "forward-unchanged", "eventbus.server.forward-unchanged"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.live
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("protocol,role,mutant,check,clause", CAUGHT, ids=[f"{c[0]}-{c[1]}-{c[2]}" for c in CAUGHT])
+def test_a_mutant_run_as_the_external_node_is_caught_where_the_wire_shows_it(
+        protocol: str, role: str, mutant: str, check: str, clause: str, tmp_path: Path) -> None:
+    reference = {("eventbus", "server"): EB_REFERENCE_SERVER, ("eventbus", "client"): EB_REFERENCE_CLIENT,
+                 ("pppp", "publisher"): PP_REFERENCE_PUBLISHER, ("pppp", "subscriber"): PP_REFERENCE_SUBSCRIBER}
+    command = f"{reference[(protocol, role)]} --mutant {mutant}"
+    r = run((eventbus if protocol == "eventbus" else pppp)(role, command, lossy=protocol == "pppp"), tmp_path)
+    bad = next(v for v in r.verdicts if v.check == check)
+    assert not bad.ok and bad.clause == clause, bad.to_dict()
+
+
+@pytest.mark.slow
+@pytest.mark.live
+@pytest.mark.timeout(180)
+def test_a_client_that_exits_0_when_done_is_not_blamed(tmp_path: Path) -> None:
+    # before: process-alive failed "all.0 exited with status 0" for a publishing tool that was done
+    standin = "{python} tests/standins/eventbus_client.py --endpoint {server} --publish 3 --topic /weather/fog"
+    r = run(eventbus("client", standin), tmp_path)
+    assert r.ok, [v.to_dict() for v in r.failed]
+    assert "all.0 exited with status 0 by itself: done, not dead" in [v.detail for v in r.verdicts
+                                                                       if v.check == "process-alive"]
