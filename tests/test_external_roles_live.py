@@ -93,6 +93,9 @@ def test_a_correct_external_node_of_every_role_passes(protocol: str, role: str, 
 CAUGHT = [
     ("eventbus", "server", "no-subtree-filter", "snapshot-filter", "eventbus.server.sync-subtree-filter"),
     ("eventbus", "server", "alters-data", "forward-unchanged", "eventbus.server.forward-unchanged"),
+    ("eventbus", "server", "no-sequence-filter", "snapshot-filter", "eventbus.server.sync-sequence-filter"),
+    ("eventbus", "server", "empty-snapshot", "convergence", "eventbus.server.sync-response"),
+    ("pppp", "publisher", "ignores-nacks", "exactly-once", "pppp.publisher.resend-nacked"),
 ]
 
 

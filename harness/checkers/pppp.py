@@ -38,7 +38,9 @@ class ExactlyOnce(PpppCheck):
     judged only on what the publisher's probe shows, that the publisher sent it something of each
     channel it subscribed to (``pppp.publisher.preserve-until-acked``); the verdict names it. With
     an external publisher, the highest number of a channel is the highest any subscriber received,
-    and a subscriber's own silence (its sends) stands for the publisher's hearing of it."""
+    a subscriber's own silence (its sends) stands for the publisher's hearing of it, and a number
+    an in-process subscriber never got proves the publisher did not resend what it NACKed
+    (``pppp.publisher.resend-nacked``)."""
 
     name = "exactly-once"
     clause = "pppp.subscriber.exactly-once"
@@ -132,8 +134,11 @@ class ExactlyOnce(PpppCheck):
             got = self.got.get((sub, channel), {})
             missing = [s for s in range(first, self.top.get(channel, 0) + 1) if s not in got]
             if missing:
+                # an in-process (reference) subscriber NACKs what it lacks: with an external
+                # publisher, a gap proves the publisher did not resend
+                clause = "pppp.publisher.resend-nacked" if self.publisher_external else self.clause
                 self.bad.append((f"{sub} never delivered {channel!r} #{_span(missing)} (owed from #{first} to "
-                                 f"#{self.top.get(channel, 0)})", [], self.clause))
+                                 f"#{self.top.get(channel, 0)})", [], clause))
         for sub, subs in self.subscribed.items():
             if not self.up.get(sub, True):
                 continue

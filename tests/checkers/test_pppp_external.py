@@ -68,6 +68,7 @@ def test_an_external_publishers_numbers_come_from_what_the_subscribers_received(
     v = verdict(ExactlyOnce(**TIMES, external={"pub": "publisher"}), events)
     # before: passed, judging duplicates only (the highest number came from the publisher's probe)
     assert not v.ok and "b never delivered b'news' #2" in v.detail, v.detail
+    assert v.clause == "pppp.publisher.resend-nacked"  # the in-process subscriber NACKs what it lacks
     assert "not judged" not in v.detail  # it judges subscribers, and both are in-process
 
 
