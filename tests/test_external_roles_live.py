@@ -123,3 +123,26 @@ def test_a_client_that_exits_0_when_done_is_not_blamed(tmp_path: Path) -> None:
     assert r.ok, [v.to_dict() for v in r.failed]
     assert "all.0 ended by itself with status 0 (its normal end)" in [v.detail for v in r.verdicts
                                                                        if v.check == "process-alive"]
+
+
+# The roles whose faults reach the wire only through what a reference node received:
+# what the external node sent it, and the reference node dropped as malformed (external-wire).
+WIRE_CAUGHT = [
+    ("eventbus", "client", "two-frame-syncstart", "eventbus.wire.syncstart-frames"),
+    ("pppp", "subscriber", "subscriber-short-sequence", "pppp.wire.sequence-format"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.live
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("protocol,role,mutant,clause", WIRE_CAUGHT, ids=[f"{c[0]}-{c[1]}-{c[2]}" for c in WIRE_CAUGHT])
+def test_a_malformed_message_of_an_external_node_is_caught_where_it_was_received(
+        protocol: str, role: str, mutant: str, clause: str, tmp_path: Path) -> None:
+    if protocol == "eventbus":
+        text = eventbus(role, f"{EB_REFERENCE_CLIENT} --mutant {mutant}")
+    else:
+        text = pppp(role, f"{PP_REFERENCE_SUBSCRIBER} --mutant {mutant}", lossy=True)  # it names external-wire
+    r = run(text, tmp_path)
+    bad = next(v for v in r.verdicts if v.check == "external-wire")
+    assert not bad.ok and bad.clause == clause, bad.to_dict()

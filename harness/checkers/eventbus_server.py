@@ -15,6 +15,7 @@ from typing import Any
 
 from harness.checkers.base import CRASH, RECV, RESTART, SEND, Checker, Event, Verdict
 from harness.checkers.eventbus import CLIENTS_AND_SERVERS, SERVER, decoded, in_subtrees, snapshot_message
+from harness.checkers.external_wire import ExternalWire
 from harness.protocols.codec import Message
 
 # A client's socket to server i is named after the server port (snapshot, publisher, collector),
@@ -193,3 +194,25 @@ def _instant(stamp: Any) -> Any:
         return datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
     except ValueError:
         return stamp
+
+
+class EventBusExternalWire(ExternalWire):
+    """`ExternalWire` of the Event BUS: a reference server's drop names the client by its routing
+    id (in-process clients have their node name as identity); a reference client's drop of what
+    came on its sockets to server i is that server's, when it is external."""
+
+    def __init__(self, clients: list[str] | None = None, external_servers: dict[int, str] | None = None,
+                 **params: Any) -> None:
+        super().__init__(**params)
+        self.in_process_clients = {c.encode() for c in clients or ()}
+        self.external_servers = dict(external_servers or {})
+
+    fan_in = SERVER
+
+    def sender(self, ev: Event, routing_id: bytes | None) -> tuple[str, str | None] | None:
+        channel, _, index = ev.socket.partition(".")
+        if ev.role == "server":
+            return None if routing_id in self.in_process_clients else (f"the client with identity {routing_id!r}",
+                                                                       channel)
+        server = self.external_servers.get(int(index) if index.isdigit() else 0)
+        return None if server is None else (server, channel)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.checkers.base import CRASH, PAUSE, RESTART, RESUME, Checker, Event
+from harness.checkers.external_wire import ExternalWire
 from harness.protocols.codec import Message
 from harness.protocols.pppp import cut_number
 
@@ -143,3 +144,22 @@ def covered(need: list[tuple[int, int]], ranges: list[Any]) -> tuple[int, int] |
         if at <= last:
             return at, last
     return None
+
+
+class PpppExternalWire(ExternalWire):
+    """`ExternalWire` of PPPP: the reference publisher's drop names the subscriber by its routing
+    id (in-process subscribers have their node name as identity); a reference subscriber's drop
+    is the publisher's, when it is external."""
+
+    def __init__(self, subscribers: list[str] | None = None, external_publisher: str = "", **params: Any) -> None:
+        super().__init__(**params)
+        self.in_process_subscribers = {s.encode() for s in subscribers or ()}
+        self.external_publisher = external_publisher
+
+    fan_in = frozenset({PUBLISHER})
+
+    def sender(self, ev: Event, routing_id: bytes | None) -> tuple[str, str | None] | None:
+        if ev.role == PUBLISHER:
+            return None if routing_id in self.in_process_subscribers else (
+                f"the subscriber with identity {routing_id!r}", None)
+        return (self.external_publisher, None) if self.external_publisher else None

@@ -143,3 +143,27 @@ def test_an_external_server_is_judged_through_what_the_in_process_clients_exchan
     same = [client_sends(10, "app", "collector", pub),
             client_gets(20, "other", "publisher", C.encode("BROADCAST", {**event, "topic": "/w/x", "data": b"\x80"}))]
     assert verdict(ForwardUnchanged(external_servers={0: "bus"}), same).ok
+
+
+# checks proven here, by events as an external node's messages produce them (and live, slow:
+# tests/test_external_roles_live.py); tests/checkers/test_eventbus_checkers.py counts them
+PROVEN = {"external-wire"}
+
+
+def test_a_malformed_message_from_an_external_client_is_caught_where_the_server_dropped_it() -> None:
+    from harness.checkers.base import DISCARD
+    from harness.checkers.eventbus_server import EventBusExternalWire
+
+    two_frames = [b"SYNCSTART", b"/w/"]  # the SYNCSTART of the document's text: two frames
+    got = Event(10, "bus", "server", RECV, "snapshot", [b"standin-7", *two_frames], codec=C)
+    dropped = Event(10, "bus", "server", DISCARD, "snapshot", two_frames, codec=C,  # the message, no routing id
+                    data={"reason": "SYNCSTART needs 3 frames", "clause": "eventbus.wire.syncstart-frames"})
+    v = verdict(EventBusExternalWire(clients=["app"]), [got, dropped])
+    assert not v.ok and v.clause == "eventbus.wire.syncstart-frames" and "standin-7" in v.detail, v
+    # an in-process client's sends are wire-conformance's; rules that damage messages judge no one
+    assert verdict(EventBusExternalWire(clients=["standin-7"]), [got, dropped]).ok
+    assert "not judged" in verdict(EventBusExternalWire(clients=["app"], damaged=True), [got, dropped]).detail
+    # a well-formed message dropped for another reason (a late answer) is no malformed one
+    late = Event(20, "app", "client", DISCARD, "snapshot", C.encode("SYNCEND", {"subtrees": ["/w/"], "sequence": 1}),
+                 codec=C, data={"reason": "unexpected SYNCEND: not synchronising", "clause": "eventbus.wire.grammar"})
+    assert verdict(EventBusExternalWire(clients=["app"], external_servers={0: "bus"}), [late]).ok

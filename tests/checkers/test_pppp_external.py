@@ -75,3 +75,16 @@ def test_an_external_publishers_numbers_come_from_what_the_subscribers_received(
 def test_a_check_of_a_role_that_is_external_says_what_it_did_not_judge() -> None:
     v = verdict(SubscriberHeartbeats(**TIMES, external={"ext.0": "subscriber", "pub": "publisher"}), [])
     assert v.ok and v.detail.endswith("; not judged: ext.0 (external: no probe reports what it does)"), v.detail
+
+
+def test_a_malformed_message_from_an_external_subscriber_is_caught_where_the_publisher_dropped_it() -> None:
+    from harness.checkers.base import DISCARD
+    from harness.checkers.pppp_common import PpppExternalWire
+
+    short = [b"\x02news", b"\x00\x01"]  # an ACK whose number is not 8 bytes
+    got = Event(10, "publisher", "publisher", RECV, "router", [b"ext.0", *short], codec=C)
+    dropped = Event(10, "publisher", "publisher", DISCARD, "router", short, codec=C,
+                    data={"reason": "sequence is not 8 bytes", "clause": "pppp.wire.sequence-format"})
+    v = verdict(PpppExternalWire(subscribers=["subs.0"]), [got, dropped])
+    assert not v.ok and v.clause == "pppp.wire.sequence-format" and "ext.0" in v.detail, v
+    assert verdict(PpppExternalWire(subscribers=["ext.0"]), [got, dropped]).ok  # in-process: wire-conformance's

@@ -19,6 +19,7 @@ from typing import Any, Callable
 from harness.checkers import eventbus as checks
 from harness.checkers import eventbus_client as client_checks
 from harness.checkers import eventbus_server as server_checks
+from harness.checkers.external_wire import damages_in_flight
 from harness.packages.base import (
     CaptureHints, Check, Operation, ProtocolPackage, Role, Setting, TargetView, as_int, as_ms, as_positive_int,
     as_str, one_of,
@@ -159,6 +160,11 @@ CHECKS = {
     "forward-unchanged": _check("forward-unchanged", server_checks.ForwardUnchanged,
                                 lambda scenario, **params: server_checks.ForwardUnchanged(
                                     dialect=scenario.dialect, external_servers=external_servers(scenario), **params)),
+    "external-wire": _check("external-wire", server_checks.EventBusExternalWire,
+                            lambda scenario, **params: server_checks.EventBusExternalWire(
+                                clients=[c for c in client_subtrees(scenario) if c not in external_clients(scenario)],
+                                external_servers=external_servers(scenario), damaged=damages_in_flight(scenario),
+                                **params)),
     # SHOULDs of the client, opt-in (never defaults): a file that names them says its clients claim them
     "client-subtrees": _check("client-subtrees", checks.ClientSubtrees, _with_clients(checks.ClientSubtrees)),
     "producer-id": _check("producer-id", client_checks.ProducerId),
@@ -246,7 +252,7 @@ PACKAGE = ProtocolPackage(
     operations=OPERATIONS,
     checks=CHECKS,
     default_checks=("convergence", "complete-delivery", "client-sequence", "applied-once", "syncend-sequence",
-                    "server-sequence", "snapshot-filter", "forward-unchanged"),
+                    "server-sequence", "snapshot-filter", "forward-unchanged", "external-wire"),
     final_status=("server",),  # convergence compares the clients with the active server's holdings
     mutants=MUTANTS,
     suites=SUITES,

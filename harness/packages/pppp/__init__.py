@@ -13,6 +13,8 @@ from typing import Any, Callable
 
 from harness.checkers import pppp as checks
 from harness.checkers import pppp_optin
+from harness.checkers.external_wire import damages_in_flight
+from harness.checkers.pppp_common import PpppExternalWire
 from harness.packages.base import (
     Check, Operation, ProtocolPackage, Role, Setting, TargetView, as_int, as_ms, as_rate, as_str, one_of,
     running_with_role,
@@ -124,10 +126,20 @@ def _check(name: str, cls: type) -> Check:
                  clause=cls.clause, checker=cls)
 
 
+def _external_wire(scenario: Any, **params: Any) -> PpppExternalWire:
+    external = external_nodes(scenario)
+    subscribers = [n for g in scenario.groups.values() if g.role == "subscriber" for n in g.nodes if n not in external]
+    publisher = next((n for n, role in external.items() if role == "publisher"), "")
+    return PpppExternalWire(subscribers=subscribers, external_publisher=publisher, damaged=damages_in_flight(scenario),
+                            **params)
+
+
 CHECKS = {c.name: _check(c.name, c) for c in (*checks.ALL, *pppp_optin.OPT_IN)}
+CHECKS["external-wire"] = Check("external-wire", _external_wire, doc=PpppExternalWire.__doc__ or "",
+                                checker=PpppExternalWire)
 # The opt-in checks (harness/checkers/pppp_optin.py, and stop-to-disconnected, a SHOULD) judge what
 # only some implementations do: a file that names them in `check:` says its nodes claim it.
-DEFAULT_CHECKS = tuple(c.name for c in checks.ALL if c.level == "MUST")
+DEFAULT_CHECKS = (*(c.name for c in checks.ALL if c.level == "MUST"), "external-wire")
 
 
 def wire(nodes: dict[str, tuple[str, dict[str, Any]]], endpoint: Callable[[str, str], str]) -> None:

@@ -1,0 +1,75 @@
+"""What nodes run as external processes send, judged where a reference node received it.
+
+``wire-conformance`` decodes what every probed node sends; an external node has no probe, so its
+messages are seen only by the in-process nodes that receive them. A reference node drops a
+message that does not decode with a ``Discard`` naming the clause it breaks: `ExternalWire`
+fails on such a drop of a message an external node sent (an in-process sender's messages are
+wire-conformance's), after decoding the frames again to tell a malformed message from one
+dropped for another reason (a late answer). A drop holds the message without the routing id a ROUTER received it with: the
+latest receipt of that socket with the same frames after it names the sender. A scenario whose rules
+damage messages in flight (``corrupt``) is not judged: the damage would be blamed on the sender.
+A package subclasses it with `sender`: which external node a discarded message came from.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.checkers.base import DISCARD, RECV, Checker, Event, Verdict
+
+NAME = "external-wire"
+
+
+def damages_in_flight(scenario: Any) -> bool:
+    """Whether a message rule of the scenario corrupts messages."""
+    return any(getattr(r.effect, "name", "") == "corrupt" for r in scenario.rules.rules)
+
+
+class ExternalWire(Checker):
+    """Every message a node run as an external process sent a reference node decodes, as the
+    receiver found it (its ``Discard`` names the clause a malformed one breaks)."""
+
+    name = NAME
+    clause = ""
+    kinds = frozenset({DISCARD, RECV})
+    fan_in: frozenset[str] = frozenset()  # roles whose socket receives from many peers (a ROUTER)
+
+    def __init__(self, damaged: bool = False, **params: Any) -> None:
+        super().__init__(**params)
+        self.damaged = damaged
+        self.bad: list[tuple[Event, str, str]] = []
+        self.judged = 0
+        self.received: dict[tuple[str, str], Event] = {}  # (node, socket) -> its latest receipt
+
+    def sender(self, ev: Event, routing_id: bytes | None) -> tuple[str, str | None] | None:
+        """(the external sender, the channel to decode the message on) of a discarded message
+        (``routing_id``: the peer's, for a fan-in socket), or None when an in-process node sent it."""
+        raise NotImplementedError
+
+    def on_event(self, ev: Event) -> None:
+        if ev.via or self.damaged:
+            return
+        if ev.kind == RECV:
+            if ev.role in self.fan_in:
+                self.received[(ev.node, ev.socket)] = ev
+            return
+        receipt = self.received.get((ev.node, ev.socket))
+        rid = receipt.frames[0] if receipt is not None and receipt.frames and receipt.frames[1:] == ev.frames else None
+        found = self.sender(ev, rid) if ev.frames else None
+        if found is None:
+            return
+        who, channel = found
+        self.judged += 1
+        if ev.decoded(channel=channel) is not None:
+            return  # it decodes: dropped for another reason (late, unexpected), not malformed
+        d = ev.data or {}
+        self.bad.append((ev, f"{who} sent {ev.node} a malformed message on {ev.socket}: {d.get('reason', '')}",
+                         str(d.get("clause") or "")))
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        if self.damaged:
+            return [self.ok("not judged: the scenario's rules damage messages in flight")]
+        if self.bad:
+            return [self.first_problem(self.bad, "malformed message(s) from external nodes")]
+        return [self.ok(f"no malformed message from an external node ({self.judged} dropped message(s) of theirs "
+                        "decoded)")]
