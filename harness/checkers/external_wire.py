@@ -34,9 +34,12 @@ class ExternalWire(Checker):
     kinds = frozenset({DISCARD, RECV})
     fan_in: frozenset[str] = frozenset()  # roles whose socket receives from many peers (a ROUTER)
 
-    def __init__(self, damaged: bool = False, **params: Any) -> None:
+    def __init__(self, damaged: bool = False, any_external: bool = True, **params: Any) -> None:
         super().__init__(**params)
         self.damaged = damaged
+        self.any_external = any_external
+        if not any_external:
+            self.kinds = frozenset()  # nothing to judge: a run without external nodes pays nothing
         self.bad: list[tuple[Event, str, str]] = []
         self.judged = 0
         self.received: dict[tuple[str, str], Event] = {}  # (node, socket) -> its latest receipt
@@ -67,6 +70,8 @@ class ExternalWire(Checker):
                          str(d.get("clause") or "")))
 
     def finish(self, end_ns: int) -> list[Verdict]:
+        if not self.any_external:
+            return [self.ok("no node runs as an external process")]
         if self.damaged:
             return [self.ok("not judged: the scenario's rules damage messages in flight")]
         if self.bad:

@@ -164,7 +164,7 @@ CHECKS = {
                             lambda scenario, **params: server_checks.EventBusExternalWire(
                                 clients=[c for c in client_subtrees(scenario) if c not in external_clients(scenario)],
                                 external_servers=external_servers(scenario), damaged=damages_in_flight(scenario),
-                                **params)),
+                                any_external=bool(scenario.external), **params)),
     # SHOULDs of the client, opt-in (never defaults): a file that names them says its clients claim them
     "client-subtrees": _check("client-subtrees", checks.ClientSubtrees, _with_clients(checks.ClientSubtrees)),
     "producer-id": _check("producer-id", client_checks.ProducerId),

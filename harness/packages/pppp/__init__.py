@@ -131,7 +131,7 @@ def _external_wire(scenario: Any, **params: Any) -> PpppExternalWire:
     subscribers = [n for g in scenario.groups.values() if g.role == "subscriber" for n in g.nodes if n not in external]
     publisher = next((n for n, role in external.items() if role == "publisher"), "")
     return PpppExternalWire(subscribers=subscribers, external_publisher=publisher, damaged=damages_in_flight(scenario),
-                            **params)
+                            any_external=bool(external), **params)
 
 
 CHECKS = {c.name: _check(c.name, c) for c in (*checks.ALL, *pppp_optin.OPT_IN)}
