@@ -94,7 +94,7 @@ CAUGHT = [
     ("eventbus", "server", "no-subtree-filter", "snapshot-filter", "eventbus.server.sync-subtree-filter"),
     ("eventbus", "server", "alters-data", "forward-unchanged", "eventbus.server.forward-unchanged"),
     ("eventbus", "server", "no-sequence-filter", "snapshot-filter", "eventbus.server.sync-sequence-filter"),
-    ("eventbus", "server", "empty-snapshot", "convergence", "eventbus.server.sync-response"),
+    ("eventbus", "server", "syncend-no-subtrees", "snapshot-filter", "eventbus.server.syncend-subtree"),
     ("pppp", "publisher", "ignores-nacks", "exactly-once", "pppp.publisher.resend-nacked"),
 ]
 
