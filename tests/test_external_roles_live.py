@@ -14,7 +14,7 @@ import pytest
 from harness.composition import RunResult, run_live
 from harness.scenario import parse_scenario
 
-EB_REFERENCE_CLIENT = "{zmq_harness} node eventbus client --set servers={snapshots}"
+EB_REFERENCE_CLIENT = "{zmq_harness} node eventbus client --identity {name} --set servers={snapshots}"
 EB_STANDIN_CLIENT = "{python} tests/standins/eventbus_client.py --endpoint {server} --run-s 30"
 EB_REFERENCE_SERVER = "{zmq_harness} node eventbus server --bind {endpoint}"
 EB_STANDIN_SERVER = "{python} tests/standins/eventbus_server.py --host 127.0.0.1 --port {port} --state {data_dir}/state"
