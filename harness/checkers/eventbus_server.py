@@ -211,8 +211,9 @@ class EventBusExternalWire(ExternalWire):
 
     def sender(self, ev: Event, routing_id: bytes | None) -> tuple[str, str | None] | None:
         channel, _, index = ev.socket.partition(".")
-        if ev.role == "server":
-            return None if routing_id in self.in_process_clients else (f"the client with identity {routing_id!r}",
-                                                                       channel)
+        if ev.role == "server":  # (a drop whose receipt is not found is not judged)
+            if routing_id is None or routing_id in self.in_process_clients:
+                return None
+            return f"the client with identity {routing_id!r}", channel
         server = self.external_servers.get(int(index) if index.isdigit() else 0)
         return None if server is None else (server, channel)

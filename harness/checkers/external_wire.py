@@ -5,8 +5,9 @@ messages are seen only by the in-process nodes that receive them. A reference no
 message that does not decode with a ``Discard`` naming the clause it breaks: `ExternalWire`
 fails on such a drop of a message an external node sent (an in-process sender's messages are
 wire-conformance's), after decoding the frames again to tell a malformed message from one
-dropped for another reason (a late answer). A drop holds the message without the routing id a ROUTER received it with: the
-latest receipt of that socket with the same frames after it names the sender. A scenario whose rules
+dropped for another reason (a late answer, a peer the receiver does not know). The drop holds
+the message as a ROUTER received it (its routing id first) or without the routing id: the
+latest receipt of that socket with the same frames names the sender. A scenario whose rules
 damage messages in flight (``corrupt``) is not judged: the damage would be blamed on the sender.
 A package subclasses it with `sender`: which external node a discarded message came from.
 """
@@ -57,13 +58,16 @@ class ExternalWire(Checker):
                 self.received[(ev.node, ev.socket)] = ev
             return
         receipt = self.received.get((ev.node, ev.socket))
-        rid = receipt.frames[0] if receipt is not None and receipt.frames and receipt.frames[1:] == ev.frames else None
+        got = receipt.frames if receipt is not None and receipt.frames else None
+        # the drop holds the message with its routing id (as received) or without it
+        skip = 1 if got is not None and got == ev.frames else 0
+        rid = got[0] if got is not None and (skip or got[1:] == ev.frames) else None
         found = self.sender(ev, rid) if ev.frames else None
         if found is None:
             return
         who, channel = found
         self.judged += 1
-        if ev.decoded(channel=channel) is not None:
+        if ev.decoded(skip=skip, channel=channel) is not None:
             return  # it decodes: dropped for another reason (late, unexpected), not malformed
         d = ev.data or {}
         self.bad.append((ev, f"{who} sent {ev.node} a malformed message on {ev.socket}: {d.get('reason', '')}",

@@ -159,7 +159,7 @@ class PpppExternalWire(ExternalWire):
     fan_in = frozenset({PUBLISHER})
 
     def sender(self, ev: Event, routing_id: bytes | None) -> tuple[str, str | None] | None:
-        if ev.role == PUBLISHER:
-            return None if routing_id in self.in_process_subscribers else (
-                f"the subscriber with identity {routing_id!r}", None)
-        return (self.external_publisher, None) if self.external_publisher else None
+        if ev.role == PUBLISHER:  # (a drop whose receipt is not found is not judged)
+            return None if routing_id is None or routing_id in self.in_process_subscribers else (
+                f"the subscriber with identity {routing_id!r}", "to-publisher")
+        return (self.external_publisher, "to-subscriber") if self.external_publisher else None

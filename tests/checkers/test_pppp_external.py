@@ -88,3 +88,18 @@ def test_a_malformed_message_from_an_external_subscriber_is_caught_where_the_pub
     v = verdict(PpppExternalWire(subscribers=["subs.0"]), [got, dropped])
     assert not v.ok and v.clause == "pppp.wire.sequence-format" and "ext.0" in v.detail, v
     assert verdict(PpppExternalWire(subscribers=["ext.0"]), [got, dropped]).ok  # in-process: wire-conformance's
+
+
+def test_a_well_formed_message_the_publisher_dropped_for_another_reason_is_no_malformed_one() -> None:
+    # a publisher that restarted forgets its subscribers: a correct subscriber's HEARTBEAT is
+    # dropped as "from a peer that never subscribed", the routing id in front (as received)
+    from harness.checkers.base import DISCARD
+    from harness.checkers.pppp_common import PpppExternalWire
+
+    frames = [b"ext.0", *C.encode("HEARTBEAT", {})]
+    got = Event(10, "publisher", "publisher", RECV, "router", frames, codec=C)
+    dropped = Event(10, "publisher", "publisher", DISCARD, "router", frames, codec=C,
+                    data={"reason": "HEARTBEAT from a peer that never subscribed",
+                          "clause": "pppp.conversation.subscribe-first"})
+    v = verdict(PpppExternalWire(subscribers=["subs.0"]), [got, dropped])
+    assert v.ok and "1 dropped message(s) of theirs decoded" in v.detail, v.detail
