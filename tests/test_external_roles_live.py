@@ -130,6 +130,7 @@ def test_a_client_that_exits_0_when_done_is_not_blamed(tmp_path: Path) -> None:
 WIRE_CAUGHT = [
     ("eventbus", "client", "two-frame-syncstart", "eventbus.wire.syncstart-frames"),
     ("pppp", "subscriber", "subscriber-short-sequence", "pppp.wire.sequence-format"),
+    ("pppp", "publisher", "short-sequence", "pppp.wire.sequence-format"),
 ]
 
 
@@ -142,7 +143,8 @@ def test_a_malformed_message_of_an_external_node_is_caught_where_it_was_received
     if protocol == "eventbus":
         text = eventbus(role, f"{EB_REFERENCE_CLIENT} --mutant {mutant}")
     else:
-        text = pppp(role, f"{PP_REFERENCE_SUBSCRIBER} --mutant {mutant}", lossy=True)  # it names external-wire
+        reference = PP_REFERENCE_SUBSCRIBER if role == "subscriber" else PP_REFERENCE_PUBLISHER
+        text = pppp(role, f"{reference} --mutant {mutant}", lossy=True)  # it names external-wire
     r = run(text, tmp_path)
     bad = next(v for v in r.verdicts if v.check == "external-wire")
     assert not bad.ok and bad.clause == clause, bad.to_dict()
