@@ -95,6 +95,7 @@ CAUGHT = [
     ("eventbus", "server", "alters-data", "forward-unchanged", "eventbus.server.forward-unchanged"),
     ("eventbus", "server", "no-sequence-filter", "snapshot-filter", "eventbus.server.sync-sequence-filter"),
     ("eventbus", "server", "syncend-no-subtrees", "snapshot-filter", "eventbus.server.syncend-subtree"),
+    ("eventbus", "server", "syncend-latest", "syncend-sequence", "eventbus.server.syncend-sequence"),
     ("pppp", "publisher", "ignores-nacks", "exactly-once", "pppp.publisher.resend-nacked"),
 ]
 

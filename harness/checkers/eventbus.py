@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.checkers.base import CRASH, DELIVER, NOTE, RECV, RESTART, SEND, Checker, Event, Verdict
+from harness.checkers.eventbus_views import VIA_CLIENT, ServerViews
 from harness.protocols import DecodeError
 from harness.protocols.codec import Message
 
@@ -52,6 +53,7 @@ NOT_ON_WIRE = "what it applies is not on the wire"
 # Why a server that runs as an external process is not judged by a check of its whole history:
 # no probe reports its sends, and each client receives only the part it subscribed to, late.
 NOT_PROBED = "its sends are not probed and each client sees only its subscriptions' part"
+NOT_PROBED_HISTORY = "its SYNCENDs against its SYNCs only: its history of sends is not probed"
 
 
 def not_judged(external: list[str], why: str = NOT_ON_WIRE) -> str:
@@ -447,7 +449,7 @@ class CompleteDelivery(_ClientHoldings):
         return [self.fail(f"{len(problems)} problem(s) of delivery: " + "; ".join(problems[:3]) + unjudged)]
 
 
-class SyncEndSequence(Checker):
+class SyncEndSequence(ServerViews):
     """Every snapshot a server sends is complete up to its SYNCEND and its SYNCEND sequence is
     right: every event the server broadcast since it last started (or last stood by) that is in
     the requested subtrees and between the requested and the SYNCEND sequence is among its SYNCs;
@@ -458,24 +460,29 @@ class SyncEndSequence(Checker):
     may give up its own history for its peer's (Binary Star: the passive server is a replica of
     the active one), so what it broadcast before no longer binds its later snapshots, as after a
     restart: two servers both active for a moment (a start-up race) must not raise an alarm when
-    the one that yields later serves the other's history."""
+    the one that yields later serves the other's history.
+
+    A server run as an external process is judged from the in-process clients (`ServerViews`) on
+    what one answer shows, its SYNCEND against its SYNCs; what needs the server's whole history
+    of sends (completeness, its latest sequence) is not judged, and the verdict names it."""
 
     name = "syncend-sequence"
     clause = "eventbus.server.syncend-sequence"
     kinds = frozenset({SEND, RECV, NOTE, CRASH, RESTART})
     roles = SERVER
 
-    def __init__(self, dialect: str = "strict", external: list[str] | None = None, **params: Any) -> None:
-        super().__init__(**params)
+    def __init__(self, dialect: str = "strict", external_servers: dict[int, str] | None = None,
+                 **params: Any) -> None:
+        super().__init__(external_servers, **params)
         self.strict = dialect == "strict"
-        self.external = external or []  # servers run as processes: not judged (NOT_PROBED)
+        self.external = list(self.external_servers.values())  # judged in part only (NOT_PROBED)
         self.broadcast: dict[str, list[tuple[int, str, str]]] = {}  # server -> (seq, topic, uuid) since its start
         self.latest: dict[str, int] = {}
         self.open: dict[tuple[str, bytes], tuple[list[str], int, list[int], Event]] = {}
         self.bad: list[tuple[Event, str]] = []
         self.snapshots = 0
 
-    def on_event(self, ev: Event) -> None:
+    def on_server_event(self, ev: Event) -> None:
         if ev.kind in (CRASH, RESTART):
             self.broadcast.pop(ev.node, None)
             self.open = {k: v for k, v in self.open.items() if k[0] != ev.node}
@@ -497,6 +504,10 @@ class SyncEndSequence(Checker):
             return
         key, msg = found
         if ev.kind == RECV and msg.name == "SYNCSTART":
+            if ev.via == VIA_CLIENT and key in self.open:
+                # asked again before the answer came: at the client the two answers may interleave
+                self.open.pop(key)
+                return
             self.open[key] = (msg["subtrees"], msg["sequence"] or 0, [], ev)
         elif ev.kind == SEND and msg.name == "SYNC" and key in self.open:
             self.open[key][2].append(msg["sequence"])
@@ -515,6 +526,8 @@ class SyncEndSequence(Checker):
             self.bad.append((ev, f"{who}: SYNCEND {seq}, highest SYNC {top} (must be equal, E-EVENTBUS-08)"))
         elif top is not None and seq < top:
             self.bad.append((ev, f"{who}: SYNCEND {seq} below its highest SYNC {top}"))
+        if ev.via == VIA_CLIENT:
+            return  # seen at a client: the server's latest sequence and history are not
         latest = self.latest.get(ev.node, 0)
         if seq > latest:
             self.bad.append((ev, f"{who}: SYNCEND {seq} above the server's latest sequence {latest}"))
@@ -527,7 +540,8 @@ class SyncEndSequence(Checker):
 
     def finish(self, end_ns: int) -> list[Verdict]:
         if not self.bad:
-            return [self.ok(f"{self.snapshots} snapshot(s), each complete up to a right SYNCEND sequence" + not_judged(self.external, NOT_PROBED))]
+            return [self.ok(f"{self.snapshots} snapshot(s), each complete up to a right SYNCEND sequence"
+                            + not_judged(self.external, NOT_PROBED_HISTORY))]
         return [self.fail(f"{len(self.bad)} wrong snapshot(s); first: {self.bad[0][1]}",
                           [e.describe() for e, _ in self.bad[:5]])]
 

@@ -14,61 +14,17 @@ from datetime import datetime
 from typing import Any
 
 from harness.checkers.base import CRASH, RECV, RESTART, SEND, Checker, Event, Verdict
-from harness.checkers.eventbus import CLIENTS_AND_SERVERS, SERVER, decoded, in_subtrees, snapshot_message
+from harness.checkers.eventbus import SERVER, decoded, in_subtrees, snapshot_message
+from harness.checkers.eventbus_views import ServerViews
 from harness.checkers.external_wire import ExternalWire
 from harness.protocols.codec import Message
-
-# A client's socket to server i is named after the server port (snapshot, publisher, collector),
-# with ".i" from the second server on (reference_nodes.eventbus.common.socket_name).
-_SERVER_VIEW = {(SEND, "snapshot"): RECV, (RECV, "snapshot"): SEND, (SEND, "collector"): RECV,
-                (RECV, "publisher"): SEND}
-
-
-def server_view(ev: Event, external: dict[int, str]) -> Event | None:
-    """What an in-process client's send or receive on its socket to an external server shows of
-    that server, as the server's own probe would report it (a ROUTER's routing id, the client's
-    node name, in front of snapshot and collector messages), or None. ``external``: server index
-    (the clients' order) -> node. A send bounds the server's receipt from below, a receipt its
-    send from above; on one connection the order is the server's."""
-    if ev.role != "client" or ev.via or not ev.frames:
-        return None
-    channel, _, index = ev.socket.partition(".")
-    server = external.get(int(index) if index.isdigit() else 0)
-    kind = _SERVER_VIEW.get((ev.kind, channel))
-    if server is None or kind is None:
-        return None
-    msg = ev.decoded(channel=channel)  # a client's receipts carry no message type
-    frames = ev.frames if channel == "publisher" else [ev.node.encode(), *ev.frames]
-    return Event(ev.time_ns, server, "server", kind, channel, frames, msg.name if msg else ev.msg_type, codec=ev.codec)
-
-
-class _ServerViews(Checker):
-    """A server check that, for servers run as external processes (no probe), reads what the
-    in-process clients exchange with them instead (`server_view`)."""
-
-    def __init__(self, external_servers: dict[int, str] | None = None, **params: Any) -> None:
-        super().__init__(**params)
-        self.external_servers = dict(external_servers or {})
-        if self.external_servers:
-            self.roles = CLIENTS_AND_SERVERS  # the clients' events show the external servers
-
-    def on_event(self, ev: Event) -> None:
-        if ev.role == "client":
-            seen = server_view(ev, self.external_servers)
-            if seen is not None:
-                self.on_server_event(seen)
-            return
-        self.on_server_event(ev)
-
-    def on_server_event(self, ev: Event) -> None:
-        raise NotImplementedError
 
 # Frames of an event after its command frame (none for BROADCAST and PUB, "SYNC" for SYNC):
 # topic, sequence, producer, timestamp, uuid, data. The sequence is the server's own.
 FORWARDED = {"topic": 0, "producer": 2, "timestamp": 3, "uuid": 4, "data": 5}
 
 
-class SnapshotFilter(_ServerViews):
+class SnapshotFilter(ServerViews):
     """Every snapshot a server sends matches the SYNCSTART it answers: each SYNC is of a topic in
     the requested subtrees (``eventbus.server.sync-subtree-filter``, a prefix test, E-EVENTBUS-05)
     and above the requested sequence (``eventbus.server.sync-sequence-filter``; 0 asks for
@@ -133,7 +89,7 @@ class SnapshotFilter(_ServerViews):
         return [self.first_problem(self.bad, "SYNC/SYNCEND(s) not matching their request")]
 
 
-class ForwardUnchanged(_ServerViews):
+class ForwardUnchanged(ServerViews):
     """Every BROADCAST and SYNC a server sends carries the topic, producer id, timestamp, UUID
     and data of a PUB some server received with that UUID (``eventbus.server.forward-unchanged``,
     E-EVENTBUS-12): byte for byte in strict mode; in the micro-toolkit dialect, whose bus decodes

@@ -167,3 +167,33 @@ def test_a_malformed_message_from_an_external_client_is_caught_where_the_server_
     late = Event(20, "app", "client", DISCARD, "snapshot", C.encode("SYNCEND", {"subtrees": ["/w/"], "sequence": 1}),
                  codec=C, data={"reason": "unexpected SYNCEND: not synchronising", "clause": "eventbus.wire.grammar"})
     assert verdict(EventBusExternalWire(clients=["app"], external_servers={0: "bus"}), [late]).ok
+
+
+def test_an_external_servers_syncend_is_judged_against_its_syncs_at_the_client() -> None:
+    from harness.checkers.eventbus import SyncEndSequence
+
+    event = {"sequence": 1, "producer": "app", "timestamp": "2026-01-01T00:00:00.000Z", "uuid": UUIDS[1]}
+    answer = [client_sends(10, "app", "snapshot", C.encode("SYNCSTART", {"subtrees": ["/w/"], "sequence": 0})),
+              client_gets(20, "app", "snapshot", C.encode("SYNC", {**event, "topic": "/w/x", "data": b"\x80"}))]
+    latest = verdict(SyncEndSequence(external_servers={0: "bus"}),
+                     [*answer, client_gets(21, "app", "snapshot", C.encode("SYNCEND", {"subtrees": ["/w/"], "sequence": 5}))])
+    # the strict SYNCEND carries the highest SYNC's sequence (E-EVENTBUS-08), not the latest
+    assert not latest.ok and "SYNCEND 5, highest SYNC 1" in latest.detail, latest.detail
+    right = verdict(SyncEndSequence(external_servers={0: "bus"}),
+                    [*answer, client_gets(21, "app", "snapshot", C.encode("SYNCEND", {"subtrees": ["/w/"], "sequence": 1}))])
+    assert right.ok and "not judged: bus (external: its SYNCENDs against its SYNCs only" in right.detail, right.detail
+
+
+def test_answers_that_may_interleave_at_the_client_are_not_judged() -> None:
+    from harness.checkers.eventbus import SyncEndSequence
+
+    event = {"producer": "app", "timestamp": "2026-01-01T00:00:00.000Z", "data": b"\x80", "topic": "/w/x"}
+    ask = C.encode("SYNCSTART", {"subtrees": ["/w/"], "sequence": 0})
+    # asked twice; the first answer's SYNC 2 came before the second SYNCSTART, its SYNC 1 after
+    # (SYNCs in any order), then its SYNCEND 2: right, though 1 is all the client saw after the re-ask
+    events = [client_sends(10, "app", "snapshot", ask),
+              client_gets(11, "app", "snapshot", C.encode("SYNC", {**event, "sequence": 2, "uuid": UUIDS[2]})),
+              client_sends(12, "app", "snapshot", ask),
+              client_gets(13, "app", "snapshot", C.encode("SYNC", {**event, "sequence": 1, "uuid": UUIDS[1]})),
+              client_gets(14, "app", "snapshot", C.encode("SYNCEND", {"subtrees": ["/w/"], "sequence": 2}))]
+    assert verdict(SyncEndSequence(external_servers={0: "bus"}), events).ok

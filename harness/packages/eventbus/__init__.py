@@ -149,8 +149,7 @@ CHECKS = {
     "applied-once": _check("applied-once", checks.AppliedOnce, _with_external(checks.AppliedOnce)),
     "syncend-sequence": _check("syncend-sequence", checks.SyncEndSequence,
                                lambda scenario, **params: checks.SyncEndSequence(
-                                   dialect=scenario.dialect, external=list(external_servers(scenario).values()),
-                                   **params)),
+                                   dialect=scenario.dialect, external_servers=external_servers(scenario), **params)),
     "server-sequence": _check("server-sequence", checks.ServerSequence,
                               lambda scenario, **params: checks.ServerSequence(
                                   external=list(external_servers(scenario).values()), **params)),
