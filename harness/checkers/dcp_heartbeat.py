@@ -55,8 +55,8 @@ class HeartbeatAnswers(Checker):
         if ev.role == "client" and ev.kind == SEND and ev.msg_type == "PING":
             self.bad.append((ev, f"client {ev.node} sent a PING", "dcp.heartbeat.client-no-heartbeat"))
             return
-        if ev.role != "broker" or not ev.frames:
-            return
+        if ev.role != "broker" or not ev.frames or ev.via:
+            return  # (the proxy's view of an external broker has no routing identities)
         peer, key, kind = ev.frames[0], (ev.node, ev.frames[0]), message_type(ev)
         if ev.kind == RECV and kind == "REGISTER":
             self.registered.setdefault(ev.node, set()).add(peer)
