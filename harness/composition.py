@@ -287,7 +287,7 @@ def run_scenario(scenario: Scenario, seed: int, mode: str, out_dir: str | None =
             launch.start_process(proc)
         runtime.run(end)
         verdicts = runtime.call(lambda: _judge(observer, traffic, runtime.now_ns))  # type: ignore[attr-defined]
-        verdicts += launch.process_verdicts(processes)
+        verdicts += launch.process_verdicts(processes, frozenset(r for r, s in pkg.suites.items() if s.completes))
         stats = _stats(runtime, observer, endpoints)
         if traffic is not None:
             stats["observed_traffic"] = traffic.summary()
