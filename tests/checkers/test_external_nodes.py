@@ -160,3 +160,36 @@ def test_worker_expiry_says_an_external_brokers_expiry_is_not_judged() -> None:
     crash = Event(1_000_000_000, "workers.0", "worker", CRASH)
     v = feed(dcp_check(DCP_EXTERNAL, "worker-expiry"), [crash])
     assert v.ok and "not judged: the expiry of crashed workers" in v.detail and "(external: broker)" in v.detail
+
+
+def test_hello_subjects_judges_an_external_consumers_hello_as_a_store_receives_it() -> None:
+    """A CONSUMER-HELLO without topics breaks one clause or the other whatever its sender
+    subscribed to: judged on receipt when no probed consumer sent it (the old checker judged
+    consumers' sends only, and nothing of an external consumer)."""
+    def hello(node: str, role: str, kind: str, subjects: list[str]) -> Event:
+        return dafka_msg(50, node, role, kind, "CONSUMER-HELLO", topic="S1", address="C9", subjects=subjects)
+
+    mine = [hello("early", "consumer", SEND, ["orders"]), hello("store", "store", RECV, ["orders"])]
+    assert feed(dafka_check(DAFKA_EXTERNAL, "hello-subjects"), mine).ok
+    v = feed(dafka_check(DAFKA_EXTERNAL, "hello-subjects"), [hello("store", "store", RECV, [])])
+    assert not v.ok and v.clause == "dafka.consumer.hello-subjects" and "external consumer" in v.detail
+
+
+def dcp_frames(identity: bytes, name: str, **fields: Any) -> list[bytes]:
+    return [identity, *codec("dcp", "strict").encode(name, fields)]
+
+
+def test_heartbeat_answers_catches_an_external_client_that_pings() -> None:
+    """Seen as the reference broker receives it, under the client's node name; a peer that
+    REGISTERed is a worker, whose PINGs are due."""
+    dcp = codec("dcp", "strict")
+    text = DCP_EXTERNAL.replace('  broker: {role: broker, command: "broker --bind {endpoint}"}',
+                                "  broker: {role: broker}")
+
+    def at_broker(t: int, identity: bytes, name: str, **fields: Any) -> Event:
+        return Event(t, "broker", "broker", RECV, frames=dcp_frames(identity, name, **fields), codec=dcp)
+
+    v = feed(dcp_check(text, "heartbeat-answers"), [at_broker(1, b"app", "PING")])
+    assert not v.ok and v.clause == "dcp.heartbeat.client-no-heartbeat" and "client app (external)" in v.detail
+    registered = [at_broker(1, b"app", "REGISTER", service="echo"), at_broker(2, b"app", "PING")]
+    assert feed(dcp_check(text, "heartbeat-answers"), registered).ok

@@ -89,6 +89,11 @@ def _of_external(cls: type, *roles: str) -> Callable[..., Any]:
                                           **params)
 
 
+def _hello_subjects(scenario: Any, **params: Any) -> topic_checks.HelloSubjects:
+    return topic_checks.HelloSubjects(topics=_consumer_topics(scenario), external=external_nodes(scenario, "consumer"),
+                                      **params)
+
+
 def _with_topics(cls: type) -> Callable[..., Any]:
     return lambda scenario, **params: cls(topics=_consumer_topics(scenario), **params)
 
@@ -167,8 +172,7 @@ CHECKS = {
                               _of_external(checks.FetchAscending, "producer", "store")),
     "topic-frames": _check("topic-frames", topic_checks.TopicFrames, _topic_frames,
                            (NODES, "the topics of what they send")),
-    "hello-subjects": _check("hello-subjects", topic_checks.HelloSubjects, _with_topics(topic_checks.HelloSubjects),
-                             (("consumer",), "their CONSUMER-HELLOs")),
+    "hello-subjects": _check("hello-subjects", topic_checks.HelloSubjects, _hello_subjects),
     "subscriptions": _check("subscriptions", links.Subscriptions, _with_topics(links.Subscriptions),
                             (NODES, "their subscriptions")),
     "tower-links": _check("tower-links", links.TowerLinks, unseen=(NODES, "their sockets to the towers")),

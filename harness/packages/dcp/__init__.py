@@ -76,6 +76,10 @@ def _worker_interval(scenario: Any, **params: Any) -> WorkerInterval:
     return WorkerInterval(heartbeat_ms=heartbeats, default_ms=default, **params)
 
 
+def _heartbeat_answers(scenario: Any, **params: Any) -> HeartbeatAnswers:
+    return HeartbeatAnswers(external_clients=external_nodes(scenario, "client"), **params)
+
+
 def _simple(cls: type) -> Callable[..., Any]:
     return lambda scenario, **params: cls(**params)
 
@@ -132,7 +136,8 @@ CHECKS = {
     "one-request-per-worker": _check("one-request-per-worker", checks.OneRequestPerWorker,
                                      unseen=("broker", "the requests it gives workers")),
     "worker-expiry": _check("worker-expiry", checks.WorkerExpiry, _expiry),
-    "heartbeat-answers": _check("heartbeat-answers", HeartbeatAnswers, unseen=("broker", "its answers to PINGs")),
+    "heartbeat-answers": _check("heartbeat-answers", HeartbeatAnswers, _heartbeat_answers,
+                                unseen=("broker", "its answers to PINGs")),
     "reply-unchanged": _check("reply-unchanged", checks.ReplyUnchanged, unseen=("broker", "the replies it forwards")),
     "worker-interval": _check("worker-interval", WorkerInterval, _worker_interval, {
         "factor": Setting("factor", _factor, "the tolerance factor on the agreed interval (default 2.5)"),
