@@ -90,6 +90,7 @@ def test_dcp_worker_and_client_as_external_processes_pass_and_are_named(tmp_path
     assert "not judged: the replies they received" in said["metadata-unchanged"]
 
 
+@pytest.mark.slow  # (the default suite runs the same file: the example of docs/live.md)
 def test_dafka_producer_and_consumer_as_external_processes_pass_and_are_judged(tmp_path: Path) -> None:
     r = run(DAFKA, "dafka-external", tmp_path)
     assert r.ok, [v.to_dict() for v in r.failed]
