@@ -259,8 +259,12 @@ def run_scenario(scenario: Scenario, seed: int, mode: str, out_dir: str | None =
         for name, (role, cfg) in configs.items():
             group = scenario.group_of(name)
             if group.command:
-                processes[name] = launch.external_node(scenario, group, name, role, seed, endpoints, out_dir,
-                                                       config=cfg, advertised=placement.advertised if placement else {})
+                try:
+                    processes[name] = launch.external_node(scenario, group, name, role, seed, endpoints, out_dir,
+                                                           config=cfg,
+                                                           advertised=placement.advertised if placement else {})
+                except ValueError as e:  # a placeholder with no value here: nothing has started yet
+                    raise RunError(f"group {group.name!r}: {e}") from None
                 runtime.attach_process(name, processes[name])  # type: ignore[attr-defined]
                 continue
             factory = (factories or {}).get(name)
@@ -287,7 +291,7 @@ def run_scenario(scenario: Scenario, seed: int, mode: str, out_dir: str | None =
             launch.start_process(proc)
         runtime.run(end)
         verdicts = runtime.call(lambda: _judge(observer, traffic, runtime.now_ns))  # type: ignore[attr-defined]
-        verdicts += launch.process_verdicts(processes, frozenset(r for r, s in pkg.suites.items() if s.completes))
+        verdicts += launch.process_verdicts(processes)
         stats = _stats(runtime, observer, endpoints)
         if traffic is not None:
             stats["observed_traffic"] = traffic.summary()

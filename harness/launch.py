@@ -155,18 +155,21 @@ def start_process(node: ExternalNode) -> None:
         raise RunError(f"the implementation {node.process.name} did not start: {exc}") from None
 
 
-def process_verdicts(processes: dict[str, ExternalNode], completing: frozenset[str] = frozenset()) -> list[Verdict]:
-    """``process-alive`` fails for a process that ended by itself or did not come back after a
-    restart; one the scenario's faults killed (and did not restart) is down on purpose. A process
-    of a ``completing`` role (`RoleSuite.completes`: a DCP client, a Dafka producer...) may exit 0
-    once its work is done."""
+def process_verdicts(processes: dict[str, ExternalNode]) -> list[Verdict]:
+    """``process-alive`` fails for a process that ended by itself with a failure (a non-zero
+    status, a signal) or did not come back after a restart; one the scenario's faults killed (and
+    did not restart) is down on purpose. Status 0 is a program's own, normal end (a client that
+    exits once its work is out): said in a passing verdict, and what it left undone is for the
+    protocol's checks to judge."""
     out = []
     for name, node in processes.items():
         p = node.process
         if node.restart_errors:
             out.append(Verdict("process-alive", "", False, f"{name} did not come back after a restart: "
                                f"{node.restart_errors[0]}"))
-        elif node.exited_by_itself and not (node.role in completing and p.returncode == 0):
+        elif node.exited_by_itself and p.returncode == 0:
+            out.append(Verdict("process-alive", "", True, f"{name} ended by itself with status 0 (its normal end)"))
+        elif node.exited_by_itself:
             out.append(Verdict("process-alive", "", False,
                                f"{name} exited with {describe_exit(p.returncode)}: {p.tail(5)}"))
     return out

@@ -405,7 +405,13 @@ def _workload(v: _Validator, top: dict[str, Any], pkg: ProtocolPackage, groups: 
         v.known(item, p, {"nodes", "op", "rate", "from", "until", "limit", *spec.params})
         nodes = resolve(v.get(item, p, "nodes", as_str), p + ("nodes",))
         for n in nodes:
-            role = next(g.role for g in groups.values() if n in g.nodes)
+            group = next(g for g in groups.values() if n in g.nodes)
+            role = group.role
+            if group.command:
+                # An external process has no command channel: its own program decides what it does.
+                raise v.fail(p + ("nodes",), f"node {n} is of group {group.name!r}, which runs an external command: "
+                                             f"the harness cannot ask it to {op} (its program does its own work); "
+                                             f"name only groups of reference nodes here")
             if role not in spec.roles:
                 raise v.fail(p + ("nodes",), f"node {n} is a {role}; {op} is done by {', '.join(spec.roles)}")
         rate = v.get(item, p, "rate", as_rate)

@@ -116,6 +116,25 @@ def test_a_live_command_that_is_missing_or_never_ready_is_one_line(tmp_path: Pat
     assert needle in r.stderr
 
 
+def test_a_scenario_command_with_an_unknown_placeholder_is_one_line_and_starts_nothing(tmp_path: Path) -> None:
+    """The placeholders a node gets depend on its wiring, so the file parses; the run stops
+    before any process, proxy or capture starts, and names the group and the known ones."""
+    path = scenario(tmp_path, "placeholder", external_broker("mybroker --bind {endpoint} --hb {heartbeat}"))
+    one_line_error(zh("run", path, "--live", "--out", str(tmp_path)), "error:", "group 'broker'",
+                   "unknown placeholder(s) {heartbeat}", "known: ")
+
+
+def test_a_workload_naming_an_external_group_is_an_error_of_the_file(tmp_path: Path) -> None:
+    """An external process has no command channel: asking it to send requests would fail
+    mid-run (it did: a KeyError after every process had started)."""
+    text = CLEAN.replace("clients: {role: client, count: 8, config: {timeout: 500ms, max_attempts: 10}}",
+                         'clients: {role: client, count: 8, command: "myclient {endpoint}"}')
+    assert text != CLEAN
+    path = scenario(tmp_path, "driven", text)
+    one_line_error(zh("run", path, "--live", "--out", str(tmp_path)), "driven.yaml:", "workload[0].nodes:",
+                   "group 'clients', which runs an external command")
+
+
 def test_run_live_of_what_the_live_runtime_cannot_do_is_one_line(tmp_path: Path) -> None:
     path = scenario(tmp_path, "skewed", CLEAN + 'faults:\n  - {at: 1s, clock_skew: "workers.*", offset: -50ms}\n')
     one_line_error(zh("run", path, "--live", "--out", str(tmp_path)), "skewed.yaml:", "clock")

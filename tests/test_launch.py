@@ -64,11 +64,25 @@ def test_a_process_the_scenario_kills_for_good_is_not_a_process_that_died(tmp_pa
     assert _alive_verdicts(tmp_path, "killed", _WORKER.format(), "{at: 1s, crash: outside}") == []
 
 
+def _exits_with(status: int) -> str:
+    """READY (once the worker is up, however long that takes), then its end half a second later."""
+    return ("sh -c '" + _WORKER.format() + " > {datadir}/out & W=$!; until grep -q READY {datadir}/out; do sleep 0.1; "
+            f"done; echo READY; sleep 0.5; kill $W; wait $W; exit {status}'")
+
+
 @pytest.mark.live
 @pytest.mark.timeout(120)
-def test_a_process_that_exits_by_itself_fails_process_alive(tmp_path: Any) -> None:
-    # READY (once the worker is up, however long that takes), then status 3 half a second later
-    command = ("sh -c '" + _WORKER.format() + " > {datadir}/out & until grep -q READY {datadir}/out; do sleep 0.1; "
-               "done; echo READY; sleep 0.5; exit 3'")
-    [v] = _alive_verdicts(tmp_path, "exits", command, "")
-    assert not v.ok and "outside exited with status 3" in v.detail, v.detail
+def test_a_process_that_exits_by_itself_fails_process_alive_unless_with_status_0(tmp_path: Any) -> None:
+    # Status 0 is a program's normal end (the habit of command-line clients once their work is
+    # out); process-alive failed it ("outside exited with status 0") though nothing went wrong.
+    from harness.composition import run_live
+    from harness.scenario import parse_scenario
+
+    text = _WORKERS.format(name="exits", command=_exits_with(3), faults="")
+    text = text.replace("  clients:", f'  done: {{role: worker, command: "{_exits_with(0)}", ready: {{line: READY}}}}\n'
+                                      "  clients:")
+    r = run_live(parse_scenario(text, "exits.yaml"), 1, str(tmp_path))
+    by_node = {v.detail.split()[0]: v for v in r.verdicts if v.check == "process-alive"}
+    assert set(by_node) == {"outside", "done"}, by_node
+    assert not by_node["outside"].ok and "outside exited with status 3" in by_node["outside"].detail
+    assert by_node["done"].ok and "done ended by itself with status 0" in by_node["done"].detail

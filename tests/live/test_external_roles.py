@@ -80,8 +80,8 @@ def details(r: RunResult) -> dict[str, str]:
 
 
 def test_dcp_worker_and_client_as_external_processes_pass_and_are_named(tmp_path: Path) -> None:
-    """The client does its work and exits 0, as a command-line client may (RoleSuite.completes):
-    process-alive does not count that as a crash (it did before)."""
+    """The client does its work and exits 0, as a command-line client may: process-alive says so
+    and passes."""
     r = run(dcp(), "dcp-external", tmp_path)
     assert r.ok, [v.to_dict() for v in r.failed]
     said = details(r)

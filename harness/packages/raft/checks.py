@@ -9,9 +9,10 @@ from typing import Any, Callable
 
 from fault_injection import nemesis
 from harness.checkers import raft as checkers
-from harness.checkers.base import COMMAND, DELIVER, NOTE, Verdict
+from harness.checkers.base import COMMAND, DELIVER, NOTE, RECV, SEND, Event, Verdict
 from harness.checkers.linearizability import Linearizable
 from harness.packages.base import Check, Setting, as_ms, as_positive_int
+from harness.packages.raft.foreign import ForeignWrites
 from harness.packages.raft.history import KVHistory
 from reference_nodes.raft.common import (
     cluster_ident,
@@ -147,18 +148,34 @@ class KVLinearizable(Linearizable):
     """`Linearizable` over a `KVHistory`, which also adds, at the end, the operations still
     waiting to start or complete."""
 
-    def __init__(self, **params: Any) -> None:
+    def __init__(self, foreign: ForeignWrites | None = None, **params: Any) -> None:
         self.history = KVHistory()
-        super().__init__(self.history, kinds=(COMMAND, DELIVER, NOTE), roles=("client",),
-                         clause=LINEARIZABLE_CLAUSE, **params)
+        self.foreign = foreign  # writes of external clients (runs that have some)
+        kinds, roles = (COMMAND, DELIVER, NOTE), ("client",)
+        if foreign is not None:
+            kinds, roles = (*kinds, SEND, RECV), (*roles, "peer")
+        super().__init__(self.history, kinds=kinds, roles=roles, clause=LINEARIZABLE_CLAUSE, **params)
+
+    def on_event(self, ev: Event) -> None:
+        if self.foreign is not None and (ev.kind == SEND or ev.kind == RECV):
+            self.foreign.on_event(ev)
+        else:
+            super().on_event(ev)
 
     def finish(self, end_ns: int) -> list[Verdict]:
         self.entries.extend(self.history.unfinished())
-        return super().finish(end_ns)
+        foreign = self.foreign.operations() if self.foreign is not None else []
+        self.entries.extend(foreign)
+        verdicts = super().finish(end_ns)
+        if self.foreign is not None:
+            for v in verdicts:
+                v.detail += (f" (with {len(foreign)} write(s) of external clients seen on the wire, each of unknown "
+                             f"outcome from when the wire first showed it)")
+        return verdicts
 
 
 def _linearizable(scenario: Any, **params: Any) -> Linearizable:
-    return _share(scenario, KVLinearizable(**params))
+    return _share(scenario, KVLinearizable(foreign=ForeignWrites.for_scenario(scenario), **params))
 
 
 CHECKS = {
