@@ -135,7 +135,7 @@ class CompleteDelivery(Checker):
         elif ev.kind == CRASH and ev.role == "producer":
             seen_only = ev.node in self.external_producers  # partitions known only from receipts
             self.orphaned.update(k for k, node in self.owner.items() if node == ev.node or (seen_only and not node))
-        elif ev.kind == RECV and not ev.via:
+        elif ev.kind == RECV and not ev.via and (ev.role == "store" or self.external_producers):
             msg = ev.message()  # (a receive names no type: the probe leaves decoding to the checkers)
             if msg is None:
                 return
