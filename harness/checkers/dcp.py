@@ -252,10 +252,13 @@ class WorkerExpiry(Checker):
     """A worker that dies is detected (dropped by the broker) within ``liveness`` heartbeat
     intervals of the last message the broker had from it (plus one interval of slack). Expiry is
     seen only in a reference broker's notes: of an external broker it is not judged, nor of an
-    external worker the broker never heard under its node name (its routing identity is its own)."""
+    external worker the broker never heard under its node name (its routing identity is its own).
+    No clause requires expiry (E-DCP-09): it serves ``dcp.broker.service-queue`` (requests served
+    to workers as they become available; a dead one never does), a SHOULD, so the check is opt-in."""
 
     name = "worker-expiry"
-    clause = "dcp.heartbeat.worker-ping"
+    clause = "dcp.broker.service-queue"
+    level = "SHOULD"
     kinds = frozenset({RECV, CRASH, RESTART, NOTE})
 
     def __init__(self, heartbeat_ms: int = 1000, liveness: int = 3, external_brokers: frozenset[str] = frozenset(),

@@ -122,11 +122,12 @@ def dcp_check(text: str, name: str) -> Checker:
     return package("dcp").checks[name].factory(parse_scenario(text, "ext.yaml"))
 
 
-def test_exactly_once_and_one_request_per_worker_are_should_checks_out_of_the_defaults() -> None:
-    """Both judge SHOULDs (E-DCP-06, dcp.client.retry): a broker that lawfully gives a busy worker a
-    second request, or keeps no queue, fails only a file that names them."""
+def test_exactly_once_one_request_per_worker_and_worker_expiry_are_should_checks_out_of_the_defaults() -> None:
+    """They judge SHOULDs (E-DCP-06, dcp.client.retry, E-DCP-09): a broker that lawfully gives a
+    busy worker a second request, keeps no queue or never expires a worker fails only a file that
+    names them."""
     pkg = package("dcp")
-    for name in ("exactly-once", "one-request-per-worker"):
+    for name in ("exactly-once", "one-request-per-worker", "worker-expiry"):
         assert pkg.checks[name].checker.level == "SHOULD" and name not in pkg.default_checks
 
 

@@ -197,8 +197,9 @@ PACKAGE = ProtocolPackage(
     roles=ROLES,
     operations=OPERATIONS,
     checks=CHECKS,
-    # exactly-once and one-request-per-worker judge SHOULDs: opt-in (every shipped file names them)
-    default_checks=("metadata-unchanged", "worker-expiry", "heartbeat-answers", "reply-unchanged"),
+    # exactly-once, one-request-per-worker and worker-expiry judge SHOULDs: opt-in (every shipped
+    # file names them)
+    default_checks=("metadata-unchanged", "heartbeat-answers", "reply-unchanged"),
     mutants=MUTANTS,
     suites=SUITES,
     wire=wire,
