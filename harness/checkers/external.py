@@ -18,6 +18,12 @@ def external_nodes(scenario: Any, role: str | None = None) -> frozenset[str]:
                      for n in g.nodes)
 
 
+def corrupts(scenario: Any) -> bool:
+    """Whether a message rule of the scenario corrupts messages: what the harness's nodes receive
+    is then no proof of what an external node sent (a damaged copy may read as another message)."""
+    return "corrupt" in repr(scenario.raw.get("faults", ""))
+
+
 def not_judged(what: str, nodes: Iterable[str]) -> str:
     """The verdict-detail suffix naming what was not judged and the external nodes it concerns
     (empty when there are none)."""

@@ -194,3 +194,17 @@ def test_heartbeat_answers_catches_an_external_client_that_pings() -> None:
     assert not v.ok and v.clause == "dcp.heartbeat.client-no-heartbeat" and "client app (external)" in v.detail
     registered = [at_broker(1, b"app", "REGISTER", service="echo"), at_broker(2, b"app", "PING")]
     assert feed(dcp_check(text, "heartbeat-answers"), registered).ok
+
+
+def test_receipts_prove_nothing_of_an_external_node_when_a_rule_corrupts_messages() -> None:
+    """A damaged copy could claim offsets, partitions or an empty subject list that nobody sent:
+    complete-delivery and hello-subjects then say what they do not judge instead."""
+    corrupting = DAFKA_EXTERNAL + "faults:\n  - rule: {message: HEAD, corrupt: true}\n"
+    head = dafka_msg(200, "early", "consumer", RECV, "HEAD", topic="orders", address=PART, subject="orders",
+                     sequence=4)
+    v = feed(dafka_check(corrupting, "complete-delivery"), [head])
+    assert v.ok and "not judged: what they published (a corrupt rule may forge what is received) (external: producer)" \
+        in v.detail
+    empty = dafka_msg(50, "store", "store", RECV, "CONSUMER-HELLO", topic="S1", address="C9", subjects=[])
+    v = feed(dafka_check(corrupting, "hello-subjects"), [empty])
+    assert v.ok and "not judged: their CONSUMER-HELLOs" in v.detail

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from harness.checkers import dafka as checks
-from harness.checkers.external import external_nodes, noting_external
+from harness.checkers.external import corrupts, external_nodes, noting_external
 from harness.checkers import dafka_answers as answers
 from harness.checkers.dafka_input import StoreInput
 from harness.checkers import dafka_links as links
@@ -80,7 +80,8 @@ def _roles(scenario: Any) -> dict[str, str]:
 
 def _complete(scenario: Any, **params: Any) -> checks.CompleteDelivery:
     return checks.CompleteDelivery(topics=_consumer_topics(scenario), external_consumers=external_nodes(
-        scenario, "consumer"), external_producers=external_nodes(scenario, "producer"), **params)
+        scenario, "consumer"), external_producers=external_nodes(scenario, "producer"), corrupts=corrupts(scenario),
+        **params)
 
 
 def _of_external(cls: type, *roles: str) -> Callable[..., Any]:
@@ -90,8 +91,11 @@ def _of_external(cls: type, *roles: str) -> Callable[..., Any]:
 
 
 def _hello_subjects(scenario: Any, **params: Any) -> topic_checks.HelloSubjects:
-    return topic_checks.HelloSubjects(topics=_consumer_topics(scenario), external=external_nodes(scenario, "consumer"),
-                                      **params)
+    external = external_nodes(scenario, "consumer")  # (what they send is judged as received, unless corrupted)
+    hello = topic_checks.HelloSubjects(topics=_consumer_topics(scenario), external=frozenset() if corrupts(scenario)
+                                       else external, **params)
+    return noting_external(hello, scenario, ("consumer",), "their CONSUMER-HELLOs (a corrupt rule may damage what "
+                                                           "is received)") if corrupts(scenario) else hello
 
 
 def _with_topics(cls: type) -> Callable[..., Any]:
