@@ -106,7 +106,10 @@ def expected_reply(request: dict[str, Any], behaviours: dict[str, str]) -> list[
 
 class MetadataUnchanged(Checker):
     """Every reply a client receives carries exactly the metadata parts of a request it sent:
-    the broker must not modify them and the worker must copy them unchanged."""
+    the broker must not modify them and the worker must copy them unchanged. An external client
+    is judged where its requests and replies are seen: observed by the chaos proxy, or as a
+    reference broker receives and sends them under the routing identity that is the client's node
+    name (``--identity {name}``); one seen neither way is named as not judged."""
 
     name = "metadata-unchanged"
     clause = "dcp.worker.metadata-copied"
@@ -114,29 +117,44 @@ class MetadataUnchanged(Checker):
     roles = CLIENT
     from_capture = True  # a client's REQUESTs and REPLYs travel on its one connection
 
-    def __init__(self, **params: Any) -> None:
+    def __init__(self, external_clients: frozenset[str] = frozenset(), **params: Any) -> None:
         super().__init__(**params)
+        self.external = external_clients
+        self.by_identity = {n.encode(): n for n in sorted(external_clients)}
+        if external_clients:
+            self.roles = CLIENT | BROKER  # (the broker's side of their connection)
         self.sent: dict[str, set[tuple[bytes, ...]]] = {}
         self.bad: list[Event] = []
+        self.judged: set[str] = set()  # clients whose replies were seen
         self.checked = 0
 
     def on_event(self, ev: Event) -> None:
-        if ev.role != "client" or ev.kind not in (SEND, RECV):
+        if ev.kind not in (SEND, RECV):
             return
-        msg = ev.message()
+        if ev.role == "client":
+            node, msg = ev.node, ev.message()
+        elif ev.role == "broker" and not ev.via and ev.frames and ev.frames[0] in self.by_identity:
+            node, msg = self.by_identity[ev.frames[0]], ev.message(skip=1)
+            if msg is not None and msg.name in ("REQUEST", "REPLY"):  # as the client sent and got them
+                msg = msg if (ev.kind == RECV) == (msg.name == "REQUEST") else None
+        else:
+            return
         if msg is None:
             return
-        if ev.kind == SEND and msg.name == "REQUEST":
-            self.sent.setdefault(ev.node, set()).add(tuple(msg["metadata"]))
-        elif ev.kind == RECV and msg.name == "REPLY":
+        if msg.name == "REQUEST" and (ev.kind == SEND or ev.role == "broker"):
+            self.sent.setdefault(node, set()).add(tuple(msg["metadata"]))
+        elif msg.name == "REPLY" and (ev.kind == RECV or ev.role == "broker"):
             self.checked += 1
-            if tuple(msg["metadata"]) not in self.sent.get(ev.node, set()):
+            self.judged.add(node)
+            if tuple(msg["metadata"]) not in self.sent.get(node, set()):
                 self.bad.append(ev)
 
     def finish(self, end_ns: int) -> list[Verdict]:
+        unseen = not_judged("the replies they received (seen neither observed nor under their node name at the "
+                            "broker)", self.external - self.judged)
         if not self.bad:
-            return [self.ok(f"{self.checked} repl(ies) carried their request's metadata unchanged")]
-        return [self.fail(f"{len(self.bad)} repl(ies) carried metadata that no request of the client had",
+            return [self.ok(f"{self.checked} repl(ies) carried their request's metadata unchanged{unseen}")]
+        return [self.fail(f"{len(self.bad)} repl(ies) carried metadata that no request of the client had{unseen}",
                           [e.describe() for e in self.bad])]
 
 

@@ -208,3 +208,26 @@ def test_receipts_prove_nothing_of_an_external_node_when_a_rule_corrupts_message
     empty = dafka_msg(50, "store", "store", RECV, "CONSUMER-HELLO", topic="S1", address="C9", subjects=[])
     v = feed(dafka_check(corrupting, "hello-subjects"), [empty])
     assert v.ok and "not judged: their CONSUMER-HELLOs" in v.detail
+
+
+def test_metadata_unchanged_judges_an_external_client_at_the_broker() -> None:
+    """Its REQUESTs and REPLYs as the reference broker receives and sends them under the client's
+    node name (the old checker judged clients' own events only: nothing of an external one)."""
+    dcp = codec("dcp", "strict")
+    text = DCP_EXTERNAL.replace('  broker: {role: broker, command: "broker --bind {endpoint}"}',
+                                "  broker: {role: broker}")
+
+    def at_broker(t: int, kind: str, name: str, metadata: list[bytes]) -> Event:
+        fields: dict[str, Any] = {"client_address": b"app", "metadata": metadata, "data": [b"x"]}
+        if name == "REQUEST":
+            fields["service"] = "echo"
+        return Event(t, "broker", "broker", kind, frames=dcp_frames(b"app", name, **fields), codec=dcp)
+
+    ok = feed(dcp_check(text, "metadata-unchanged"), [at_broker(1, RECV, "REQUEST", [b"m1"]),
+                                                      at_broker(2, SEND, "REPLY", [b"m1"])])
+    assert ok.ok and ok.detail.startswith("1 repl(ies)") and "not judged" not in ok.detail, ok.detail
+    bad = feed(dcp_check(text, "metadata-unchanged"), [at_broker(1, RECV, "REQUEST", [b"m1"]),
+                                                       at_broker(2, SEND, "REPLY", [b"m2"])])
+    assert not bad.ok and bad.clause == "dcp.worker.metadata-copied"
+    unseen = feed(dcp_check(text, "metadata-unchanged"), [])
+    assert "not judged: the replies they received" in unseen.detail and "(external: app)" in unseen.detail
