@@ -154,7 +154,8 @@ def test_a_mutant_named_in_the_file_or_on_the_command_line_runs(tmp_path) -> Non
     from harness.cli import main
     from harness.composition import run_sim
 
-    text = BASE + "workload:\n  - {nodes: clients, op: request, rate: 10/s, until: 1s}\n"
+    # (exactly-once, a SHOULD check, named: the mutant's requests go unanswered)
+    text = BASE + "workload:\n  - {nodes: clients, op: request, rate: 10/s, until: 1s}\ncheck: [exactly-once]\n"
     assert run_sim(parse_scenario(text, "x.yaml"), 1).ok
     bad = run_sim(parse_scenario(text.replace("clients: {role: client,", "clients: {role: client, mutant: "
                                                                           "foreign-client-address,"), "x.yaml"), 1)

@@ -5,12 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from harness.checkers.base import COMMAND, CRASH, DELIVER, NOTE, RECV, RESTART, SEND, Checker, Event, Verdict
+from harness.checkers.external import not_judged
 
 PRODUCER, STORE, CONSUMER = frozenset({"producer"}), frozenset({"store"}), frozenset({"consumer"})
 
 
 class Offsets(Checker):
-    """Per partition, offsets start at 0 and each RECORD's offset is the previous one plus 1."""
+    """Per partition, offsets start at 0 and each RECORD's offset is the previous one plus 1.
+    Judged on what the producers the harness runs publish: an external producer's RECORDs, seen
+    by the chaos proxy only while someone subscribes (a PUB socket sends the others nowhere), are
+    not judged."""
 
     name = "offsets"
     clause = "dafka.record.offset-increments"
@@ -19,14 +23,15 @@ class Offsets(Checker):
     capture_note = ("a capture misses the RECORDs a producer published while nobody subscribed (a PUB socket "
                     "sends them nowhere), so its first offset and its gaps cannot be judged from the wire")
 
-    def __init__(self, **params: Any) -> None:
+    def __init__(self, external: frozenset[str] = frozenset(), **params: Any) -> None:
         super().__init__(**params)
+        self.external = external  # external producers
         self.next: dict[str, int] = {}
         self.bad: list[tuple[Event, str, str]] = []
         self.records = 0
 
     def on_event(self, ev: Event) -> None:
-        if ev.msg_type != "RECORD":
+        if ev.msg_type != "RECORD" or ev.via:
             return
         msg = ev.message()
         if msg is None:
@@ -40,24 +45,27 @@ class Offsets(Checker):
         self.next[part] = seq + 1
 
     def finish(self, end_ns: int) -> list[Verdict]:
+        unseen = not_judged("the offsets of what they publish", self.external)
         if not self.bad:
-            return [self.ok(f"{self.records} record(s) over {len(self.next)} partition(s), offsets 0, 1, 2, ...")]
+            return [self.ok(f"{self.records} record(s) over {len(self.next)} partition(s), offsets 0, 1, 2, ...{unseen}")]
         ev, clause, what = self.bad[0]
-        return [self.fail(f"{len(self.bad)} offset error(s); first: {what}", [e.describe() for e, _, _ in self.bad[:5]],
-                          clause=clause)]
+        return [self.fail(f"{len(self.bad)} offset error(s); first: {what}{unseen}",
+                          [e.describe() for e, _, _ in self.bad[:5]], clause=clause)]
 
 
 class ConsumerOrder(Checker):
     """Each consumer application sees each partition's records in offset order, without gaps
-    from its starting offset, and without duplicates."""
+    from its starting offset, and without duplicates. An external consumer's application is not
+    seen: not judged."""
 
     name = "consumer-order"
     clause = "dafka.record.offset-increments"
     kinds = frozenset({DELIVER, NOTE})
     roles = CONSUMER
 
-    def __init__(self, **params: Any) -> None:
+    def __init__(self, external: frozenset[str] = frozenset(), **params: Any) -> None:
         super().__init__(**params)
+        self.external = external  # external consumers
         self.start: dict[tuple[str, str], int] = {}
         self.next: dict[tuple[str, str], int] = {}
         self.bad: list[tuple[Event, str]] = []
@@ -80,9 +88,11 @@ class ConsumerOrder(Checker):
         self.next[key] = max(want, offset + 1)
 
     def finish(self, end_ns: int) -> list[Verdict]:
+        unseen = not_judged("what their applications get", self.external)
         if not self.bad:
-            return [self.ok(f"{self.delivered} record(s) delivered in order, no gaps, no duplicates")]
-        return [self.fail(f"{len(self.bad)} problem(s); first: {self.bad[0][1]}", [e.describe() for e, _ in self.bad[:5]])]
+            return [self.ok(f"{self.delivered} record(s) delivered in order, no gaps, no duplicates{unseen}")]
+        return [self.fail(f"{len(self.bad)} problem(s); first: {self.bad[0][1]}{unseen}",
+                          [e.describe() for e, _ in self.bad[:5]])]
 
 
 class CompleteDelivery(Checker):
@@ -90,15 +100,26 @@ class CompleteDelivery(Checker):
     (from its starting offset on) that is still to be had: a partition whose producer crashed
     (a restarted producer may start a new partition, E-DAFKA-21) can serve only the records a
     store received; a record that died with its producer before it reached any store (or this
-    consumer) is lost, as the document allows."""
+    consumer) is lost, as the document allows.
+
+    What was produced is learnt from the producers' sends and from the RECORDs and HEADs the
+    nodes the harness runs receive, so an external producer's records are owed too (a partition
+    seen only so is orphaned when an external producer crashes). An external consumer's
+    application is not seen: what it gets is not judged."""
 
     name = "complete-delivery"
     clause = "dafka.fetch.on-gap"
     kinds = frozenset({SEND, RECV, DELIVER, NOTE, COMMAND, CRASH})
 
-    def __init__(self, topics: dict[str, list[str]] | None = None, **params: Any) -> None:
+    def __init__(self, topics: dict[str, list[str]] | None = None, external_consumers: frozenset[str] = frozenset(),
+                 external_producers: frozenset[str] = frozenset(), corrupts: bool = False, **params: Any) -> None:
         super().__init__(**params)
-        self.topics = topics or {}  # consumer node -> topics it subscribes
+        self.external_consumers = external_consumers
+        # external producers whose records are learnt from receipts (not when a rule corrupts messages:
+        # a damaged copy could claim offsets or partitions nobody published)
+        self.external_producers = frozenset() if corrupts else external_producers
+        self.unlearnt = external_producers if corrupts else frozenset()
+        self.topics = {c: t for c, t in (topics or {}).items() if c not in external_consumers}  # consumer -> topics
         self.produced: dict[tuple[str, str], int] = {}  # (topic, partition) -> next offset
         self.got: dict[tuple[str, str, str], set[int]] = {}
         self.start: dict[tuple[str, str], int] = {}
@@ -116,12 +137,19 @@ class CompleteDelivery(Checker):
                 self.owner[key] = ev.node
                 self.orphaned.discard(key)  # (a producer that kept its partition across a restart)
         elif ev.kind == CRASH and ev.role == "producer":
-            self.orphaned.update(k for k, node in self.owner.items() if node == ev.node)
-        elif ev.kind == RECV and ev.role == "store":
+            seen_only = ev.node in self.external_producers  # partitions known only from receipts
+            self.orphaned.update(k for k, node in self.owner.items() if node == ev.node or (seen_only and not node))
+        elif ev.kind == RECV and not ev.via and (ev.role == "store" or self.external_producers):
             msg = ev.message()  # (a receive names no type: the probe leaves decoding to the checkers)
-            if msg is not None and msg.name in ("RECORD", "DIRECT-RECORD"):
+            if msg is None:
+                return
+            if ev.role == "store" and msg.name in ("RECORD", "DIRECT-RECORD"):
                 self.stored.setdefault((msg["subject"], msg["address"]), set()).add(msg["sequence"])
-        elif ev.kind == COMMAND and ev.role == "consumer" and d.get("op") == "subscribe":
+            key = (msg["subject"], msg["address"]) if msg.name in ("RECORD", "HEAD") else None
+            if key is not None and self.external_producers and not self.owner.get(key):
+                self.produced[key] = max(self.produced.get(key, 0), msg["sequence"] + 1)  # (an external one's)
+                self.owner[key] = ""
+        elif ev.kind == COMMAND and ev.role == "consumer" and d.get("op") == "subscribe" and not ev.via:
             self.topics.setdefault(ev.node, []).append(str(d.get("topic")))
         elif ev.kind == NOTE and ev.role == "consumer" and ev.msg_type == "partition-start":
             self.start[(ev.node, str(d.get("partition")))] = int(d.get("offset", 0))
@@ -145,22 +173,26 @@ class CompleteDelivery(Checker):
                 if lacking:
                     missing.append(f"{consumer} lacks {len(lacking)} of {topic}/{part[:8]}.. "
                                    f"(offsets {min(lacking)}..{max(lacking)})")
+        unseen = (not_judged("what their applications get", self.external_consumers)
+                  + not_judged("what they published (a corrupt rule may forge what is received)", self.unlearnt))
         if not missing:
-            return [self.ok(f"{total} (consumer, record) deliveries all made")]
-        return [self.fail(f"{len(missing)} consumer/partition pair(s) incomplete: " + "; ".join(missing[:4]))]
+            return [self.ok(f"{total} (consumer, record) deliveries all made{unseen}")]
+        return [self.fail(f"{len(missing)} consumer/partition pair(s) incomplete: " + "; ".join(missing[:4]) + unseen)]
 
 
 class AckedRetrievable(Checker):
     """Every record a store ACKed is still held by that store at the end of the run, also
-    after the store restarted (its storage is durable)."""
+    after the store restarted (its storage is durable). What a store holds is its own status
+    report: an external store is not judged."""
 
     name = "acked-retrievable"
     clause = "dafka.producer.keep-until-ack"
     kinds = frozenset({SEND, DELIVER, RESTART})
     roles = STORE
 
-    def __init__(self, **params: Any) -> None:
+    def __init__(self, external: frozenset[str] = frozenset(), **params: Any) -> None:
         super().__init__(**params)
+        self.external = external  # external stores
         self.acked: dict[tuple[str, str], int] = {}  # (store node, partition) -> highest acked offset
         self.status: dict[str, dict[str, Any]] = {}
         self.restarts: dict[str, int] = {}
@@ -168,7 +200,7 @@ class AckedRetrievable(Checker):
     def on_event(self, ev: Event) -> None:
         if ev.kind == RESTART:
             self.restarts[ev.node] = self.restarts.get(ev.node, 0) + 1
-        elif ev.kind == SEND and ev.msg_type == "ACK":
+        elif ev.kind == SEND and ev.msg_type == "ACK" and ev.node not in self.external:
             msg = ev.message()
             if msg is not None:
                 key = (ev.node, msg["topic"])  # ACK's topic is the partition (producer address)
@@ -189,24 +221,29 @@ class AckedRetrievable(Checker):
             if prefix is None or prefix < acked:
                 problems.append(f"{store} ACKed {part[:8]}.. up to {acked} but holds only up to {prefix}"
                                 + (f" after {self.restarts[store]} restart(s)" if store in self.restarts else ""))
+        unseen = not_judged("what they hold of what they ACKed", self.external)
         if problems:
-            return [self.fail("; ".join(problems[:4]))]
+            return [self.fail("; ".join(problems[:4]) + unseen)]
         restarted = sum(1 for s, _ in self.acked if s in self.restarts)
         return [self.ok(f"{len(self.acked)} (store, partition) ACK range(s) still held"
-                        + (f", {restarted} across a restart" if restarted else ""))]
+                        + (f", {restarted} across a restart" if restarted else "") + unseen)]
 
 
 class KeepUntilAck(Checker):
     """A producer keeps every record until a store ACKed it: its release notes come after an
     ACK, and a FETCH for records no store has ACKed yet is answered with all of them (what a
-    producer that dropped them early could not do)."""
+    producer that dropped them early could not do). An ACK counts from when a store sent it or
+    the producer received it (an external store's ACKs are seen so). An external producer's
+    releases are its own affair (no message shows them) and its answers to FETCH are not judged:
+    the chaos proxy sees a FETCH and the answers on two connections, in no reliable order."""
 
     name = "keep-until-ack"
     clause = "dafka.producer.keep-until-ack"
     kinds = frozenset({SEND, RECV, NOTE})
 
-    def __init__(self, **params: Any) -> None:
+    def __init__(self, external: frozenset[str] = frozenset(), **params: Any) -> None:
         super().__init__(**params)
+        self.external = external  # external producers
         self.acked: dict[str, int] = {}  # partition -> highest offset any store ACKed
         self.last: dict[str, int] = {}  # partition -> highest offset its producer published
         self.owed: dict[str, tuple[Event, str, set[int]]] = {}  # producer -> (FETCH, partition, offsets)
@@ -222,11 +259,13 @@ class KeepUntilAck(Checker):
                                  f"though no store had ACKed them (ACKed up to {self.acked.get(part, -1)})"))
 
     def on_event(self, ev: Event) -> None:
-        if ev.role == "producer" and ev.kind in (SEND, RECV):
+        if ev.role == "producer" and ev.kind in (SEND, RECV) and not ev.via:
             msg = ev.message()
             if msg is None:
                 return
-            if ev.kind == SEND and msg.name == "RECORD":
+            if ev.kind == RECV and msg.name == "ACK":
+                self._ack(msg)
+            elif ev.kind == SEND and msg.name == "RECORD":
                 self.last[msg["address"]] = max(self.last.get(msg["address"], -1), msg["sequence"])
             elif ev.kind == SEND and msg.name == "DIRECT-RECORD" and ev.node in self.owed:
                 self.owed[ev.node][2].discard(msg["sequence"])
@@ -241,7 +280,7 @@ class KeepUntilAck(Checker):
         elif ev.kind == SEND and ev.role == "store" and ev.msg_type == "ACK":
             msg = ev.message()
             if msg is not None:
-                self.acked[msg["topic"]] = max(self.acked.get(msg["topic"], -1), msg["sequence"])
+                self._ack(msg)
         elif ev.kind == NOTE and ev.role == "producer" and ev.msg_type == "records-released":
             d = ev.data or {}
             self.releases += 1
@@ -250,18 +289,24 @@ class KeepUntilAck(Checker):
                 self.bad.append((ev, f"{ev.node} released up to {upto} of {part[:8]}.. with ACKs only up to "
                                      f"{self.acked.get(part, -1)}"))
 
+    def _ack(self, msg: Any) -> None:
+        self.acked[msg["topic"]] = max(self.acked.get(msg["topic"], -1), msg["sequence"])  # (topic: the partition)
+
     def finish(self, end_ns: int) -> list[Verdict]:
         for node in list(self.owed):
             self._settle(node)
+        unseen = not_judged("their releases and their answers to FETCH", self.external)
         if not self.bad:
             return [self.ok(f"{self.releases} release(s) covered by ACKs; {self.fetches} FETCH(es) for un-ACKed "
-                            f"records answered in full")]
-        return [self.fail(f"{len(self.bad)} problem(s); first: {self.bad[0][1]}",
+                            f"records answered in full{unseen}")]
+        return [self.fail(f"{len(self.bad)} problem(s); first: {self.bad[0][1]}{unseen}",
                           [e.describe() for e, _ in self.bad[:5]])]
 
 
 class FetchAscending(Checker):
-    """The DIRECT-RECORDs a node sends in answer to FETCHes come in ascending offset order."""
+    """The DIRECT-RECORDs a node sends in answer to FETCHes come in ascending offset order. Not
+    judged of an external producer or store: the chaos proxy sees a FETCH and its answers on two
+    connections, in no reliable order."""
 
     name = "fetch-ascending"
     clause = "dafka.fetch.ascending-order"
@@ -270,14 +315,15 @@ class FetchAscending(Checker):
     capture_note = ("on the wire a new FETCH can arrive before the node has read it and finished answering the "
                     "previous one, so a capture would see a correct node's answers as out of order")
 
-    def __init__(self, **params: Any) -> None:
+    def __init__(self, external: frozenset[str] = frozenset(), **params: Any) -> None:
         super().__init__(**params)
+        self.external = external  # external producers and stores
         self.last: dict[tuple[str, str, str], int] = {}
         self.bad: list[tuple[Event, str]] = []
         self.answers = 0
 
     def on_event(self, ev: Event) -> None:
-        if ev.msg_type not in ("", "FETCH", "DIRECT-RECORD"):
+        if ev.msg_type not in ("", "FETCH", "DIRECT-RECORD") or ev.via:
             return
         msg = ev.message()
         if msg is None:
@@ -294,7 +340,8 @@ class FetchAscending(Checker):
             self.last[key] = msg["sequence"]
 
     def finish(self, end_ns: int) -> list[Verdict]:
+        unseen = not_judged("the order of their answers to FETCH", self.external)
         if not self.bad:
-            return [self.ok(f"{self.answers} DIRECT-RECORD(s), ascending within each FETCH")]
-        return [self.fail(f"{len(self.bad)} out-of-order answer(s); first: {self.bad[0][1]}",
+            return [self.ok(f"{self.answers} DIRECT-RECORD(s), ascending within each FETCH{unseen}")]
+        return [self.fail(f"{len(self.bad)} out-of-order answer(s); first: {self.bad[0][1]}{unseen}",
                           [e.describe() for e, _ in self.bad[:5]])]

@@ -187,33 +187,45 @@ class TopicFrames(Checker):
 class HelloSubjects(Checker):
     """A consumer's CONSUMER-HELLO lists topics (``dafka.consumer.hello-subjects``), and a
     consumer subscribed to no topic sends none (``dafka.consumer.no-hello-without-subscription``).
-    Its topics: its ``topics`` setting and the topics it was told to subscribe to in this life."""
+    Its topics: its ``topics`` setting and the topics it was told to subscribe to in this life.
+    An external consumer's CONSUMER-HELLOs are judged as the nodes the harness runs receive them
+    (one that no probed consumer sent): one without topics breaks one clause or the other,
+    whatever the consumer subscribed to."""
 
     name = "hello-subjects"
     clause = "dafka.consumer.hello-subjects"
-    kinds = frozenset({SEND, COMMAND, START})
-    roles = frozenset({"consumer"})
+    kinds = frozenset({SEND, RECV, COMMAND, START})
+    roles = frozenset({"consumer", "store", "producer"})
 
-    def __init__(self, topics: dict[str, list[str]] | None = None, **params: Any) -> None:
+    def __init__(self, topics: dict[str, list[str]] | None = None, external: frozenset[str] = frozenset(),
+                 **params: Any) -> None:
         super().__init__(**params)
+        self.external = external  # external consumers: judge the CONSUMER-HELLOs received from them
+        if not external:
+            self.kinds, self.roles = frozenset({SEND, COMMAND, START}), frozenset({"consumer"})  # (no receipts)
+        self.sent: set[bytes] = set()  # the frames of the CONSUMER-HELLOs probed consumers sent
         self.config_topics = topics or {}
         self.topics: dict[str, set[str]] = {}
         self.bad: list[tuple[Event, str, str]] = []
         self.hellos = 0
 
     def on_event(self, ev: Event) -> None:
-        if ev.via:
-            return  # an external node seen by the proxy: a partial view (harness.live_observe), not judged
+        if ev.via or (ev.role != "consumer" and ev.kind != RECV):
+            return  # (an external node seen by the proxy: a partial view, harness.live_observe, not judged)
         d = ev.data or {}
         if ev.kind == START:
             self.topics[ev.node] = set(self.config_topics.get(ev.node, []))
         elif ev.kind == COMMAND and d.get("op") == "subscribe" and d.get("topic") is not None:
             self.topics.setdefault(ev.node, set()).add(str(d["topic"]))
-        elif ev.kind == SEND and ev.msg_type in ("", "CONSUMER-HELLO"):
+        elif ev.kind == RECV and self.external and ev.frames and ev.frames[0][:1] == b"W":
+            self._received(ev)
+        elif ev.kind == SEND and ev.role == "consumer" and ev.msg_type in ("", "CONSUMER-HELLO"):
             msg = ev.message()
             if msg is None or msg.name != "CONSUMER-HELLO":
                 return
             self.hellos += 1
+            if self.external:
+                self.sent.add(b"".join(ev.frames or []))
             if msg["subjects"]:
                 return
             if self.topics.get(ev.node):
@@ -222,6 +234,19 @@ class HelloSubjects(Checker):
             else:
                 self.bad.append((ev, f"{ev.node} sent a CONSUMER-HELLO while subscribed to no topic",
                                  "dafka.consumer.no-hello-without-subscription"))
+
+    def _received(self, ev: Event) -> None:
+        """A CONSUMER-HELLO a probed node received that no probed consumer sent: an external one's."""
+        msg = ev.decoded(channel=PEER)
+        if msg is None or msg.name != "CONSUMER-HELLO" or b"".join(ev.frames or []) in self.sent:
+            return
+        self.hellos += 1
+        self.sent.add(b"".join(ev.frames or []))  # (judged once, whoever else receives it)
+        if not msg["subjects"]:
+            self.bad.append((ev, f"{ev.node} received a CONSUMER-HELLO without topics from {msg['address']!r}, an "
+                                 "external consumer (whether or not it subscribed, it breaks "
+                                 "dafka.consumer.hello-subjects or dafka.consumer.no-hello-without-subscription)",
+                             self.clause))
 
     def finish(self, end_ns: int) -> list[Verdict]:
         if self.bad:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.checkers.base import COMMAND, CRASH, DELIVER, NOTE, RECV, RESTART, SEND, Checker, Event, Verdict
+from harness.checkers.external import not_judged
 from harness.protocols.codec import Message
 
 CLIENT, BROKER, WORKER = frozenset({"client"}), frozenset({"broker"}), frozenset({"worker"})
@@ -14,15 +15,28 @@ class ExactlyOnce(Checker):
     """Every request a client application makes is answered to it exactly once (retries are
     allowed; duplicate replies must be hidden), with the data the service computes. A client
     that crashes takes its unanswered requests with it (its memory, and the application that
-    made them, are gone): those are not expected to be answered."""
+    made them, are gone): those are not expected to be answered.
+
+    A SHOULD check (opt-in): that every request is answered rests on ``dcp.client.retry`` and
+    ``dcp.broker.service-queue`` (a broker need not queue nor keep requests), and hiding
+    duplicates on ``dcp.client.track-by-metadata``. Each failure names the clause it proves:
+    a request never answered or given up ``dcp.client.retry``; a reply delivered twice or one
+    never requested ``dcp.client.track-by-metadata``; reply data other than what the reference
+    service computes ``dcp.broker.data-unmodified`` (E-DCP-14). Only the clients the harness
+    runs are seen making requests and taking replies: an external client's application is not
+    judged, nor the data of a service an external worker may serve (what it computes is its own)."""
 
     name = "exactly-once"
     clause = "dcp.client.retry"
+    level = "SHOULD"
     kinds = frozenset({COMMAND, DELIVER, CRASH})
 
-    def __init__(self, behaviours: dict[str, str] | None = None, **params: Any) -> None:
+    def __init__(self, behaviours: dict[str, str] | None = None, external_clients: frozenset[str] = frozenset(),
+                 external_workers: frozenset[str] = frozenset(), **params: Any) -> None:
         super().__init__(**params)
-        self.behaviours = behaviours or {}  # service -> reference behaviour, to verify reply data
+        # service -> reference behaviour, to verify reply data; none when an external worker may serve it
+        self.behaviours = {} if external_workers else (behaviours or {})
+        self.external_clients, self.external_workers = external_clients, external_workers
         self.requests: dict[tuple[str, str], Event] = {}
         self.replies: dict[tuple[str, str], list[Event]] = {}
         self.failed: list[Event] = []
@@ -44,29 +58,36 @@ class ExactlyOnce(Checker):
                 self.failed.append(ev)
 
     def finish(self, end_ns: int) -> list[Verdict]:
-        problems: list[tuple[str, list[Event]]] = []
+        bad: list[tuple[Event, str, str]] = []
         for key, req in self.requests.items():
             got = self.replies.get(key, [])
             if not got:
-                problems.append((f"request {key[1]} of {key[0]} was never answered", [req]))
+                bad.append((req, f"request {key[1]} of {key[0]} was never answered", RETRY))
             elif len(got) > 1:
-                problems.append((f"request {key[1]} of {key[0]} was answered {len(got)} times", [req, *got]))
+                bad += [(e, f"request {key[1]} of {key[0]} was answered {len(got)} times", TRACK) for e in (req, *got)]
             else:
                 want = expected_reply(req.data or {}, self.behaviours)
                 have = (got[0].data or {}).get("data")
                 if want is not None and have is not None and list(have) != want:
-                    problems.append((f"request {key[1]} of {key[0]} got data {have!r}, expected {want!r}", [req, got[0]]))
+                    bad += [(e, f"request {key[1]} of {key[0]} got data {have!r}, expected {want!r}", DATA)
+                            for e in (req, got[0])]
         for key, got in self.replies.items():
             if key not in self.requests:
-                problems.append((f"{key[0]} delivered a reply to {key[1]}, which it never requested", got))
+                bad += [(e, f"{key[0]} delivered a reply to {key[1]}, which it never requested", TRACK) for e in got]
         for ev in self.failed:
-            problems.append((f"{ev.node} gave up on request {(ev.data or {}).get('id')}", [ev]))
-        if not problems:
+            bad.append((ev, f"{ev.node} gave up on request {(ev.data or {}).get('id')}", RETRY))
+        unseen = (not_judged("the requests and replies of their applications", self.external_clients)
+                  + not_judged("the reply data of the services they may serve", self.external_workers))
+        if not bad:
             lost = f" ({self.abandoned} more lost with clients that crashed)" if self.abandoned else ""
-            return [self.ok(f"{len(self.requests)} request(s), each answered exactly once{lost}")]
-        detail = f"{len(problems)} problem(s): " + "; ".join(p for p, _ in problems[:3])
-        evidence = [e.describe() for _, evs in problems[:5] for e in evs]
-        return [self.fail(detail, evidence)]
+            return [self.ok(f"{len(self.requests)} request(s), each answered exactly once{lost}{unseen}")]
+        problems = list(dict.fromkeys(detail for _, detail, _ in bad))  # (one per request, in order)
+        verdict = self.first_problem(bad, "event(s) of failed requests")
+        verdict.detail = f"{len(problems)} problem(s): " + "; ".join(problems[:3]) + unseen
+        return [verdict]
+
+
+RETRY, TRACK, DATA = "dcp.client.retry", "dcp.client.track-by-metadata", "dcp.broker.data-unmodified"
 
 
 def expected_reply(request: dict[str, Any], behaviours: dict[str, str]) -> list[bytes] | None:
@@ -85,7 +106,10 @@ def expected_reply(request: dict[str, Any], behaviours: dict[str, str]) -> list[
 
 class MetadataUnchanged(Checker):
     """Every reply a client receives carries exactly the metadata parts of a request it sent:
-    the broker must not modify them and the worker must copy them unchanged."""
+    the broker must not modify them and the worker must copy them unchanged. An external client
+    is judged where its requests and replies are seen: observed by the chaos proxy, or as a
+    reference broker receives and sends them under the routing identity that is the client's node
+    name (``--identity {name}``); one seen neither way is named as not judged."""
 
     name = "metadata-unchanged"
     clause = "dcp.worker.metadata-copied"
@@ -93,29 +117,44 @@ class MetadataUnchanged(Checker):
     roles = CLIENT
     from_capture = True  # a client's REQUESTs and REPLYs travel on its one connection
 
-    def __init__(self, **params: Any) -> None:
+    def __init__(self, external_clients: frozenset[str] = frozenset(), **params: Any) -> None:
         super().__init__(**params)
+        self.external = external_clients
+        self.by_identity = {n.encode(): n for n in sorted(external_clients)}
+        if external_clients:
+            self.roles = CLIENT | BROKER  # (the broker's side of their connection)
         self.sent: dict[str, set[tuple[bytes, ...]]] = {}
         self.bad: list[Event] = []
+        self.judged: set[str] = set()  # clients whose replies were seen
         self.checked = 0
 
     def on_event(self, ev: Event) -> None:
-        if ev.role != "client" or ev.kind not in (SEND, RECV):
+        if ev.kind not in (SEND, RECV):
             return
-        msg = ev.message()
+        if ev.role == "client":
+            node, msg = ev.node, ev.message()
+        elif ev.role == "broker" and not ev.via and ev.frames and ev.frames[0] in self.by_identity:
+            node, msg = self.by_identity[ev.frames[0]], ev.message(skip=1)
+            if msg is not None and msg.name in ("REQUEST", "REPLY"):  # as the client sent and got them
+                msg = msg if (ev.kind == RECV) == (msg.name == "REQUEST") else None
+        else:
+            return
         if msg is None:
             return
-        if ev.kind == SEND and msg.name == "REQUEST":
-            self.sent.setdefault(ev.node, set()).add(tuple(msg["metadata"]))
-        elif ev.kind == RECV and msg.name == "REPLY":
+        if msg.name == "REQUEST" and (ev.kind == SEND or ev.role == "broker"):
+            self.sent.setdefault(node, set()).add(tuple(msg["metadata"]))
+        elif msg.name == "REPLY" and (ev.kind == RECV or ev.role == "broker"):
             self.checked += 1
-            if tuple(msg["metadata"]) not in self.sent.get(ev.node, set()):
+            self.judged.add(node)
+            if tuple(msg["metadata"]) not in self.sent.get(node, set()):
                 self.bad.append(ev)
 
     def finish(self, end_ns: int) -> list[Verdict]:
+        unseen = not_judged("the replies they received (seen neither observed nor under their node name at the "
+                            "broker)", self.external - self.judged)
         if not self.bad:
-            return [self.ok(f"{self.checked} repl(ies) carried their request's metadata unchanged")]
-        return [self.fail(f"{len(self.bad)} repl(ies) carried metadata that no request of the client had",
+            return [self.ok(f"{self.checked} repl(ies) carried their request's metadata unchanged{unseen}")]
+        return [self.fail(f"{len(self.bad)} repl(ies) carried metadata that no request of the client had{unseen}",
                           [e.describe() for e in self.bad])]
 
 
@@ -179,10 +218,12 @@ READY_SIGNALS = ("REGISTER", "REPLY", "REQUEST", "PING")
 
 class OneRequestPerWorker(Checker):
     """The broker gives a worker a request only when the worker has asked for work (registered,
-    replied, passed work on, or pinged) since the last one (errata E-DCP-06)."""
+    replied, passed work on, or pinged) since the last one (errata E-DCP-06). A SHOULD NOT of
+    the document: opt-in (a broker may lawfully give a busy worker a second request)."""
 
     name = "one-request-per-worker"
     clause = "dcp.broker.one-request-per-worker"
+    level = "SHOULD"
     kinds = frozenset({SEND, RECV})
     roles = BROKER
     # Workers are only those whose REGISTER was seen, and a worker's REQUESTs and ready signals
@@ -198,8 +239,8 @@ class OneRequestPerWorker(Checker):
         self.given = 0
 
     def on_event(self, ev: Event) -> None:
-        if ev.role != "broker" or ev.kind not in (SEND, RECV) or not ev.frames:
-            return
+        if ev.role != "broker" or ev.kind not in (SEND, RECV) or not ev.frames or ev.via:
+            return  # (the proxy's view of an external broker has no routing identities)
         ident = ev.frames[0]
         msg = ev.message(skip=1)
         if msg is None:
@@ -227,14 +268,22 @@ class OneRequestPerWorker(Checker):
 
 class WorkerExpiry(Checker):
     """A worker that dies is detected (dropped by the broker) within ``liveness`` heartbeat
-    intervals of the last message the broker had from it (plus one interval of slack)."""
+    intervals of the last message the broker had from it (plus one interval of slack). Expiry is
+    seen only in a reference broker's notes: of an external broker it is not judged, nor of an
+    external worker the broker never heard under its node name (its routing identity is its own).
+    No clause requires expiry (E-DCP-09): it serves ``dcp.broker.service-queue`` (requests served
+    to workers as they become available; a dead one never does), a SHOULD, so the check is opt-in."""
 
     name = "worker-expiry"
-    clause = "dcp.heartbeat.worker-ping"
+    clause = "dcp.broker.service-queue"
+    level = "SHOULD"
     kinds = frozenset({RECV, CRASH, RESTART, NOTE})
 
-    def __init__(self, heartbeat_ms: int = 1000, liveness: int = 3, **params: Any) -> None:
+    def __init__(self, heartbeat_ms: int = 1000, liveness: int = 3, external_brokers: frozenset[str] = frozenset(),
+                 external_workers: frozenset[str] = frozenset(), **params: Any) -> None:
         super().__init__(**params)
+        self.external_brokers, self.external_workers = external_brokers, external_workers
+        self.unheard: set[str] = set()  # external workers that crashed, never heard under their name
         self.window_ns = (liveness + 1) * heartbeat_ms * 1_000_000
         self.last_heard: dict[bytes, int] = {}
         self.crashes: list[tuple[str, int, int | None]] = []  # node, crashed at, last heard before
@@ -242,7 +291,7 @@ class WorkerExpiry(Checker):
         self.expired: dict[bytes, list[int]] = {}
 
     def on_event(self, ev: Event) -> None:
-        if ev.kind == RECV and ev.role == "broker" and ev.frames:
+        if ev.kind == RECV and ev.role == "broker" and ev.frames and not ev.via:
             self.last_heard[ev.frames[0]] = ev.time_ns
         elif ev.kind == CRASH and ev.role == "worker":
             self.crashes.append((ev.node, ev.time_ns, self.last_heard.get(ev.node.encode())))
@@ -260,6 +309,8 @@ class WorkerExpiry(Checker):
         for node, crashed_at, heard in self.crashes:
             ident = node.encode()
             if heard is None:
+                if node in self.external_workers:
+                    self.unheard.add(node)
                 continue  # never registered: nothing to expire
             deadline = max(heard, crashed_at) + self.window_ns
             back = [t for t in self.restarts.get(node, []) if t >= crashed_at]
@@ -270,6 +321,10 @@ class WorkerExpiry(Checker):
             if not hits:
                 problems.append(f"{node} crashed at {crashed_at / 1e6:.1f} ms, last heard {heard / 1e6:.1f} ms; "
                                 f"not expired by {deadline / 1e6:.1f} ms")
+        unseen = (not_judged("the expiry of crashed workers (a broker's expiry shows in no message)",
+                             self.external_brokers if self.crashes else ())
+                   + not_judged("the expiry of these crashed workers (never heard under their node name)",
+                                self.unheard))
         if problems:
-            return [self.fail("; ".join(problems))]
-        return [self.ok(f"{checked} dead worker(s) detected in time")]
+            return [self.fail("; ".join(problems) + unseen)]
+        return [self.ok(f"{checked} dead worker(s) detected in time{unseen}")]

@@ -29,14 +29,19 @@ class HeartbeatAnswers(Checker):
     that broker life it has sent the peer a REGISTER (``dcp.broker.register-confirm``, E-DCP-07; a
     broker may refuse a registration in silence, so silence alone fails nothing). Clients never send a PING
     (``dcp.heartbeat.client-no-heartbeat``). A broker that crashes owes nothing for the PINGs of
-    its earlier life; a PING still unanswered when the run ends is not judged."""
+    its earlier life; a PING still unanswered when the run ends is not judged. An external
+    client's PINGs are seen as a reference broker receives them, from the routing identity that
+    is the client's node name (``--identity {name}``) and that never REGISTERed (a client that
+    registers is a worker, ``dcp.client.may-register``)."""
 
     name = "heartbeat-answers"
     clause = "dcp.heartbeat.pong"
     kinds = frozenset({SEND, RECV, CRASH, RESTART})
 
-    def __init__(self, **params: Any) -> None:
+    def __init__(self, external_clients: frozenset[str] = frozenset(), **params: Any) -> None:
         super().__init__(**params)
+        self.external_clients = {n.encode(): n for n in sorted(external_clients)}  # identity -> node
+        self.ever_registered: set[bytes] = set()  # peers that REGISTERed with any broker
         self.registered: dict[str, set[bytes]] = {}  # broker -> peers that REGISTERed in this life
         self.confirmed: dict[str, set[bytes]] = {}  # broker -> peers it sent a REGISTER back
         self.pending: dict[tuple[str, bytes], list[Event]] = {}  # (broker, peer) -> its PINGs since an answer
@@ -55,13 +60,18 @@ class HeartbeatAnswers(Checker):
         if ev.role == "client" and ev.kind == SEND and ev.msg_type == "PING":
             self.bad.append((ev, f"client {ev.node} sent a PING", "dcp.heartbeat.client-no-heartbeat"))
             return
-        if ev.role != "broker" or not ev.frames:
-            return
+        if ev.role != "broker" or not ev.frames or ev.via:
+            return  # (the proxy's view of an external broker has no routing identities)
         peer, key, kind = ev.frames[0], (ev.node, ev.frames[0]), message_type(ev)
         if ev.kind == RECV and kind == "REGISTER":
             self.registered.setdefault(ev.node, set()).add(peer)
+            self.ever_registered.add(peer)
         elif ev.kind == RECV and kind == "PING":
             self.pings += 1
+            client = self.external_clients.get(peer)
+            if client is not None and peer not in self.ever_registered:
+                self.bad.append((ev, f"client {client} (external) sent a PING", "dcp.heartbeat.client-no-heartbeat"))
+                self.external_clients.pop(peer)  # (once per client)
             waiting = self.pending.setdefault(key, [])
             waiting.append(ev)
             if len(waiting) > LATER_PINGS:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from harness.checkers import dafka as checks
+from harness.checkers.external import corrupts, external_nodes, noting_external
 from harness.checkers import dafka_answers as answers
 from harness.checkers.dafka_input import StoreInput
 from harness.checkers import dafka_links as links
@@ -78,7 +79,23 @@ def _roles(scenario: Any) -> dict[str, str]:
 
 
 def _complete(scenario: Any, **params: Any) -> checks.CompleteDelivery:
-    return checks.CompleteDelivery(topics=_consumer_topics(scenario), **params)
+    return checks.CompleteDelivery(topics=_consumer_topics(scenario), external_consumers=external_nodes(
+        scenario, "consumer"), external_producers=external_nodes(scenario, "producer"), corrupts=corrupts(scenario),
+        **params)
+
+
+def _of_external(cls: type, *roles: str) -> Callable[..., Any]:
+    """A check told which nodes of ``roles`` are external (what it cannot see of them it names)."""
+    return lambda scenario, **params: cls(external=frozenset().union(*(external_nodes(scenario, r) for r in roles)),
+                                          **params)
+
+
+def _hello_subjects(scenario: Any, **params: Any) -> topic_checks.HelloSubjects:
+    external = external_nodes(scenario, "consumer")  # (what they send is judged as received, unless corrupted)
+    hello = topic_checks.HelloSubjects(topics=_consumer_topics(scenario), external=frozenset() if corrupts(scenario)
+                                       else external, **params)
+    return noting_external(hello, scenario, ("consumer",), "their CONSUMER-HELLOs (a corrupt rule may damage what "
+                                                           "is received)") if corrupts(scenario) else hello
 
 
 def _with_topics(cls: type) -> Callable[..., Any]:
@@ -96,12 +113,28 @@ def _intervals(scenario: Any, **params: Any) -> answers.Intervals:
                              head_ms={n: c.get("head_ms", DEFAULT_HEAD_MS) for n, c in configs.items()}, **params)
 
 
-def _check(name: str, cls: type, factory: Callable[..., Any] | None = None) -> Check:
-    return Check(name, factory or _simple(cls), doc=cls.__doc__ or "", clause=cls.clause, checker=cls)
+def _check(name: str, cls: type, factory: Callable[..., Any] | None = None,
+           unseen: tuple[tuple[str, ...], str] | None = None) -> Check:
+    """``unseen``: the roles whose external nodes the check does not judge, and what of them."""
+    make = factory or _simple(cls)
+    if unseen is not None:
+        make = _noting(make, *unseen)
+    return Check(name, make, doc=cls.__doc__ or "", clause=cls.clause, checker=cls)
+
+
+def _noting(make: Callable[..., Any], roles: tuple[str, ...], what: str) -> Callable[..., Any]:
+    return lambda scenario, **params: noting_external(make(scenario, **params), scenario, roles, what)
+
+
+NODES = ("producer", "store", "consumer")
 
 
 ROLES = {
-    "tower": Role("tower", Tower, {}, "discovery rendezvous: XSUB in, XPUB out"),
+    "tower": Role("tower", Tower, {
+        # (the harness wires them; `zmq-harness node dafka tower --set bind_sub=... --set bind_pub=...`)
+        "bind_sub": Setting("bind_sub", as_str, "the XSUB endpoint it binds (nodes' PUB sockets connect there)"),
+        "bind_pub": Setting("bind_pub", as_str, "the XPUB endpoint it binds (nodes' SUB sockets connect there)"),
+    }, "discovery rendezvous: XSUB in, XPUB out"),
     "producer": Role("producer", Producer, {
         "topic": Setting("topic", as_str, "the topic it publishes to"),
         "head": Setting("head_ms", as_ms, "HEAD interval after the first record"),
@@ -133,21 +166,26 @@ OPERATIONS = {
 }
 
 CHECKS = {
-    "offsets": _check("offsets", checks.Offsets),
-    "consumer-order": _check("consumer-order", checks.ConsumerOrder),
+    "offsets": _check("offsets", checks.Offsets, _of_external(checks.Offsets, "producer")),
+    "consumer-order": _check("consumer-order", checks.ConsumerOrder, _of_external(checks.ConsumerOrder, "consumer")),
     "complete-delivery": _check("complete-delivery", checks.CompleteDelivery, _complete),
-    "acked-retrievable": _check("acked-retrievable", checks.AckedRetrievable),
-    "keep-until-ack": _check("keep-until-ack", checks.KeepUntilAck),
-    "fetch-ascending": _check("fetch-ascending", checks.FetchAscending),
-    "topic-frames": _check("topic-frames", topic_checks.TopicFrames, _topic_frames),
-    "hello-subjects": _check("hello-subjects", topic_checks.HelloSubjects, _with_topics(topic_checks.HelloSubjects)),
-    "subscriptions": _check("subscriptions", links.Subscriptions, _with_topics(links.Subscriptions)),
-    "tower-links": _check("tower-links", links.TowerLinks),
-    "intervals": _check("intervals", answers.Intervals, _intervals),
-    "answers": _check("answers", answers.Answers, _with_topics(answers.Answers)),
-    "producer-claims": _check("producer-claims", answers.ProducerClaims),
-    "store-input": _check("store-input", StoreInput),
-    "hello-reply": _check("hello-reply", answers.HelloReply, _with_topics(answers.HelloReply)),
+    "acked-retrievable": _check("acked-retrievable", checks.AckedRetrievable,
+                                _of_external(checks.AckedRetrievable, "store")),
+    "keep-until-ack": _check("keep-until-ack", checks.KeepUntilAck, _of_external(checks.KeepUntilAck, "producer")),
+    "fetch-ascending": _check("fetch-ascending", checks.FetchAscending,
+                              _of_external(checks.FetchAscending, "producer", "store")),
+    "topic-frames": _check("topic-frames", topic_checks.TopicFrames, _topic_frames,
+                           (NODES, "the topics of what they send")),
+    "hello-subjects": _check("hello-subjects", topic_checks.HelloSubjects, _hello_subjects),
+    "subscriptions": _check("subscriptions", links.Subscriptions, _with_topics(links.Subscriptions),
+                            (NODES, "their subscriptions")),
+    "tower-links": _check("tower-links", links.TowerLinks, unseen=(NODES, "their sockets to the towers")),
+    "intervals": _check("intervals", answers.Intervals, _intervals, (NODES, "their BEACON and HEAD intervals")),
+    "answers": _check("answers", answers.Answers, _with_topics(answers.Answers), (NODES, "their answers")),
+    "producer-claims": _check("producer-claims", answers.ProducerClaims, unseen=(("producer",), "their HEADs")),
+    "store-input": _check("store-input", StoreInput, unseen=(("store",), "what they take in")),
+    "hello-reply": _check("hello-reply", answers.HelloReply, _with_topics(answers.HelloReply),
+                          (("consumer",), "their replies to STORE-HELLO")),
 }
 
 

@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 from harness.checkers.dcp_heartbeat import HeartbeatAnswers, WorkerInterval
 from harness.checkers import dcp as checks
+from harness.checkers.external import external_nodes, noting_external
 from harness.packages.base import (
     CaptureHints, Check, Operation, ProtocolPackage, Role, Setting, TargetView, as_int, as_ms, as_positive_int,
     as_str, running_with_role,
@@ -53,7 +54,9 @@ def _broker_settings(scenario: Any) -> dict[str, Any]:
 def _expiry(scenario: Any, **params: Any) -> checks.WorkerExpiry:
     cfg = _broker_settings(scenario)
     return checks.WorkerExpiry(heartbeat_ms=cfg.get("heartbeat_ms", DEFAULT_HEARTBEAT_MS),
-                               liveness=cfg.get("liveness", DEFAULT_LIVENESS), **params)
+                               liveness=cfg.get("liveness", DEFAULT_LIVENESS),
+                               external_brokers=external_nodes(scenario, "broker"),
+                               external_workers=external_nodes(scenario, "worker"), **params)
 
 
 def _exactly_once(scenario: Any, **params: Any) -> checks.ExactlyOnce:
@@ -61,7 +64,8 @@ def _exactly_once(scenario: Any, **params: Any) -> checks.ExactlyOnce:
     for g in scenario.groups.values():
         if g.role == "worker":
             behaviours[g.config.get("service", "echo")] = g.config.get("behaviour", "echo")
-    return checks.ExactlyOnce(behaviours=behaviours, **params)
+    return checks.ExactlyOnce(behaviours=behaviours, external_clients=external_nodes(scenario, "client"),
+                              external_workers=external_nodes(scenario, "worker"), **params)
 
 
 def _worker_interval(scenario: Any, **params: Any) -> WorkerInterval:
@@ -72,13 +76,29 @@ def _worker_interval(scenario: Any, **params: Any) -> WorkerInterval:
     return WorkerInterval(heartbeat_ms=heartbeats, default_ms=default, **params)
 
 
+def _metadata_unchanged(scenario: Any, **params: Any) -> checks.MetadataUnchanged:
+    return checks.MetadataUnchanged(external_clients=external_nodes(scenario, "client"), **params)
+
+
+def _heartbeat_answers(scenario: Any, **params: Any) -> HeartbeatAnswers:
+    return HeartbeatAnswers(external_clients=external_nodes(scenario, "client"), **params)
+
+
 def _simple(cls: type) -> Callable[..., Any]:
     return lambda scenario, **params: cls(**params)
 
 
 def _check(name: str, cls: type, factory: Callable[..., Any] | None = None,
-           params: dict[str, Setting] | None = None) -> Check:
-    return Check(name, factory or _simple(cls), params or {}, doc=cls.__doc__ or "", clause=cls.clause, checker=cls)
+           params: dict[str, Setting] | None = None, unseen: tuple[str, str] | None = None) -> Check:
+    """``unseen``: the role whose external nodes the check does not judge, and what of them."""
+    make = factory or _simple(cls)
+    if unseen is not None:
+        make = _noting(make, *unseen)
+    return Check(name, make, params or {}, doc=cls.__doc__ or "", clause=cls.clause, checker=cls)
+
+
+def _noting(make: Callable[..., Any], role: str, what: str) -> Callable[..., Any]:
+    return lambda scenario, **params: noting_external(make(scenario, **params), scenario, (role,), what)
 
 
 ROLES = {
@@ -111,14 +131,17 @@ OPERATIONS = {
 
 CHECKS = {
     "exactly-once": _check("exactly-once", checks.ExactlyOnce, _exactly_once),
-    "metadata-unchanged": _check("metadata-unchanged", checks.MetadataUnchanged),
-    "one-request-per-worker": _check("one-request-per-worker", checks.OneRequestPerWorker),
+    "metadata-unchanged": _check("metadata-unchanged", checks.MetadataUnchanged, _metadata_unchanged),
+    "one-request-per-worker": _check("one-request-per-worker", checks.OneRequestPerWorker,
+                                     unseen=("broker", "the requests it gives workers")),
     "worker-expiry": _check("worker-expiry", checks.WorkerExpiry, _expiry),
-    "heartbeat-answers": _check("heartbeat-answers", HeartbeatAnswers),
-    "reply-unchanged": _check("reply-unchanged", checks.ReplyUnchanged),
+    "heartbeat-answers": _check("heartbeat-answers", HeartbeatAnswers, _heartbeat_answers,
+                                unseen=("broker", "its answers to PINGs")),
+    "reply-unchanged": _check("reply-unchanged", checks.ReplyUnchanged, unseen=("broker", "the replies it forwards")),
     "worker-interval": _check("worker-interval", WorkerInterval, _worker_interval, {
         "factor": Setting("factor", _factor, "the tolerance factor on the agreed interval (default 2.5)"),
-        "tolerance": Setting("tolerance_ms", as_ms, "slack for a live run's scheduling (default 20ms)")}),
+        "tolerance": Setting("tolerance_ms", as_ms, "slack for a live run's scheduling (default 20ms)")},
+        unseen=("worker", "the gaps between their messages")),
 }
 
 
@@ -173,8 +196,9 @@ PACKAGE = ProtocolPackage(
     roles=ROLES,
     operations=OPERATIONS,
     checks=CHECKS,
-    default_checks=("exactly-once", "metadata-unchanged", "one-request-per-worker", "worker-expiry",
-                    "heartbeat-answers", "reply-unchanged"),
+    # exactly-once, one-request-per-worker and worker-expiry judge SHOULDs: opt-in (every shipped
+    # file names them)
+    default_checks=("metadata-unchanged", "heartbeat-answers", "reply-unchanged"),
     mutants=MUTANTS,
     suites=SUITES,
     wire=wire,
