@@ -8,7 +8,7 @@ wire-conformance's), after decoding the frames again to tell a malformed message
 dropped for another reason (a late answer, a peer the receiver does not know). The drop holds
 the message as a ROUTER received it (its routing id first) or without the routing id: the
 latest receipt of that socket with the same frames names the sender. A scenario whose rules
-damage messages in flight (``corrupt``) is not judged: the damage would be blamed on the sender.
+damage messages in flight (``corrupt``, `harness.checkers.external.corrupts`) is not judged: the damage would be blamed on the sender.
 A package subclasses it with `sender`: which external node a discarded message came from.
 """
 
@@ -19,11 +19,6 @@ from typing import Any
 from harness.checkers.base import DISCARD, RECV, Checker, Event, Verdict
 
 NAME = "external-wire"
-
-
-def damages_in_flight(scenario: Any) -> bool:
-    """Whether a message rule of the scenario corrupts messages."""
-    return any(getattr(r.effect, "name", "") == "corrupt" for r in scenario.rules.rules)
 
 
 class ExternalWire(Checker):

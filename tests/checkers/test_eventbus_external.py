@@ -197,3 +197,15 @@ def test_answers_that_may_interleave_at_the_client_are_not_judged() -> None:
               client_gets(13, "app", "snapshot", C.encode("SYNC", {**event, "sequence": 1, "uuid": UUIDS[1]})),
               client_gets(14, "app", "snapshot", C.encode("SYNCEND", {"subtrees": ["/w/"], "sequence": 2}))]
     assert verdict(SyncEndSequence(external_servers={0: "bus"}), events).ok
+
+
+def test_a_scenario_that_corrupts_messages_in_flight_has_external_wire_judge_no_one() -> None:
+    from harness.registry import package
+    from harness.scenario import parse_scenario
+
+    text = ("protocol: eventbus\nname: x\nduration: 1s\nnodes:\n  bus: {role: server}\n"
+            '  out: {role: client, command: "c {server}"}\n')
+    plain = package("eventbus").checks["external-wire"].factory(parse_scenario(text, "x.yaml"))
+    damaged = package("eventbus").checks["external-wire"].factory(
+        parse_scenario(text + "faults:\n  - rule: {message: PUB, corrupt: 5%}\n", "x.yaml"))
+    assert (plain.damaged, damaged.damaged) == (False, True) and plain.any_external

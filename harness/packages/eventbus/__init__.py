@@ -19,7 +19,7 @@ from typing import Any, Callable
 from harness.checkers import eventbus as checks
 from harness.checkers import eventbus_client as client_checks
 from harness.checkers import eventbus_server as server_checks
-from harness.checkers.external_wire import damages_in_flight
+from harness.checkers.external import corrupts
 from harness.packages.base import (
     CaptureHints, Check, Operation, ProtocolPackage, Role, Setting, TargetView, as_int, as_ms, as_positive_int,
     as_str, one_of,
@@ -162,7 +162,7 @@ CHECKS = {
     "external-wire": _check("external-wire", server_checks.EventBusExternalWire,
                             lambda scenario, **params: server_checks.EventBusExternalWire(
                                 clients=[c for c in client_subtrees(scenario) if c not in external_clients(scenario)],
-                                external_servers=external_servers(scenario), damaged=damages_in_flight(scenario),
+                                external_servers=external_servers(scenario), damaged=corrupts(scenario),
                                 any_external=bool(scenario.external), **params)),
     # SHOULDs of the client, opt-in (never defaults): a file that names them says its clients claim them
     "client-subtrees": _check("client-subtrees", checks.ClientSubtrees, _with_clients(checks.ClientSubtrees)),

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from harness.checkers import pppp as checks
 from harness.checkers import pppp_optin
-from harness.checkers.external_wire import damages_in_flight
+from harness.checkers.external import corrupts
 from harness.checkers.pppp_common import PpppExternalWire
 from harness.packages.base import (
     Check, Operation, ProtocolPackage, Role, Setting, TargetView, as_int, as_ms, as_rate, as_str, one_of,
@@ -130,7 +130,7 @@ def _external_wire(scenario: Any, **params: Any) -> PpppExternalWire:
     external = external_nodes(scenario)
     subscribers = [n for g in scenario.groups.values() if g.role == "subscriber" for n in g.nodes if n not in external]
     publisher = next((n for n, role in external.items() if role == "publisher"), "")
-    return PpppExternalWire(subscribers=subscribers, external_publisher=publisher, damaged=damages_in_flight(scenario),
+    return PpppExternalWire(subscribers=subscribers, external_publisher=publisher, damaged=corrupts(scenario),
                             any_external=bool(external), **params)
 
 
