@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from harness.checkers.base import CRASH, RECV, RESTART, SEND, Checker, Event, Verdict
+from harness.checkers.base import CRASH, RECV, RESTART, SEND, Event, Verdict
 from harness.checkers.eventbus import SERVER, decoded, in_subtrees, snapshot_message
 from harness.checkers.eventbus_views import ServerViews
 from harness.checkers.external_wire import ExternalWire
