@@ -69,7 +69,9 @@ def test_a_peer_that_votes_twice_fails_vote_once_from_what_the_proxy_saw(tmp_pat
     assert "voted for" in failed["vote-once"].detail
     seen = result.stats["observed_traffic"]
     assert seen["sends"] > 0 and set(seen["by_node"]) == {"peers.0", "peers.1", "peers.2"}
-    assert result.stats["proxy"]["observed_sends"] == seen["sends"]
+    # every send the proxy reported reached the checks, but for those it saw after the verdicts
+    # were taken (the external peers talk on until the proxy stops): counted as after_end
+    assert seen["sends"] <= result.stats["proxy"]["observed_sends"] <= seen["sends"] + seen["after_end"], seen
     rows = read_trace(result.trace_path).select(["node", "kind", "socket", "detail"]).to_pylist()
     votes = [r for r in rows if r["kind"] == "send" and r["detail"] == "seen by the proxy"]
     assert {r["socket"] for r in votes} >= {"router", "dealer:peers.0", "dealer:peers.1", "dealer:peers.2"}
