@@ -121,8 +121,11 @@ def test_fault_windows_events_and_discards(report: tuple[dict, Path]) -> None:
     assert data["histograms"]["virtual/dcp/REQUEST"] and data["latency_method"]["relative_error"] == 0.01
 
 
-@pytest.mark.parametrize("scenario", [pytest.param("dcp-lossy", marks=pytest.mark.slow),
-                                      pytest.param("dcp-worker-crash", marks=pytest.mark.slow), "hand"])
+# Slow, all three (the suite's time budget: about 15 s of Spark queries even on the tiny hand-made
+# trace): by default the fan-out's exact path is proven by the report's latency tables agreeing
+# with an exact computation over the same traces (the hand-made one has the fan-out).
+@pytest.mark.slow
+@pytest.mark.parametrize("scenario", ["dcp-lossy", "dcp-worker-crash", "hand"])
 def test_the_fast_pairing_agrees_with_the_exact_one(spark, traces: Path, scenario: str) -> None:
     """Hash-aggregate pairing (first and last receipt) equals the window pairing (every receipt)
     where no message has three receipts; with a fan-out it says so, and the exact path is used."""
@@ -135,11 +138,11 @@ def test_the_fast_pairing_agrees_with_the_exact_one(spark, traces: Path, scenari
     segs = segments(read_control(df).events)
     labels = {lab: i for i, lab in enumerate(["none"] + sorted({s.label for s in segs}))}
     fast = sorted(tuple(r) for r in fast_query(spark, df, segs, labels).collect())
-    exact = sorted(tuple(r) for r in histogram_query(spark, df, segs, labels).collect())
     fanout = [r for r in fast if r[5] == STATUS[FANOUT]]
     if scenario == "hand":
         assert fanout and sum(r[7] for r in fanout) == 1  # the third receipt of message 1
-    else:
+    else:  # the exact path only where it is compared (it takes seconds even on a tiny trace)
+        exact = sorted(tuple(r) for r in histogram_query(spark, df, segs, labels).collect())
         assert not fanout and fast == exact, STATUSES
 
 
