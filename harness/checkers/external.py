@@ -21,7 +21,7 @@ def external_nodes(scenario: Any, role: str | None = None) -> frozenset[str]:
 def corrupts(scenario: Any) -> bool:
     """Whether a message rule of the scenario corrupts messages: what the harness's nodes receive
     is then no proof of what an external node sent (a damaged copy may read as another message)."""
-    return "corrupt" in repr(scenario.raw.get("faults", ""))
+    return any(getattr(rule.effect, "name", "") == "corrupt" for rule in scenario.rules.rules)
 
 
 def not_judged(what: str, nodes: Iterable[str]) -> str:
