@@ -20,65 +20,56 @@ from __future__ import annotations
 from typing import Any
 
 from harness.checkers.base import RECV, SEND, Event
-from harness.checkers.raft.wire import ROUTER, SUB, decode, entries_of
+from harness.checkers.external import external_nodes
+from harness.checkers.raft.wire import Listener, Tracker, entries_of
 from harness.packages.raft.history import invoke
+from harness.protocols.codec import Message
 from harness.protocols.raft_kv import ENTRY_HEADER, STATE_ENTRY, decode_op
 
 WRITES = ("put", "cas", "delete")
 FOREIGN = "foreign"  # the history's process name of an unobserved client's write: foreign:<reqid hex>
 
 
-class ForeignWrites:
-    """Feed it every SEND/RECV event of the run (`on_event`); `operations()` at the end."""
+class ForeignWrites(Listener):
+    """Feed it every SEND/RECV event of the run (`on_event`); `operations()` at the end. A
+    `Tracker` of its own pairs the clients' RequestEntries with their responses."""
 
     def __init__(self) -> None:
         self.own: set[bytes] = set()  # reqids of RequestUpdates the reference clients sent
-        self.reads: set[tuple[str, bytes]] = set()  # (client, reqid) of its RequestEntries
         self.seen: dict[bytes, tuple[int, dict[str, Any]]] = {}  # reqid -> (invocation, operation)
+        self.tracker = Tracker()
+        self.tracker.add(self)
 
     @staticmethod
     def for_scenario(scenario: Any) -> "ForeignWrites | None":
         """One when a client group of the scenario runs an external command, else None."""
-        external = any(g.role == "client" and g.command for g in scenario.groups.values())
-        return ForeignWrites() if external else None
+        return ForeignWrites() if external_nodes(scenario, "client") else None
 
     def on_event(self, ev: Event) -> None:
-        frames = ev.frames
-        if not frames or ev.kind not in (SEND, RECV):
+        if ev.kind in (SEND, RECV) and ev.role in ("client", "peer"):
+            self.tracker.feed(ev)
+
+    def request_sent(self, ev: Event, msg: Message) -> None:
+        if ev.role == "client" and msg.name == "RequestUpdate":
+            self.own.add(msg["reqid"])
+        elif ev.role == "peer" and msg.name == "AppendEntries":
+            self._entries(ev, msg, 0, ev.time_ns)
+
+    def request_received(self, ev: Event, msg: Message) -> None:
+        if ev.role != "peer":
             return
-        if ev.role == "client":
-            self._client(ev, frames)
-        elif ev.role == "peer":
-            self._peer(ev)
+        if msg.name == "RequestUpdate":
+            self._write(msg["reqid"], msg["data"], ev.time_ns)
+        elif msg.name == "AppendEntries":
+            self._entries(ev, msg, 1, ev.time_ns)
 
-    def _client(self, ev: Event, frames: list[bytes]) -> None:
-        if ev.kind == SEND:
-            msg = decode(ev, channel="request")
-            if msg is not None and msg.name == "RequestUpdate":
-                self.own.add(msg["reqid"])
-            elif msg is not None and msg.name == "RequestEntries":
-                self.reads.add((ev.node, frames[0]))
-        elif ev.socket == SUB:
-            msg = decode(ev, channel="broadcast")
-            if msg is not None:
-                self._entries(ev, msg, 0, 0)
-        elif (ev.node, frames[0]) in self.reads:
-            msg = decode(ev, as_="RequestEntriesResponse")
-            if msg is not None:
-                self._entries(ev, msg, 0, 0)
+    def response_received(self, ev: Event, request: Message, msg: Message) -> None:
+        if ev.role == "client" and msg.name == "RequestEntriesResponse":
+            self._entries(ev, msg, 0, 0)
 
-    def _peer(self, ev: Event) -> None:
-        skip = 1 if ev.socket == ROUTER else 0
-        if ev.kind == RECV and skip:
-            msg = decode(ev, 1, channel="request")
-            if msg is not None and msg.name == "RequestUpdate":
-                self._write(msg["reqid"], msg["data"], ev.time_ns)
-            elif msg is not None and msg.name == "AppendEntries":
-                self._entries(ev, msg, 1, ev.time_ns)
-        elif ev.kind == SEND and not skip:
-            msg = decode(ev, channel="request")
-            if msg is not None and msg.name == "AppendEntries":
-                self._entries(ev, msg, 0, ev.time_ns)
+    def broadcast(self, ev: Event, msg: Message) -> None:
+        if ev.role == "client" and ev.kind == RECV:
+            self._entries(ev, msg, 0, 0)
 
     def _entries(self, ev: Event, msg: Any, skip: int, at: int) -> None:
         for raw in entries_of(ev, msg, skip)[1]:
