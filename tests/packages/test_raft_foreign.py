@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from harness.checkers.base import Event, Verdict
 from harness.composition import RunResult, run_sim
 from harness.packages.raft.checks import KVLinearizable
@@ -84,3 +86,34 @@ def test_runs_without_external_clients_do_not_watch_the_wire() -> None:
                                                'outside: {role: client, count: 2, command: "theirs {peers}"}')
                               .split("workload:")[0] + "check: [linearizable]\n", "external.yaml")
     assert isinstance(ForeignWrites.for_scenario(external), ForeignWrites)
+
+
+STANDIN = """
+protocol: raft
+name: raft-test-standin-clients
+duration: 4s
+nodes:
+  peers: {role: peer, count: 3}
+  clients: {role: client, count: 2}
+  theirs:
+    role: client
+    count: 2
+    command: "{python} tests/standins/raft_client.py --peers {peers} --updates 10 --key k0"
+workload:
+  - {nodes: clients, op: put, rate: 5/s, from: 500ms, until: 3500ms, keys: 1}
+  - {nodes: clients, op: get, rate: 5/s, from: 500ms, until: 3500ms, keys: 1}
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.live
+@pytest.mark.timeout(120)
+def test_a_client_written_from_the_document_alone_runs_beside_the_harness_clients(tmp_path: Any) -> None:
+    """The stand-in client (its own reqids and data shape, exits 0 once its updates are done)
+    as an external group: every default check passes, and it ended by itself, normally."""
+    from harness.composition import run_live
+
+    r = run_live(parse_scenario(STANDIN, "standin.yaml"), 1, str(tmp_path))
+    assert r.ok, [v.to_dict() for v in r.failed]
+    ended = [v for v in r.verdicts if v.check == "process-alive"]
+    assert ended and all("status 0" in v.detail for v in ended), [v.detail for v in ended]
