@@ -30,7 +30,7 @@ START, CLOCK = "start", "clock"
 VIA_PROXY = "proxy"
 
 
-@dataclass
+@dataclass(slots=True)  # slots: built for most sends and receives of a run, read by every checker
 class Event:
     time_ns: int
     node: str

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from collections import namedtuple
 from typing import Any
 
+# The two parts as a named tuple: ``name`` and ``fields`` are then read by C-level accessors,
+# not Python properties (checkers read ``msg.name`` of every message several times).
+_Parts = namedtuple("_Parts", ("name", "fields"))
 
-class Message(tuple):
+
+class Message(_Parts):
     """A decoded (or to-be-encoded) message: its name and its field values.
 
     A tuple underneath so the generated decoders build it at C speed; ``msg["field"]`` reads
@@ -14,16 +19,8 @@ class Message(tuple):
 
     __slots__ = ()
 
-    def __new__(cls, name: str, fields: dict[str, Any]) -> "Message":
-        return tuple.__new__(cls, (name, fields))
-
-    @property
-    def name(self) -> str:
-        return tuple.__getitem__(self, 0)
-
-    @property
-    def fields(self) -> dict[str, Any]:
-        return tuple.__getitem__(self, 1)
+    name: str
+    fields: dict[str, Any]
 
     def __getitem__(self, key: str) -> Any:  # type: ignore[override]
         return tuple.__getitem__(self, 1)[key]

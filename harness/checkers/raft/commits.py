@@ -18,7 +18,7 @@ from typing import Any
 from harness.checkers.base import NOTE, RECV, SEND, Event, Verdict
 from harness.checkers.raft.elections import RaftChecker
 from harness.checkers.raft.logs import Ref, _skip
-from harness.checkers.raft.wire import Listener, Tracker, entries_of, entry_id, show
+from harness.checkers.raft.wire import Listener, Tracker, entries_of, entry_id, only, show
 from harness.protocols.codec import Message
 
 
@@ -91,6 +91,7 @@ class KnowledgeBase(Listener):
         return lead
 
     # ---- the wire --------------------------------------------------------------------------
+    @only("RequestVote", "AppendEntries", "InstallSnapshot")
     def request_sent(self, ev: Event, msg: Message) -> None:
         name = msg.name
         if name == "RequestVote":
@@ -131,6 +132,7 @@ class KnowledgeBase(Listener):
         else:
             self.client_response(ev, request, msg)
 
+    @only("RequestEntriesResponse", "RequestUpdateResponse")
     def response_sent(self, ev: Event, request: Message, msg: Message) -> None:
         self.client_response(ev, request, msg)
 
@@ -287,6 +289,7 @@ class CommitRule(CommitBound):
     def on_snapshot_sent(self, ev: Event, msg: Message, lead: Leadership) -> None:
         self.judge(ev, msg, lead, msg["last_included_index"])
 
+    @only("RequestEntriesResponse")
     def response_sent(self, ev: Event, request: Message, msg: Message) -> None:
         if msg.name != "RequestEntriesResponse" or msg["status"] not in (1, 2) or self.peers < 2:
             return

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.checkers.base import NOTE, RECV, SEND, VIA_PROXY, Checker, Event, Verdict
-from harness.checkers.raft.wire import PEER_RPCS, Listener, Tracker, show
+from harness.checkers.raft.wire import PEER_RESPONSES, PEER_RPCS, Listener, Tracker, only, show
 from harness.protocols.codec import Message
 
 
@@ -76,6 +76,7 @@ class ElectionSafety(RaftChecker):
             self.problems.append((f"term {term} has two leaders, {first[0]} and {node}",
                                   [show(*first[1]), show(ev, msg)]))
 
+    @only("AppendEntries", "InstallSnapshot")
     def request_sent(self, ev: Event, msg: Message) -> None:
         if msg.name in ("AppendEntries", "InstallSnapshot"):
             self.claim(msg["term"], ev.node, ev, msg)
@@ -116,10 +117,12 @@ class VoteOnce(RaftChecker):
             self.problems.append((f"{ev.node} voted for {first[0]} and for {cand} in term {term}",
                                   [show(*first[1]), show(ev, msg, candidate=cand)]))
 
+    @only("RequestVoteResponse")
     def response_sent(self, ev: Event, request: Message, msg: Message) -> None:
         if request.name == "RequestVote" and msg["vote_granted"]:
             self.vote(ev, msg, msg["term"], request["peer_id"])
 
+    @only("RequestVote")
     def request_sent(self, ev: Event, msg: Message) -> None:
         if msg.name == "RequestVote":  # a candidate's own vote (retries count again)
             self.vote(ev, msg, msg["term"], msg["peer_id"])
@@ -184,14 +187,17 @@ class TermUpdate(RaftChecker):
                              [show(e, m), show(ev, msg)])
                 return
 
+    @only(*PEER_RPCS)
     def request_received(self, ev: Event, msg: Message) -> None:
         if ev.via == VIA_PROXY and ev.frames is not None and len(ev.frames) > 1 and msg.name in PEER_RPCS:
             self.handed[(ev.node, ev.frames[0], ev.frames[1])] = ev.time_ns
 
+    @only(*PEER_RPCS)
     def request_sent(self, ev: Event, msg: Message) -> None:
         if msg.name in PEER_RPCS:
             self.sent(ev, msg, None if ev.via == VIA_PROXY else ev.time_ns)
 
+    @only(*PEER_RESPONSES)
     def response_sent(self, ev: Event, request: Message, msg: Message) -> None:
         if request.name not in PEER_RPCS:
             return

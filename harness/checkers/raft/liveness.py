@@ -6,7 +6,7 @@ from typing import Any
 
 from harness.checkers.base import COMMAND, DELIVER, RECV, SEND, Event, Verdict
 from harness.checkers.raft.elections import RaftChecker
-from harness.checkers.raft.wire import show
+from harness.checkers.raft.wire import only, show
 from harness.protocols.codec import Message
 
 
@@ -34,6 +34,7 @@ class LiveAfterHeal(RaftChecker):
         self.invoked: dict[tuple[str, Any], Event] = {}
         self.done: dict[tuple[str, Any], Event] = {}
 
+    @only("AppendEntriesResponse")
     def response_received(self, ev: Event, request: Message, msg: Message) -> None:
         if self.leader_at is None and request.name == "AppendEntries" and ev.time_ns >= self.heal_ns \
                 and msg["success"] and msg["term"] == request["term"]:

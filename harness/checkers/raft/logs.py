@@ -14,7 +14,7 @@ from typing import Any
 
 from harness.checkers.base import NOTE, RECV, SEND, Event, Verdict
 from harness.checkers.raft.elections import RaftChecker
-from harness.checkers.raft.wire import PEER_RPCS, entries_of, entry_id, entry_term, show
+from harness.checkers.raft.wire import PEER_RPCS, entries_of, entry_id, entry_term, only, show
 from harness.protocols.codec import Message
 
 Ref = tuple[Event, Message | None]
@@ -56,6 +56,7 @@ class LogMatching(RaftChecker):
         if len(self.problems) < 50:
             self.problems.append((text, [show(e, m) for e, m in refs]))
 
+    @only("AppendEntries", "InstallSnapshot")
     def request_received(self, ev: Event, msg: Message) -> None:
         if msg.name == "AppendEntries":
             first, raws = entries_of(ev, msg, 1)
@@ -109,18 +110,21 @@ class LogMatching(RaftChecker):
                 self.problem(f"a leader of term {ceiling} sent entry {i} of the later term {t}", ref)
             before = t
 
+    @only(*PEER_RPCS)
     def request_sent(self, ev: Event, msg: Message) -> None:
         if msg.name in PEER_RPCS:
             self.own_terms.add((ev.node, msg["term"]))  # a candidate's or a leader's term
         if msg.name == "AppendEntries":
             self.run(ev, msg, msg["prev_log_term"] if msg["prev_log_index"] > 0 else None, msg["term"])
 
+    @only("RequestEntriesResponse", "AppendEntriesResponse")
     def response_sent(self, ev: Event, request: Message, msg: Message) -> None:
         if msg.name == "RequestEntriesResponse":
             self.run(ev, msg, None)
         elif msg.name == "AppendEntriesResponse":
             self.consistent(ev, request, msg)
 
+    @only("RequestEntriesResponse")
     def response_received(self, ev: Event, request: Message, msg: Message) -> None:
         if msg.name == "RequestEntriesResponse":
             self.run(ev, msg, None)
@@ -160,6 +164,7 @@ class LeaderAppendOnly(RaftChecker):
                                       [show(*old[2]), show(*ref)]))
             book[i] = (t, crc, ref)
 
+    @only("AppendEntries")
     def request_sent(self, ev: Event, msg: Message) -> None:
         if msg.name != "AppendEntries":
             return
@@ -216,10 +221,12 @@ class StateMachineSafety(RaftChecker):
             t, crc = entry_id(raw)
             self.one(first + k, t, crc, (ev, msg))
 
+    @only("RequestEntriesResponse")
     def response_sent(self, ev: Event, request: Message, msg: Message) -> None:
         if msg.name == "RequestEntriesResponse":
             self.committed(ev, msg)
 
+    @only("RequestEntriesResponse")
     def response_received(self, ev: Event, request: Message, msg: Message) -> None:
         if msg.name == "RequestEntriesResponse":
             self.committed(ev, msg)

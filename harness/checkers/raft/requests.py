@@ -7,7 +7,7 @@ from typing import Any
 
 from harness.checkers.base import CRASH, DELIVER, NOTE, RECV, RESTART, SEND, VIA_PROXY, Event, Verdict
 from harness.checkers.raft.elections import RaftChecker
-from harness.checkers.raft.wire import PEER_RPCS, ROUTER, show
+from harness.checkers.raft.wire import PEER_RESPONSES, PEER_RPCS, ROUTER, only, show
 from harness.protocols.codec import Message
 
 MAX_MESSAGE_ID = 0xFFFFFF
@@ -32,6 +32,7 @@ class ClusterIdent(RaftChecker):
         self.problems: list[tuple[str, list[dict[str, Any]]]] = []
         self.answered = 0
 
+    @only(*PEER_RESPONSES)
     def response_sent(self, ev: Event, request: Message, msg: Message) -> None:
         own = self.idents.get(ev.node)
         if request.name not in PEER_RPCS or own is None:
@@ -69,6 +70,7 @@ class MessageIds(RaftChecker):
     def on_other(self, ev: Event) -> None:
         self.last = {k: v for k, v in self.last.items() if k[0] != ev.node}
 
+    @only(*PEER_RPCS)
     def request_sent(self, ev: Event, msg: Message) -> None:
         if msg.name not in PEER_RPCS or ev.socket == ROUTER:
             return
@@ -127,6 +129,7 @@ class UpdateReqids(RaftChecker):
             if run is not None and run[0] == data.get("id"):
                 del self.running[ev.node]
 
+    @only("RequestUpdate")
     def request_sent(self, ev: Event, msg: Message) -> None:
         if msg.name != "RequestUpdate" or ev.socket == ROUTER or len(self.bad) >= 50:
             return
@@ -169,6 +172,7 @@ class EntriesStop(RaftChecker):
     def on_other(self, ev: Event) -> None:
         self.stopped = {k: v for k, v in self.stopped.items() if k[0] != ev.node}
 
+    @only("RequestEntries")
     def request_received(self, ev: Event, msg: Message) -> None:
         if msg.name != "RequestEntries" or not ev.frames or len(ev.frames) < 2 or ev.via == VIA_PROXY:
             return  # an external peer's receive is when the proxy handed it on: answers it sent before may follow
@@ -179,6 +183,7 @@ class EntriesStop(RaftChecker):
         else:
             self.stopped.pop(key, None)
 
+    @only("RequestEntriesResponse")
     def response_sent(self, ev: Event, request: Message, msg: Message) -> None:
         if msg.name != "RequestEntriesResponse" or not msg.fields.get("entries") or len(self.problems) >= 50:
             return
@@ -219,6 +224,7 @@ class EntriesPipeline(RaftChecker):
     def on_other(self, ev: Event) -> None:
         self.open = {k: v for k, v in self.open.items() if k[0] != ev.node}
 
+    @only("RequestEntries")
     def request_received(self, ev: Event, msg: Message) -> None:
         if msg.name != "RequestEntries" or not ev.frames or len(ev.frames) < 2:
             return
@@ -230,6 +236,7 @@ class EntriesPipeline(RaftChecker):
         else:
             self.open[key] = 0
 
+    @only("RequestEntriesResponse")
     def response_sent(self, ev: Event, request: Message, msg: Message) -> None:
         if msg.name != "RequestEntriesResponse" or msg["status"] not in (1, 2, 3) or not ev.frames:
             return

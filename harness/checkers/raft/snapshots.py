@@ -21,7 +21,7 @@ from typing import Any
 from harness.checkers.base import Event, Verdict
 from harness.checkers.raft.commits import KnowledgeChecker
 from harness.checkers.raft.logs import _skip
-from harness.checkers.raft.wire import entries_of, entry_term, show
+from harness.checkers.raft.wire import entries_of, entry_term, only, show
 from harness.protocols.codec import Message
 from harness.protocols.raft import RE_SNAPSHOT
 from harness.protocols.raft_kv import apply_raw_entry, pack, snapshot_kv
@@ -136,12 +136,14 @@ class SnapshotState(KnowledgeChecker):
                     msg["snapshot_size"]), msg["last_included_index"], msg["snapshot_size"], msg["snapshot_offset"],
                    msg["chunk"], sender, ev, msg)
 
+    @only("AppendEntries", "InstallSnapshot")
     def request_sent(self, ev: Event, msg: Message) -> None:
         if msg.name == "AppendEntries":
             self.keep_entries(ev, msg)
         elif msg.name == "InstallSnapshot":
             self.install(ev, msg, ev.node)
 
+    @only("InstallSnapshot")
     def request_received(self, ev: Event, msg: Message) -> None:
         if msg.name == "InstallSnapshot":
             self.install(ev, msg, f"{msg['peer_id']} (to {ev.node})")
@@ -154,10 +156,12 @@ class SnapshotState(KnowledgeChecker):
         self.chunk(("entries", ev.node, ev.socket, msg["reqid"], msg["last_index"], size), msg["last_index"], size,
                    offset, msg["chunk"], sender, ev, msg)
 
+    @only("RequestEntriesResponse")
     def response_sent(self, ev: Event, request: Message, msg: Message) -> None:
         if msg.name == "RequestEntriesResponse":
             self.entries_response(ev, request, msg, ev.node)
 
+    @only("RequestEntriesResponse")
     def response_received(self, ev: Event, request: Message, msg: Message) -> None:
         if msg.name == "RequestEntriesResponse":
             self.entries_response(ev, request, msg, f"a peer answering {ev.node}")

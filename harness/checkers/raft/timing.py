@@ -15,7 +15,7 @@ from typing import Any
 
 from harness.checkers.base import CRASH, NOTE, PAUSE, RESTART, RESUME, SEND, VIA_PROXY, Event, Pauses, Verdict
 from harness.checkers.raft.elections import RaftChecker
-from harness.checkers.raft.wire import ROUTER, show
+from harness.checkers.raft.wire import ROUTER, only, show
 from harness.protocols.codec import Message
 
 LEADER_RPCS = ("AppendEntries", "InstallSnapshot")
@@ -78,6 +78,7 @@ class LeaderHeartbeat(RaftChecker):
         self.longest = 0.0  # the longest gap judged, as a share of its bound
 
     # ---- what the leader did -------------------------------------------------------------------
+    @only(*LEADER_RPCS)
     def request_sent(self, ev: Event, msg: Message) -> None:
         if msg.name not in LEADER_RPCS or ev.socket == ROUTER or ev.via == VIA_PROXY:
             return  # an external peer's send is when the proxy read it, maybe long after: no gap is certain

@@ -9,7 +9,7 @@ from harness.checkers.base import CRASH, NOTE, RECV, RESTART, SEND, VIA_PROXY, E
 from harness.checkers.raft.commits import KnowledgeChecker
 from harness.checkers.raft.elections import RaftChecker
 from harness.checkers.raft.logs import Ref
-from harness.checkers.raft.wire import ROUTER, entries_of, show
+from harness.checkers.raft.wire import ROUTER, entries_of, only, show
 from harness.protocols.codec import Message
 
 NO_REQID = bytes(12)
@@ -117,14 +117,17 @@ class UpdateExpiry(RaftChecker):
         for raw in entries_of(ev, msg, skip)[1]:
             self.taken.add(bytes(raw[:12]))
 
+    @only("AppendEntries")
     def request_sent(self, ev: Event, msg: Message) -> None:
         if msg.name == "AppendEntries":
             self.carried(ev, msg)
 
+    @only("AppendEntries")
     def request_received(self, ev: Event, msg: Message) -> None:
         if msg.name == "AppendEntries":
             self.carried(ev, msg, 1)
 
+    @only("RequestUpdateResponse")
     def response_received(self, ev: Event, request: Message, msg: Message) -> None:
         if request.name == "RequestUpdate" and msg["success"]:
             self.taken.add(msg["reqid"])
@@ -140,6 +143,7 @@ class UpdateExpiry(RaftChecker):
         beyond = age_s - ttl / 1e9 - 1.0 - (offsets + drifts * now) / 1e9
         return beyond if beyond > 0 else None
 
+    @only("RequestUpdateResponse")
     def response_sent(self, ev: Event, request: Message, msg: Message) -> None:
         if request.name != "RequestUpdate" or ev.socket != ROUTER:
             return

@@ -18,7 +18,7 @@ which every checker of the run shares, so each message is decoded once.
 from __future__ import annotations
 
 import zlib
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from harness.checkers.base import RECV, SEND, Event
 from harness.protocols.codec import Message
@@ -61,8 +61,29 @@ def entries_of(ev: Event, msg: Message, skip: int = 0) -> tuple[int, list[bytes]
     return 0, []
 
 
+F = TypeVar("F", bound=Callable[..., None])
+
+
+def only(*names: str) -> Callable[[F], F]:
+    """Marks a `Listener` callback that does something for messages of these names only (a
+    response callback: the response's name, e.g. ``AppendEntriesResponse``): the tracker then
+    does not call it for the others. The callback still tests the name itself, so a direct call
+    behaves the same; the mark only spares a run the calls (most callbacks want one or two of
+    the protocol's messages, and a run's tracker calls a dozen checkers per message)."""
+
+    def mark(fn: F) -> F:
+        setattr(fn, "only", frozenset(names))
+        return fn
+
+    return mark
+
+
+PEER_RESPONSES = tuple(name + "Response" for name in sorted(PEER_RPCS))
+
+
 class Listener:
-    """What a `Tracker` calls; checkers override what they need."""
+    """What a `Tracker` calls; checkers override what they need (marked with `only` when they
+    want some messages only)."""
 
     def request_sent(self, ev: Event, msg: Message) -> None: ...
 
@@ -84,21 +105,42 @@ class Tracker:
     classified once, and only the checkers that want what it is are called."""
 
     def __init__(self) -> None:
-        self.subscribers: dict[str, list[Any]] = {m: [] for m in LISTENER_METHODS}
+        # callback -> (a listener's bound method, the message names it wants or None for all)
+        self.subscribers: dict[str, list[tuple[Any, frozenset[str] | None]]] = {m: [] for m in LISTENER_METHODS}
+        self._routes: dict[tuple[str, str], list[Any]] = {}  # (callback, message name) -> what to call
         self.received: dict[tuple[str, bytes, bytes], Message] = {}  # requests on a ROUTER
         self.sent: dict[tuple[str, str, bytes], Message] = {}  # requests from a DEALER
         self.shared: dict[str, Any] = {}  # state several listeners read (a knowledge base)
 
     def add(self, listener: Listener) -> None:
         for m in LISTENER_METHODS:
-            if getattr(type(listener), m) is not getattr(Listener, m):
-                self.subscribers[m].append(getattr(listener, m))
+            fn = getattr(type(listener), m)
+            if fn is not getattr(Listener, m):
+                self.subscribers[m].append((getattr(listener, m), getattr(fn, "only", None)))
+        self._routes.clear()
+
+    def _route(self, callback: str, name: str) -> list[Any]:
+        """The subscribers of ``callback`` that want messages named ``name``, in the order they
+        were added (a checker may read what a listener added before it learned)."""
+        fns = self._routes[(callback, name)] = [fn for fn, names in self.subscribers[callback]
+                                                if names is None or name in names]
+        return fns
 
     def feed(self, ev: Event) -> None:
         what = self.classify(ev)
-        if what:
-            for fn in self.subscribers[what[0]]:
-                fn(ev, *what[1:])
+        if not what:
+            return
+        callback, msg = what[0], what[-1]
+        fns = self._routes.get((callback, msg.name))
+        if fns is None:
+            fns = self._route(callback, msg.name)
+        if len(what) == 2:
+            for fn in fns:
+                fn(ev, msg)
+        else:
+            request = what[1]
+            for fn in fns:
+                fn(ev, request, msg)
 
     def classify(self, ev: Event) -> tuple[Any, ...]:
         """(listener callback, its arguments after the event), or () for nothing."""
