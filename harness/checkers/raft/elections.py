@@ -25,11 +25,13 @@ class RaftChecker(Checker, Listener):
         self.tracker = Tracker()
         self.tracker.add(self)
         self.members: list[RaftChecker] = [self]
+        self._others: dict[str, list[Any]] = {}  # event kind -> the on_other of the members that want it
 
     def join(self, owner: "RaftChecker") -> None:
         owner.tracker.add(self)
         owner.members.append(self)
         owner.kinds = owner.kinds | type(self).kinds
+        owner._others.clear()
         self.kinds = frozenset()
 
     def on_event(self, ev: Event) -> None:
@@ -37,9 +39,12 @@ class RaftChecker(Checker, Listener):
         if kind == SEND or kind == RECV:
             self.tracker.feed(ev)
             return
-        for m in self.members:
-            if kind in type(m).kinds:
-                m.on_other(ev)
+        fns = self._others.get(kind)
+        if fns is None:  # in the order they joined; a member that does not override on_other has nothing to do
+            fns = self._others[kind] = [m.on_other for m in self.members
+                                        if kind in type(m).kinds and type(m).on_other is not RaftChecker.on_other]
+        for fn in fns:
+            fn(ev)
 
     def on_other(self, ev: Event) -> None:
         pass
