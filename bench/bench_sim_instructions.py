@@ -15,14 +15,12 @@ import argparse
 import os
 import re
 import shutil
-import subprocess
 import sys
-import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)  # run as a script from anywhere, like the other benches
 
-from bench.common import command_line, record  # noqa: E402
+from bench.common import callgrind, command_line, record  # noqa: E402
 
 CHILD = """
 import sys, tempfile
@@ -41,19 +39,9 @@ TIMEOUT_S = 900  # callgrind runs ~50x slower than the program
 
 def instructions(seconds: float, trace: str) -> tuple[int, int]:
     """(instructions, deliveries) of one child process under callgrind."""
-    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
-        f.write(CHILD.format(root=ROOT))
-    try:
-        out = subprocess.run(
-            ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, f.name,
-             str(seconds), trace], capture_output=True, text=True, timeout=TIMEOUT_S, check=True)
-    finally:
-        os.unlink(f.name)
-    m = re.search(r"Collected : ([\d,]+)", out.stderr)
-    if m is None:
-        raise RuntimeError(f"no instruction count in valgrind's output:\n{out.stderr[-2000:]}")
-    d = re.search(r"delivered (\d+)", out.stdout)
-    return int(m.group(1).replace(",", "")), int(d.group(1)) if d else 0
+    count, out = callgrind(CHILD.format(root=ROOT), [str(seconds), trace], TIMEOUT_S)
+    d = re.search(r"delivered (\d+)", out)
+    return count, int(d.group(1)) if d else 0
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""Shared helpers for the benchmarks: machine description and RESULTS.md updates."""
+"""Shared helpers for the benchmarks: machine description, RESULTS.md updates, instruction counts."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ import datetime
 import os
 import platform
 import re
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
@@ -38,6 +40,24 @@ def record(section: str, body: str, command: str) -> None:
     pattern = re.compile(rf"^## {re.escape(section)}\n.*?(?=^## |\Z)", re.S | re.M)
     text = pattern.sub(block + "\n", text) if pattern.search(text) else text.rstrip() + "\n\n" + block
     RESULTS.write_text(text)
+
+
+def callgrind(child: str, args: list[str], timeout_s: float, env: dict[str, str] | None = None) -> tuple[int, str]:
+    """(instructions, standard output) of the Python program ``child`` run with ``args`` under
+    valgrind's callgrind (needs valgrind on the PATH)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write(child)
+    try:
+        out = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, f.name,
+                              *args], capture_output=True, text=True, timeout=timeout_s, env=env)
+    finally:
+        os.unlink(f.name)
+    if out.returncode != 0:
+        raise RuntimeError(f"the program under callgrind failed (exit {out.returncode}):\n{out.stderr[-2000:]}")
+    m = re.search(r"Collected : ([\d,]+)", out.stderr)
+    if m is None:
+        raise RuntimeError(f"no instruction count in valgrind's output:\n{out.stderr[-2000:]}")
+    return int(m.group(1).replace(",", "")), out.stdout
 
 
 def command_line() -> str:
