@@ -27,7 +27,7 @@ from harness.protocols.raft_clauses import CATALOGUE
 from reference_nodes.raft.client import Client
 from reference_nodes.raft.common import DEFAULT_ELECTION_MAX_MS, DEFAULT_ELECTION_MIN_MS, peer_list
 from reference_nodes.raft.mutants import MUTANTS
-from reference_nodes.raft.peer import Peer
+from reference_nodes.raft.peer import ROUTER as PEER_ROUTER, Peer
 
 
 def leader(view: TargetView) -> list[str]:
@@ -204,6 +204,12 @@ CAPTURE = CaptureHints(channels={("PUB", "SUB"): "broadcast", ("PUB", "XSUB"): "
                        correlation_frame=0, repeats=frozenset({"RequestUpdateResponse", "RequestEntriesResponse"}))
 
 
+def raft_senders(role: str, socket: str, frames: list[bytes]) -> tuple[str, ...]:
+    """Who may send a Raft node what it received there: a peer's ROUTER hears peers and clients,
+    its DEALERs (one per peer) and a client's sockets hear peers."""
+    return ("peer", "client") if role == "peer" and socket == PEER_ROUTER else ("peer",)
+
+
 PACKAGE = ProtocolPackage(
     name="raft",
     tables=TABLES,
@@ -221,4 +227,5 @@ PACKAGE = ProtocolPackage(
     capture=CAPTURE,
     observed_checks=True,
     wire_notes=wire_notes,  # tests/test_live_observe.py, tests/checkers/test_raft_term_update_*.py
+    senders=raft_senders,
 )

@@ -1,0 +1,209 @@
+"""wire-conformance judges what an external node (a ``command:`` group) sends the harness's
+nodes, as they receive it (harness/checkers/wire_receipts.py).
+
+Each protocol: one short simulated run with a broken node (a shipped mutant, or a reference node
+made to break one message), its checker events recorded, then given to ``wire-conformance`` as
+a live run with that node external would give them: the external node's own sends, receipts,
+commands, deliveries and notes are left out (it has no probe) and its sockets are not declared.
+A malformed message is caught with the mutant's clause, naming sender and receiver; the same run
+with a reference node external passes; with two external nodes the receiver cannot tell apart, the
+messages are counted as not judged; a scenario whose rules corrupt messages judges none. Before
+this module ``wire-conformance`` had no ``external`` parameter and judged none of these."""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import lru_cache
+from typing import Any
+
+import pytest
+
+from harness import composition
+from harness.checkers.base import CRASH, PAUSE, RESTART, RESUME, Checker, Event, Verdict
+from harness.checkers.wire import WireConformance
+from harness.checkers.wire_receipts import ExternalSenders
+from harness.node import NodeContext, NodeFactory, SocketSpec
+from harness.registry import package
+from harness.scenario import parse_scenario
+from tests.checkers.test_wire_raft import SMALL
+from tests.checkers.wire_helpers import rewriting
+
+RUNTIME_KINDS = frozenset({CRASH, RESTART, PAUSE, RESUME})  # what the runtime reports of any node
+
+
+class Recorder(Checker):
+    """Every event and socket declaration of a run, in order."""
+
+    name = "recorder"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.log: list[tuple[str, Any]] = []
+
+    def on_event(self, ev: Event) -> None:
+        self.log.append(("event", ev))
+
+    def on_sockets(self, node: str, sockets: list[SocketSpec]) -> None:
+        self.log.append(("sockets", (node, sockets)))
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        return []
+
+
+def own_identity(factory: NodeFactory) -> NodeFactory:
+    """The node with a routing identity of its own (not its node name, which the harness gives
+    its nodes): what an implementation run as a process may well have."""
+    return lambda ctx: factory(dataclasses.replace(ctx, config={**ctx.config, "identity": b"own-id"}))
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    text: str
+    broken: str  # the node replaced
+    make: Any  # () -> its factory
+    clause: str  # what it breaks
+
+
+def mutant(protocol: str, name: str) -> Any:
+    return lambda: own_identity(package(protocol).mutants[name][1])
+
+
+CASES = {
+    "dcp": Case("""protocol: dcp
+name: rx
+duration: 1500ms
+nodes:
+  broker: {role: broker}
+  workers: {role: worker, count: 2, config: {service: echo, heartbeat: 200ms}}
+  clients: {role: client, count: 2, config: {timeout: 300ms}}
+workload:
+  - {nodes: clients, op: request, service: echo, rate: 10/s, from: 200ms, until: 1200ms}
+check: []
+""", "workers.0", mutant("dcp", "worker-wrong-header"), "dcp.wire.header"),
+    "pppp": Case("""protocol: pppp
+name: rx
+duration: 1500ms
+nodes:
+  pub: {role: publisher}
+  subs: {role: subscriber, count: 2}
+workload:
+  - {nodes: pub, op: publish, rate: 20/s, from: 200ms, until: 1200ms}
+check: []
+""", "subs.0", mutant("pppp", "subscriber-short-sequence"), "pppp.wire.sequence-format"),
+    "eventbus": Case("""protocol: eventbus
+name: rx
+duration: 1500ms
+nodes:
+  bus: {role: server}
+  clients: {role: client, count: 2, config: {subtrees: [/a/], resync: 300ms, sync_timeout: 300ms}}
+workload:
+  - {nodes: clients, op: publish, topics: [/a/x], rate: 8/s, from: 200ms, until: 1200ms}
+check: []
+""", "clients.0", mutant("eventbus", "two-frame-syncstart"), "eventbus.wire.syncstart-frames"),
+    "dafka": Case("""protocol: dafka
+name: rx
+duration: 2s
+nodes:
+  tower: {role: tower}
+  producer: {role: producer, config: {topic: orders, head: 200ms, beacon: 100ms}}
+  store: {role: store, config: {beacon: 100ms, fetch_retry: 150ms}}
+  consumers: {role: consumer, count: 2, config: {topics: orders, offset_reset: earliest, beacon: 100ms}}
+workload:
+  - {nodes: producer, op: produce, rate: 20/s, from: 400ms, until: 1500ms, size: 32}
+check: []
+""", "producer", mutant("dafka", "wrong-version"), "dafka.wire.version"),
+    # no shipped Raft mutant breaks the wire: a follower whose AppendEntriesResponse lacks its
+    # success frame (as the answer to AppendEntries it is malformed)
+    "raft": Case(SMALL, "peers.0", lambda: rewriting(package("raft").roles["peer"].factory, "AppendEntriesResponse",
+                                  lambda f: f[:3]), "raft.wire.grammar"),
+}
+# a well-formed node of the same run, and a second external node the receivers of the broken
+# one's messages cannot tell from it
+WELL_FORMED = {"dcp": "workers.1", "pppp": "subs.1", "eventbus": "clients.1", "dafka": "consumers.0",
+               "raft": "peers.1"}
+ALSO_EXTERNAL = {"dcp": "clients.0", "pppp": "subs.1", "eventbus": "clients.1", "dafka": "consumers.0",
+                 "raft": "peers.1"}
+
+
+@lru_cache(maxsize=None)
+def recorded(protocol: str) -> tuple[Any, list[tuple[str, Any]]]:
+    """The scenario and the recorded events of its run with the broken node."""
+    case = CASES[protocol]
+    scenario = parse_scenario(case.text, "rx.yaml")
+    recorder = Recorder()
+    build = composition.build_checkers
+    composition.build_checkers = lambda s: [*build(s), recorder]  # type: ignore[assignment]
+    try:
+        composition.run_sim(scenario, 1, factories={case.broken: case.make()})
+    finally:
+        composition.build_checkers = build  # type: ignore[assignment]
+    return scenario, recorder.log
+
+
+def judged(protocol: str, external: list[str], damaged: bool = False) -> list[Verdict]:
+    """wire-conformance's verdicts on the recorded run, ``external`` nodes seen as a live run
+    sees a ``command:`` group's nodes."""
+    scenario, log = recorded(protocol)
+    roles = {n: g.role for g in scenario.groups.values() for n in g.nodes}
+    pkg = package(protocol)
+    check = WireConformance(protocol, scenario.dialect, pkg.capture,
+                            external=ExternalSenders({n: roles[n] for n in external}, damaged, pkg.senders))
+    for what, item in log:
+        if what == "sockets":
+            if item[0] not in external:
+                check.on_sockets(*item)
+            continue
+        ev: Event = item
+        if (ev.node in external and ev.kind not in RUNTIME_KINDS) or ev.kind not in check.kinds:
+            continue
+        check.on_event(Event(ev.time_ns, ev.node, ev.role, ev.kind, ev.socket, ev.frames, ev.msg_type, ev.data,
+                             ev.codec))
+    return check.finish(10**12)
+
+
+@pytest.mark.parametrize("protocol", list(CASES))
+def test_a_malformed_message_from_an_external_node_is_caught_with_its_clause(protocol: str) -> None:
+    case = CASES[protocol]
+    failed = [v for v in judged(protocol, [case.broken]) if not v.ok]
+    assert [v.clause for v in failed] == [case.clause], [v.to_dict() for v in failed]
+    first = failed[0].evidence[0]
+    assert first["node"] == case.broken and first["received_by"] != case.broken and first["frames"], first
+    assert f"sent by {case.broken} (external), received by {first['received_by']}" in failed[0].detail
+
+
+@pytest.mark.parametrize("protocol", list(CASES))
+def test_what_a_well_formed_external_node_sends_conforms(protocol: str) -> None:
+    node = WELL_FORMED[protocol]
+    verdicts = judged(protocol, [node])
+    broken = {v.clause for v in verdicts if not v.ok}
+    assert broken == {CASES[protocol].clause}, [v.to_dict() for v in verdicts]  # the in-process mutant's own sends
+    assert all(f"from external nodes: {node} " in v.detail for v in verdicts), [v.detail for v in verdicts]
+
+
+@pytest.mark.parametrize("protocol", list(CASES))
+def test_a_message_whose_external_sender_cannot_be_told_is_counted_not_judged(protocol: str) -> None:
+    case = CASES[protocol]
+    verdicts = judged(protocol, [case.broken, ALSO_EXTERNAL[protocol]])
+    assert all(v.ok for v in verdicts), [v.to_dict() for v in verdicts]
+    assert "whose sender cannot be told" in verdicts[0].detail, verdicts[0].detail
+
+
+@pytest.mark.parametrize("protocol", list(CASES))
+def test_a_scenario_that_corrupts_messages_judges_no_receipt(protocol: str) -> None:
+    verdicts = judged(protocol, [CASES[protocol].broken], damaged=True)
+    assert all(v.ok for v in verdicts), [v.to_dict() for v in verdicts]
+    assert "rules damage messages in flight" in verdicts[0].detail
+
+
+def test_a_run_without_external_nodes_builds_nothing_for_them() -> None:
+    scenario = parse_scenario(CASES["dcp"].text, "rx.yaml")
+    (check,) = [c for c in composition.build_checkers(scenario) if isinstance(c, WireConformance)]
+    assert check.receipts is None and check.kinds == frozenset({"send"})
+
+
+def test_the_scenario_tells_wire_conformance_its_external_nodes() -> None:
+    text = CASES["dcp"].text.replace("  broker: {role: broker}",
+                                     '  broker: {role: broker, command: "broker --bind {endpoint}"}')
+    (check,) = [c for c in composition.build_checkers(parse_scenario(text, "rx.yaml")) if isinstance(c, WireConformance)]
+    assert check.receipts is not None and check.receipts.nodes == {"broker": "broker"}
+    assert "recv" in check.kinds
