@@ -148,3 +148,36 @@ def test_the_external_reference_store_across_a_restart_passes(tmp_path: Path) ->
     mutant, not the file."""
     r = run(STORE_RESTART.replace(" MUTANT", ""), "external-store", tmp_path)
     assert r.ok, [v.to_dict() for v in r.failed]
+
+
+# The external producer alone (the consumer in the harness): what it sends the store and the
+# consumer's peer SUBs is its own, so wire-conformance can name it.
+PRODUCER_ALONE = DAFKA.replace(
+    '  early: {role: consumer, command: "' + DAFKA_CONSUMER + '", ready: {line: READY}}',
+    "  early: {role: consumer, config: {topics: orders, offset_reset: earliest, beacon: 200ms, fetch_retry: 200ms}}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("text,sender,clause", [
+    (dcp(worker="--mutant worker-wrong-header"), "outside", "dcp.wire.header"),
+    (dcp(client="--mutant client-wrong-version"), "app", "dcp.wire.version"),
+    (PRODUCER_ALONE.replace("--set records=20", "--set records=20 --mutant wrong-version"), "producer",
+     "dafka.wire.version"),
+], ids=["dcp-worker-wrong-header", "dcp-client-wrong-version", "dafka-producer-wrong-version"])
+def test_a_malformed_message_of_the_external_process_is_caught_as_the_harness_receives_it(
+        text: str, sender: str, clause: str, tmp_path: Path) -> None:
+    """No probe sees what the process sends, and a lenient receiver (or a DCP broker, which only
+    drops it) does not say it was malformed: wire-conformance decodes it as the harness's node
+    received it (harness/checkers/wire_receipts.py) and names the sender."""
+    r = run(text, "external-malformed", tmp_path)
+    failed = [v for v in r.failed if v.check == "wire-conformance"]
+    assert [v.clause for v in failed] == [clause], [v.to_dict() for v in r.verdicts]
+    assert {e["node"] for e in failed[0].evidence} == {sender}, failed[0].evidence
+    assert f"sent by {sender} (external)" in failed[0].detail
+
+
+@pytest.mark.slow
+def test_the_external_reference_producer_alone_passes_and_is_judged_on_the_wire(tmp_path: Path) -> None:
+    r = run(PRODUCER_ALONE, "external-producer", tmp_path)
+    assert r.ok, [v.to_dict() for v in r.failed]
+    assert "from external nodes: producer " in details(r)["wire-conformance"]
