@@ -24,13 +24,15 @@ Attribution, which must be certain (a false alarm is as serious as a miss):
   whose rules corrupt messages judges no receipt (a damaged copy would be blamed on its
   sender);
 * which external node: the package's ``senders`` (receiver role, socket, frames -> the roles
-  that may send it that) narrows the run's external nodes; one left is the sender; of several,
+  that may send it that, or the one node the wiring connects that socket to) narrows the run's
+  external nodes; one left is the sender; of several,
   a ROUTER's routing id equal to one's node name names it; else the message is not judged and
   the verdict counts it ("sender not told");
 * once more sends were made than are remembered (`SENT_MAX`, far above a live run's), a receipt
   that does not decode and matches none is counted as not told, never blamed;
-* an untyped response (Raft) whose request the receiver was not seen to send cannot be decoded
-  at all: counted, not judged.
+* an untyped response (Raft) that answers no request the receiver owes an answer to (a copy a
+  ``duplicate`` rule made of an answer already judged) cannot be decoded at all: counted, not
+  judged.
 
 A run without external nodes builds none of this: `WireConformance` then pays nothing.
 """
@@ -46,8 +48,9 @@ from harness.protocols import DecodeError
 
 SENT_MAX = 1 << 18  # distinct sends remembered by their bytes (a live run makes far fewer)
 EXTERNAL = "external"  # the last part of a link key on which an external node owes answers
-# (receiver role, receiver socket, frames as received) -> roles that may have sent it (None: any)
-Senders = Callable[[str, str, list[bytes]], "tuple[str, ...] | None"]
+# (receiver role, receiver socket, frames as received) -> the roles that may have sent it (None:
+# any), or the one node that can have (a str: a socket connected to one node by the wiring)
+Senders = Callable[[str, str, list[bytes]], "tuple[str, ...] | str | None"]
 
 
 @dataclass(frozen=True)
@@ -134,6 +137,8 @@ class ReceiptJudge:
         """The external node that sent a receipt no probed node sent (None: no external node may
         have sent it, such as an XPUB's welcome message; UNTOLD: one of several)."""
         roles = self.senders(ev.role, ev.socket, frames[skip:]) if self.senders is not None else None
+        if isinstance(roles, str):  # the one node that socket hears (not external: no one to judge)
+            return roles if roles in self.nodes else None
         found = [n for n, r in self.nodes.items() if roles is None or r in roles]
         if len(found) == 1:
             return found[0]
@@ -156,9 +161,11 @@ class ReceiptJudge:
                                               shared=lambda as_, ch: ev.decoded(skip, as_, ch)).error
         else:
             err = check.decode_on(route.into, body, ev, skip)[0]
-            if err is not None and err.message is None and self._may_be_answer(route):
-                self.unasked += 1  # an untyped response to no request seen: what it is cannot be told
-                return
+        if err is not None and err.message is None and self._may_be_answer(route):
+            # an untyped response to no request owed (a duplicated copy of an answer, one to a
+            # request of an earlier life): what it should be cannot be told
+            self.unasked += 1
+            return
         if err is not None and self.forgot:
             self.untold += 1  # its bytes may be those of a forgotten probed send
             return
@@ -188,7 +195,8 @@ class ReceiptJudge:
             parts.append(f"not judged: {self.untold} message(s) from external nodes whose sender cannot be told "
                          f"(external: {', '.join(sorted(self.nodes))})")
         if self.unasked:
-            parts.append(f"not judged: {self.unasked} response(s) from external nodes to no request seen")
+            parts.append(f"not judged: {self.unasked} response(s) from external nodes answering no request owed "
+                         "(duplicates)")
         return "".join("; " + p for p in parts)
 
 

@@ -204,10 +204,18 @@ CAPTURE = CaptureHints(channels={("PUB", "SUB"): "broadcast", ("PUB", "XSUB"): "
                        correlation_frame=0, repeats=frozenset({"RequestUpdateResponse", "RequestEntriesResponse"}))
 
 
-def raft_senders(role: str, socket: str, frames: list[bytes]) -> tuple[str, ...]:
-    """Who may send a Raft node what it received there: a peer's ROUTER hears peers and clients,
-    its DEALERs (one per peer) and a client's sockets hear peers."""
-    return ("peer", "client") if role == "peer" and socket == PEER_ROUTER else ("peer",)
+LINK_PREFIX = "peer:"  # a reference peer's DEALER to the peer of id ID is "peer:ID" (reference_nodes/raft/peer.py)
+
+
+def raft_senders(role: str, socket: str, frames: list[bytes]) -> tuple[str, ...] | str:
+    """Who may send a Raft node what it received there: a peer's ROUTER hears peers and clients;
+    its DEALER ``peer:<ID>`` the peer with that id (`wire` makes the node name the id); a client's
+    sockets hear peers."""
+    if role != "peer":
+        return ("peer",)
+    if socket == PEER_ROUTER:
+        return ("peer", "client")
+    return socket[len(LINK_PREFIX):] if socket.startswith(LINK_PREFIX) else ("peer",)
 
 
 PACKAGE = ProtocolPackage(
