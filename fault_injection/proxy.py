@@ -267,13 +267,14 @@ class ChaosProxy(Relay):
     # ---- observing (any thread) -----------------------------------------------------------
 
     def stats(self) -> ProxyStats:
+        """The counts so far; after `stop`, the final ones (the loop is gone: nothing changes them)."""
         def snapshot() -> ProxyStats:
             s = self._stats
             return ProxyStats(s.connections, s.refused, s.unidentified, s.messages, s.bytes, Counter(s.by_type),
                               Counter(s.opaque), s.hostile_cut, Counter(s.effects), s.lost_on_close, s.resets,
                               s.throttled, s.observed_sends, s.observed_receives)
 
-        return self._call(snapshot)
+        return snapshot() if self._closed else self._call(snapshot)
 
     def link_count(self) -> int:
         """Listeners added (one per proxied endpoint and connecter, or shared)."""

@@ -295,8 +295,6 @@ def run_scenario(scenario: Scenario, seed: int, mode: str, out_dir: str | None =
         verdicts = runtime.call(lambda: _judge(observer, traffic, runtime.now_ns))  # type: ignore[attr-defined]
         verdicts += launch.process_verdicts(processes)
         stats = _stats(runtime, observer, endpoints)
-        if traffic is not None:
-            stats["observed_traffic"] = traffic.summary()
         if trace is not None:
             now = runtime.now_ns
             for v in verdicts:
@@ -323,6 +321,10 @@ def run_scenario(scenario: Scenario, seed: int, mode: str, out_dir: str | None =
                     summary = recorder.stop()
                 if trace is not None:
                     trace.close()
+    if placement is not None and "proxy" in stats:  # final counts: the proxy has stopped, its reports are in
+        stats["proxy"] = live_faults.proxy_stats(placement.proxy, links=stats["proxy"]["links"])
+    if traffic is not None:
+        stats["observed_traffic"] = traffic.summary()
     if recorder is not None:
         stats["capture"] = {"tool": summary.tool, "path": summary.path, "packets": summary.packets,
                             "dropped": summary.dropped}

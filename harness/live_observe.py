@@ -126,14 +126,17 @@ class ObservedTraffic:
     def flush_rows(self) -> None:
         """After the runtime stopped (a run that ended early): what is still queued goes to the
         trace only (the checks were judged, or never will be)."""
+        fed = not self._closed  # reports after the verdicts were taken are counted as after_end
         self._closed = True
         self.observer = None
         queue = self._queue
         now = self.runtime.now_ns
         while queue:
-            self._one(queue.popleft(), now)
+            if not fed:
+                self.after_end += 1
+            self._one(queue.popleft(), now, counted=fed)
 
-    def _one(self, seen: Seen, now: int) -> None:
+    def _one(self, seen: Seen, now: int, counted: bool = True) -> None:
         send = seen.kind == SEEN_SEND
         node, other = (seen.src, seen.dst) if send else (seen.dst, seen.src)
         own_type = seen.src_type if send else seen.dst_type
@@ -144,13 +147,13 @@ class ObservedTraffic:
         if own_type == "ROUTER":  # the peer's routing id in front, as ZeroMQ hands it over
             frames.insert(0, seen.dst_id if send else seen.src_id)
         kind = SEND if send else RECV
-        if send:
+        if counted and send:
             self.sends += 1
             self.by_node[node] = self.by_node.get(node, 0) + 1
             if self.notes is not None:
                 for note_kind, data in self.notes[1](self.notes[0], list(seen.frames)):
                     self.runtime.note_observed(node, note_kind, data)
-        else:
+        elif counted:
             self.receives += 1
         if self.observer is not None:
             self.observer.emit(now, node, kind, socket=name, frames=frames, msg_type=seen.msg_type, via=VIA_PROXY)

@@ -202,6 +202,10 @@ def test_reports_become_a_probes_events_with_the_routing_id_in_front() -> None:
     assert len(recorder.events) == 2 and traffic.after_end == 1, "nothing is fed after the verdicts"
     assert traffic.verdicts() == []
     assert traffic.summary()["sends"] == 1
+    # a report still queued when the run stops (the loop never drained it) is after the verdicts too
+    traffic.push(report(SEEN_SEND, 3))
+    traffic.flush_rows()
+    assert (traffic.summary()["sends"], traffic.after_end) == (1, 2)
 
 
 def test_what_a_stopped_run_did_not_drain_reaches_the_trace_only(tmp_path: Path) -> None:

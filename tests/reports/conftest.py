@@ -114,3 +114,12 @@ def report(traces: Path, spark, tmp_path_factory: pytest.TempPathFactory) -> tup
     data = build_report(str(traces), str(out), spark=spark)
     assert json.loads((out / "report.json").read_text()) == json.loads(json.dumps(data, default=str))
     return data, out
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (`--dist loadgroup`) every report test runs in one worker, so the
+    session's Spark and its report over the traces are made once, not once per worker."""
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.xdist_group("spark"))
