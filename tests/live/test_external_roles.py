@@ -181,3 +181,54 @@ def test_the_external_reference_producer_alone_passes_and_is_judged_on_the_wire(
     r = run(PRODUCER_ALONE, "external-producer", tmp_path)
     assert r.ok, [v.to_dict() for v in r.failed]
     assert "from external nodes: producer " in details(r)["wire-conformance"]
+
+
+# The independent DCP stand-in (tests/standins/dcp_standin.py, written from the document alone)
+# as the external broker or worker, in each dialect.
+STANDIN = "{python} " + str(Path(__file__).parents[1] / "standins" / "dcp_standin.py")
+STANDIN_DCP = """protocol: dcp
+name: dcp-standin
+duration: 2s
+nodes:
+  broker: BROKER
+  workers: {role: worker, config: {service: echo, behaviour: echo, heartbeat: 200ms, liveness: 3}}
+  outside: WORKER
+  clients: {role: client, count: 2, config: {timeout: 400ms, max_attempts: 20}}
+workload:
+  - {nodes: clients, op: request, service: echo, rate: 10/s, from: 300ms, until: 1500ms, size: 32}
+"""
+
+
+def standin_dcp(role: str, standin_dialect: str, run_dialect: str) -> str:
+    """STANDIN_DCP with the stand-in as the broker or the worker 'outside' (the rest in-process)."""
+    options = f"--heartbeat-ms 200 --dialect {standin_dialect}"
+    external = {"broker": f'{{role: broker, command: "{STANDIN} broker --bind {{endpoint}} {options}"}}',
+                "worker": f'{{role: worker, command: "{STANDIN} worker --connect {{connect}} --service echo {options}"}}'}
+    in_process = {"broker": "{role: broker, config: {heartbeat: 200ms, liveness: 3}}",
+                  "worker": "{role: worker, config: {service: echo, behaviour: echo, heartbeat: 200ms, liveness: 3}}"}
+    text = STANDIN_DCP
+    for r in ("broker", "worker"):
+        text = text.replace(r.upper(), external[r] if r == role else in_process[r])
+    return f'dialect: "{run_dialect}"\n' + text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("role,dialect", [("broker", "strict"), ("worker", "strict"), ("broker", "dcp:dagbox"),
+                                          ("worker", "dcp:dagbox")])
+def test_an_independent_external_dcp_node_passes_wire_conformance_in_its_dialect(role: str, dialect: str,
+                                                                                 tmp_path: Path) -> None:
+    r = run(standin_dcp(role, dialect, dialect), "standin", tmp_path)
+    assert r.ok, [v.to_dict() for v in r.failed]
+    sender = "broker" if role == "broker" else "outside"
+    assert f"from external nodes: {sender} " in details(r)["wire-conformance"]
+
+
+@pytest.mark.slow
+def test_the_runs_dialect_decides_what_an_external_node_is_judged_against(tmp_path: Path) -> None:
+    """The stand-in worker speaking DagBox's message type in a strict run: its messages break
+    dcp.wire.message-type as the reference broker receives them (the broker drops them)."""
+    r = run(standin_dcp("worker", "dcp:dagbox", "strict"), "standin-dialect", tmp_path)
+    failed = [v for v in r.failed if v.check == "wire-conformance"]
+    assert [v.clause for v in failed] == ["dcp.wire.message-type"], [v.to_dict() for v in r.verdicts]
+    assert {e["node"] for e in failed[0].evidence} == {"outside"}
+    assert all("(valid only in dcp:dagbox)" in e["error"] for e in failed[0].evidence), failed[0].evidence
