@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,7 +25,8 @@ from harness.checkers.wire import WireConformance
 from harness.checkers.wire_receipts import ExternalSenders
 from harness.node import NodeContext, NodeFactory, SocketSpec
 from harness.registry import package
-from harness.scenario import parse_scenario
+from harness.checkers.external import corrupts
+from harness.scenario import load_scenario, parse_scenario
 from tests.checkers.test_wire_raft import SMALL
 from tests.checkers.wire_helpers import rewriting
 
@@ -126,25 +128,34 @@ WELL_FORMED = {"dcp": "workers.1", "pppp": "subs.1", "eventbus": "clients.1", "d
 ALSO_EXTERNAL = {"dcp": "clients.0", "pppp": "subs.1", "eventbus": "clients.1", "dafka": "consumers.0"}
 
 
+def record(scenario: Any, seed: int = 1, factories: dict[str, NodeFactory] | None = None) -> list[tuple[str, Any]]:
+    """The events and socket declarations of one simulated run."""
+    recorder = Recorder()
+    build = composition.build_checkers
+    composition.build_checkers = lambda s: [*build(s), recorder]  # type: ignore[assignment]
+    try:
+        composition.run_sim(scenario, seed, factories=factories)
+    finally:
+        composition.build_checkers = build  # type: ignore[assignment]
+    return recorder.log
+
+
 @lru_cache(maxsize=None)
 def recorded(protocol: str) -> tuple[Any, list[tuple[str, Any]]]:
     """The scenario and the recorded events of its run with the broken node."""
     case = CASES[protocol]
     scenario = parse_scenario(case.text, "rx.yaml")
-    recorder = Recorder()
-    build = composition.build_checkers
-    composition.build_checkers = lambda s: [*build(s), recorder]  # type: ignore[assignment]
-    try:
-        composition.run_sim(scenario, 1, factories={case.broken: case.make()})
-    finally:
-        composition.build_checkers = build  # type: ignore[assignment]
-    return scenario, recorder.log
+    return scenario, record(scenario, factories={case.broken: case.make()})
 
 
 def judged(protocol: str, external: list[str], damaged: bool = False) -> list[Verdict]:
     """wire-conformance's verdicts on the recorded run, ``external`` nodes seen as a live run
     sees a ``command:`` group's nodes."""
-    scenario, log = recorded(protocol)
+    return replay(*recorded(protocol), external, damaged)
+
+
+def replay(scenario: Any, log: list[tuple[str, Any]], external: list[str], damaged: bool = False) -> list[Verdict]:
+    protocol = scenario.protocol
     roles = {n: g.role for g in scenario.groups.values() for n in g.nodes}
     pkg = package(protocol)
     check = WireConformance(protocol, scenario.dialect, pkg.capture,
@@ -223,3 +234,21 @@ def test_the_scenario_tells_wire_conformance_its_external_nodes() -> None:
     (check,) = [c for c in composition.build_checkers(parse_scenario(text, "rx.yaml")) if isinstance(c, WireConformance)]
     assert check.receipts is not None and check.receipts.nodes == {"broker": "broker"}
     assert "recv" in check.kinds
+
+
+CHAOS = sorted(str(p) for p in [*Path("scenarios").glob("*/chaos/*.yaml"), *Path("scenarios/dcp").glob("*.yaml")])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", CHAOS)
+def test_reference_nodes_of_every_shipped_chaos_file_pass_as_external_nodes(path: str) -> None:
+    """No false alarm: each shipped chaos file's simulated run (seed 1, reference nodes) replayed
+    with each group external (its first node, then all of it) passes wire-conformance, and with
+    a corrupting rule judges nothing as received."""
+    scenario = load_scenario(path)
+    log = record(scenario)
+    damaged = corrupts(scenario)
+    for g in scenario.groups.values():
+        for external in ([g.nodes[0]], list(g.nodes)) if len(g.nodes) > 1 else ([g.nodes[0]],):
+            verdicts = replay(scenario, log, external, damaged)
+            assert all(v.ok for v in verdicts), (external, [v.to_dict() for v in verdicts if not v.ok])
