@@ -222,6 +222,20 @@ def test_a_scenario_that_corrupts_messages_judges_no_receipt(protocol: str) -> N
     assert "rules damage messages in flight" in verdicts[0].detail
 
 
+def test_a_corrupt_rule_is_why_receipts_are_not_judged() -> None:
+    """A damaged copy of a reference client's REQUEST, seen as an external client's message,
+    breaks the grammar: judged, it would blame the client for the rule's damage; the scenario's
+    corrupt rule turns the judging of receipts off (and the verdict says so)."""
+    scenario = parse_scenario(CASES["dcp"].text.replace("check: []", "faults:\n  - rule: {message: REQUEST, corrupt: 50%}\n"
+                                                      "check: []"), "rx.yaml")
+    log = record(scenario)
+    assert corrupts(scenario)
+    blamed = replay(scenario, log, ["clients.0"], damaged=False)
+    assert any(not v.ok and v.evidence[0]["node"] == "clients.0" for v in blamed), [v.to_dict() for v in blamed]
+    verdicts = replay(scenario, log, ["clients.0"], damaged=corrupts(scenario))
+    assert all(v.ok for v in verdicts) and "rules damage messages in flight" in verdicts[0].detail
+
+
 def test_a_run_without_external_nodes_builds_nothing_for_them() -> None:
     scenario = parse_scenario(CASES["dcp"].text, "rx.yaml")
     (check,) = [c for c in composition.build_checkers(scenario) if isinstance(c, WireConformance)]
@@ -252,3 +266,26 @@ def test_reference_nodes_of_every_shipped_chaos_file_pass_as_external_nodes(path
         for external in ([g.nodes[0]], list(g.nodes)) if len(g.nodes) > 1 else ([g.nodes[0]],):
             verdicts = replay(scenario, log, external, damaged)
             assert all(v.ok for v in verdicts), (external, [v.to_dict() for v in verdicts if not v.ok])
+
+
+DIALECT_FILES = {"raft:zmq-raft": "scenarios/raft/chaos/leader-crash.yaml", "dafka:zproto": "scenarios/dafka/chaos/clean.yaml",
+                 "dcp:dagbox": "scenarios/dcp/clean.yaml", "eventbus:micro-toolkit": "scenarios/eventbus/chaos/clean.yaml"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dialect", list(DIALECT_FILES))
+def test_in_a_dialect_run_the_dialect_decides_and_reference_external_nodes_pass(dialect: str) -> None:
+    """The same sweep on one chaos file per dialect (the nodes speak the run's dialect): what the
+    external nodes send is judged in that dialect (strictly it would not decode) and passes."""
+    text = f'dialect: "{dialect}"\n' + Path(DIALECT_FILES[dialect]).read_text()
+    scenario = parse_scenario(text, "dialect.yaml")
+    log = record(scenario)
+    judged_any = False
+    for g in scenario.groups.values():
+        verdicts = replay(scenario, log, [g.nodes[0]])
+        assert all(v.ok for v in verdicts), (g.nodes[0], [v.to_dict() for v in verdicts if not v.ok])
+        assert f"in {dialect}, all conform" in verdicts[0].detail
+        # (a node whose every message has the bytes of another's, such as a client's SYNCSTART,
+        # is judged at that other sender only)
+        judged_any |= "from external nodes:" in verdicts[0].detail
+    assert judged_any
