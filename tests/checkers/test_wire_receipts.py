@@ -222,6 +222,19 @@ def test_a_scenario_that_corrupts_messages_judges_no_receipt(protocol: str) -> N
     assert "rules damage messages in flight" in verdicts[0].detail
 
 
+def test_what_an_external_raft_client_sends_the_peers_is_judged() -> None:
+    """A client's RequestUpdate without its data frame, as the peer's ROUTER received it; beside
+    an external peer, the routing id (not the client's node name) does not tell them apart."""
+    scenario = parse_scenario(SMALL, "rx.yaml")
+    log = record(scenario, factories={"clients.0": rewriting(package("raft").roles["client"].factory, "RequestUpdate",
+                                                             lambda f: f[:2])})
+    (v,) = replay(scenario, log, ["clients.0"])
+    assert not v.ok and all(e["node"] == "clients.0" and e["socket"] == "router" and "RequestUpdate.data: missing"
+                            in e["error"] for e in v.evidence), v.to_dict()
+    (v,) = replay(scenario, log, ["clients.0", "peers.0"])
+    assert v.ok and "whose sender cannot be told" in v.detail, v.detail
+
+
 def test_a_corrupt_rule_is_why_receipts_are_not_judged() -> None:
     """A damaged copy of a reference client's REQUEST, seen as an external client's message,
     breaks the grammar: judged, it would blame the client for the rule's damage; the scenario's
