@@ -232,3 +232,29 @@ def test_the_runs_dialect_decides_what_an_external_node_is_judged_against(tmp_pa
     assert [v.clause for v in failed] == ["dcp.wire.message-type"], [v.to_dict() for v in r.verdicts]
     assert {e["node"] for e in failed[0].evidence} == {"outside"}
     assert all("(valid only in dcp:dagbox)" in e["error"] for e in failed[0].evidence), failed[0].evidence
+
+
+RAFT_ONE_EXTERNAL = """protocol: raft
+name: raft-one-external-peer
+duration: 4s
+nodes:
+  peers: {role: peer, count: 2}
+  ext: {role: peer, command: "STANDIN --id {id} --endpoint {endpoint} --peers {peers} --data-dir {data_dir} --election-min {election_min_ms} --election-max {election_max_ms}"}
+  clients: {role: client, count: 1}
+workload:
+  - {nodes: clients, op: put, rate: 10/s, from: 800ms, until: 3s}
+faults:
+  - rule: {message: AppendEntries, drop: 5%}
+  - rule: {message: "Request*", duplicate: 10%}
+"""
+
+
+@pytest.mark.slow
+def test_what_an_independent_external_raft_peer_sends_the_harness_is_judged_and_passes(tmp_path: Path) -> None:
+    """The Raft stand-in peer (written from the documents alone) beside two reference peers and a
+    client: its requests and its answers to the peers and the client are decoded as received
+    (answers as the answer to the request the receiver sent; duplicated answers not blamed)."""
+    standin = "{python} " + str(Path(__file__).parents[1] / "standins" / "raft_peer.py")
+    r = run(RAFT_ONE_EXTERNAL.replace("STANDIN", standin), "raft-external", tmp_path)
+    assert r.ok, [v.to_dict() for v in r.failed]
+    assert "from external nodes: ext " in details(r)["wire-conformance"]
