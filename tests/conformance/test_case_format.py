@@ -106,6 +106,19 @@ def test_the_command_line_check_refuses_an_unknown_placeholder() -> None:
         check_command(suite("dcp", "broker"), "mybroker --bind {endpiont}")
 
 
+@pytest.mark.live
+def test_zmq_harness_is_a_placeholder_of_conformance_command_lines_as_of_chaos_ones() -> None:
+    """`{zmq_harness}` (this installation's command) was known to chaos scenarios only: a
+    conformance command line naming it was refused as an unknown placeholder."""
+    from harness.conformance.runner import check_command, load_suite, run_case_live
+    from harness.registry import suite
+
+    cmd = "{zmq_harness} node dcp broker --bind {endpoint} --identity iut --set heartbeat={heartbeat_ms}ms"
+    check_command(suite("dcp", "broker"), cmd)
+    result = run_case_live(load_suite("dcp", "broker", only=["ping-pong"])[0], cmd=cmd)
+    assert result.verdict == "pass", (result.reason, result.iut_output)
+
+
 RAFT_PEERS = package("raft").peer_roles()
 RAFT_HEAD = "protocol: raft\nrole: client\ncase: x\nclauses: [raft.wire.grammar]\nsteps:\n"
 
