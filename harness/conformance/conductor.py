@@ -269,11 +269,13 @@ class Conductor(PubSubPeers, BaseNode):
                     reason, clause = self._diagnose(step, before=True)
                     return out + self._fail(now, reason, clause)
                 if found is None:
-                    if now >= self.deadline and step.optional and not self._type_arrived(step):
+                    if now >= self.deadline and step.optional and self._not_applicable(step):
                         self.done = True  # a message the implementation may never send: not applicable
+                        what = (f"no matching {step.message} at {step.peer} within {step.within_ns / 1e6:g} ms, one "
+                                f"matching skip_on instead" if step.skip_on else
+                                f"no {step.message} at {step.peer} within {step.within_ns / 1e6:g} ms")
                         return out + [Deliver("case-result", self._result(
-                            "skipped", f"no {step.message} at {step.peer} within {step.within_ns / 1e6:g} ms "
-                                       f"(line {step.line}); not applicable: {step.optional}", "", now))]
+                            "skipped", f"{what} (line {step.line}); not applicable: {step.optional}", "", now))]
                     if now >= self.deadline:
                         reason, clause = self._diagnose(step)
                         root = self._blame_expect(self.peers[step.peer])
@@ -365,6 +367,16 @@ class Conductor(PubSubPeers, BaseNode):
             if step.first:
                 return None  # only the first unconsumed message may match
         return None
+
+    def _not_applicable(self, step: Step) -> bool:
+        """An optional expect that found nothing: no message of its type came, or (with
+        ``skip_on``) one that matches ``skip_on`` did."""
+        if not step.skip_on:
+            return not self._type_arrived(step)
+        fresh = self.seen.get(step.peer or "", [])[max(self.step_seen, 0):]
+        return any(msg is not None and msg.name == step.message
+                   and all(matches(self._resolve_matcher(m), msg.fields.get(f)) for f, m in step.skip_on.items())
+                   for _, msg, _ in fresh)
 
     def _type_arrived(self, step: Step) -> bool:
         """A message of the step's type arrived (unconsumed, or during the step), whatever its fields."""

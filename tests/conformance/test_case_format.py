@@ -119,6 +119,19 @@ def test_zmq_harness_is_a_placeholder_of_conformance_command_lines_as_of_chaos_o
     assert result.verdict == "pass", (result.reason, result.iut_output)
 
 
+def test_skip_on_needs_a_reason_and_fields_of_the_message() -> None:
+    head = ("protocol: raft\nrole: peer\ncase: x\nclauses: [raft.wire.grammar]\nsteps:\n"
+            "  - {as: client.x, send: {type: RequestEntries, reqid: {hex: '000000000000000000000001'}, prev_log_index: 0}}\n")
+    step = "  - {as: client.x, expect: {type: RequestEntriesResponse}, %s}\n"
+    roles = package("raft").peer_roles()
+    ok = parse_case(head + step % "skip_on: {status: 3}, optional: 'a snapshot instead'", roles)
+    assert ok.steps[-1].skip_on == {"status": 3}
+    with pytest.raises(CaseError, match="skip_on needs optional"):
+        parse_case(head + step % "skip_on: {status: 3}", roles)
+    with pytest.raises(CaseError, match="has no field 'colour'"):
+        parse_case(head + step % "skip_on: {colour: 3}, optional: 'x'", roles)
+
+
 RAFT_PEERS = package("raft").peer_roles()
 RAFT_HEAD = "protocol: raft\nrole: client\ncase: x\nclauses: [raft.wire.grammar]\nsteps:\n"
 
