@@ -132,6 +132,22 @@ def test_skip_on_needs_a_reason_and_fields_of_the_message() -> None:
         parse_case(head + step % "skip_on: {colour: 3}, optional: 'x'", roles)
 
 
+def test_maybe_expects_and_sends_that_answer_them() -> None:
+    roles = package("raft").peer_roles()
+    head = ("protocol: raft\nrole: client\ncase: x\nclauses: [raft.wire.grammar]\nsteps:\n"
+            "  - {as: peer.a, expect: {type: RequestUpdate}, capture: first}\n")
+    ok = parse_case(head + "  - {as: peer.a, expect: {type: RequestEntries}, capture: read, maybe: true}\n"
+                    "  - {as: peer.a, send: {type: RequestEntriesResponse, reqid: {ref: read.reqid}, status: 1, "
+                    "last_index: 1, entries: [{reqid: {ref: first.reqid}, term: 1, data: {ref: first.data}}]}}\n",
+                    roles)
+    assert ok.steps[1].maybe
+    with pytest.raises(CaseError, match="no earlier step captured a message named 'nothing'"):
+        parse_case(head + "  - {as: peer.a, send: {type: RequestEntriesResponse, reqid: {ref: first.reqid}, status: 1, "
+                          "last_index: 1, entries: [{reqid: {ref: nothing.reqid}, term: 1}]}}\n", roles)
+    with pytest.raises(CaseError, match="maybe: true"):
+        parse_case(head + "  - {as: peer.a, expect: {type: RequestEntries}, maybe: yes-please}\n", roles)
+
+
 RAFT_PEERS = package("raft").peer_roles()
 RAFT_HEAD = "protocol: raft\nrole: client\ncase: x\nclauses: [raft.wire.grammar]\nsteps:\n"
 

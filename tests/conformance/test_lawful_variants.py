@@ -2,7 +2,8 @@
 its default: another implementation's habits, which the harness must not fail. A case that fails
 one is a false alarm. Two were found this way: five Dafka consumer cases failed a consumer that
 starts a new partition at the latest offset (E-DAFKA-25), and two Raft peer cases a peer that
-compacts its log at once (their `skip_on`). In simulation, about 25 s of CPU."""
+compacts its log at once (their `skip_on`); a third, the Raft client case retry-same-reqid, a
+client whose operation timeout is longer than 12 s (it never answered the client's read-back). In simulation, about 25 s of CPU."""
 
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ VARIANTS: list[tuple[str, str, dict[str, Any]]] = [
     ("raft", "peer", {"max_entries": 1}),
     ("raft", "peer", {"entries_pipeline": 1}),
     ("raft", "client", {"subscribe": True}),
+    ("raft", "client", {"op_timeout_ms": 60000}),  # waits long for what it reads back
+    ("raft", "client", {"response_ttl_ms": 200, "election_grace_ms": 50}),
 ]
 
 
