@@ -25,6 +25,7 @@ from harness import launch, live_faults
 from harness.checkers.base import (
     CLOCK as CLOCK_EVENT, CRASH, ERROR, PAUSE, RESTART, RESUME, Checker, NoNodeErrors, Observer, Verdict,
 )
+from harness.checkers.external import external_senders
 from harness.checkers.wire import WireConformance
 from harness.interrupts import shielded
 from harness.live_observe import ObservedTraffic
@@ -81,7 +82,8 @@ def build_checkers(scenario: Scenario) -> list[Checker]:
     out: list[Checker] = [NoNodeErrors()]
     for name, params in scenario.checks:
         out.append(pkg.checks[name].factory(scenario, **params))
-    out.append(WireConformance(scenario.protocol, scenario.dialect, pkg.capture))
+    out.append(WireConformance(scenario.protocol, scenario.dialect, pkg.capture,
+                               external=external_senders(scenario, pkg.senders)))
     return out
 
 

@@ -127,7 +127,8 @@ def test_a_client_that_exits_0_when_done_is_not_blamed(tmp_path: Path) -> None:
 
 
 # The roles whose faults reach the wire only through what a reference node received:
-# what the external node sent it, and the reference node dropped as malformed (external-wire).
+# what the external node sent it, and the reference node dropped as malformed (external-wire),
+# judged by wire-conformance as received (harness/checkers/wire_receipts.py).
 WIRE_CAUGHT = [
     ("eventbus", "client", "two-frame-syncstart", "eventbus.wire.syncstart-frames"),
     ("pppp", "subscriber", "subscriber-short-sequence", "pppp.wire.sequence-format"),
@@ -149,3 +150,6 @@ def test_a_malformed_message_of_an_external_node_is_caught_where_it_was_received
     r = run(text, tmp_path)
     bad = next(v for v in r.verdicts if v.check == "external-wire")
     assert not bad.ok and bad.clause == clause, bad.to_dict()
+    # and wire-conformance, which decodes every receipt from an external node, dropped or not
+    wire = [v for v in r.failed if v.check == "wire-conformance"]
+    assert [v.clause for v in wire] == [clause] and "(external), received by" in wire[0].detail, wire

@@ -11,11 +11,21 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from harness.checkers.wire_receipts import ExternalSenders, Senders
+
 
 def external_nodes(scenario: Any, role: str | None = None) -> frozenset[str]:
     """The nodes of the scenario's ``command:`` groups (of ``role`` only, when given)."""
     return frozenset(n for g in scenario.groups.values() if g.command and (role is None or g.role == role)
                      for n in g.nodes)
+
+
+def external_senders(scenario: Any, senders: Senders | None = None) -> ExternalSenders | None:
+    """What ``wire-conformance`` needs to judge what the scenario's external nodes send the
+    harness's nodes (`harness.checkers.wire_receipts`); None without external nodes.
+    ``senders``: the package's (receiver role, socket, frames) -> roles that may send it that."""
+    nodes = {n: g.role for g in scenario.groups.values() if g.command for n in g.nodes}
+    return ExternalSenders(nodes, corrupts(scenario), senders) if nodes else None
 
 
 def corrupts(scenario: Any) -> bool:

@@ -10,6 +10,8 @@ the message as a ROUTER received it (its routing id first) or without the routin
 latest receipt of that socket with the same frames names the sender. A scenario whose rules
 damage messages in flight (``corrupt``, `harness.checkers.external.corrupts`) is not judged: the damage would be blamed on the sender.
 A package subclasses it with `sender`: which external node a discarded message came from.
+(``wire-conformance`` also decodes every receipt from an external node, dropped or tolerated, for
+every protocol: harness/checkers/wire_receipts.py; this check keeps the receiver's own word.)
 """
 
 from __future__ import annotations

@@ -23,12 +23,15 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable, Iterable, Protocol as TypingProtocol
+from typing import TYPE_CHECKING, Any, Callable, Hashable, Iterable, Protocol as TypingProtocol
 
 from harness.checkers.base import CRASH, RECV, RESTART, SEND, Checker, Event, Verdict
 from harness.node import SocketSpec
 from harness.protocols import Codec, ConformanceError, DecodeError, codec
 from harness.protocols.codec import Message
+
+if TYPE_CHECKING:
+    from harness.checkers.wire_receipts import ExternalSenders, ReceiptJudge
 
 EVIDENCE = 8  # failing messages kept per clause
 OWED_MAX = 4096  # answers a link may owe at once; the oldest is forgotten past it
@@ -218,13 +221,15 @@ class ClauseTally:
     def conform(self) -> None:
         self.conforming += 1
 
-    def violate(self, err: DecodeError, evidence: "dict[str, Any] | Callable[[], dict[str, Any]]") -> None:
+    def violate(self, err: DecodeError, evidence: "dict[str, Any] | Callable[[], dict[str, Any]]",
+                where: str = "") -> None:
         """One message breaks the clause ``err`` names; ``evidence`` (or what it makes, built
-        only while evidence is still kept) describes it."""
+        only while evidence is still kept) describes it; ``where``: who sent it to whom, when the
+        evidence alone does not say it."""
         c = self.clauses.setdefault(err.clause or self.grammar, _Clause())
         c.failed += 1
         if not c.first:
-            c.first = str(err)
+            c.first = f"{err} ({where})" if where else str(err)
         if len(c.evidence) < EVIDENCE:
             c.evidence.append(evidence() if callable(evidence) else evidence)
 
@@ -269,12 +274,13 @@ CACHE_MAX = 4096  # verdicts of distinct (channels, frames) kept
 
 
 @dataclass
-class _Route:
+class Route:
     """How the messages of one socket of one node are read."""
 
     skip: int  # envelope frames before the message (a ROUTER's routing id)
     sends: bool  # its sends are protocol messages
     receives: bool  # its receives may be requests, whose answers it then owes
+    messages_in: bool  # its receives are protocol messages (an XPUB's are subscriptions)
     out: Channels  # channels of what it sends (the last one a message decoded on first)
     into: Channels  # channels of what it receives
     allowed_out: frozenset[str] | None  # messages that may travel on ``out`` (None: any)
@@ -289,7 +295,8 @@ class WireConformance(Checker):
 
     name = WIRE_CHECK  # a capture (harness.capture.convert) tallies its messages under the same name
 
-    def __init__(self, protocol: str, dialect: str, hints: Hints, **params: Any) -> None:
+    def __init__(self, protocol: str, dialect: str, hints: Hints, external: "ExternalSenders | None" = None,
+                 **params: Any) -> None:
         super().__init__(**params)
         self.decoder = FrameDecoder(protocol, dialect, hints, strict_too=False)
         self.dialect = dialect
@@ -304,10 +311,17 @@ class WireConformance(Checker):
         # endpoint (a TCP endpoint's port) -> the types of the sockets bound / connected there
         self._bound: dict[str, set[str]] = {}
         self._connected: dict[str, set[str]] = {}
-        self._routes: dict[tuple[str, str], _Route | None] = {}
+        self._routes: dict[tuple[str, str], Route | None] = {}
         self._cache: dict[tuple[Channels, tuple[bytes, ...]], DecodeError | None] = {}
         self._failures: dict[tuple[str, str], int] = {}  # (node, message type) -> violations decoded
         self.unjudged = 0  # violations past JUDGED_PER_SENDER, counted only
+        # what external nodes send the probed nodes (harness.checkers.wire_receipts); None
+        # without external nodes, so that such runs (nearly all) pay nothing for it
+        self.receipts: ReceiptJudge | None = None
+        if external is not None and external.nodes:
+            from harness.checkers.wire_receipts import ReceiptJudge  # noqa: PLC0415 - it imports this module
+            self.receipts = ReceiptJudge(self, external)
+            self.kinds = frozenset({SEND, RECV, CRASH, RESTART})
 
     def on_sockets(self, node: str, sockets: list[SocketSpec]) -> None:
         specs = {s.name: s for s in sockets}
@@ -323,14 +337,21 @@ class WireConformance(Checker):
 
     def on_event(self, ev: Event) -> None:
         kind = ev.kind
+        receipts = self.receipts
         if kind == SEND:
+            if receipts is not None:
+                receipts.on_send(ev, self._route(ev.node, ev.socket))
             self._sent(ev)
         elif kind == RECV:
+            if receipts is not None and not ev.via and ev.frames:  # (an observed receipt's sender is judged)
+                route = self._route(ev.node, ev.socket)
+                if route is not None and route.messages_in:
+                    receipts.on_receipt(ev, route)
             self._received(ev)
         else:  # a crashed or restarted node owes nothing any more
             self.decoder.forget(*[k for k in self.decoder.owing_links() if k[0] == ev.node])  # type: ignore[index]
 
-    def _route(self, node: str, socket: str) -> _Route | None:
+    def _route(self, node: str, socket: str) -> Route | None:
         key = (node, socket)
         known = self._routes.get(key, _UNKNOWN)
         if known is not _UNKNOWN:
@@ -345,8 +366,9 @@ class WireConformance(Checker):
             allowed = self._on(out)
             allowed_in = self._on(into)
             requests_in = any(allowed_in is None or r in allowed_in for r in self.decoder.answers)
-            route = _Route(1 if own == "ROUTER" else 0, own not in NO_MESSAGES_SENT,
-                           own not in NO_MESSAGES_RECEIVED and requests_in, out, into, allowed)
+            route = Route(1 if own == "ROUTER" else 0, own not in NO_MESSAGES_SENT,
+                          own not in NO_MESSAGES_RECEIVED and requests_in, own not in NO_MESSAGES_RECEIVED,
+                          out, into, allowed)
         self._routes[key] = route
         return route
 
@@ -384,34 +406,43 @@ class WireConformance(Checker):
                                          "socket": ev.socket, "message": ev.msg_type,
                                          "error": f"{err}{only_in(err)}", "frames": hex_frames(ev.frames[skip:])})
 
-    def _verdict(self, ev: Event, route: _Route) -> DecodeError | None:
+    def _verdict(self, ev: Event, route: Route) -> DecodeError | None:
         """Why a message that answers nothing does not decode on its socket's channels (None:
-        it does). The same bytes on the same channels decode the same way: a server's SYNC to a
-        hundred clients, a publisher's PUBLISH to fifty subscribers are decoded once."""
-        skip = route.skip
-        body = ev.frames[skip:]  # type: ignore[index]
-        key = (route.out, tuple(body))
+        it does)."""
+        err, channel = self.decode_on(route.out, ev.frames[route.skip:], ev, route.skip)  # type: ignore[index]
+        if channel is not None and channel != route.out[0]:
+            # a socket carries one channel most of the time (an Event BUS client's DEALER to
+            # the collector): try it first next time
+            route.out = (channel, *(c for c in route.out if c != channel))
+        return err
+
+    def decode_on(self, channels: Channels, body: list[bytes], ev: Event, skip: int
+                  ) -> tuple[DecodeError | None, str | None]:
+        """Why ``body`` (``ev``'s frames after ``skip``) decodes on none of ``channels`` (None: it
+        does), and the channel it decoded on when several were tried. The same bytes on the same
+        channels decode the same way: a server's SYNC to a hundred clients, a publisher's
+        PUBLISH to fifty subscribers are decoded once."""
+        key = (channels, tuple(body))
         if key in self._cache:
-            return self._cache[key]
+            return self._cache[key], None
         err: DecodeError | None = None
-        if len(route.out) == 1:  # the common case, without the decoder's bookkeeping
-            done = ev._decoded.get((skip, None, route.out[0])) if ev._decoded else None
+        channel = None
+        if len(channels) == 1:  # the common case, without the decoder's bookkeeping
+            done = ev._decoded.get((skip, None, channels[0])) if ev._decoded else None
             if done is None:
                 try:
-                    self.decoder.codec.decode(body, channel=route.out[0])
+                    self.decoder.codec.decode(body, channel=channels[0])
                 except DecodeError as e:
                     err = e
         else:
-            d = self.decoder.decode_frames(body, route.out, None, shared=lambda as_, ch: ev.decoded(skip, as_, ch))
+            d = self.decoder.decode_frames(body, channels, None, shared=lambda as_, ch: ev.decoded(skip, as_, ch))
             err = d.error
-            if d.message is not None and d.channel != route.out[0]:
-                # a socket carries one channel most of the time (an Event BUS client's DEALER
-                # to the collector): try it first next time
-                route.out = (d.channel, *(c for c in route.out if c != d.channel))
+            if d.message is not None:
+                channel = d.channel
         self._cache[key] = err
         if len(self._cache) > CACHE_MAX:
             del self._cache[next(iter(self._cache))]
-        return err
+        return err, channel
 
     def _received(self, ev: Event) -> None:
         route = self._route(ev.node, ev.socket)
@@ -439,8 +470,11 @@ class WireConformance(Checker):
 
     def finish(self, end_ns: int) -> list[Verdict]:
         verdicts = self.tally.verdicts()
+        note = self.receipts.note() if self.receipts is not None else ""
         if not verdicts:
-            return [Verdict(self.name, self.tally.grammar, True, "no node sent a protocol message")]
+            return [Verdict(self.name, self.tally.grammar, True, "no node sent a protocol message" + note)]
+        for v in verdicts:
+            v.detail += note
         if self.unjudged:
             for v in verdicts:
                 if not v.ok:
@@ -449,7 +483,7 @@ class WireConformance(Checker):
         return verdicts
 
 
-_UNKNOWN = _Route(0, False, False, (), (), None)  # a socket not looked at yet
+_UNKNOWN = Route(0, False, False, False, (), (), None)  # a socket not looked at yet
 
 
 def _unique(channels: Iterable[str | None]) -> Channels:

@@ -87,6 +87,12 @@ class Step:
     first: bool = False  # expect: the next message to arrive at the peer must be this one
     latest: bool = False  # expect: take the newest matching message waiting, not the oldest
     optional: str = ""  # expect: why the implementation may never send it (none in time skips the case)
+    # expect, with ``optional``: none in time skips the case when a message of the step's type
+    # matching these came instead (an answer the document allows that shows nothing to judge)
+    skip_on: dict[str, Any] = field(default_factory=dict)
+    # expect: the implementation may or may not send it; none in time goes on (its capture stays
+    # unset, and a send that refers to it is left out: an answer to a request that never came)
+    maybe: bool = False
     at_most: int = 0  # expect_nothing: how many matching messages the window allows (a count, not silence)
     raw: dict[int, bytes] = field(default_factory=dict)  # expect: frame index -> exact bytes
     line: int | None = None
@@ -160,7 +166,7 @@ def case_from(data: Any, locs: Locations, path: str, peer_roles: dict[str, dict[
         kind = kinds[0]
         allowed = {kind, "as", "within", "capture", "for", "clause", "field_clauses"}
         if kind == "expect":
-            allowed |= {"first", "latest", RAW, "optional"}
+            allowed |= {"first", "latest", RAW, "optional", "skip_on", "maybe"}
         if kind == "expect_nothing":
             allowed.add("at_most")
         if kind in ("expect_output", "expect_no_output"):
@@ -200,7 +206,7 @@ def case_from(data: Any, locs: Locations, path: str, peer_roles: dict[str, dict[
                 step.fields = {k: _normalise(c, mtype, k, _bytes_value(v)) for k, v in spec.items()}
             elif kind == "send":
                 step.fields = {k: _normalise(c, mtype, k, _bytes_value(v)) for k, v in spec.items()}
-                refs = [v["ref"] for v in step.fields.values() if isinstance(v, dict) and set(v) == {"ref"}]
+                refs = list(refs_in(step.fields))
                 for r in refs:
                     if str(r).split(".")[0] not in captures:
                         raise locs.error(p + (kind,), f"no earlier step captured a message named {str(r).split('.')[0]!r}")
@@ -228,6 +234,22 @@ def case_from(data: Any, locs: Locations, path: str, peer_roles: dict[str, dict[
             if not isinstance(raw["optional"], str) or not raw["optional"].strip():
                 raise locs.error(p + ("optional",), "optional says why the message may never come (the skip's reason)")
             step.optional = raw["optional"]
+        if "maybe" in raw:
+            if raw["maybe"] is not True or step.optional:
+                raise locs.error(p + ("maybe",), "maybe: true (a message that may or may not come; not with optional)")
+            step.maybe = True
+        if "skip_on" in raw:
+            spec = raw["skip_on"]
+            if not step.optional:
+                raise locs.error(p + ("skip_on",), "skip_on needs optional: \"why\" (the skip's reason)")
+            if not isinstance(spec, dict) or not spec:
+                raise locs.error(p + ("skip_on",), "skip_on is a mapping of fields to matchers, like an expect's")
+            names = set(c.complete(step.message or ""))
+            for f, m in spec.items():
+                if f not in names:
+                    raise locs.error(p + ("skip_on", f), f"{step.message} has no field {f!r}")
+                _check_matcher(m, locs, p + ("skip_on", f), captures, identity_refs)
+            step.skip_on = dict(spec)
         if "at_most" in raw:
             if type(raw["at_most"]) is not int or raw["at_most"] < 1:
                 raise locs.error(p + ("at_most",), "at_most is how many matching messages the window allows, "
@@ -320,6 +342,20 @@ def _normalise(c: Any, mtype: str, field_name: str, value: Any) -> Any:
         if isinstance(value, list):
             return [v.encode() if isinstance(v, str) else _bytes_value(v) for v in value]
     return value
+
+
+def refs_in(value: Any) -> Any:
+    """Every ``{ref: capture.field}`` in a send's values, also inside lists and mappings (a
+    Raft log entry built from a captured request)."""
+    if isinstance(value, dict):
+        if set(value) == {"ref"}:
+            yield value["ref"]
+            return
+        for v in value.values():
+            yield from refs_in(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from refs_in(v)
 
 
 def _check_matcher(m: Any, locs: Locations, p: tuple[Any, ...], captures: set[str],

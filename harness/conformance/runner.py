@@ -115,7 +115,10 @@ def _values(case: Case, rs: RoleSuite, dialect: str, endpoint: str, alloc: Any =
     values = dict(rs.placeholders)
     values.update(case.iut)
     port = endpoint.rsplit(":", 1)[-1]
-    values.update(endpoint=endpoint, port=port, host="127.0.0.1", dialect=dialect, python=shlex.quote(sys.executable))
+    from harness.launch import zmq_harness_command  # noqa: PLC0415 - the process side, only for command lines
+
+    values.update(endpoint=endpoint, port=port, host="127.0.0.1", dialect=dialect, python=shlex.quote(sys.executable),
+                  zmq_harness=zmq_harness_command())
     # endpoints the harness binds and the IUT connects to, then further ones the IUT binds
     for name in (*rs.harness_endpoints, *rs.iut_endpoints):
         values[name] = alloc()
@@ -410,7 +413,7 @@ def check_command(rs: RoleSuite, cmd: str) -> None:
     unknown placeholder, a stray brace, an unbalanced quote."""
     from harness.live.supervisor import fill_placeholders
 
-    standard = ("endpoint", "port", "host", "dialect", "python", "tmpdir", "data_dir", *rs.harness_endpoints,
+    standard = ("endpoint", "port", "host", "dialect", "python", "zmq_harness", "tmpdir", "data_dir", *rs.harness_endpoints,
                 *rs.iut_endpoints)
     fill_placeholders(cmd, {**rs.placeholders, **dict.fromkeys(standard, "x")})
 

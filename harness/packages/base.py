@@ -235,6 +235,19 @@ Wire = Callable[[dict[str, tuple[str, dict[str, Any]]], Callable[[str, str], str
 Command = Callable[[str, str, dict[str, Any], int, Any], dict[str, Any]]
 
 
+def senders_by_role(roles: dict[str, tuple[str, ...]],
+                    sockets: dict[tuple[str, str], tuple[str, ...]] | None = None
+                    ) -> Callable[[str, str, list[bytes]], "tuple[str, ...] | str | None"]:
+    """A package's ``senders`` from the roles that send each role messages (``sockets``: for
+    one (role, socket), when it hears fewer of them); a role it does not name may hear any."""
+    by_socket = dict(sockets or {})
+
+    def senders(role: str, socket: str, frames: list[bytes]) -> tuple[str, ...] | str | None:
+        return by_socket.get((role, socket), roles.get(role))
+
+    return senders
+
+
 def running_with_role(view: TargetView, role: str) -> list[str]:
     """The running nodes of a role, in scenario order."""
     return [n for n in view.node_names() if view.role_of(n) == role and view.is_running(n)]
@@ -311,6 +324,12 @@ class ProtocolPackage:
     # keeps the latest per kind, so symbolic fault targets (``crash: leader``) name external
     # nodes too when the proxy observes them.
     wire_notes: Callable[[Codec, list[bytes]], list[tuple[str, dict[str, Any]]]] | None = None
+    # (a receiving node's role, its socket, the frames it received, a ROUTER's routing id left out)
+    # -> the roles whose nodes may have sent it that (None: any role), or the name of the one node
+    # the wiring connects that socket to: ``wire-conformance`` names
+    # the external node that sent a probed node a message by it (harness.checkers.wire_receipts),
+    # so it must name every role that may, or a message is blamed on the wrong node.
+    senders: Callable[[str, str, list[bytes]], "tuple[str, ...] | str | None"] | None = None
 
     @property
     def dialects(self) -> list[str]:

@@ -106,6 +106,48 @@ def test_the_command_line_check_refuses_an_unknown_placeholder() -> None:
         check_command(suite("dcp", "broker"), "mybroker --bind {endpiont}")
 
 
+@pytest.mark.live
+def test_zmq_harness_is_a_placeholder_of_conformance_command_lines_as_of_chaos_ones() -> None:
+    """`{zmq_harness}` (this installation's command) was known to chaos scenarios only: a
+    conformance command line naming it was refused as an unknown placeholder."""
+    from harness.conformance.runner import check_command, load_suite, run_case_live
+    from harness.registry import suite
+
+    cmd = "{zmq_harness} node dcp broker --bind {endpoint} --identity iut --set heartbeat={heartbeat_ms}ms"
+    check_command(suite("dcp", "broker"), cmd)
+    result = run_case_live(load_suite("dcp", "broker", only=["ping-pong"])[0], cmd=cmd)
+    assert result.verdict == "pass", (result.reason, result.iut_output)
+
+
+def test_skip_on_needs_a_reason_and_fields_of_the_message() -> None:
+    head = ("protocol: raft\nrole: peer\ncase: x\nclauses: [raft.wire.grammar]\nsteps:\n"
+            "  - {as: client.x, send: {type: RequestEntries, reqid: {hex: '000000000000000000000001'}, prev_log_index: 0}}\n")
+    step = "  - {as: client.x, expect: {type: RequestEntriesResponse}, %s}\n"
+    roles = package("raft").peer_roles()
+    ok = parse_case(head + step % "skip_on: {status: 3}, optional: 'a snapshot instead'", roles)
+    assert ok.steps[-1].skip_on == {"status": 3}
+    with pytest.raises(CaseError, match="skip_on needs optional"):
+        parse_case(head + step % "skip_on: {status: 3}", roles)
+    with pytest.raises(CaseError, match="has no field 'colour'"):
+        parse_case(head + step % "skip_on: {colour: 3}, optional: 'x'", roles)
+
+
+def test_maybe_expects_and_sends_that_answer_them() -> None:
+    roles = package("raft").peer_roles()
+    head = ("protocol: raft\nrole: client\ncase: x\nclauses: [raft.wire.grammar]\nsteps:\n"
+            "  - {as: peer.a, expect: {type: RequestUpdate}, capture: first}\n")
+    ok = parse_case(head + "  - {as: peer.a, expect: {type: RequestEntries}, capture: read, maybe: true}\n"
+                    "  - {as: peer.a, send: {type: RequestEntriesResponse, reqid: {ref: read.reqid}, status: 1, "
+                    "last_index: 1, entries: [{reqid: {ref: first.reqid}, term: 1, data: {ref: first.data}}]}}\n",
+                    roles)
+    assert ok.steps[1].maybe
+    with pytest.raises(CaseError, match="no earlier step captured a message named 'nothing'"):
+        parse_case(head + "  - {as: peer.a, send: {type: RequestEntriesResponse, reqid: {ref: first.reqid}, status: 1, "
+                          "last_index: 1, entries: [{reqid: {ref: nothing.reqid}, term: 1}]}}\n", roles)
+    with pytest.raises(CaseError, match="maybe: true"):
+        parse_case(head + "  - {as: peer.a, expect: {type: RequestEntries}, maybe: yes-please}\n", roles)
+
+
 RAFT_PEERS = package("raft").peer_roles()
 RAFT_HEAD = "protocol: raft\nrole: client\ncase: x\nclauses: [raft.wire.grammar]\nsteps:\n"
 

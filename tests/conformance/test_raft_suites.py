@@ -132,6 +132,23 @@ def test_reference_passes_every_case_in_simulation(role: str, dialect: str) -> N
                                    if r.verdict != "pass"]
 
 
+def test_a_peer_that_compacts_its_log_at_once_passes_and_is_not_judged_on_entries_it_no_longer_has() -> None:
+    """When a peer compacts its log is its own choice: one that snapshots after every two applied
+    entries answers a RequestEntries from index 0 with snapshot chunks. update-in-entry and
+    entries-stop failed it on raft.update.reqid-in-entry and raft.entries.committed-only; they now
+    say they cannot judge it (skip_on a snapshot answer)."""
+    import dataclasses
+
+    peer = ref_factory("peer")
+    compacting = functools.partial(lambda ctx: peer(dataclasses.replace(ctx, config={**ctx.config,
+                                                                                       "snapshot_every": 2})))
+    results = {c.id: run_case_sim(c, compacting) for c in CASES["peer"]}
+    assert not failures(list(results.values())), failures(list(results.values()))
+    skipped = {k for k, r in results.items() if r.verdict == "skipped"}
+    assert skipped == {"update-in-entry", "entries-stop"}
+    assert all("compacted its log" in results[k].reason for k in skipped)
+
+
 # Cases over real sockets by default: a vote, a restart with {data_dir} kept, an election with
 # the message id check, a client finding the leader (about 10 s); every case live in the slow
 # suite (about 40 s a dialect for the peer; the client's retry-same-reqid waits out the

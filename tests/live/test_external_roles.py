@@ -148,3 +148,113 @@ def test_the_external_reference_store_across_a_restart_passes(tmp_path: Path) ->
     mutant, not the file."""
     r = run(STORE_RESTART.replace(" MUTANT", ""), "external-store", tmp_path)
     assert r.ok, [v.to_dict() for v in r.failed]
+
+
+# The external producer alone (the consumer in the harness): what it sends the store and the
+# consumer's peer SUBs is its own, so wire-conformance can name it.
+PRODUCER_ALONE = DAFKA.replace(
+    '  early: {role: consumer, command: "' + DAFKA_CONSUMER + '", ready: {line: READY}}',
+    "  early: {role: consumer, config: {topics: orders, offset_reset: earliest, beacon: 200ms, fetch_retry: 200ms}}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("text,sender,clause", [
+    (dcp(worker="--mutant worker-wrong-header"), "outside", "dcp.wire.header"),
+    (dcp(client="--mutant client-wrong-version"), "app", "dcp.wire.version"),
+    (PRODUCER_ALONE.replace("--set records=20", "--set records=20 --mutant wrong-version"), "producer",
+     "dafka.wire.version"),
+], ids=["dcp-worker-wrong-header", "dcp-client-wrong-version", "dafka-producer-wrong-version"])
+def test_a_malformed_message_of_the_external_process_is_caught_as_the_harness_receives_it(
+        text: str, sender: str, clause: str, tmp_path: Path) -> None:
+    """No probe sees what the process sends, and a lenient receiver (or a DCP broker, which only
+    drops it) does not say it was malformed: wire-conformance decodes it as the harness's node
+    received it (harness/checkers/wire_receipts.py) and names the sender."""
+    r = run(text, "external-malformed", tmp_path)
+    failed = [v for v in r.failed if v.check == "wire-conformance"]
+    assert [v.clause for v in failed] == [clause], [v.to_dict() for v in r.verdicts]
+    assert {e["node"] for e in failed[0].evidence} == {sender}, failed[0].evidence
+    assert f"sent by {sender} (external)" in failed[0].detail
+
+
+@pytest.mark.slow
+def test_the_external_reference_producer_alone_passes_and_is_judged_on_the_wire(tmp_path: Path) -> None:
+    r = run(PRODUCER_ALONE, "external-producer", tmp_path)
+    assert r.ok, [v.to_dict() for v in r.failed]
+    assert "from external nodes: producer " in details(r)["wire-conformance"]
+
+
+# The independent DCP stand-in (tests/standins/dcp_standin.py, written from the document alone)
+# as the external broker or worker, in each dialect.
+STANDIN = "{python} " + str(Path(__file__).parents[1] / "standins" / "dcp_standin.py")
+STANDIN_DCP = """protocol: dcp
+name: dcp-standin
+duration: 2s
+nodes:
+  broker: BROKER
+  workers: {role: worker, config: {service: echo, behaviour: echo, heartbeat: 200ms, liveness: 3}}
+  outside: WORKER
+  clients: {role: client, count: 2, config: {timeout: 400ms, max_attempts: 20}}
+workload:
+  - {nodes: clients, op: request, service: echo, rate: 10/s, from: 300ms, until: 1500ms, size: 32}
+"""
+
+
+def standin_dcp(role: str, standin_dialect: str, run_dialect: str) -> str:
+    """STANDIN_DCP with the stand-in as the broker or the worker 'outside' (the rest in-process)."""
+    options = f"--heartbeat-ms 200 --dialect {standin_dialect}"
+    external = {"broker": f'{{role: broker, command: "{STANDIN} broker --bind {{endpoint}} {options}"}}',
+                "worker": f'{{role: worker, command: "{STANDIN} worker --connect {{connect}} --service echo {options}"}}'}
+    in_process = {"broker": "{role: broker, config: {heartbeat: 200ms, liveness: 3}}",
+                  "worker": "{role: worker, config: {service: echo, behaviour: echo, heartbeat: 200ms, liveness: 3}}"}
+    text = STANDIN_DCP
+    for r in ("broker", "worker"):
+        text = text.replace(r.upper(), external[r] if r == role else in_process[r])
+    return f'dialect: "{run_dialect}"\n' + text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("role,dialect", [("broker", "strict"), ("worker", "strict"), ("broker", "dcp:dagbox"),
+                                          ("worker", "dcp:dagbox")])
+def test_an_independent_external_dcp_node_passes_wire_conformance_in_its_dialect(role: str, dialect: str,
+                                                                                 tmp_path: Path) -> None:
+    r = run(standin_dcp(role, dialect, dialect), "standin", tmp_path)
+    assert r.ok, [v.to_dict() for v in r.failed]
+    sender = "broker" if role == "broker" else "outside"
+    assert f"from external nodes: {sender} " in details(r)["wire-conformance"]
+
+
+@pytest.mark.slow
+def test_the_runs_dialect_decides_what_an_external_node_is_judged_against(tmp_path: Path) -> None:
+    """The stand-in worker speaking DagBox's message type in a strict run: its messages break
+    dcp.wire.message-type as the reference broker receives them (the broker drops them)."""
+    r = run(standin_dcp("worker", "dcp:dagbox", "strict"), "standin-dialect", tmp_path)
+    failed = [v for v in r.failed if v.check == "wire-conformance"]
+    assert [v.clause for v in failed] == ["dcp.wire.message-type"], [v.to_dict() for v in r.verdicts]
+    assert {e["node"] for e in failed[0].evidence} == {"outside"}
+    assert all("(valid only in dcp:dagbox)" in e["error"] for e in failed[0].evidence), failed[0].evidence
+
+
+RAFT_ONE_EXTERNAL = """protocol: raft
+name: raft-one-external-peer
+duration: 4s
+nodes:
+  peers: {role: peer, count: 2}
+  ext: {role: peer, command: "STANDIN --id {id} --endpoint {endpoint} --peers {peers} --data-dir {data_dir} --election-min {election_min_ms} --election-max {election_max_ms}"}
+  clients: {role: client, count: 1}
+workload:
+  - {nodes: clients, op: put, rate: 10/s, from: 800ms, until: 3s}
+faults:
+  - rule: {message: AppendEntries, drop: 5%}
+  - rule: {message: "Request*", duplicate: 10%}
+"""
+
+
+@pytest.mark.slow
+def test_what_an_independent_external_raft_peer_sends_the_harness_is_judged_and_passes(tmp_path: Path) -> None:
+    """The Raft stand-in peer (written from the documents alone) beside two reference peers and a
+    client: its requests and its answers to the peers and the client are decoded as received
+    (answers as the answer to the request the receiver sent; duplicated answers not blamed)."""
+    standin = "{python} " + str(Path(__file__).parents[1] / "standins" / "raft_peer.py")
+    r = run(RAFT_ONE_EXTERNAL.replace("STANDIN", standin), "raft-external", tmp_path)
+    assert r.ok, [v.to_dict() for v in r.failed]
+    assert "from external nodes: ext " in details(r)["wire-conformance"]

@@ -18,11 +18,12 @@ from harness.checkers import dafka_links as links
 from harness.checkers import dafka_topics as topic_checks
 from harness.packages.base import (
     CaptureHints, Check, Operation, ProtocolPackage, Role, Setting, as_bool, as_int, as_ms, as_str, one_of,
+    senders_by_role,
 )
 from harness.packages.dafka.suites import SUITES
 from harness.protocols.dafka import TABLES
 from harness.protocols.dafka_clauses import CATALOGUE
-from reference_nodes.dafka.common import DEFAULT_BEACON_MS, DEFAULT_HEAD_MS, tagged_content
+from reference_nodes.dafka.common import DEFAULT_BEACON_MS, DEFAULT_HEAD_MS, TOWER_SUB, tagged_content
 from reference_nodes.dafka.consumer import Consumer
 from reference_nodes.dafka.mutants import MUTANTS
 from reference_nodes.dafka.producer import Producer
@@ -250,6 +251,8 @@ def wire_announces(msg: Any) -> tuple[str, str] | None:
     return None
 
 
+NODE_ROLES = ("producer", "store", "consumer")
+
 PACKAGE = ProtocolPackage(
     name="dafka",
     tables=TABLES,
@@ -268,4 +271,9 @@ PACKAGE = ProtocolPackage(
     capture=CaptureHints(channels={("PUB", "XSUB"): "to-tower"}, role=wire_role, subscriber=wire_subscriber,
                          announcing=frozenset({"BEACON"}), announces=wire_announces),
     advertised={"bind": "advertise"},  # BEACON host and port (E-DAFKA-13)
+    # a node's tower SUB hears towers; its peer SUB any node but a tower; a tower's XSUB any node
+    # (what a message is does not narrow it: a broken node may send any command id)
+    senders=senders_by_role({"tower": ("producer", "store", "consumer"), "producer": NODE_ROLES,
+                             "store": NODE_ROLES, "consumer": NODE_ROLES},
+                            {(r, TOWER_SUB): ("tower",) for r in NODE_ROLES}),
 )

@@ -13,7 +13,7 @@ from harness.checkers import dcp as checks
 from harness.checkers.external import external_nodes, noting_external
 from harness.packages.base import (
     CaptureHints, Check, Operation, ProtocolPackage, Role, Setting, TargetView, as_int, as_ms, as_positive_int,
-    as_str, running_with_role,
+    as_str, running_with_role, senders_by_role,
 )
 from harness.packages.dcp.suites import SUITES
 from harness.protocols.dcp import TABLES
@@ -206,4 +206,5 @@ PACKAGE = ProtocolPackage(
     targets={"broker": "the running broker (DCP has exactly one: dcp.broker.single)"},
     resolve_target=resolve_target,
     capture=CaptureHints(channels={("DEALER", "ROUTER"): "to-broker"}, role=wire_role),
+    senders=senders_by_role({"broker": ("worker", "client"), "worker": ("broker",), "client": ("broker",)}),
 )

@@ -22,7 +22,7 @@ from harness.checkers import eventbus_server as server_checks
 from harness.checkers.external import corrupts
 from harness.packages.base import (
     CaptureHints, Check, Operation, ProtocolPackage, Role, Setting, TargetView, as_int, as_ms, as_positive_int,
-    as_str, one_of,
+    as_str, one_of, senders_by_role,
 )
 from harness.packages.eventbus.suites import SUITES
 from harness.protocols.eventbus import TABLES
@@ -30,7 +30,7 @@ from harness.protocols.eventbus_clauses import CATALOGUE
 from reference_nodes.eventbus.client import Client
 from reference_nodes.eventbus.common import subtrees_value
 from reference_nodes.eventbus.mutants import MUTANTS
-from reference_nodes.eventbus.server import Server
+from reference_nodes.eventbus.server import FEED, REPLICA, Server
 
 
 def _subtrees(v: Any) -> Any:
@@ -264,4 +264,8 @@ PACKAGE = ProtocolPackage(
     capture=CaptureHints(channels={("PUB", "SUB"): "publisher", ("PUB", "XSUB"): "publisher",
                                     # a client's DEALERs: SYNCSTART to the snapshot ROUTER, PUB to the collector
                                     ("DEALER", "ROUTER"): ("snapshot", "collector")}, role=wire_role),
+    # a server's replica DEALER and feed SUB hear the server they follow; its ROUTERs, clients and
+    # the servers that replicate it
+    senders=senders_by_role({"client": ("server",), "server": ("client", "server")},
+                            {("server", REPLICA): ("server",), ("server", FEED): ("server",)}),
 )

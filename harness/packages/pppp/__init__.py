@@ -17,7 +17,7 @@ from harness.checkers.external import corrupts
 from harness.checkers.pppp_common import PpppExternalWire
 from harness.packages.base import (
     Check, Operation, ProtocolPackage, Role, Setting, TargetView, as_int, as_ms, as_rate, as_str, one_of,
-    running_with_role,
+    running_with_role, senders_by_role,
 )
 from harness.packages.pppp.suites import SUITES
 from harness.protocols.pppp import TABLES
@@ -191,4 +191,5 @@ PACKAGE = ProtocolPackage(
     targets={"publisher": "the running publisher (PPPP connects a single publisher)"},
     resolve_target=resolve_target,
     output=delivery_line,
+    senders=senders_by_role({"publisher": ("subscriber",), "subscriber": ("publisher",)}),
 )

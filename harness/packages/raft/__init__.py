@@ -27,7 +27,7 @@ from harness.protocols.raft_clauses import CATALOGUE
 from reference_nodes.raft.client import Client
 from reference_nodes.raft.common import DEFAULT_ELECTION_MAX_MS, DEFAULT_ELECTION_MIN_MS, peer_list
 from reference_nodes.raft.mutants import MUTANTS
-from reference_nodes.raft.peer import Peer
+from reference_nodes.raft.peer import ROUTER as PEER_ROUTER, Peer
 
 
 def leader(view: TargetView) -> list[str]:
@@ -204,6 +204,20 @@ CAPTURE = CaptureHints(channels={("PUB", "SUB"): "broadcast", ("PUB", "XSUB"): "
                        correlation_frame=0, repeats=frozenset({"RequestUpdateResponse", "RequestEntriesResponse"}))
 
 
+LINK_PREFIX = "peer:"  # a reference peer's DEALER to the peer of id ID is "peer:ID" (reference_nodes/raft/peer.py)
+
+
+def raft_senders(role: str, socket: str, frames: list[bytes]) -> tuple[str, ...] | str:
+    """Who may send a Raft node what it received there: a peer's ROUTER hears peers and clients;
+    its DEALER ``peer:<ID>`` the peer with that id (`wire` makes the node name the id); a client's
+    sockets hear peers."""
+    if role != "peer":
+        return ("peer",)
+    if socket == PEER_ROUTER:
+        return ("peer", "client")
+    return socket[len(LINK_PREFIX):] if socket.startswith(LINK_PREFIX) else ("peer",)
+
+
 PACKAGE = ProtocolPackage(
     name="raft",
     tables=TABLES,
@@ -221,4 +235,5 @@ PACKAGE = ProtocolPackage(
     capture=CAPTURE,
     observed_checks=True,
     wire_notes=wire_notes,  # tests/test_live_observe.py, tests/checkers/test_raft_term_update_*.py
+    senders=raft_senders,
 )
