@@ -173,20 +173,25 @@ class Client(LogReader, RaftNode):
         return [Send(DEALER, self.d.enc["RequestUpdate"](fields), "RequestUpdate",
                      {"corr": o.reqid.hex(), "topic": o.key})]
 
-    def finish(self, o: Op, now: int, status: str, output: Any = None, reason: str = "") -> Deliver:
-        return Deliver("op", {
+    def finish(self, o: Op, now: int, status: str, output: Any = None, reason: str = "",
+               applied: bool = False) -> Deliver:
+        data = {
             "id": o.id, "op": o.op, "key": o.key, "value": o.value, "expected": o.expected, "output": output,
             "status": status, "invoke_ns": o.invoke, "complete_ns": now, "index": o.index,
             # corr: the application's id of the operation, which its command carried (the trace
             # pairs the two); the wire's request id is reqid (and the corr of RequestUpdate sends)
             "reqid": o.reqid.hex(), "attempts": o.attempts, "reason": reason, "corr": o.id,
-        })
+        }
+        if applied:  # "info" only because its result cannot be read: the cluster applied it
+            data["applied"] = True
+        return Deliver("op", data)
 
-    def complete(self, status: str, now: int, output: Any = None, reason: str = "") -> list[Action]:
+    def complete(self, status: str, now: int, output: Any = None, reason: str = "",
+                 applied: bool = False) -> list[Action]:
         o, self.current = self.current, None
         self.my_reqids.discard(o.reqid)
         self.results.pop(o.reqid, None)
-        return [self.finish(o, now, status, output, reason)] + self.next_op(now)
+        return [self.finish(o, now, status, output, reason, applied)] + self.next_op(now)
 
     def on_applied(self) -> list[Action]:
         """The replica advanced: the current operation may be complete."""
@@ -206,7 +211,7 @@ class Client(LogReader, RaftNode):
             if o.op in ("put", "delete"):
                 return self.complete("ok", self.now)
             return self.complete("info", self.now, reason="its entry was compacted into a snapshot before the "
-                                                           "client read it: applied, result unknown")
+                                                           "client read it: applied, result unknown", applied=True)
         return self.complete("ok", self.now, found[1])
 
     # ---- inputs --------------------------------------------------------------------------------------
