@@ -43,7 +43,7 @@ high-water mark of its sockets, 1000; 0: none).
 
 from __future__ import annotations
 
-from bisect import bisect_right, insort
+from bisect import bisect_right
 from typing import Any
 
 from harness.node import Action, Deliver, Discard, NodeContext, Note, Send, SocketSpec, SocketType
