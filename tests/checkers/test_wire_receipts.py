@@ -23,7 +23,7 @@ from harness import composition
 from harness.checkers.base import CRASH, PAUSE, RESTART, RESUME, Checker, Event, Verdict
 from harness.checkers.wire import WireConformance
 from harness.checkers.wire_receipts import ExternalSenders
-from harness.node import NodeContext, NodeFactory, SocketSpec
+from harness.node import NodeFactory, SocketSpec
 from harness.registry import package
 from harness.checkers.external import corrupts
 from harness.scenario import load_scenario, parse_scenario
