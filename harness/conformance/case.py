@@ -348,7 +348,7 @@ def refs_in(value: Any) -> Any:
     """Every ``{ref: capture.field}`` in a send's values, also inside lists and mappings (a
     Raft log entry built from a captured request)."""
     if isinstance(value, dict):
-        if set(value) == {"ref"}:
+        if set(value) in ({"ref"}, {"ref", "add"}):  # add: a whole number to add to the captured one
             yield value["ref"]
             return
         for v in value.values():

@@ -396,6 +396,11 @@ class Conductor(PubSubPeers, BaseNode):
         also inside a list of mappings (log entries), and placeholders."""
         if isinstance(v, dict) and set(v) == {"ref"}:
             return self._ref(v["ref"])
+        if isinstance(v, dict) and set(v) == {"ref", "add"}:
+            base = self._ref(v["ref"])
+            if not isinstance(base, int) or isinstance(base, bool) or not isinstance(v["add"], int):
+                raise ValueError(f"{v['ref']} is {base!r}: add {v['add']!r} needs whole numbers")
+            return base + v["add"]
         if isinstance(v, dict) and set(v) == {"identity_of"}:
             return self._identity(str(v["identity_of"]))
         if isinstance(v, list) and any(isinstance(x, dict) for x in v):

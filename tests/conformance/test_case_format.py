@@ -141,6 +141,9 @@ def test_maybe_expects_and_sends_that_answer_them() -> None:
                     "last_index: 1, entries: [{reqid: {ref: first.reqid}, term: 1, data: {ref: first.data}}]}}\n",
                     roles)
     assert ok.steps[1].maybe
+    added = parse_case(head + "  - {as: peer.a, send: {type: RequestEntries, reqid: {ref: first.reqid}, "
+                              "prev_log_index: {ref: first.log_index, add: -1}}}\n", roles)
+    assert added.steps[1].fields["prev_log_index"] == {"ref": "first.log_index", "add": -1}
     with pytest.raises(CaseError, match="no earlier step captured a message named 'nothing'"):
         parse_case(head + "  - {as: peer.a, send: {type: RequestEntriesResponse, reqid: {ref: first.reqid}, status: 1, "
                           "last_index: 1, entries: [{reqid: {ref: nothing.reqid}, term: 1}]}}\n", roles)

@@ -31,6 +31,7 @@ VARIANTS: list[tuple[str, str, dict[str, Any]]] = [
     ("raft", "peer", {"snapshot_every": 2, "chunk_size": 8}),
     ("raft", "peer", {"max_entries": 1}),
     ("raft", "peer", {"entries_pipeline": 1}),
+    ("raft", "peer", {"max_entries": 1, "entries_pipeline": 1}),  # one entry, one answer, then a follow-up
     ("raft", "client", {"subscribe": True}),
     ("raft", "client", {"op_timeout_ms": 60000}),  # waits long for what it reads back
     ("raft", "client", {"response_ttl_ms": 200, "election_grace_ms": 50}),
