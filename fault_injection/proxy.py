@@ -116,6 +116,7 @@ class ChaosProxy(Relay):
         self._thread: threading.Thread | None = None
         self._stopping = False
         self._closed = False
+        self._links_at_close = 0  # link_count once the listeners are closed
 
     # ---- set-up ---------------------------------------------------------------------------
 
@@ -277,8 +278,9 @@ class ChaosProxy(Relay):
         return snapshot() if self._closed else self._call(snapshot)
 
     def link_count(self) -> int:
-        """Listeners added (one per proxied endpoint and connecter, or shared)."""
-        return self._call(lambda: len(self._listeners))
+        """Listeners added (one per proxied endpoint and connecter, or shared); after `stop`, those
+        it had."""
+        return self._links_at_close if self._closed else self._call(lambda: len(self._listeners))
 
     def open_connections(self) -> int:
         return self._call(lambda: len(self._conns))
@@ -361,6 +363,7 @@ class ChaosProxy(Relay):
         self._closed = True
         for conn in list(self._conns):
             self._close(conn)
+        self._links_at_close = len(self._listeners)
         for lsock in list(self._listeners):
             lsock.close()
         self._listeners.clear()

@@ -321,8 +321,8 @@ def run_scenario(scenario: Scenario, seed: int, mode: str, out_dir: str | None =
                     summary = recorder.stop()
                 if trace is not None:
                     trace.close()
-    if placement is not None and "proxy" in stats:  # final counts: the proxy has stopped, its reports are in
-        stats["proxy"] = live_faults.proxy_stats(placement.proxy, links=stats["proxy"]["links"])
+    if placement is not None:  # final counts: the proxy has stopped, its reports are in
+        stats["proxy"] = live_faults.proxy_stats(placement.proxy)
     if traffic is not None:
         stats["observed_traffic"] = traffic.summary()
     if recorder is not None:
@@ -381,6 +381,4 @@ def _stats(runtime: Any, observer: Observer, endpoints: Any) -> dict[str, Any]:
                      events=sim_stats.events, virtual_ns=runtime.now_ns)
     else:
         stats.update(wall_s=round(runtime.now_ns / 1e9, 3), endpoints=endpoints.assigned)
-        if getattr(runtime, "proxy", None) is not None:
-            stats["proxy"] = live_faults.proxy_stats(runtime.proxy)
     return stats

@@ -284,13 +284,12 @@ def welcome_on(runtime: Any, node: str, endpoint: str) -> bytes | None:
     return None
 
 
-def proxy_stats(proxy: ChaosProxy, links: int | None = None) -> dict[str, Any]:
-    """The proxy's counts for a run's stats (``links``: the listener count taken while it ran;
-    a stopped proxy has closed them)."""
+def proxy_stats(proxy: ChaosProxy) -> dict[str, Any]:
+    """The proxy's counts for a run's stats (a stopped proxy's: final)."""
     s = proxy.stats()
     return {"connections": s.connections, "messages": s.messages, "by_type": dict(s.by_type),
             "effects": dict(s.effects), "opaque": dict(s.opaque), "unidentified": s.unidentified,
-            "refused": s.refused, "resets": s.resets, "links": proxy.link_count() if links is None else links,
+            "refused": s.refused, "resets": s.resets, "links": proxy.link_count(),
             "observed_sends": s.observed_sends, "observed_receives": s.observed_receives}
 
 

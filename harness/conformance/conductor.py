@@ -50,7 +50,7 @@ import json
 from typing import Any, Callable
 
 from harness.conformance.answers import Answers
-from harness.conformance.case import Case, Step
+from harness.conformance.case import Case, Step, refs_in
 from harness.conformance.conductor_pubsub import PubSubPeers
 from harness.conformance.matchers import is_field_mapping, matches
 from harness.conformance.plan import Announcement, PeerSocket
@@ -375,18 +375,20 @@ class Conductor(PubSubPeers, BaseNode):
         ``skip_on``) one that matches ``skip_on`` did."""
         if not step.skip_on:
             return not self._type_arrived(step)
+        return self._type_arrived(step, step.skip_on)
+
+    def _type_arrived(self, step: Step, fields: dict[str, Any] | None = None) -> bool:
+        """A message of the step's type arrived (unconsumed, or during the step), whatever its
+        fields, or (``fields``) one that matches them."""
         fresh = self.seen.get(step.peer or "", [])[max(self.step_seen, 0):]
-        return any(msg is not None and msg.name == step.message
-                   and all(matches(self._resolve_matcher(m), msg.fields.get(f)) for f, m in step.skip_on.items())
+        return any(msg is not None and msg.name == step.message and (fields is None or self._fields_match(fields, msg))
                    for _, msg, _ in fresh)
 
-    def _type_arrived(self, step: Step) -> bool:
-        """A message of the step's type arrived (unconsumed, or during the step), whatever its fields."""
-        fresh = self.seen.get(step.peer or "", [])[max(self.step_seen, 0):]
-        return any(msg is not None and msg.name == step.message for _, msg, _ in fresh)
-
     def _match(self, step: Step, msg: Message) -> bool:
-        return all(matches(self._resolve_matcher(m), msg.fields.get(f)) for f, m in step.fields.items())
+        return self._fields_match(step.fields, msg)
+
+    def _fields_match(self, fields: dict[str, Any], msg: Message) -> bool:
+        return all(matches(self._resolve_matcher(m), msg.fields.get(f)) for f, m in fields.items())
 
     def _resolve(self, fields: dict[str, Any]) -> dict[str, Any]:
         return {k: self._resolve_value(v) for k, v in fields.items()}
@@ -412,8 +414,6 @@ class Conductor(PubSubPeers, BaseNode):
     def _unanswerable(self, step: Step) -> bool:
         """A send that refers to a capture that was not made (only a `maybe` expect leaves one
         unmade: the case would have failed otherwise)."""
-        from harness.conformance.case import refs_in  # noqa: PLC0415 - one helper for both sides
-
         return any(str(r).split(".")[0] not in self.captured for r in refs_in(step.fields))
 
     def _placeholder(self, v: Any) -> Any:

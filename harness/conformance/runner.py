@@ -23,6 +23,7 @@ from harness.conformance.case import TIMED_KINDS, Case, load_case
 from harness.conformance.conductor import IUT_CONNECTED, IUT_CRASHED, ROBUSTNESS, Conductor
 from harness.conformance.plan import PeerPlan, PeerSocket
 from harness.interrupts import shielded
+from harness.launch import zmq_harness_command
 from harness.node import Deliver, NodeFactory
 from harness.packages.base import RoleSuite
 from harness.protocols import catalogue, codec
@@ -115,8 +116,6 @@ def _values(case: Case, rs: RoleSuite, dialect: str, endpoint: str, alloc: Any =
     values = dict(rs.placeholders)
     values.update(case.iut)
     port = endpoint.rsplit(":", 1)[-1]
-    from harness.launch import zmq_harness_command  # noqa: PLC0415 - the process side, only for command lines
-
     values.update(endpoint=endpoint, port=port, host="127.0.0.1", dialect=dialect, python=shlex.quote(sys.executable),
                   zmq_harness=zmq_harness_command())
     # endpoints the harness binds and the IUT connects to, then further ones the IUT binds

@@ -14,7 +14,7 @@ def _completed(op: dict[str, Any]) -> bool:
     """The cluster did its part: the operation is ``ok``, or ``info`` only because the client could
     not read its result back (its entry was compacted into a snapshot first: ``applied``; when a
     peer compacts its log is the peer's choice)."""
-    return op.get("status") == "ok" or (op.get("status") == "info" and bool(op.get("applied")))
+    return op.get("status") == "ok" or bool(op.get("applied"))  # (only an "info" says applied)
 
 
 class LiveAfterHeal(RaftChecker):
@@ -22,9 +22,10 @@ class LiveAfterHeal(RaftChecker):
     link, the last restart, the last clock change; 0 without faults), within ``within`` (default
     5 s): some leader's AppendEntries is acknowledged by a follower, or a client operation
     completes (either shows a working leader; the second also when the peers are not probed), and
-    every client operation invoked after the heal completes with status ``ok`` within ``within``
-    of its invocation (or ``info`` that says the cluster applied it, ``_completed``). Reads AppendEntries and their responses at the leaders, the clients'
-    commands and their ``op`` deliveries. Operations invoked too close to the end of the run to
+    every client operation invoked after the heal completes within ``within`` of its invocation
+    (status ``ok``, or ``info`` that says the cluster applied it: `_completed`). Reads
+    AppendEntries and their responses at the leaders, the clients' commands and their ``op``
+    deliveries. Operations invoked too close to the end of the run to
     be judged are skipped. Message rules (loss, reordering) are not faults that heal: liveness
     must hold under them."""
 

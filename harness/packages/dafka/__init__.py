@@ -273,7 +273,7 @@ PACKAGE = ProtocolPackage(
     advertised={"bind": "advertise"},  # BEACON host and port (E-DAFKA-13)
     # a node's tower SUB hears towers; its peer SUB any node but a tower; a tower's XSUB any node
     # (what a message is does not narrow it: a broken node may send any command id)
-    senders=senders_by_role({"tower": ("producer", "store", "consumer"), "producer": NODE_ROLES,
+    senders=senders_by_role({"tower": NODE_ROLES, "producer": NODE_ROLES,
                              "store": NODE_ROLES, "consumer": NODE_ROLES},
                             {(r, TOWER_SUB): ("tower",) for r in NODE_ROLES}),
 )
