@@ -146,7 +146,23 @@ def unsupported(scenario: Scenario, capabilities: frozenset[str], mode: str) -> 
         if missing:
             why = "; ".join(WHY_NOT.get(c, f"the {mode} runtime cannot do {c}") for c in missing)
             out.append(f"{f.key} faults cannot run {mode}: {why}")
+        elif CLOCK in f.capabilities and scenario.external:
+            out += _external_clock(scenario, f.target, mode)
     return list(dict.fromkeys(out))
+
+
+def _external_clock(scenario: Scenario, target: str, mode: str) -> list[str]:
+    """A clock skew moves the clock of a node the harness runs; an external process reads the
+    host's, which the harness cannot move: a target that names one, or may when the fault fires
+    (``any``, ``leader``, ...), is refused before the run."""
+    external = {n for g in scenario.external for n in g.nodes}
+    named = scenario.targets.static(target)
+    if named is None:
+        return [f"clock_skew of {target!r} cannot run {mode}: it may name an external process when it fires, "
+                f"whose clock (the host's) the harness cannot move; name nodes the harness runs"]
+    hit = [n for n in named if n in external]
+    return [f"clock_skew of {target!r} cannot run {mode}: {', '.join(hit)} run(s) an external command, which reads "
+            "the host's clock, which the harness cannot move"] if hit else []
 
 
 class _Observed:

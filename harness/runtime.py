@@ -23,6 +23,7 @@ the incarnation counting from 0 at the first start.
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Protocol, Sequence
@@ -35,6 +36,25 @@ CRASH, RESTART, PAUSE, PARTITION, CLOCK, SLOW_LINK, RULES = (
 )
 
 ActionHook = Callable[[str, Action, int], None]  # (node, action, time_ns)
+
+
+def skewed_time(t: int, offset: int, drift: float) -> int:
+    """What a node's clock reads at the runtime's time ``t`` after a clock fault: ``t + offset +
+    drift * t`` (both runtimes, and what `unskewed_time` inverts)."""
+    return t + offset + int(round(drift * t))
+
+
+def unskewed_time(node_time: int, offset: int, drift: float) -> int:
+    """The earliest runtime time at which the node's skewed clock reads ``node_time`` or later
+    (when a timer the node asked for on its own clock is due)."""
+    if drift == 0.0:
+        return node_time - offset
+    t = math.ceil((node_time - offset) / (1.0 + drift))
+    while skewed_time(t, offset, drift) < node_time:
+        t += 1
+    while skewed_time(t - 1, offset, drift) >= node_time:
+        t -= 1
+    return t
 
 
 def node_rng(seed: int, name: str, incarnation: int) -> random.Random:

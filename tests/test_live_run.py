@@ -42,9 +42,14 @@ def test_external_broker_process(tmp_path: Path) -> None:
     assert not [p for p in running_processes() if p.running]
 
 
-def test_clock_skew_is_refused_with_a_one_line_reason(tmp_path: Path) -> None:
-    text = short(Path("scenarios/dcp/clean.yaml").read_text()) + "faults:\n  - {clock_skew: broker, offset: 50ms}\n"
-    with pytest.raises(LiveRunError, match="^clock_skew faults cannot run live: .*host's clock") as err:
+def test_clock_skew_of_an_external_process_is_refused_with_a_one_line_reason(tmp_path: Path) -> None:
+    """In-process nodes' clocks move live (tests/live/test_runtime_clock.py); a process's is the host's."""
+    text = short(Path("scenarios/dcp/clean.yaml").read_text()).replace(
+        "broker: {role: broker, config: {heartbeat: 250ms, liveness: 3}}",
+        'broker: {role: broker, command: "zmq-harness node dcp broker --bind {endpoint}"}',
+    ) + "faults:\n  - {clock_skew: broker, offset: 50ms}\n"
+    with pytest.raises(LiveRunError, match="^clock_skew of 'broker' cannot run live: broker run.s. an external "
+                                           "command, .*host's clock") as err:
         run_live(parse_scenario(text, "skew.yaml"), 1, str(tmp_path))
     assert "\n" not in str(err.value)
 

@@ -11,6 +11,7 @@ import pytest
 
 from harness.composition import run_sim
 from harness.scenario import load_scenario
+from harness.trace import read_trace
 from tests.sweeps import sweep
 
 RAFT = sorted(glob.glob("scenarios/raft/chaos/*.yaml"))
@@ -132,3 +133,17 @@ def test_leader_crash_passes_live(tmp_path: Path, no_thread_leak: None) -> None:
     assert r.ok, [(v.check, v.detail) for v in r.failed]
     elections = next(v for v in r.verdicts if v.check == "election-safety")
     assert int(elections.detail.split()[0]) >= 2  # the crash hit the leader and another took over
+
+
+@pytest.mark.slow
+@pytest.mark.live
+@pytest.mark.timeout(120)
+def test_skewed_clocks_and_pauses_pass_live(tmp_path: Path, no_thread_leak: None) -> None:
+    """clock-pauses.yaml over real sockets: the live runtime skews and drifts the in-process
+    peers' and a client's clocks (peer 0 runs 20% fast, 2 s ahead) and pauses them."""
+    from harness.composition import run_live
+
+    r = run_live(load_scenario("scenarios/raft/chaos/clock-pauses.yaml"), 1, str(tmp_path))
+    assert r.ok, [(v.check, v.detail) for v in r.failed]
+    clocks = [row for row in read_trace(r.trace_path).to_pylist() if row["kind"] == "fault" and row["fault"] == "clock"]
+    assert len(clocks) == 3, clocks

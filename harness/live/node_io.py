@@ -20,7 +20,7 @@ from harness.node import (
     Action, Connect, Deliver, Discard, Disconnect, DurableStore, Node, NodeFactory, Note, Send, SocketSpec,
     SocketType, Subscribe, Unsubscribe,
 )
-from harness.runtime import ActionHook
+from harness.runtime import ActionHook, skewed_time, unskewed_time
 from harness.trace import CONNECT, DELIVER, DISCONNECT, DROP, NOTE, RECV, SEND, TraceWriter, meta_columns, pack_frames
 
 _NOBLOCK = int(zmq.NOBLOCK)
@@ -66,7 +66,11 @@ class Slot:
     crashed: bool = False
     paused: bool = False
     waiting: list[dict[str, Any]] = field(default_factory=list)  # commands held while paused
-    timer_at: int | None = None
+    timer_at: int | None = None  # on the runtime's clock
+    timer_node: int | None = None  # the same deadline as the node asked for it, on its own clock
+    offset: int = 0  # clock skew (a fault): node time = t + offset + drift * t, t on the runtime's clock
+    drift: float = 0.0
+    skewed: bool = False
     notes: dict[str, Any] = field(default_factory=dict)  # latest Note data per kind, this incarnation
     specs: dict[str, SocketSpec] = field(default_factory=dict)
     sockets: dict[str, zmq.Socket] = field(default_factory=dict)
@@ -76,6 +80,12 @@ class Slot:
     peers: dict[str, str] = field(default_factory=dict)  # socket -> endpoint label for the trace
     routers: set[str] = field(default_factory=set)  # names of ROUTER sockets
     source: str | None = None  # the local address its TCP connections come from (a 127.x address)
+
+
+def set_timer(slot: Slot, at: int | None) -> None:
+    """Take the deadline a node asked for (on its own clock) as when its timer is due."""
+    slot.timer_node = at
+    slot.timer_at = unskewed_time(at, slot.offset, slot.drift) if slot.skewed and at is not None else at
 
 
 class NodeIO:
@@ -130,7 +140,7 @@ class NodeIO:
                 trace.emit_message(slot.name, RECV, now, sname, peer, None, None, pack_frames(frames),
                                    message_columns(None, sum(map(len, frames)), None))
             try:
-                actions = receive(sname, frames, now)
+                actions = receive(sname, frames, skewed_time(now, slot.offset, slot.drift) if slot.skewed else now)
                 if actions:
                     apply(slot, node, actions, now)
             except Exception as exc:
@@ -139,19 +149,22 @@ class NodeIO:
             if slot.node is not node:
                 return  # crashed or restarted by a hook
         try:
-            slot.timer_at = node.get_timer()
+            set_timer(slot, node.get_timer())
         except Exception as exc:
             self._node_failed(slot, "receive", exc)
 
     def _input(self, slot: Slot, node: Node, where: str, fn: Callable[..., list[Action]], *args: Any) -> None:
         """Hand one input to the node, carry out its actions, ask for its next timer; a node
-        that raises or misbehaves is failed (one policy, `harness.runtime`)."""
+        that raises or misbehaves is failed (one policy, `harness.runtime`). The last argument is
+        the time, on the runtime's clock: the node gets it on its own (skewed) clock, the trace
+        and the hooks on the runtime's."""
         try:
-            actions = fn(*args)
+            now = args[-1]
+            actions = fn(*args[:-1], skewed_time(now, slot.offset, slot.drift)) if slot.skewed else fn(*args)
             if actions:
-                self._apply(slot, node, actions, args[-1])
+                self._apply(slot, node, actions, now)
             if slot.node is node:
-                slot.timer_at = node.get_timer()
+                set_timer(slot, node.get_timer())
         except Exception as exc:
             self._node_failed(slot, where, exc)
 

@@ -33,27 +33,28 @@ import zmq
 from harness.live.deliveries import Delivery, DeliveryLog
 from harness.live.external import ExternalNode
 from harness.live.loop import EventLoop, LiveRuntimeError
-from harness.live.node_io import NodeIO, Slot
+from harness.live.node_io import NodeIO, Slot, set_timer
 from harness.live.sockets import BIND_RETRY_S, SocketSetupError, open_socket
 from harness.node import DurableStore, Node, NodeContext, NodeFactory, SocketType
 from harness.runtime import (
-    CRASH as CAN_CRASH, PARTITION as CAN_PARTITION, PAUSE as CAN_PAUSE, RESTART as CAN_RESTART,
+    CLOCK as CAN_CLOCK, CRASH as CAN_CRASH, PARTITION as CAN_PARTITION, PAUSE as CAN_PAUSE, RESTART as CAN_RESTART,
     RULES as CAN_RULES, SLOW_LINK as CAN_SLOW_LINK, ActionHook, FailureHook, NodeFailure, UnsupportedFault,
-    failure_of, node_rng,
+    failure_of, node_rng, skewed_time,
 )
 from harness.trace import CRASH, PAUSE, RESTART, RESUME, TraceWriter
 
 log = logging.getLogger(__name__)
 
-LIVE_FAULTS = frozenset({CAN_CRASH, CAN_RESTART, CAN_PAUSE, CAN_PARTITION, CAN_SLOW_LINK, CAN_RULES})
+SEND_ONLY = frozenset({zmq.PUB, zmq.PUSH})  # nothing to read: a recv on them fails (ENOTSUP)
+LIVE_FAULTS = frozenset({CAN_CRASH, CAN_RESTART, CAN_PAUSE, CAN_PARTITION, CAN_SLOW_LINK, CAN_RULES, CAN_CLOCK})
 NO_PROXY = "needs the ZMTP proxy between the nodes (attach_proxy); the run driver places it when a scenario asks"
 
 __all__ = ["LIVE_FAULTS", "LiveRuntime", "LiveRuntimeError", "SocketSetupError"]
 
 
 class LiveRuntime(EventLoop, NodeIO):
-    # Crashes, restarts and pauses by itself; message rules, partitions and slow links through
-    # the ZMTP proxy it is given (attach_proxy); clock skew needs a simulator.
+    # Crashes, restarts, pauses and the clocks of in-process nodes by itself; message rules,
+    # partitions and slow links through the ZMTP proxy it is given (attach_proxy).
     capabilities = LIVE_FAULTS
 
     def __init__(self, trace: TraceWriter | None = None, *, seed: int = 0, context: zmq.Context | None = None,
@@ -274,7 +275,28 @@ class LiveRuntime(EventLoop, NodeIO):
         self._need_proxy("partitions").heal(pid)
 
     def set_clock(self, node: str, offset_ns: int, drift: float = 0.0) -> None:
-        raise UnsupportedFault("clock skew exists only in simulation (a real process reads the host's clock)")
+        """From now on the in-process node reads ``t + offset_ns + drift * t`` (``t``: this
+        runtime's clock); a pending timer is re-converted. Survives restarts (it is the host's
+        clock). An external process reads the host's clock, which the harness cannot move."""
+        if node in self._external:
+            raise UnsupportedFault(f"clock skew of {node}: an external process reads the host's clock, which the "
+                                   "harness cannot move (skew the nodes the harness runs, or run it in simulation)")
+        if drift <= -1.0:
+            raise ValueError(f"set_clock({node}): drift must be > -1, got {drift}")
+        slot = self._slot(node)
+        self.call(lambda: self._set_clock(slot, int(offset_ns), float(drift)))
+
+    def node_time(self, name: str) -> int:
+        """What the in-process node's (possibly skewed) clock reads now."""
+        slot = self._slot(name)
+        now = self.now_ns
+        return skewed_time(now, slot.offset, slot.drift) if slot.skewed else now
+
+    def _set_clock(self, slot: Slot, offset: int, drift: float) -> None:
+        slot.offset, slot.drift = offset, drift
+        slot.skewed = offset != 0 or drift != 0.0
+        set_timer(slot, slot.timer_node)
+        self.fault_note("clock", f"offset={offset}ns drift={drift}", slot.name)
 
     def slow_link(self, src: str, dst: str, latency: Any) -> int:
         return self._need_proxy("slow links").slow_link(src, dst, latency)
@@ -340,7 +362,7 @@ class LiveRuntime(EventLoop, NodeIO):
             at = slot.timer_at
             if at is None or at > now or slot.node is None or slot.paused:
                 continue
-            slot.timer_at = None
+            slot.timer_at = slot.timer_node = None
             node = slot.node
             self._input(slot, node, "handle_timer", node.handle_timer, now)
 
@@ -437,7 +459,7 @@ class LiveRuntime(EventLoop, NodeIO):
         for request in waiting:
             self._do_command(slot, request)
         for sock, own in list(self._owner.items()):  # what queued in ZeroMQ meanwhile
-            if own[0] is slot and slot.node is not None and not slot.paused:
+            if own[0] is slot and slot.node is not None and not slot.paused and sock.type not in SEND_ONLY:
                 self._drain(sock, own)
 
     def _crash(self, slot: Slot, detail: str) -> None:
@@ -448,7 +470,7 @@ class LiveRuntime(EventLoop, NodeIO):
         slot.crashed = True
         slot.paused = False
         slot.waiting = []
-        slot.timer_at = None
+        slot.timer_at = slot.timer_node = None
         self._row_lifecycle(slot.name, CRASH, detail)
 
     def _restart(self, slot: Slot) -> None:

@@ -3,11 +3,11 @@ and what does not (the node object, its sockets, its timer, its backlog)."""
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from harness.node import DurableStore, Node, NodeFactory
+from harness.runtime import skewed_time, unskewed_time
 
 if TYPE_CHECKING:
     from harness.sim.sockets import SimSocket
@@ -61,17 +61,10 @@ class NodeSlot:
     def node_time(self, virtual: int) -> int:
         if not self.skewed:
             return virtual
-        return virtual + self.offset + int(round(self.drift * virtual))
+        return skewed_time(virtual, self.offset, self.drift)
 
     def to_virtual(self, node_time: int) -> int:
         """The earliest virtual time at which the node's clock reads ``node_time`` or later."""
         if not self.skewed:
             return node_time
-        if self.drift == 0.0:
-            return node_time - self.offset
-        v = math.ceil((node_time - self.offset) / (1.0 + self.drift))
-        while self.node_time(v) < node_time:
-            v += 1
-        while self.node_time(v - 1) >= node_time:
-            v -= 1
-        return v
+        return unskewed_time(node_time, self.offset, self.drift)

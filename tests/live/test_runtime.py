@@ -162,6 +162,23 @@ def test_xpub_welcome_message(runtime: LiveRuntime) -> None:
     assert d.data["topic"] == b"WELCOME"
 
 
+def test_a_paused_publisher_resumes_and_publishes(runtime: LiveRuntime) -> None:
+    """Resuming a node reads what queued in its sockets meanwhile, but not a PUB's: there is
+    nothing to read, and a recv on it fails (ENOTSUP), which stopped the whole run (a Raft peer,
+    whose broadcast PUB is one, paused in scenarios/raft/chaos/clock-pauses.yaml --live)."""
+    runtime.add_node("pub", Publisher, role="publisher")
+    runtime.start()
+    endpoint = runtime.endpoints("pub")["pub"][0]
+    runtime.add_node("sub", Subscriber, role="subscriber", config={"connect": [endpoint], "topics": [b"news"]})
+    runtime.pause("pub")
+    runtime.resume("pub")
+    deadline = time.monotonic() + 5
+    while not kinds(runtime.deliveries, "message") and time.monotonic() < deadline:
+        runtime.command(0, "pub", {"topic": b"news", "body": b"after"})
+        time.sleep(0.02)
+    assert kinds(runtime.deliveries, "message"), "the publisher serves again after its pause"
+
+
 def test_crash_and_restart_keeps_store_and_port(runtime: LiveRuntime) -> None:
     endpoint = echo_pair(runtime, n=3)
     runtime.wait_for(lambda ds: len(kinds(ds, "reply")) == 3, timeout=5)

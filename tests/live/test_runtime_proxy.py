@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.live, pytest.mark.timeout(30)]
 def test_network_faults_need_a_proxy(no_thread_leak: None) -> None:
     with LiveRuntime() as rt:
         for fault in (lambda: rt.partition([["a"], ["b"]]), lambda: rt.heal(), lambda: rt.slow_link("a", "b", "1ms"),
-                      lambda: rt.restore_link(1), lambda: rt.set_clock("a", 5)):
+                      lambda: rt.restore_link(1)):
             with pytest.raises(UnsupportedFault):
                 fault()
 
