@@ -3,6 +3,7 @@ server's P, P+1, P+2), the same (node, purpose) always gets the same endpoint.""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -86,3 +87,34 @@ def test_a_process_that_exits_by_itself_fails_process_alive_unless_with_status_0
     assert set(by_node) == {"outside", "done"}, by_node
     assert not by_node["outside"].ok and "outside exited with status 3" in by_node["outside"].detail
     assert by_node["done"].ok and "done ended by itself with status 0" in by_node["done"].detail
+
+
+# ---- {data_dir}: kept across a node's restarts, never across runs -----------------------------
+
+_KEEPER = """protocol: raft
+name: raft-data-dirs
+duration: 1s
+nodes:
+  peers: {role: peer, count: 1, command: "{python} -c pass --data-dir {data_dir}"}
+"""
+
+
+def test_a_data_dir_starts_empty_in_each_run_of_an_out_dir(tmp_path: Any) -> None:
+    """A second run in the same out dir (`zmq-harness run --live` twice into runs/) used to hand
+    each external node the directory of the run before: Raft stand-in peers came back with that
+    run's log, and log-matching and linearizable failed them (and reference peers alike)."""
+    from harness.launch import external_node
+    from harness.scenario import parse_scenario
+
+    scenario = parse_scenario(_KEEPER)
+    group = scenario.groups["peers"]
+    alloc = EndpointAllocator("live")
+    alloc("peers.0", "router")
+    first = external_node(scenario, group, "peers.0", "peer", 1, alloc, str(tmp_path), config={})
+    data_dir = first.process.args[-1]
+    assert data_dir.startswith(str(tmp_path))
+    with open(f"{data_dir}/state.json", "w") as f:
+        f.write("the log of the run before")
+    again = external_node(scenario, group, "peers.0", "peer", 2, alloc, str(tmp_path), config={})
+    assert again.process.args[-1] == data_dir
+    assert os.listdir(data_dir) == [], "a new run's node starts without the last run's durable state"
