@@ -118,3 +118,37 @@ def test_a_data_dir_starts_empty_in_each_run_of_an_out_dir(tmp_path: Any) -> Non
     again = external_node(scenario, group, "peers.0", "peer", 2, alloc, str(tmp_path), config={})
     assert again.process.args[-1] == data_dir
     assert os.listdir(data_dir) == [], "a new run's node starts without the last run's durable state"
+
+
+# ---- a restart that a crash fault cuts short did not fail -------------------------------------
+
+
+@pytest.mark.live
+@pytest.mark.timeout(60)
+def test_a_restart_a_crash_fault_cuts_short_is_not_a_restart_that_failed() -> None:
+    """The reference peer as an external command takes a second or more to print READY on a
+    loaded machine; rolling-restarts crashes a peer 1 s after its restart began, and
+    five-peers-everything the leader it restarted 0.5 s before: the crash killed a process still
+    starting, and process-alive said it "did not come back after a restart" ("exited with code
+    -9 before printing a line matching 'READY'"), though the scenario had killed it."""
+    import time
+
+    from harness.live.external import ExternalNode
+    from harness.live.supervisor import ManagedProcess, ReadyLine
+
+    slow = ExternalNode(ManagedProcess(["sh", "-c", "sleep 0.6; echo READY; exec sleep 30"],
+                                       ready=ReadyLine("READY", timeout=10), name="slow"), "peer")
+    slow.process.start()
+    try:
+        slow.restart_in_background()
+        time.sleep(0.3)  # starting again, not ready yet: a crash fault strikes
+        slow.kill()
+        slow.wait_restarted(10)
+        assert slow.restart_errors == []
+    finally:
+        slow.process.kill()
+    broken = ExternalNode(ManagedProcess(["sh", "-c", "exit 3"], ready=ReadyLine("READY", timeout=10),
+                                         name="broken"), "peer")
+    broken.restart_in_background()
+    broken.wait_restarted(10)
+    assert len(broken.restart_errors) == 1 and "before printing" in broken.restart_errors[0], broken.restart_errors
