@@ -9,9 +9,10 @@ it), ``{name}``, ``{seed}``, ``{python}`` (this Python, quoted) and ``{zmq_harne
 "external" one without the virtual environment on PATH; a command whose first word is
 ``zmq-harness`` gets the same); ``{advertise}`` (the endpoint to
 announce to peers: the chaos proxy's listener when one stands in front of it), ``{data_dir}``
-(a directory of its own that survives restarts; ``{datadir}`` is the same, its older name), and
-every text or whole-number setting the node has after wiring (``{connect}``, ``{towers}``: a
-list joined with ``,``, a list of lists with ``;``; ``{heartbeat_ms}``: a duration in ms).
+(a directory of its own that survives restarts, emptied when a run starts; ``{datadir}`` is the
+same, its older name), and every text or whole-number setting the node has after wiring
+(``{connect}``, ``{towers}``: a list joined with ``,``, a list of lists with ``;``;
+``{heartbeat_ms}``: a duration in ms).
 """
 
 from __future__ import annotations
