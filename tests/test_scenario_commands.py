@@ -44,3 +44,17 @@ def test_a_scenario_command_runs_without_the_venv_on_path(tmp_path: Path, start:
                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=110)
     assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-2000:])
     assert "PASS dcp-clean" in r.stdout
+
+
+def test_an_external_brokers_command_gets_the_interval_the_harness_workers_use() -> None:
+    """The broker and its workers agree on the heartbeat interval (E-DCP-09): the harness's
+    workers take the broker group's setting, or the default, and an external broker's command
+    line gets the same as {heartbeat_ms} and {liveness} (before, only when the file set them)."""
+    from harness.registry import package
+
+    for broker_cfg, want in (({}, ("1000", "3")), ({"heartbeat_ms": 100, "liveness": 5}, ("100", "5"))):
+        nodes = {"broker": ("broker", dict(broker_cfg)), "w": ("worker", {}), "c": ("client", {})}
+        package("dcp").wire(nodes, lambda node, purpose: f"tcp://127.0.0.1:{5000 + len(node)}")
+        values = placeholders("broker", ["tcp://127.0.0.1:5006"], 1, nodes["broker"][1])
+        assert (values["heartbeat_ms"], values["liveness"]) == want
+        assert (nodes["w"][1]["heartbeat_ms"], nodes["w"][1]["liveness"]) == (int(want[0]), int(want[1]))

@@ -21,6 +21,7 @@ from harness.protocols.dafka import COMMAND_IDS, PEER, TOPIC_RULES
 
 DIRECT_HEAD_SUBJECT = "dafka.store.direct-head-per-partition"
 HELLOS = ("STORE-HELLO", "CONSUMER-HELLO")
+BY_SUBJECT = frozenset(COMMAND_IDS[n] for n in ("RECORD", "HEAD"))  # on the topic of their subject
 # The commands whose receipt can teach a partition, a requestor, a topic or a store.
 LEARNED_IDS = frozenset(COMMAND_IDS[n] for n in ("RECORD", "HEAD", "DIRECT-RECORD", "DIRECT-HEAD", "FETCH",
                                                  "GET-HEADS", "CONSUMER-HELLO", "STORE-HELLO"))
@@ -116,7 +117,13 @@ class TopicFrames(Checker):
     FETCHed, DIRECT-HEAD on the address of a node that asked for heads (GET-HEADS or
     CONSUMER-HELLO; a store's for a topic that node asked for), GET-HEADS on a topic of the run,
     STORE-HELLO on no store's or partition's address, CONSUMER-HELLO on no consumer's or
-    partition's address."""
+    partition's address.
+
+    With ``external_producers``, the RECORDs and HEADs they send are judged as the harness's
+    nodes receive them (a store subscribes to every RECORD and HEAD, whatever its topic): the
+    topic frame is the subject the message names, a rule that needs nothing else of the run.
+    Only without a ``corrupt`` rule (the package does not pass them then): a damaged copy would
+    be blamed on its sender."""
 
     name = "topic-frames"
     clause = "dafka.wire.topic-frame"
@@ -124,8 +131,10 @@ class TopicFrames(Checker):
     roles = frozenset({"producer", "store", "consumer"})
 
     def __init__(self, roles: dict[str, str] | None = None, topics: dict[str, list[str]] | None = None,
-                 **params: Any) -> None:
+                 external_producers: frozenset[str] = frozenset(), **params: Any) -> None:
         super().__init__(**params)
+        self.external_producers = external_producers
+        self.sent: set[bytes] = set()  # RECORDs and HEADs probed nodes sent, and those judged as received
         self.seen = _Seen(roles or {}, topics or {})
         self.pending: list[tuple[Event, Message]] = []
         self.known: set[tuple[bytes, ...]] = set()  # first two frames of every message read already
@@ -140,6 +149,8 @@ class TopicFrames(Checker):
             return
         if not ev.frames:
             return
+        if self.external_producers and ev.frames[0][:1] in BY_SUBJECT and not ev.via:
+            self._by_subject(ev)
         if ev.kind == RECV:
             # Only a received message that no probed node sent (an external node's, a damaged one)
             # teaches anything new: the frames of every message sent or read so far are skipped.
@@ -166,6 +177,23 @@ class TopicFrames(Checker):
                 msg.name == "DIRECT-HEAD" and ev.role == "store"
                 and (msg["topic"], msg["subject"]) not in self.seen.head_requests):
             self.pending.append((ev, msg))
+
+    def _by_subject(self, ev: Event) -> None:
+        """A RECORD or HEAD: a probed node's send is remembered (its own rule judges it below);
+        one received that no probed node sent is an external producer's, judged once here."""
+        key = b"".join(ev.frames or [])
+        if ev.kind == SEND:
+            self.sent.add(key)
+            return
+        msg = ev.decoded(channel=PEER) if ev.kind == RECV and key not in self.sent else None
+        if msg is None or msg.name not in ("RECORD", "HEAD"):
+            return
+        self.sent.add(key)
+        self.judged += 1
+        if msg["topic"] != msg["subject"]:
+            self.bad.append((ev, f"{ev.node} received {msg.name} from {msg['address']!r}, an external producer, "
+                                 f"with topic {msg['topic']!r}, not its subject {msg['subject']!r}",
+                             TOPIC_RULES[msg.name].clause))
 
     def _fail(self, ev: Event, msg: Message, what: str, clause: str | None = None) -> None:
         self.bad.append((ev, f"{ev.node} sent {msg.name} with {what}", clause or TOPIC_RULES[msg.name].clause))

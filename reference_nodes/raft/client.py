@@ -26,6 +26,10 @@ so the update is applied at most once (E-RAFT-16). An operation whose entry show
 committed log the client reads (a StateBroadcast, RequestEntries) is complete even if the
 "committed" response was lost.
 
+Notes: ``op-start`` (``id``, ``reqid``) as an operation's first RequestUpdate goes out, and
+``op-committed`` (``id``, ``index``) when the client first learns its entry is committed (the
+leader's answer, or the entry in the log it reads), before it has read the result back.
+
 Each operation ends in one ``Deliver("op", {...})`` with ``id``, ``op``, ``key``, ``value``,
 ``expected``, ``output`` (get: the value or None; cas: True/False; put, delete: None),
 ``status`` (``ok``: completed with that output; ``fail``: definitely not applied; ``info``:
@@ -54,6 +58,7 @@ from reference_nodes.raft.common import (
 from reference_nodes.raft.state_machine import OPS, encode_op
 
 DEALER = "dealer"
+COMMITTED = "op-committed"  # the note of an operation whose entry is committed (see `committed`)
 DEFAULT_OP_TIMEOUT_MS = 10_000
 
 
@@ -74,6 +79,13 @@ class Op:
         self.index: int | None = None  # acknowledged log index
         self.deadline: int | None = None  # response timeout of the attempt in flight
         self.give_up = 0
+
+
+def committed(o: Op) -> Note:
+    """The cluster's part of an operation is done: its entry is committed at ``index`` (the leader
+    said so, or the client found the entry in the committed log). What remains, reading the result
+    back, is the client's own work (`harness.checkers.raft.liveness` times the cluster by this)."""
+    return Note(COMMITTED, {"id": o.id, "index": o.index})
 
 
 class Client(LogReader, RaftNode):
@@ -199,20 +211,22 @@ class Client(LogReader, RaftNode):
         if o is None:
             return []
         found = self.results.get(o.reqid)
+        out: list[Action] = []
         if o.index is None and found is not None:
             o.index = found[0]  # its entry is in the committed log: done, whatever became of the answer
+            out.append(committed(o))
         if o.index is None or self.applied < o.index:
-            return []
+            return out
         if found is None or found[0] != o.index:
             at = "nowhere" if found is None else f"at {found[0]}"
-            return self.complete("info", self.now, reason=f"acknowledged at index {o.index}, but the log has "
-                                 f"its entry {at}")
+            return out + self.complete("info", self.now, reason=f"acknowledged at index {o.index}, but the log has "
+                                       f"its entry {at}")
         if found[1] is COMPACTED:  # read from a snapshot: a put or delete returns nothing anyway
             if o.op in ("put", "delete"):
-                return self.complete("ok", self.now)
-            return self.complete("info", self.now, reason="its entry was compacted into a snapshot before the "
-                                                           "client read it: applied, result unknown", applied=True)
-        return self.complete("ok", self.now, found[1])
+                return out + self.complete("ok", self.now)
+            return out + self.complete("info", self.now, reason="its entry was compacted into a snapshot before "
+                                       "the client read it: applied, result unknown", applied=True)
+        return out + self.complete("ok", self.now, found[1])
 
     # ---- inputs --------------------------------------------------------------------------------------
     def receive(self, socket: str, frames: list[bytes], now: int) -> list[Action]:
@@ -247,6 +261,7 @@ class Client(LogReader, RaftNode):
             if o.index is None:
                 o.index = index
                 o.deadline = None
+                return [committed(o), *(self.on_applied() or self.read_to(index, now))]
             return self.on_applied() or self.read_to(index, now)
         third = msg.get("leader_id")
         if third is None:  # expired (E-RAFT-15): it will not be applied by this leader; unknown in general

@@ -5,7 +5,8 @@ A client runs its operations one at a time. The independent stand-in peer commit
 its next AppendEntries (its heartbeat, 100 ms: lawful, E-RAFT-12), so a client gets about 10
 operations a second from it, and a chaos file's 13 a second per client queued up all run long;
 counted from the command, every operation after the heal of `scenarios/raft/chaos/leader-crash.yaml`
-"took" more than 2 s and the check failed a correct cluster."""
+"took" more than 2 s and the check failed a correct cluster. (main's cdad2f4 made the same change
+to the checker, with the client's op-committed note besides; these tests hold for it.)"""
 
 from __future__ import annotations
 
@@ -61,18 +62,18 @@ def test_a_cluster_serving_each_operation_in_150_ms_passes_though_the_clients_qu
     assert max(waits) > 2 * S, "the queue makes later operations wait longer than the bound"
     ok, detail = judge(events)
     assert ok, detail
-    assert "60 operation(s) open after it" in detail, detail
+    assert "60 later operation(s) committed within 2 s" in detail, detail
 
 
 def test_an_operation_the_cluster_never_answers_fails_and_what_waits_behind_it_is_not_counted() -> None:
     ok, detail = judge(client_run(110, stuck=4))
     assert not ok and detail.startswith("1 violation(s): operation op4 of clients.0 sent at"), detail
-    assert "not completed" in detail
+    assert "not committed" in detail
 
 
 def test_an_operation_open_at_the_heal_counts_from_the_heal() -> None:
     ok, detail = judge(client_run(50, before_heal_done_ms=3200))  # 2.2 s after the heal at 1 s
-    assert not ok and "operation early of clients.0 sent at 0.500 s (open at the heal, 1.000 s): ok after 2.200 s" \
+    assert not ok and "operation early of clients.0 pending at the heal, sent at 0.500 s: ok after 2.700 s" \
         in detail, detail
     ok, detail = judge(client_run(50, before_heal_done_ms=2500))
     assert ok, detail

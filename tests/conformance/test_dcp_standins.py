@@ -99,3 +99,30 @@ def test_the_standins_as_external_processes_of_a_lossy_chaos_run_pass(external: 
     assert result.ok, [v.to_dict() for v in result.failed]
     if external == "broker":
         assert any("external: broker" in v.detail for v in result.verdicts), "the broker's sends are named as not judged"
+
+
+# The shipped chaos files with the stand-in as the group their faults act on: the broker killed
+# and started again (broker-restart), a worker killed and started again (worker-crash), the
+# clients cut off from the broker (partition-heal). The group keeps its config: the interval the
+# broker and the harness's workers agree on comes from it (E-DCP-09).
+SHIPPED = {
+    "broker-restart": ("broker", f"{{python}} {STANDIN} broker --bind {{endpoint}} --heartbeat-ms 200 --liveness 3"),
+    "worker-crash": ("workers", f"{{python}} {STANDIN} worker --connect {{connect}} --service echo --behaviour echo "
+                                "--heartbeat-ms 200 --liveness 3 --service-time-ms 20"),
+    "partition-heal": ("broker", f"{{python}} {STANDIN} broker --bind {{endpoint}} --heartbeat-ms 250 --liveness 3"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.live
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("name", list(SHIPPED))
+def test_the_standin_as_the_faulted_group_of_a_shipped_chaos_file_passes(name: str, tmp_path: Path) -> None:
+    import yaml
+
+    group, command = SHIPPED[name]
+    doc = yaml.safe_load(Path(f"scenarios/dcp/{name}.yaml").read_text())
+    doc["nodes"][group].update(command=command, ready={"delay": "1s"})
+    result = run_live(parse_scenario(yaml.safe_dump(doc, sort_keys=False), f"{name}-standin.yaml"), 1, str(tmp_path))
+    assert result.ok, [v.to_dict() for v in result.failed]
+    assert any(f"external: {group}" in v.detail for v in result.verdicts), "what is not judged of it is named"

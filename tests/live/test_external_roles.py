@@ -130,8 +130,14 @@ STORE_RESTART = DAFKA.replace("duration: 2500ms", "duration: 6s").replace(
     # in 8 of 9 runs: the reference store subscribes to every CONSUMER-HELLO, so none is sent again)
     (DAFKA.replace('"' + DAFKA_CONSUMER + '"', '"' + DAFKA_CONSUMER + ' --mutant empty-hello"'), "hello-subjects",
      "dafka.consumer.hello-subjects"),
+    # (the reference store subscribes to every RECORD and HEAD, whatever the topic frame)
+    (DAFKA.replace("--set records=20", "--set records=20 --mutant record-by-address"), "topic-frames",
+     "dafka.wire.topic-record"),
+    (DAFKA.replace("--set records=20", "--set records=20 --mutant head-by-partition"), "topic-frames",
+     "dafka.wire.topic-head"),
 ], ids=["dcp-broker-alters-metadata", "dcp-worker-drops-metadata", "dcp-client-pings",
-        "dafka-producer-skip-offset", "dafka-store-memory-store", "dafka-consumer-empty-hello"])
+        "dafka-producer-skip-offset", "dafka-store-memory-store", "dafka-consumer-empty-hello",
+        "dafka-producer-record-by-address", "dafka-producer-head-by-partition"])
 def test_a_mutant_run_as_the_external_process_is_caught(text: str, check: str, clause: str, tmp_path: Path) -> None:
     r = run(text, "external-mutant", tmp_path)
     if "node dcp client" in text and "node dcp broker" not in text:  # judged at the reference broker

@@ -86,4 +86,4 @@ def test_a_standin_without_checkpoint_entries_fails_live_after_heal_after_a_powe
     result = run_live(scenario, 1, str(tmp_path))
     failed = {v.check: v for v in result.failed}
     assert "live-after-heal" in failed, [v.to_dict() for v in result.verdicts]
-    assert "not completed" in failed["live-after-heal"].detail
+    assert "not committed" in failed["live-after-heal"].detail

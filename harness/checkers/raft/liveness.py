@@ -9,7 +9,8 @@ from harness.checkers.raft.elections import RaftChecker
 from harness.checkers.raft.wire import only, show
 from harness.protocols.codec import Message
 
-OP_START = "op-start"  # a client's note as it sends an operation's first request (reference_nodes/raft/client.py)
+
+START, COMMITTED = "op-start", "op-committed"  # client notes (reference_nodes.raft.client)
 
 
 def _completed(op: dict[str, Any]) -> bool:
@@ -23,26 +24,25 @@ class LiveAfterHeal(RaftChecker):
     """Once the last fault has healed (``heal_ns``: the end of the last partition, pause or slow
     link, the last restart, the last clock change; 0 without faults), within ``within`` (default
     5 s): some leader's AppendEntries is acknowledged by a follower, or a client operation
-    completes (either shows a working leader; the second also when the peers are not probed), and
-    every client operation the cluster has to answer after the heal completes within ``within``
-    (status ``ok``, or ``info`` that says the cluster applied it: `_completed`), counted from when
-    the client sent it to the cluster (its ``op-start`` note), or from the heal for one sent
-    before it and still open. Reads AppendEntries and their responses at the leaders, the
-    clients' commands, ``op-start`` notes and ``op`` deliveries. Operations due after the end of
-    the run are skipped. Message rules (loss, reordering) are not faults that heal: liveness
-    must hold under them.
+    commits (either shows a working leader; the second also when the peers are not probed), and
+    every client operation invoked after the heal is committed within ``within`` of its start.
 
-    Not from the command: a client runs its operations one at a time, so one commanded while
-    others wait in its queue is sent only when they are done; a cluster that commits an update
-    100 ms after it arrives (lawful: a leader may send entries with its heartbeat, E-RAFT-12)
-    serves a client 10 operations a second, and a workload of 13 a second per client queues up
-    for as long as it runs, faults or not. An operation still in the queue at the end was never
-    sent, and is not judged; the one it waits behind is. A client without ``op-start`` notes is
-    judged from its commands."""
+    What is timed is the cluster's part, not the client's: an operation is done when its client
+    notes it committed (``op-committed``: the leader's answer, or its entry found in the log) or,
+    for a client that does not note it, when it completes (status ``ok``, or ``info`` that says
+    the cluster applied it: `_completed`). Reading the result back is the client's own work: the
+    harness's client reads a log that a peer may compact as fast as it likes, into snapshots as
+    large and in chunks as small as it likes, and a slow read-back is no sign of an unavailable
+    cluster. It starts when the client sends it (``op-start``) for a client that notes that (a
+    client runs one operation at a time; one queued behind another is judged with that one),
+    else at the command. Reads AppendEntries and their responses at the leaders, the clients'
+    commands, notes and ``op`` deliveries. Operations invoked too close to the end of the run to
+    be judged are skipped. Message rules (loss, reordering) are not faults that heal: liveness
+    must hold under them."""
 
     name = "live-after-heal"
     clause = "raft.algorithm.availability"
-    kinds = frozenset({SEND, RECV, COMMAND, DELIVER, NOTE})
+    kinds = frozenset({SEND, RECV, COMMAND, NOTE, DELIVER})
 
     def __init__(self, heal_ns: int = 0, within_ms: int = 5000, **params: Any) -> None:
         super().__init__(**params)
@@ -50,8 +50,10 @@ class LiveAfterHeal(RaftChecker):
         self.within_ns = within_ms * 1_000_000
         self.leader_at: int | None = None  # first acknowledged AppendEntries after the heal
         self.leader_ref: dict[str, Any] | None = None
-        self.invoked: dict[tuple[str, Any], Event] = {}  # commands after the heal
-        self.sent: dict[tuple[str, Any], Event] = {}  # op-start notes
+        self.invoked: dict[tuple[str, Any], Event] = {}
+        self.started: dict[tuple[str, Any], Event] = {}
+        self.committed: dict[tuple[str, Any], Event] = {}
+        self.noting: set[str] = set()  # clients that note when they start and commit operations
         self.done: dict[tuple[str, Any], Event] = {}
 
     @only("AppendEntriesResponse")
@@ -63,36 +65,30 @@ class LiveAfterHeal(RaftChecker):
 
     def on_other(self, ev: Event) -> None:
         data = ev.data or {}
-        if ev.kind == COMMAND and ev.time_ns >= self.heal_ns and "id" in data:
+        if ev.kind == COMMAND and "id" in data:
             self.invoked.setdefault((ev.node, data["id"]), ev)
-        elif ev.kind == NOTE and ev.msg_type == OP_START and "id" in data:
-            self.sent.setdefault((ev.node, data["id"]), ev)
+        elif ev.kind == NOTE and ev.msg_type in (START, COMMITTED):
+            self.noting.add(ev.node)
+            (self.started if ev.msg_type == START else self.committed).setdefault((ev.node, data.get("id")), ev)
+            if ev.msg_type == COMMITTED:
+                self.working(ev)
         elif ev.kind == DELIVER and ev.msg_type == "op":
             self.done.setdefault((ev.node, data.get("id")), ev)
-            if self.leader_at is None and ev.time_ns >= self.heal_ns and data.get("status") == "ok":
-                self.leader_at = ev.time_ns  # a committed update: some leader works (peers unseen)
-                self.leader_ref = show(ev)
+            if _completed(data):
+                self.working(ev)
 
-    def open_after_heal(self) -> dict[tuple[str, Any], tuple[int, Event]]:
-        """The operations the cluster has to answer after the heal, each with the time it is
-        judged from: when the client sent it (never before the heal). A command of a client that
-        notes when it sends stands for nothing until then (it waited in the client's queue)."""
-        noting = {node for node, _ in self.sent}
-        out: dict[tuple[str, Any], tuple[int, Event]] = {}
-        for key, start in self.sent.items():
-            done = self.done.get(key)
-            if done is None or done.time_ns >= self.heal_ns:
-                out[key] = (max(start.time_ns, self.heal_ns), start)
-        for key, inv in self.invoked.items():
-            if key[0] not in noting:
-                out.setdefault(key, (inv.time_ns, inv))
-        return out
+    def working(self, ev: Event) -> None:
+        if self.leader_at is None and ev.time_ns >= self.heal_ns:
+            self.leader_at = ev.time_ns  # a committed update: some leader works (peers unseen)
+            self.leader_ref = show(ev)
 
-    @staticmethod
-    def since_what(ev: Event, since: int) -> str:
-        what = "sent" if ev.kind == NOTE else "invoked"
-        return f"{what} at {ev.time_ns / 1e9:.3f} s" + (f" (open at the heal, {since / 1e9:.3f} s)"
-                                                        if since > ev.time_ns else "")
+    def finished(self, key: tuple[str, Any]) -> Event | None:
+        """When the cluster's part of the operation was done, if it was."""
+        done = self.done.get(key)
+        committed = self.committed.get(key)
+        if done is not None and _completed(done.data or {}) and (committed is None or done.time_ns < committed.time_ns):
+            return done
+        return committed
 
     def finish(self, end_ns: int) -> list[Verdict]:
         deadline = self.heal_ns + self.within_ns
@@ -103,19 +99,38 @@ class LiveAfterHeal(RaftChecker):
         if self.leader_at is None or self.leader_at > deadline:
             problems.append((f"no follower acknowledged a leader within {self.within_ns / 1e9:g} s of the last heal "
                              f"at {self.heal_ns / 1e9:.3f} s", [self.leader_ref] if self.leader_ref else []))
-        judged = 0
-        for key, (since, inv) in self.open_after_heal().items():
-            due = since + self.within_ns
+        judged = queued = 0
+        for key, inv in self.invoked.items():
+            start = self.started.get(key)
+            if start is None and key[0] in self.noting:
+                queued += inv.time_ns >= self.heal_ns  # never sent: it waited behind another one, judged
+                continue
+            begin = inv if start is None else start
+            if begin.time_ns < self.heal_ns:
+                if start is None:
+                    continue  # invoked before the heal, by a client that does not say when it sent it
+                end = self.finished(key) or self.done.get(key)
+                if end is not None and end.time_ns < self.heal_ns:
+                    continue  # over before the heal
+            due = max(begin.time_ns, self.heal_ns) + self.within_ns
             if due > end_ns:
                 continue
             judged += 1
-            done = self.done.get(key)
-            if done is None or done.time_ns > due or not _completed(done.data or {}):
-                how = "not completed" if done is None else \
-                    f"{(done.data or {}).get('status')} after {(done.time_ns - since) / 1e9:.3f} s"
+            done = self.finished(key)
+            if done is None or done.time_ns > due:
+                delivered = self.done.get(key)
+                how = "not committed" if done is None else "committed" if done.kind == NOTE else \
+                    str((done.data or {}).get("status"))
+                how += "" if done is None else f" after {(done.time_ns - begin.time_ns) / 1e9:.3f} s"
+                if done is None and delivered is not None:
+                    how += f" (ended {(delivered.data or {}).get('status')})"
                 if len(problems) < 50:
-                    problems.append((f"operation {key[1]} of {key[0]} {self.since_what(inv, since)}: {how}",
-                                     [show(inv)] + ([show(done)] if done is not None else [])))
+                    at = "invoked" if start is None else "sent"
+                    if begin.time_ns < self.heal_ns:
+                        at = "pending at the heal, sent"
+                    problems.append((f"operation {key[1]} of {key[0]} {at} at {begin.time_ns / 1e9:.3f} s: {how}",
+                                     [show(begin)] + ([show(done)] if done is not None else [])))
+        unsent = f" ({queued} never sent before the run ended)" if queued else ""
         return self.verdict(problems, f"leader within {((self.leader_at or 0) - self.heal_ns) / 1e9:.3f} s of the "
-                                      f"last heal; {judged} operation(s) open after it completed within "
-                                      f"{self.within_ns / 1e9:g} s")
+                                      f"last heal; {judged} later operation(s) committed within "
+                                      f"{self.within_ns / 1e9:g} s{unsent}")

@@ -104,7 +104,13 @@ def _with_topics(cls: type) -> Callable[..., Any]:
 
 
 def _topic_frames(scenario: Any, **params: Any) -> topic_checks.TopicFrames:
-    return topic_checks.TopicFrames(roles=_roles(scenario), topics=_consumer_topics(scenario), **params)
+    """External producers' RECORDs and HEADs are judged as received, unless a rule corrupts messages."""
+    producers = frozenset() if corrupts(scenario) else external_nodes(scenario, "producer")
+    check = topic_checks.TopicFrames(roles=_roles(scenario), topics=_consumer_topics(scenario),
+                                     external_producers=producers, **params)
+    what = "the topics of what they send" + (" but the RECORDs and HEADs of producers, as received" if producers
+                                             else "")
+    return noting_external(check, scenario, NODES, what)
 
 
 def _intervals(scenario: Any, **params: Any) -> answers.Intervals:
@@ -175,8 +181,7 @@ CHECKS = {
     "keep-until-ack": _check("keep-until-ack", checks.KeepUntilAck, _of_external(checks.KeepUntilAck, "producer")),
     "fetch-ascending": _check("fetch-ascending", checks.FetchAscending,
                               _of_external(checks.FetchAscending, "producer", "store")),
-    "topic-frames": _check("topic-frames", topic_checks.TopicFrames, _topic_frames,
-                           (NODES, "the topics of what they send")),
+    "topic-frames": _check("topic-frames", topic_checks.TopicFrames, _topic_frames),
     "hello-subjects": _check("hello-subjects", topic_checks.HelloSubjects, _hello_subjects),
     "subscriptions": _check("subscriptions", links.Subscriptions, _with_topics(links.Subscriptions),
                             (NODES, "their subscriptions")),

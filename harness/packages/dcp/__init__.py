@@ -153,13 +153,17 @@ def wire(nodes: dict[str, tuple[str, dict[str, Any]]], endpoint: Callable[[str, 
     bcfg = nodes[broker][1]
     addr = endpoint(broker, "frontend")
     bcfg["bind"] = [addr]
+    # the interval broker and workers agree on (E-DCP-09), also as an external broker's
+    # {heartbeat_ms} and {liveness}, so its command line can take what the harness's workers use
+    bcfg.setdefault("heartbeat_ms", DEFAULT_HEARTBEAT_MS)
+    bcfg.setdefault("liveness", DEFAULT_LIVENESS)
     for name, (role, cfg) in nodes.items():
         if role in ("worker", "client"):
             cfg["connect"] = addr
             cfg.setdefault("identity", name.encode())  # readable ids; checkers map them to nodes
         if role == "worker":
-            cfg.setdefault("heartbeat_ms", bcfg.get("heartbeat_ms", DEFAULT_HEARTBEAT_MS))
-            cfg.setdefault("liveness", bcfg.get("liveness", DEFAULT_LIVENESS))
+            cfg.setdefault("heartbeat_ms", bcfg["heartbeat_ms"])
+            cfg.setdefault("liveness", bcfg["liveness"])
 
 
 def command(op: str, node: str, params: dict[str, Any], k: int, rng: Any) -> dict[str, Any]:
