@@ -152,3 +152,28 @@ def test_a_restart_a_crash_fault_cuts_short_is_not_a_restart_that_failed() -> No
     broken.restart_in_background()
     broken.wait_restarted(10)
     assert len(broken.restart_errors) == 1 and "before printing" in broken.restart_errors[0], broken.restart_errors
+
+
+@pytest.mark.live
+@pytest.mark.timeout(60)
+def test_two_restarts_close_together_run_one_after_the_other() -> None:
+    """five-peers-everything crashes the leader at 1.5 s (back after 1 s) and peers.1 at 2 s
+    (back after 0.4 s): when the leader was peers.1 the second restart began while the first was
+    starting it, stopped that process (SIGTERM), and process-alive said peers.1 "exited with code
+    -15 before printing a line matching 'READY'"."""
+    import time
+
+    from harness.live.external import ExternalNode
+    from harness.live.supervisor import ManagedProcess, ReadyLine
+
+    node = ExternalNode(ManagedProcess(["sh", "-c", "sleep 0.5; echo READY; exec sleep 30"],
+                                       ready=ReadyLine("READY", timeout=10), name="twice"), "peer")
+    node.process.start()
+    try:
+        node.restart_in_background()
+        time.sleep(0.2)
+        node.restart_in_background()
+        node.wait_restarted(10)
+        assert node.restart_errors == [] and node.running and not node.down_on_purpose
+    finally:
+        node.process.kill()

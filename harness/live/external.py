@@ -67,8 +67,15 @@ class ExternalNode:
     def restart_in_background(self) -> None:
         self.down_on_purpose = True
         kills = self._kills
+        previous = self._restarting
 
         def restart() -> None:
+            if previous is not None:
+                # One restart at a time: a second one (two faults' restart_after falling close
+                # together) stopped the process the first was still starting, and the first
+                # counted that as a restart that failed.
+                previous.join()
+                self.down_on_purpose = True
             try:
                 self.process.restart(grace=0.5)
                 self.down_on_purpose = False
