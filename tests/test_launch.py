@@ -4,6 +4,7 @@ server's P, P+1, P+2), the same (node, purpose) always gets the same endpoint.""
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 import pytest
@@ -120,7 +121,18 @@ def test_a_data_dir_starts_empty_in_each_run_of_an_out_dir(tmp_path: Any) -> Non
     assert os.listdir(data_dir) == [], "a new run's node starts without the last run's durable state"
 
 
-# ---- a restart that a crash fault cuts short did not fail -------------------------------------
+# ---- restarts of external nodes: what the scenario did to them is not their failure -----------
+
+
+def _external(script: str, name: str) -> Any:
+    """An external node running ``sh -c script``, ready when it prints READY."""
+    from harness.live.external import ExternalNode
+    from harness.live.supervisor import ManagedProcess, ReadyLine
+
+    return ExternalNode(ManagedProcess(["sh", "-c", script], ready=ReadyLine("READY", timeout=10), name=name), "peer")
+
+
+SLOW_START = "sleep 0.5; echo READY; exec sleep 30"  # as the reference peer on a loaded machine, only faster
 
 
 @pytest.mark.live
@@ -131,24 +143,17 @@ def test_a_restart_a_crash_fault_cuts_short_is_not_a_restart_that_failed() -> No
     five-peers-everything the leader it restarted 0.5 s before: the crash killed a process still
     starting, and process-alive said it "did not come back after a restart" ("exited with code
     -9 before printing a line matching 'READY'"), though the scenario had killed it."""
-    import time
-
-    from harness.live.external import ExternalNode
-    from harness.live.supervisor import ManagedProcess, ReadyLine
-
-    slow = ExternalNode(ManagedProcess(["sh", "-c", "sleep 0.6; echo READY; exec sleep 30"],
-                                       ready=ReadyLine("READY", timeout=10), name="slow"), "peer")
+    slow = _external(SLOW_START, "slow")
     slow.process.start()
     try:
         slow.restart_in_background()
-        time.sleep(0.3)  # starting again, not ready yet: a crash fault strikes
+        time.sleep(0.25)  # starting again, not ready yet: a crash fault strikes
         slow.kill()
         slow.wait_restarted(10)
         assert slow.restart_errors == []
     finally:
         slow.process.kill()
-    broken = ExternalNode(ManagedProcess(["sh", "-c", "exit 3"], ready=ReadyLine("READY", timeout=10),
-                                         name="broken"), "peer")
+    broken = _external("exit 3", "broken")
     broken.restart_in_background()
     broken.wait_restarted(10)
     assert len(broken.restart_errors) == 1 and "before printing" in broken.restart_errors[0], broken.restart_errors
@@ -161,13 +166,7 @@ def test_two_restarts_close_together_run_one_after_the_other() -> None:
     (back after 0.4 s): when the leader was peers.1 the second restart began while the first was
     starting it, stopped that process (SIGTERM), and process-alive said peers.1 "exited with code
     -15 before printing a line matching 'READY'"."""
-    import time
-
-    from harness.live.external import ExternalNode
-    from harness.live.supervisor import ManagedProcess, ReadyLine
-
-    node = ExternalNode(ManagedProcess(["sh", "-c", "sleep 0.5; echo READY; exec sleep 30"],
-                                       ready=ReadyLine("READY", timeout=10), name="twice"), "peer")
+    node = _external(SLOW_START, "twice")
     node.process.start()
     try:
         node.restart_in_background()
