@@ -10,6 +10,7 @@ import json
 import os
 import sys
 import textwrap
+import time
 from typing import Any, Sequence
 
 from harness.conformance import START_TIMEOUT_S
@@ -266,6 +267,9 @@ def cmd_node(args: argparse.Namespace) -> int:
         config["connect"] = args.connect[0] if len(args.connect) == 1 else list(args.connect)
     if args.identity:
         config["identity"] = args.identity.encode()
+    # Its clock starts at 0 now: wall-clock stamps (Raft reqids) are taken from here, so that a
+    # real peer does not refuse them as older than REQUEST_UPDATE_TTL (Scenario.epoch_s).
+    config.setdefault("epoch_s", int(time.time()))
 
     factory = _factory(args.protocol, args.role, args.mutant) if args.mutant else role.factory
     if args.store and args.data_dir:

@@ -13,9 +13,11 @@ only), attached to the runtime so faults and targets name them like any node, an
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
@@ -94,6 +96,8 @@ def node_configs(scenario: Scenario, endpoint: Callable[[str, str], str]) -> dic
         for n in g.nodes:
             cfg = dict(g.config)
             cfg.setdefault("dialect", scenario.dialect)
+            if scenario.epoch_s is not None:  # a live run's wall clock (Scenario.epoch_s)
+                cfg.setdefault("epoch_s", scenario.epoch_s)
             nodes[n] = (g.role, cfg)
     wire = package(scenario.protocol).wire
     if wire is not None:
@@ -243,6 +247,8 @@ def run_scenario(scenario: Scenario, seed: int, mode: str, out_dir: str | None =
                  factories: dict[str, Any] | None = None, checks: bool = True,
                  observers: Sequence[Checker] = (), capture: str | None = None) -> RunResult:
     pkg = package(scenario.protocol)
+    if mode == "live" and scenario.epoch_s is None:  # wall-clock stamps (reqids) must be fresh to a real peer
+        scenario = dataclasses.replace(scenario, epoch_s=int(time.time()))
     runtime, trace, tpath = _make_runtime(scenario, seed, mode, out_dir)
     reasons = unsupported(scenario, runtime.capabilities, mode)
     if mode == "sim" and scenario.external:

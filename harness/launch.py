@@ -9,15 +9,17 @@ it), ``{name}``, ``{seed}``, ``{python}`` (this Python, quoted) and ``{zmq_harne
 "external" one without the virtual environment on PATH; a command whose first word is
 ``zmq-harness`` gets the same); ``{advertise}`` (the endpoint to
 announce to peers: the chaos proxy's listener when one stands in front of it), ``{data_dir}``
-(a directory of its own that survives restarts; ``{datadir}`` is the same, its older name), and
-every text or whole-number setting the node has after wiring (``{connect}``, ``{towers}``: a
-list joined with ``,``, a list of lists with ``;``; ``{heartbeat_ms}``: a duration in ms).
+(a directory of its own that survives restarts, emptied when a run starts; ``{datadir}`` is the
+same, its older name), and every text or whole-number setting the node has after wiring
+(``{connect}``, ``{towers}``: a list joined with ``,``, a list of lists with ``;``;
+``{heartbeat_ms}``: a duration in ms).
 """
 
 from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import sys
 from typing import Any
 
@@ -118,7 +120,11 @@ def external_node(scenario: Any, group: Any, name: str, role: str, seed: int, en
     eps = endpoints.of(name)
     if out_dir:
         datadir = os.path.join(out_dir, slug(scenario.name), "data", name)
-        os.makedirs(datadir, exist_ok=True)
+        # Kept across the node's restarts within this run, never from an earlier run in the same
+        # out dir: a peer that came back with another run's log would be judged as if it had it
+        # from this one (a Raft run blamed it for entries it "never received").
+        shutil.rmtree(datadir, ignore_errors=True)
+        os.makedirs(datadir)
     else:
         datadir = tempfile.mkdtemp(prefix=f"zmq-harness-{name}-")
     values = placeholders(name, eps, seed, config, advertised, datadir)

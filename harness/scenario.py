@@ -79,6 +79,11 @@ class Scenario:
     # (``live: {observe: false}`` turns it off; harness.live_observe); by default it does for a
     # protocol whose checks were reviewed for it (`ProtocolPackage.observed_checks`)
     observe: bool = True
+    # The run's start in seconds since the Unix epoch, for nodes that stamp wall-clock times (Raft
+    # reqids, which a peer refuses once older than REQUEST_UPDATE_TTL by its own clock): a live run
+    # sets it (`harness.composition.run_scenario`) and every node's config gets it as ``epoch_s``;
+    # None in simulation, where each node keeps its fixed default (byte-identical traces).
+    epoch_s: int | None = None
 
     @property
     def node_names(self) -> list[str]:

@@ -3,6 +3,8 @@ server's P, P+1, P+2), the same (node, purpose) always gets the same endpoint.""
 
 from __future__ import annotations
 
+import os
+import time
 from typing import Any
 
 import pytest
@@ -86,3 +88,91 @@ def test_a_process_that_exits_by_itself_fails_process_alive_unless_with_status_0
     assert set(by_node) == {"outside", "done"}, by_node
     assert not by_node["outside"].ok and "outside exited with status 3" in by_node["outside"].detail
     assert by_node["done"].ok and "done ended by itself with status 0" in by_node["done"].detail
+
+
+# ---- {data_dir}: kept across a node's restarts, never across runs -----------------------------
+
+_KEEPER = """protocol: raft
+name: raft-data-dirs
+duration: 1s
+nodes:
+  peers: {role: peer, count: 1, command: "{python} -c pass --data-dir {data_dir}"}
+"""
+
+
+def test_a_data_dir_starts_empty_in_each_run_of_an_out_dir(tmp_path: Any) -> None:
+    """A second run in the same out dir (`zmq-harness run --live` twice into runs/) used to hand
+    each external node the directory of the run before: Raft stand-in peers came back with that
+    run's log, and log-matching and linearizable failed them (and reference peers alike)."""
+    from harness.launch import external_node
+    from harness.scenario import parse_scenario
+
+    scenario = parse_scenario(_KEEPER)
+    group = scenario.groups["peers"]
+    alloc = EndpointAllocator("live")
+    alloc("peers.0", "router")
+    first = external_node(scenario, group, "peers.0", "peer", 1, alloc, str(tmp_path), config={})
+    data_dir = first.process.args[-1]
+    assert data_dir.startswith(str(tmp_path))
+    with open(f"{data_dir}/state.json", "w") as f:
+        f.write("the log of the run before")
+    again = external_node(scenario, group, "peers.0", "peer", 2, alloc, str(tmp_path), config={})
+    assert again.process.args[-1] == data_dir
+    assert os.listdir(data_dir) == [], "a new run's node starts without the last run's durable state"
+
+
+# ---- restarts of external nodes: what the scenario did to them is not their failure -----------
+
+
+def _external(script: str, name: str) -> Any:
+    """An external node running ``sh -c script``, ready when it prints READY."""
+    from harness.live.external import ExternalNode
+    from harness.live.supervisor import ManagedProcess, ReadyLine
+
+    return ExternalNode(ManagedProcess(["sh", "-c", script], ready=ReadyLine("READY", timeout=10), name=name), "peer")
+
+
+SLOW_START = "sleep 0.5; echo READY; exec sleep 30"  # as the reference peer on a loaded machine, only faster
+
+
+@pytest.mark.live
+@pytest.mark.timeout(60)
+def test_a_restart_a_crash_fault_cuts_short_is_not_a_restart_that_failed() -> None:
+    """The reference peer as an external command takes a second or more to print READY on a
+    loaded machine; rolling-restarts crashes a peer 1 s after its restart began, and
+    five-peers-everything the leader it restarted 0.5 s before: the crash killed a process still
+    starting, and process-alive said it "did not come back after a restart" ("exited with code
+    -9 before printing a line matching 'READY'"), though the scenario had killed it."""
+    slow = _external(SLOW_START, "slow")
+    slow.process.start()
+    try:
+        slow.restart_in_background()
+        time.sleep(0.25)  # starting again, not ready yet: a crash fault strikes
+        slow.kill()
+        slow.wait_restarted(10)
+        assert slow.restart_errors == []
+    finally:
+        slow.process.kill()
+    broken = _external("exit 3", "broken")
+    broken.restart_in_background()
+    broken.wait_restarted(10)
+    assert len(broken.restart_errors) == 1 and "before printing" in broken.restart_errors[0], broken.restart_errors
+
+
+@pytest.mark.live
+@pytest.mark.timeout(60)
+def test_two_restarts_close_together_run_one_after_the_other() -> None:
+    """five-peers-everything crashes the leader at 1.5 s (back after 1 s) and peers.1 at 2 s
+    (back after 0.4 s): when the leader was peers.1 the second restart began while the first was
+    starting it, stopped that process (SIGTERM), and process-alive said peers.1 "exited with code
+    -15 before printing a line matching 'READY'"."""
+    node = _external(SLOW_START, "twice")
+    node.process.start()
+    try:
+        node.restart_in_background()
+        time.sleep(0.2)
+        node.restart_in_background()
+        node.wait_restarted(10)
+        assert node.restart_errors == [] and node.running and not node.down_on_purpose
+    finally:
+        node.process.kill()

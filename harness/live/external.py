@@ -46,6 +46,7 @@ class ExternalNode:
         # True while the harness has it down on purpose (a crash fault, a restart under way),
         # so that its exit is not taken for a crash of its own.
         self.down_on_purpose = False
+        self._kills = 0  # crash faults so far: a restart they cut short did not fail
 
     @property
     def running(self) -> bool:
@@ -59,18 +60,28 @@ class ExternalNode:
     def kill(self) -> str:
         """SIGKILL and reap; says how it ended."""
         self.down_on_purpose = True
+        self._kills += 1
         code = self.process.kill()
         return f"exit status {code}"
 
     def restart_in_background(self) -> None:
         self.down_on_purpose = True
+        kills = self._kills
+        previous = self._restarting
 
         def restart() -> None:
+            if previous is not None:
+                # One restart at a time: a second one (two faults' restart_after falling close
+                # together) stopped the process the first was still starting, and the first
+                # counted that as a restart that failed.
+                previous.join()
+                self.down_on_purpose = True
             try:
                 self.process.restart(grace=0.5)
                 self.down_on_purpose = False
             except SupervisorError as exc:  # it did not come back: its peers will notice
-                self.restart_errors.append(str(exc))
+                if self._kills == kills:  # not a crash fault of the scenario that struck while it started
+                    self.restart_errors.append(str(exc))
 
         self._restarting = threading.Thread(target=restart, name=f"restart-{self.process.name}", daemon=True)
         self._restarting.start()

@@ -1,8 +1,8 @@
 """The Raft suites against independent stand-ins written from the document (and, for the peer,
 the Raft paper) only, making other choices than the reference wherever the document leaves one.
 
-* tests/standins/raft_peer.py: no checkpoint entry, no conflict hints, ``false`` as 0x00, an
-  update answered once committed and not "accepted" first, RequestEntries answered at once with
+* tests/standins/raft_peer.py: a checkpoint entry only over entries not known committed, no
+  conflict hints, ``false`` as 0x00, an update answered once committed and not "accepted" first, RequestEntries answered at once with
   no entries, no reply cache, its own timers, its state in a JSON file in ``{data_dir}``; with
   ``--broadcast {broadcast_url}`` a BroadcastStateMachine of its own (one StateBroadcast of all
   newly applied entries, a 400 ms heartbeat not restarted by other broadcasts);

@@ -4,7 +4,10 @@ code it does not import: the stand-in that shows the peer suite asks nothing of 
 implementation that the document does not (tests/conformance/test_raft_standins.py).
 
 It makes other choices than the reference wherever the document leaves one: a new leader
-appends no checkpoint entry; a refused AppendEntries carries no conflict hints; ``false`` is
+appends a checkpoint entry only when its log holds entries it does not know to be committed
+(the reference always does; without one at all a cluster restarted whole never committed the
+retried updates its log held: every client retry found its reqid in the log, so no entry of the
+new term ever came to commit them — raft.algorithm.availability, Raft paper 5.4.2); a refused AppendEntries carries no conflict hints; ``false`` is
 the byte 0x00 (the reference sends an empty frame); RequestUpdate is answered once, when
 committed (no "accepted" answer first); RequestEntries with nothing new answers at once with no
 entries; a repeated request is processed again (not answered from a cache); the leader's
@@ -65,6 +68,7 @@ def js(v: Any) -> bytes:
 class Peer:
     def __init__(self, args: argparse.Namespace) -> None:
         self.id = args.id
+        self.checkpoints = not args.no_checkpoint
         self.cluster = args.cluster.encode()  # E-RAFT-10: a peer request of another cluster is ignored
         self.peers = [tuple(p.split("=", 1)) for p in args.peers.split(",")]
         self.others = [p for p, _ in self.peers if p != self.id]
@@ -256,6 +260,12 @@ class Peer:
     def become_leader(self) -> None:
         self.state, self.leader = "leader", self.id
         self.broadcast_upto = self.commit  # applied as a follower: not this leader's news
+        if self.commit < len(self.log) and self.checkpoints:
+            # Entries of earlier terms commit only under one of this term (Raft paper 5.4.2): a
+            # checkpoint entry (the document's example: zero reqid, type 2, data 0xc0) commits
+            # them even when the only updates clients send are retries of what the log holds.
+            self.log.append(["00" * 12, 2, self.term, "c0"])
+            self.save()
         for p in self.others:
             self.next_index[p], self.match[p], self.outstanding[p] = len(self.log) + 1, 0, None
             self.append_entries(p)
@@ -357,6 +367,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cluster", default="")
     ap.add_argument("--broadcast", default=None, help="the StateBroadcast PUB URL (a BroadcastStateMachine)")
+    ap.add_argument("--no-checkpoint", action="store_true",
+                    help="broken on purpose: never append a checkpoint entry (how it was before a restarted "
+                         "cluster showed it never committing retried updates again)")
     Peer(ap.parse_args()).run()
 
 

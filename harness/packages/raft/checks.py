@@ -78,13 +78,14 @@ def peer_expiry(scenario: Any) -> dict[str, Any]:
     """Each peer's REQUEST_UPDATE_TTL and epoch base as configured, and how far the scenario's clock
     faults may move its clock (the sums of their offsets and drifts)."""
     peers = [(n, g.config) for g in scenario.groups.values() if g.role == "peer" for n in g.nodes]
+    run_epoch = getattr(scenario, "epoch_s", None) or DEFAULT_EPOCH_S  # live: what the nodes were given
     slack = {}
     for n, _ in peers:
         faults = clock_faults(scenario, n)
         if faults:
             slack[n] = (sum(abs(f.offset) for f in faults), sum(abs(f.drift) for f in faults))
     return {"ttl_ms": {n: int(c.get("update_ttl_ms", DEFAULT_UPDATE_TTL_MS)) for n, c in peers},
-            "epoch_s": {n: int(c.get("epoch_s", DEFAULT_EPOCH_S)) for n, c in peers}, "clock_slack": slack}
+            "epoch_s": {n: int(c.get("epoch_s", run_epoch)) for n, c in peers}, "clock_slack": slack}
 
 
 def _share(scenario: Any, checker: Any) -> Any:

@@ -1,0 +1,171 @@
+"""The shipped Raft chaos files (scenarios/raft/chaos/*.yaml) with the peers as external
+processes: the same faults and checks, live, with the peer group's ``command`` one of
+
+* ``standin``: tests/standins/raft_peer.py, a peer written from the document alone (other
+  choices than the reference wherever the document leaves one; see its docstring);
+* ``reference``: ``zmq-harness node raft peer`` (the reference peer as an outside program: the
+  baseline, so that a failure both show is the harness's or the machine's, and one only the
+  stand-in shows is a stand-in defect or a check that assumes the reference's habits).
+
+Crashes (``crash: leader`` too), restarts and pauses act on the processes; partitions, slow
+links and message rules on the ZMTP proxy between them, which also shows the checkers what the
+peers say to each other; the harness's own clients drive the workload. Clock skew exists only in
+simulation (a process reads the host's clock): those faults are left out and the run says so.
+
+    python -m bench.raft_external --impl standin --impl reference --seeds 1-2
+    python -m bench.raft_external --file leader-crash --impl standin --seeds 1 --rerun
+
+Prints one line per run (and a rerun of a failed one with ``--rerun``); ``--json FILE`` keeps
+every verdict. The slow test tests/live/test_raft_external_chaos.py runs a few of these.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAOS = ROOT / "scenarios" / "raft" / "chaos"
+STANDIN = ROOT / "tests" / "standins" / "raft_peer.py"
+
+COMMANDS = {
+    "standin": (f"{{python}} {shlex.quote(str(STANDIN))} --id {{id}} --endpoint {{endpoint}} --peers {{peers}} "
+                "--data-dir {data_dir} --election-min {election_min_ms} --election-max {election_max_ms} "
+                "--seed {seed} --broadcast {broadcast}"),
+    "reference": ("{zmq_harness} node raft peer --set id={id} --set endpoint={endpoint} --set peers={peers} "
+                  "--set broadcast_url={broadcast} --set election_min={election_min_ms}ms "
+                  "--set election_max={election_max_ms}ms --data-dir {data_dir}"),
+}
+READY = {"reference": {"line": "READY"}}  # the stand-in prints nothing: ready when its port accepts
+
+
+def files() -> list[str]:
+    return sorted(p.stem for p in CHAOS.glob("*.yaml"))
+
+
+def reference_settings(config: dict[str, Any]) -> str:
+    """The group's own peer settings, passed on to the reference peer (`--set`); the stand-in has
+    its own (it does not compact, and answers RequestEntries in one response)."""
+    from harness.registry import package
+
+    settings = package("raft").roles["peer"].settings
+    out = []
+    for name in config:
+        key = settings[name].key
+        if name in ("election_min", "election_max", "cluster"):
+            continue  # on the command line already, or a placeholder of its own
+        out.append(f"--set {name}={{{key}}}" + ("ms" if key.endswith("_ms") else ""))
+    return "".join(" " + s for s in out)
+
+
+def external_text(name: str, impl: str, command: str | None = None) -> tuple[str, list[str]]:
+    """The chaos file ``name`` as YAML with its peer group run by ``command`` (default: the
+    implementation ``impl`` of `COMMANDS`), and what had to be left out (clock skew)."""
+    data = yaml.safe_load((CHAOS / f"{name}.yaml").read_text())
+    group = data["nodes"]["peers"]
+    group["command"] = (command or COMMANDS[impl]) + (reference_settings(group.get("config") or {})
+                                                     if impl == "reference" else "")
+    if impl in READY:
+        group["ready"] = READY[impl]
+    left_out = [f"clock_skew {f['clock_skew']}" for f in data.get("faults") or [] if "clock_skew" in f]
+    data["faults"] = [f for f in data.get("faults") or [] if "clock_skew" not in f]
+    data["name"] = f"{data['name']}-{impl}"
+    return yaml.safe_dump(data, sort_keys=False), left_out
+
+
+def external_scenario(name: str, impl: str, command: str | None = None) -> tuple[Any, list[str]]:
+    from harness.scenario import parse_scenario
+
+    text, left_out = external_text(name, impl, command)
+    return parse_scenario(text, f"{CHAOS / name}.yaml ({impl} peers)"), left_out
+
+
+@dataclass
+class Run:
+    file: str
+    impl: str
+    seed: int
+    ok: bool
+    wall_s: float
+    failed: list[dict[str, Any]] = field(default_factory=list)
+    left_out: list[str] = field(default_factory=list)
+    proxy: dict[str, Any] = field(default_factory=dict)
+    attempt: int = 1
+
+    def line(self) -> str:
+        head = f"{self.file:22} {self.impl:9} seed {self.seed:<3} try {self.attempt} " \
+               f"{'pass' if self.ok else 'FAIL'} {self.wall_s:6.1f} s"
+        tail = "".join(f"\n    {v['check']}: {v['detail'][:300]}" for v in self.failed)
+        return head + tail
+
+
+def run_one(name: str, impl: str, seed: int, out_dir: str, attempt: int = 1, command: str | None = None) -> Run:
+    from harness.composition import run_live
+
+    scenario, left_out = external_scenario(name, impl, command)
+    started = time.monotonic()
+    result = run_live(scenario, seed, str(Path(out_dir) / f"{name}-{impl}-{seed}-{attempt}"))
+    proxy = result.stats.get("proxy") or {}
+    return Run(name, impl, seed, result.ok, round(time.monotonic() - started, 1),
+               [{"check": v.check, "clause": v.clause, "detail": v.detail} for v in result.failed], left_out,
+               {k: proxy.get(k) for k in ("messages", "effects", "refused")}, attempt)
+
+
+def sweep(names: list[str], impls: list[str], seeds: list[int], out_dir: str, rerun: bool = False,
+          echo: Any = print) -> list[Run]:
+    runs = []
+    for name in names:
+        for seed in seeds:
+            for impl in impls:
+                run = run_one(name, impl, seed, out_dir)
+                runs.append(run)
+                echo(run.line())
+                if rerun and not run.ok:  # a loaded machine: say whether it fails again
+                    again = run_one(name, impl, seed, out_dir, attempt=2)
+                    runs.append(again)
+                    echo(again.line())
+    return runs
+
+
+def seed_list(text: str) -> list[int]:
+    out: list[int] = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out += list(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--file", action="append", choices=files(), help="a chaos file (default: all)")
+    ap.add_argument("--impl", action="append", choices=sorted(COMMANDS), help="peers to run (default: both)")
+    ap.add_argument("--seeds", default="1-2")
+    ap.add_argument("--rerun", action="store_true", help="run a failed run once more")
+    ap.add_argument("--out", help="traces and verdicts (default: a temporary directory)")
+    ap.add_argument("--json", help="write every run's verdicts here")
+    args = ap.parse_args(argv)
+    out = args.out or tempfile.mkdtemp(prefix="raft-external-")
+    started = time.monotonic()
+    runs = sweep(args.file or files(), args.impl or ["standin", "reference"], seed_list(args.seeds), out, args.rerun)
+    for note in sorted({n for r in runs for n in r.left_out}):
+        print(f"left out (simulation only): {note}")
+    firsts = [r for r in runs if r.attempt == 1]
+    print(f"{sum(r.ok for r in firsts)}/{len(firsts)} passed at the first try, "
+          f"{sum(r.ok for r in runs if r.attempt == 2)}/{sum(r.attempt == 2 for r in runs)} reruns passed; "
+          f"{time.monotonic() - started:.0f} s; traces in {out}")
+    if args.json:
+        Path(args.json).write_text(json.dumps([r.__dict__ for r in runs], indent=1))
+    return 0 if all(r.ok for r in firsts) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+"""The shipped Raft chaos files with a peer that is not ours: the independent stand-in
+(tests/standins/raft_peer.py, written from the document) as the peers' command, the files'
+faults acting on its processes and on the proxy between them, every verdict judged from the
+wire (bench/raft_external.py runs all of them, and the reference peer as a baseline).
+
+Three false alarms this found, each with its test: the harness's clients stamped reqids with the
+simulation's fixed epoch (2023), which a peer reading its host's clock refuses as expired (here);
+a second run into one out dir handed the peers the last run's data (tests/test_launch.py);
+live-after-heal counted the client's own queue against the cluster
+(tests/checkers/test_raft_liveness_queue.py); and with the reference peer as the command,
+process-alive and wire-conformance blamed it for what the scenario's crashes did
+(tests/test_launch.py, tests/checkers/test_wire_observed_crash.py). And one stand-in defect:
+without a checkpoint entry a new leader could never commit again (``--no-checkpoint``, below)."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+
+import pytest
+
+from bench.raft_external import COMMANDS, external_scenario
+from harness.composition import run_live
+from harness.packages.raft.checks import peer_expiry
+from harness.scenario import parse_scenario
+from reference_nodes.raft.common import DEFAULT_EPOCH_S
+
+pytestmark = [pytest.mark.live]
+
+ONE_PEER = """
+protocol: raft
+name: raft-fresh-reqids
+duration: 2s
+nodes:
+  peers: {role: peer, count: 1, command: "COMMAND"}
+  clients: {role: client, count: 1}
+workload:
+  - {nodes: clients, op: put, rate: 10/s, from: 300ms, until: 1500ms, limit: 4}
+  - {nodes: clients, op: get, rate: 10/s, from: 300ms, until: 1500ms, limit: 2}
+check: [update-expiry, update-once, linearizable]
+"""
+
+
+@pytest.mark.timeout(60)
+def test_the_harness_clients_stamp_reqids_a_peer_on_the_wall_clock_takes(tmp_path: Path) -> None:
+    """A peer judges a reqid's age by its own clock (E-RAFT-16); the harness's client stamped
+    the fixed simulation epoch (1 700 000 000 s, 2023), so the stand-in refused every update as
+    older than REQUEST_UPDATE_TTL: each operation ended ``info``, "the reqid expired"."""
+    scenario = parse_scenario(ONE_PEER.replace("COMMAND", COMMANDS["standin"]), "fresh.yaml")
+    result = run_live(scenario, 1, str(tmp_path))
+    assert result.ok, [v.to_dict() for v in result.failed]
+    from harness.trace import read_trace, unpack_data
+
+    ops = [unpack_data(r["data"]) for r in read_trace(result.trace_path).to_pylist()
+           if r["kind"] == "deliver" and r["msg_type"] == "op"]
+    assert len(ops) == 6 and {op["status"] for op in ops} == {"ok"}, ops
+
+
+def test_update_expiry_takes_the_epoch_a_live_run_gives_its_peers() -> None:
+    scenario = parse_scenario(ONE_PEER.replace("COMMAND", "true"), "fresh.yaml")
+    assert peer_expiry(scenario)["epoch_s"] == {"peers.0": DEFAULT_EPOCH_S}  # simulation: the fixed one
+    now = int(time.time())
+    assert peer_expiry(dataclasses.replace(scenario, epoch_s=now))["epoch_s"] == {"peers.0": now}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("name", ["leader-crash", "partitions", "rolling-restarts", "lossy"])
+def test_independent_peers_pass_every_check_of_a_shipped_chaos_file(name: str, tmp_path: Path) -> None:
+    scenario, left_out = external_scenario(name, "standin")
+    assert left_out == []
+    result = run_live(scenario, 1, str(tmp_path))
+    if not result.ok:  # a loaded machine: a live run that fails is run again before it counts
+        result = run_live(scenario, 1, str(tmp_path / "again"))
+    assert result.ok, [v.to_dict() for v in result.failed]
+    assert result.stats["observed_traffic"]["sends"] > 0
+
+
+LEADER_CRASHES = """
+protocol: raft
+name: raft-leader-crashes
+duration: 9s
+nodes:
+  peers: {role: peer, count: 3, command: "COMMAND"}
+  clients: {role: client, count: 3}
+workload:
+  - {nodes: clients, op: put, rate: 6/s, from: 500ms, until: 8500ms}
+  - {nodes: clients, op: get, rate: 3/s, from: 500ms, until: 8500ms}
+faults:
+  - {at: 1500ms, crash: leader, restart_after: 300ms}
+  - {at: 2500ms, crash: leader, restart_after: 300ms}
+  - {at: 3500ms, crash: leader, restart_after: 300ms}
+  - {at: 4500ms, crash: leader, restart_after: 300ms}
+  - {at: 5500ms, crash: leader, restart_after: 300ms}
+check: [live-after-heal: 2500ms, linearizable, update-once]
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_standin_without_checkpoint_entries_fails_live_after_heal(tmp_path: Path) -> None:
+    """A leader that appends nothing of its own term never commits the updates of earlier terms
+    its log holds (Raft paper 5.4.2; E-RAFT-28) while every client only retries one of them:
+    after a leader crash that catches each client's pending update in the new leader's log,
+    uncommitted, nothing commits again. Whether a crash does is a race with the stand-in's
+    100 ms commit cadence (the shipped rolling-restarts showed it in 6 of 13 runs), so five
+    leader crashes a run, and seeds until one fails (2 of seeds 1-3 did); the same scenario
+    passes with the stand-in as it is."""
+    good = run_live(parse_scenario(LEADER_CRASHES.replace("COMMAND", COMMANDS["standin"]), "crashes.yaml"), 1,
+                    str(tmp_path / "good"))
+    assert good.ok, [v.to_dict() for v in good.failed]
+    broken = parse_scenario(LEADER_CRASHES.replace("COMMAND", COMMANDS["standin"] + " --no-checkpoint"),
+                            "crashes.yaml")
+    for seed in range(1, 7):
+        failed = {v.check: v for v in run_live(broken, seed, str(tmp_path / f"broken-{seed}")).failed}
+        if failed:
+            break
+    assert set(failed) == {"live-after-heal"}, {k: v.detail for k, v in failed.items()}
+    assert "not committed" in failed["live-after-heal"].detail
