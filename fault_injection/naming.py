@@ -9,7 +9,12 @@ from typing import Any, Callable, Mapping
 
 from harness.protocols import DecodeError, codec, dialects
 
-Classifier = Callable[[list[bytes]], str]
+# (frames, where) -> the message type; ``where`` is (connection number, direction) when the
+# caller follows conversations (the chaos proxy), so that a response is named by its request.
+Classifier = Callable[..., str]
+Where = tuple[int, str]
+OPPOSITE = {"to_binder": "to_connecter", "to_connecter": "to_binder"}
+ASKED_LIMIT = 20_000  # requests remembered per classifier (the oldest go first)
 FieldsOf = Callable[[list[bytes]], "Mapping[str, Any] | None"]
 
 __all__ = ["Classifier", "FieldsOf", "codec_classifier", "codec_fields", "codec_malformed"]
@@ -17,10 +22,19 @@ __all__ = ["Classifier", "FieldsOf", "codec_classifier", "codec_fields", "codec_
 
 def codec_classifier(protocol: str, dialect: str = "strict") -> Classifier:
     """Message type names from the protocol's codec, as nodes name their sends; "" for
-    frames the codec does not recognise."""
-    c = codec(protocol, dialect)
+    frames the codec does not recognise.
 
-    def classify(frames: list[bytes]) -> str:
+    A protocol whose responses carry no type of their own (Raft: a response is told by the
+    request it answers, whose id is its first frame) is followed per conversation when the
+    caller says ``where`` a message goes (connection, direction): a request is remembered by
+    its first frame, and a message coming back on the same connection with that first frame is
+    named as its response, if it decodes as one. Without ``where``, or for a response to no
+    request seen, the codec's first candidate names it, as before."""
+    c = codec(protocol, dialect)
+    answered = {m.answers for m in c.table.messages if m.answers}  # requests that have responses
+    asked: dict[tuple[int, str, bytes], str] = {}  # (connection, direction, first frame) -> request
+
+    def plain(frames: list[bytes]) -> str:
         names = c.candidates(frames)  # cheap: a look-up on the identifying bytes
         if len(names) < 2:
             return names[0] if names else ""
@@ -28,6 +42,24 @@ def codec_classifier(protocol: str, dialect: str = "strict") -> Classifier:
             return c.decode(frames).name
         except DecodeError:
             return names[0]
+
+    def classify(frames: list[bytes], where: Where | None = None) -> str:
+        if where is None or not answered or not frames:
+            return plain(frames)
+        request = asked.get((where[0], OPPOSITE.get(where[1], ""), frames[0]))
+        if request is not None:
+            response = request + "Response"
+            try:
+                c.decode(frames, as_=response)
+                return response
+            except DecodeError:
+                pass
+        name = plain(frames)
+        if name in answered:
+            if len(asked) >= ASKED_LIMIT:
+                del asked[next(iter(asked))]
+            asked[(where[0], where[1], frames[0])] = name
+        return name
 
     return classify
 

@@ -334,7 +334,7 @@ class Relay:
         if first and d.name == "to_connecter" and d.conn.welcome is not None and frames == [d.conn.welcome]:
             return "zmq.welcome"
         try:
-            return self.classify(frames)
+            return self.classify(frames, (d.conn.number, d.name))
         except Exception:  # a classifier bug must not take the proxy down
             log.exception("proxy classifier failed")
             return ""
