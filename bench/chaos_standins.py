@@ -202,11 +202,22 @@ def _names_group(nodes: Any, group: str) -> bool:
     return any(n == group or fnmatch.fnmatch(group + ".0", n) or n.split(".")[0] == group for n in names)
 
 
+VARIANTS = ("standin", "reference", "standin-sh")
+
+
+def command_of(entry: Entry, variant: str) -> str:
+    """``standin-sh``: the stand-in started by a shell that waits a second first (two processes,
+    a slow start; a process fault acts on both)."""
+    if variant == "standin-sh":
+        return f"sh -c \"sleep 1; {entry.standin}\""
+    return entry.standin if variant == "standin" else entry.reference
+
+
 def scenario_text(entry: Entry, variant: str) -> str:
-    """The chaos file with ``entry.group`` run as the ``variant`` command ("standin" or "reference")."""
+    """The chaos file with ``entry.group`` run as the ``variant`` command (one of VARIANTS)."""
     doc = yaml.safe_load((ROOT / "scenarios" / entry.file).read_text())
     spec = doc["nodes"][entry.group]
-    spec["command"] = entry.standin if variant == "standin" else entry.reference
+    spec["command"] = command_of(entry, variant)
     spec["ready"] = dict(READY) if entry.ready_line else {"delay": "1500ms"}
     if entry.towers:
         doc["nodes"][entry.towers].update(command=DF_TOWER, ready=dict(READY))
@@ -232,7 +243,8 @@ def run_one(entry: Entry, variant: str, seed: int) -> dict[str, Any]:
             "wall_s": round(time.monotonic() - start, 1),
             "failed": [{"check": v.check, "clause": v.clause, "level": v.level, "detail": v.detail[:1500]}
                        for v in result.failed],
-            "passed": sorted(v.check for v in result.verdicts if v.ok)}
+            "passed": sorted(v.check for v in result.verdicts if v.ok),
+            "details": {v.check: v.detail[:400] for v in result.verdicts if v.ok}}
 
 
 def run_child(entry_id: str, variant: str, seed: int, timeout_s: float) -> dict[str, Any]:
@@ -261,7 +273,7 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", default="1-2")
     ap.add_argument("--only", default="", help="entries whose id starts with this (comma-separated prefixes)")
-    ap.add_argument("--variant", choices=("standin", "reference", "both"), default="both")
+    ap.add_argument("--variant", choices=(*VARIANTS, "both"), default="both", help="both: standin and reference")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per run")
     ap.add_argument("--out", help="append one JSON line per run here")
     ap.add_argument("--list", action="store_true")
