@@ -557,17 +557,25 @@ class SyncEndSequence(ServerViews):
 
 class ServerSequence(Checker):
     """Each server's BROADCAST sequences strictly increase, also across its restarts
-    (E-EVENTBUS-10); gaps are allowed and counted."""
+    (E-EVENTBUS-10); gaps are allowed and counted.
+
+    A server run as an external process has no probe. When it is the scenario's only server and
+    no rule may delay, reorder, duplicate or damage a message (``from_clients``), what each
+    in-process client's SUB received from it is its BROADCASTs in the order it sent them (one
+    connection at a time, FIFO; a client on subtrees sees a part of them): they must increase
+    too, which catches a server whose counter starts again after a restart. Otherwise the
+    external server is not judged, and the verdict says so."""
 
     name = "server-sequence"
     clause = "eventbus.server.sequence-increasing"
-    kinds = frozenset({SEND, RESTART})
-    roles = SERVER
+    kinds = frozenset({SEND, RECV, RESTART})
+    roles = CLIENTS_AND_SERVERS
 
-    def __init__(self, external: list[str] | None = None, **params: Any) -> None:
+    def __init__(self, external: list[str] | None = None, from_clients: bool = False, **params: Any) -> None:
         super().__init__(**params)
-        self.external = external or []  # servers run as processes: not judged (NOT_PROBED)
-        self.last: dict[str, tuple[int, Event]] = {}
+        self.external = external or []  # servers run as processes: not judged (NOT_PROBED) ...
+        self.from_clients = from_clients and len(self.external) == 1  # ... unless the clients' receipts tell
+        self.last: dict[str, tuple[int, Event]] = {}  # server, or client (what it received), -> last sequence
         self.bad: list[tuple[Event, Event]] = []
         self.restarted: set[str] = set()
         self.count = 0
@@ -575,12 +583,16 @@ class ServerSequence(Checker):
 
     def on_event(self, ev: Event) -> None:
         if ev.kind == RESTART:
-            self.restarted.add(ev.node)
+            if ev.role == "server":
+                self.restarted.add(ev.node)
             return
-        if ev.msg_type != "BROADCAST":
+        if ev.role == "client":  # a receipt (a probe names no type on it): on the SUB, from the server
+            if not self.from_clients or ev.kind != RECV or ev.socket.split(".", 1)[0] != "publisher":
+                return
+        elif ev.kind != SEND or ev.msg_type != "BROADCAST":
             return
         msg = decoded(ev)
-        if msg is None or not isinstance(msg["sequence"], int):
+        if msg is None or msg.name != "BROADCAST" or not isinstance(msg["sequence"], int):
             return
         self.count += 1
         seq = msg["sequence"]
@@ -593,11 +605,14 @@ class ServerSequence(Checker):
         self.last[ev.node] = (seq, ev)
 
     def finish(self, end_ns: int) -> list[Verdict]:
+        how = (f"; {self.external[0]} (external) judged as the in-process clients received its BROADCASTs"
+               if self.from_clients else not_judged(self.external, NOT_PROBED))
         if not self.bad:
             across = f", across {len(self.restarted)} restart(s)" if self.restarted else ""
             return [self.ok(f"{self.count} BROADCAST(s), strictly increasing per server{across}; {self.gaps} gap(s)"
-                            + not_judged(self.external, NOT_PROBED))]
+                            + how)]
         ev, prev = self.bad[0]
-        return [self.fail(f"{len(self.bad)} BROADCAST(s) not above the server's previous one; first: {ev.node} sent "
-                          f"{decoded(ev)['sequence']} after {decoded(prev)['sequence']}",  # type: ignore[index]
+        who = f"{self.external[0]} sent {ev.node}" if ev.role == "client" else f"{ev.node} sent"
+        return [self.fail(f"{len(self.bad)} BROADCAST(s) not above the server's previous one; first: {who} "
+                          f"{decoded(ev)['sequence']} after {decoded(prev)['sequence']}" + how,  # type: ignore[index]
                           [e.describe() for pair in self.bad[:5] for e in reversed(pair)])]

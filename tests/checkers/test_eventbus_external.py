@@ -6,6 +6,8 @@ run produces them: the in-process nodes' probes, nothing from the external clien
 
 from __future__ import annotations
 
+from typing import Any
+
 from harness.checkers.base import CRASH, DELIVER, NOTE, RECV, RESTART, SEND, Event, Verdict
 from harness.checkers.eventbus import ClientSubtrees, CompleteDelivery, Convergence
 from harness.protocols import codec
@@ -226,3 +228,46 @@ def test_an_event_first_applied_after_the_bus_gave_its_status_is_not_blamed_on_t
     assert not kept_not.ok and kept_not.clause == "eventbus.server.broadcast", kept_not
     foreign = verdict(Convergence({"app": ["/w/"]}), [*base, applied(201, "app", 3, "/n/y", "sync")])
     assert not foreign.ok and foreign.clause == "eventbus.server.sync-subtree-filter", foreign
+
+
+def test_an_external_bus_whose_counter_starts_again_after_a_restart_is_caught_at_the_clients() -> None:
+    # Before: server-sequence judged only a probed server's sends, so the stand-in bus run without
+    # its --state file (numbers from 1 again after server-restart.yaml's restart, E-EVENTBUS-10)
+    # passed every check of that file (bench/chaos_standins.py, seeds 1 and 2)
+    from harness.checkers.eventbus import ServerSequence
+
+    def got(t: int, node: str, i: int) -> Event:
+        frames = C.encode("BROADCAST", {"topic": "/w/x", "sequence": i, "producer": "app", "uuid": UUIDS[i],
+                                        "timestamp": "2026-01-01T00:00:00.000Z", "data": b"\x80"})
+        return client_gets(t, node, "publisher", frames)
+
+    restart = [Event(30, "bus", "server", CRASH), Event(40, "bus", "server", RESTART)]
+    reset = [got(10, "a", 1), got(11, "b", 1), got(20, "a", 3), *restart, got(50, "a", 1), got(51, "b", 2)]
+    v = verdict(ServerSequence(external=["bus"], from_clients=True), reset)
+    assert not v.ok and "bus sent a 1 after 3" in v.detail and v.clause == "eventbus.server.sequence-increasing", v
+    kept = [got(10, "a", 1), got(11, "b", 1), got(20, "a", 3), *restart, got(50, "a", 4), got(51, "b", 4)]
+    v = verdict(ServerSequence(external=["bus"], from_clients=True), kept)
+    assert v.ok and "bus (external) judged as the in-process clients received its BROADCASTs" in v.detail, v
+    # rules that may reorder or duplicate messages (from_clients False): not judged, and said so
+    v = verdict(ServerSequence(external=["bus"]), reset)
+    assert v.ok and "not judged" in v.detail, v
+
+
+def test_server_sequence_reads_an_external_bus_from_the_clients_only_where_the_wire_keeps_its_order() -> None:
+    from pathlib import Path
+
+    import yaml
+
+    from harness.packages.eventbus import CHECKS
+    from harness.scenario import parse_scenario
+
+    def checker(file: str, drop_rules: bool = False) -> Any:
+        doc = yaml.safe_load(Path(f"scenarios/eventbus/chaos/{file}.yaml").read_text())
+        doc["nodes"]["bus"]["command"] = "my-bus --port {port}"
+        if drop_rules:
+            doc["faults"] = [f for f in doc.get("faults", []) if "rule" not in f]
+        return CHECKS["server-sequence"].factory(parse_scenario(yaml.safe_dump(doc), file))
+
+    assert checker("server-restart").from_clients  # a crash and restart, no message rules
+    assert not checker("lossy").from_clients  # BROADCASTs reordered and duplicated on the way
+    assert checker("lossy", drop_rules=True).from_clients
