@@ -271,3 +271,37 @@ def test_server_sequence_reads_an_external_bus_from_the_clients_only_where_the_w
     assert checker("server-restart").from_clients  # a crash and restart, no message rules
     assert not checker("lossy").from_clients  # BROADCASTs reordered and duplicated on the way
     assert checker("lossy", drop_rules=True).from_clients
+
+
+def test_answers_to_a_request_asked_again_may_interleave_at_the_client() -> None:
+    # The reference client asks again when no SYNCEND comes in time, and resynchronises
+    # periodically: the SYNCs of the older request may arrive after the newer request went out.
+    # Before, each SYNC was judged against the newest request only: snapshot-filter failed
+    # "bus's snapshot for ['/a/', '/b/'] above 184: SYNC 117, not above the requested sequence" against a
+    # snapshot of the reference bus run as the process (with --mutant broadcast-twice, whose snapshots
+    # are the reference's: server-restart.yaml, seed 1)
+    from harness.checkers.eventbus_server import SnapshotFilter
+
+    def ask(t: int, since: int) -> Event:
+        return client_sends(t, "app", "snapshot", C.encode("SYNCSTART", {"subtrees": ["/w/"], "sequence": since}))
+
+    def sync(t: int, seq: int, topic: str = "/w/x") -> Event:
+        return client_gets(t, "app", "snapshot", C.encode("SYNC", {
+            "topic": topic, "sequence": seq, "producer": "app", "timestamp": "2026-01-01T00:00:00.000Z",
+            "uuid": UUIDS[seq % 10], "data": b"\x80"}))
+
+    def end(t: int, seq: int) -> Event:
+        return client_gets(t, "app", "snapshot", C.encode("SYNCEND", {"subtrees": ["/w/"], "sequence": seq}))
+
+    interleaved = [ask(10, 100), ask(20, 184), sync(30, 117), end(31, 117), sync(40, 190), end(41, 190)]
+    v = verdict(SnapshotFilter(external_servers={0: "bus"}), interleaved)
+    assert v.ok and "2 snapshot(s), 2 SYNC(s)" in v.detail, v
+    # a SYNC above neither open request, or outside their subtrees, still fails
+    low = verdict(SnapshotFilter(external_servers={0: "bus"}), [ask(10, 100), ask(20, 184), sync(30, 90)])
+    assert not low.ok and low.clause == "eventbus.server.sync-sequence-filter" and "SYNC 90" in low.detail, low
+    foreign = verdict(SnapshotFilter(external_servers={0: "bus"}), [ask(10, 100), ask(20, 184), sync(30, 150, "/n/y")])
+    assert not foreign.ok and foreign.clause == "eventbus.server.sync-subtree-filter", foreign
+    # once the older request is answered, a SYNC is judged against the newer alone
+    closed = verdict(SnapshotFilter(external_servers={0: "bus"}),
+                     [ask(10, 100), ask(20, 184), end(25, 100), sync(30, 150)])
+    assert not closed.ok and "above 184: SYNC 150" in closed.detail, closed
