@@ -34,7 +34,9 @@ class SnapshotFilter(ServerViews):
 
     A client may ask again before the answer came (its timeout; its periodic resynchronisation):
     the answers to the requests still open may then interleave with each other as the client
-    sees them, so a SYNC must fit one of them, and a SYNCEND closes the oldest it echoes."""
+    sees them, so a SYNC must fit one of them, and a SYNCEND closes the oldest it echoes. Seen
+    from the client (an external server), a crash of the server closes none: ZeroMQ holds a
+    request it had not written yet and sends it to the restarted server."""
 
     name = "snapshot-filter"
     clause = "eventbus.server.sync-sequence-filter"
@@ -53,7 +55,11 @@ class SnapshotFilter(ServerViews):
 
     def on_server_event(self, ev: Event) -> None:
         if ev.kind in (CRASH, RESTART):
-            self.open = {k: v for k, v in self.open.items() if k[0] != ev.node}
+            if ev.node not in self.external_servers.values():
+                self.open = {k: v for k, v in self.open.items() if k[0] != ev.node}
+            # else: seen from the client, a request sent before the crash may still reach the
+            # restarted server (the DEALER queues it and sends it on the new connection); it
+            # stays open until a SYNCEND closes it
             return
         found = snapshot_message(ev)
         if found is None or len(ev.frames or []) < 3:
