@@ -30,7 +30,13 @@ class SnapshotFilter(ServerViews):
     and above the requested sequence (``eventbus.server.sync-sequence-filter``; 0 asks for
     everything), and the SYNCEND echoes the request's subtree specification
     (``eventbus.server.syncend-subtree``, E-EVENTBUS-06: byte for byte in strict mode, the same
-    list in the micro-toolkit dialect, whose bus rebuilds it from the parsed request)."""
+    list in the micro-toolkit dialect, whose bus rebuilds it from the parsed request).
+
+    A client may ask again before the answer came (its timeout; its periodic resynchronisation):
+    the answers to the requests still open may then interleave with each other as the client
+    sees them, so a SYNC must fit one of them, and a SYNCEND closes the oldest it echoes. Seen
+    from the client (an external server), a crash of the server closes none: ZeroMQ holds a
+    request it had not written yet and sends it to the restarted server."""
 
     name = "snapshot-filter"
     clause = "eventbus.server.sync-sequence-filter"
@@ -40,47 +46,58 @@ class SnapshotFilter(ServerViews):
     def __init__(self, dialect: str = "strict", **params: Any) -> None:
         super().__init__(**params)
         self.strict = dialect == "strict"
-        # (server, client identity) -> (the request's subtree frame, its subtrees, its sequence)
-        self.open: dict[tuple[str, bytes], tuple[bytes, list[str], int]] = {}
+        # (server, client identity) -> the requests not answered yet, oldest first:
+        # (the request's subtree frame, its subtrees, its sequence)
+        self.open: dict[tuple[str, bytes], list[tuple[bytes, list[str], int]]] = {}
         self.bad: list[tuple[Event, str, str]] = []
         self.snapshots = 0
         self.syncs = 0
 
     def on_server_event(self, ev: Event) -> None:
         if ev.kind in (CRASH, RESTART):
-            self.open = {k: v for k, v in self.open.items() if k[0] != ev.node}
+            if ev.node not in self.external_servers.values():
+                self.open = {k: v for k, v in self.open.items() if k[0] != ev.node}
+            # else: seen from the client, a request sent before the crash may still reach the
+            # restarted server (the DEALER queues it and sends it on the new connection); it
+            # stays open until a SYNCEND closes it
             return
         found = snapshot_message(ev)
         if found is None or len(ev.frames or []) < 3:
             return
         key, msg = found
         if ev.kind == RECV and msg.name == "SYNCSTART":
-            self.open[key] = (ev.frames[2], list(msg["subtrees"]), msg["sequence"] or 0)
-        elif ev.kind == SEND and key in self.open:
+            self.open.setdefault(key, []).append((ev.frames[2], list(msg["subtrees"]), msg["sequence"] or 0))
+        elif ev.kind == SEND and self.open.get(key):
             if msg.name == "SYNC":
-                self._judge_sync(ev, msg, *self.open[key])
+                self._judge_sync(ev, msg, self.open[key])
             elif msg.name == "SYNCEND":
-                self._judge_end(ev, msg, *self.open.pop(key))
+                self._judge_end(ev, msg, self.open[key])
 
     def _who(self, ev: Event, subtrees: list[str], since: int) -> str:
         return f"{ev.node}'s snapshot for {subtrees or 'all topics'} above {since}"
 
-    def _judge_sync(self, ev: Event, msg: Message, frame: bytes, subtrees: list[str], since: int) -> None:
+    def _judge_sync(self, ev: Event, msg: Message, open_: list[tuple[bytes, list[str], int]]) -> None:
         self.syncs += 1
-        if not in_subtrees(str(msg["topic"]), subtrees):
+        topic, seq = str(msg["topic"]), msg["sequence"]
+        within = [(subtrees, since) for _, subtrees, since in open_ if in_subtrees(topic, subtrees)]
+        subtrees, since = open_[0][1:]  # the oldest: the one it answers unless it fits a later one
+        if not within:
             self.bad.append((ev, f"{self._who(ev, subtrees, since)}: SYNC of {msg['topic']!r}, outside the "
                                  "requested subtrees", "eventbus.server.sync-subtree-filter"))
-        elif isinstance(msg["sequence"], int) and msg["sequence"] <= since:
-            self.bad.append((ev, f"{self._who(ev, subtrees, since)}: SYNC {msg['sequence']}, not above the "
-                                 "requested sequence", self.clause))
+        elif isinstance(seq, int) and all(seq <= s for _, s in within):
+            self.bad.append((ev, f"{self._who(ev, *within[0])}: SYNC {seq}, not above the requested sequence",
+                             self.clause))
 
-    def _judge_end(self, ev: Event, msg: Message, frame: bytes, subtrees: list[str], since: int) -> None:
+    def _judge_end(self, ev: Event, msg: Message, open_: list[tuple[bytes, list[str], int]]) -> None:
         self.snapshots += 1
-        echoed = ev.frames[2] == frame if self.strict and ev.frames else list(msg["subtrees"]) == subtrees
-        if not echoed:
-            got = ev.frames[2] if ev.frames else b""
-            self.bad.append((ev, f"{self._who(ev, subtrees, since)}: SYNCEND names {got!r}, the request "
-                                 f"{frame!r}", "eventbus.server.syncend-subtree"))
+        for i, (frame, subtrees, since) in enumerate(open_):
+            if (ev.frames[2] == frame if self.strict and ev.frames else list(msg["subtrees"]) == subtrees):
+                del open_[i]
+                return
+        frame, subtrees, since = open_.pop(0)
+        got = ev.frames[2] if ev.frames else b""
+        self.bad.append((ev, f"{self._who(ev, subtrees, since)}: SYNCEND names {got!r}, the request "
+                             f"{frame!r}", "eventbus.server.syncend-subtree"))
 
     def finish(self, end_ns: int) -> list[Verdict]:
         if not self.bad:

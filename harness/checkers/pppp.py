@@ -71,7 +71,8 @@ class ExactlyOnce(PpppCheck):
         if ev.role == PUBLISHER:
             self._publisher(ev)
             return
-        self.probed.add(ev.node)
+        if ev.kind not in (CRASH, RESTART):  # the live runtime reports these of an external process too
+            self.probed.add(ev.node)
         if ev.kind == SEND and self.publisher_external:
             last = self.spoke.get(ev.node)
             if last is not None and ev.time_ns - last >= self.forget_after:

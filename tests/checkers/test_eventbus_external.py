@@ -6,6 +6,8 @@ run produces them: the in-process nodes' probes, nothing from the external clien
 
 from __future__ import annotations
 
+from typing import Any
+
 from harness.checkers.base import CRASH, DELIVER, NOTE, RECV, RESTART, SEND, Event, Verdict
 from harness.checkers.eventbus import ClientSubtrees, CompleteDelivery, Convergence
 from harness.protocols import codec
@@ -209,3 +211,126 @@ def test_a_scenario_that_corrupts_messages_in_flight_has_external_wire_judge_no_
     damaged = package("eventbus").checks["external-wire"].factory(
         parse_scenario(text + "faults:\n  - rule: {message: PUB, corrupt: 5%}\n", "x.yaml"))
     assert (plain.damaged, damaged.damaged) == (False, True) and plain.any_external
+
+
+def test_an_event_first_applied_after_the_bus_gave_its_status_is_not_blamed_on_the_bus() -> None:
+    # A live run asks the reference bus for its holdings 300 ms before the end; an external
+    # publisher may publish until the end. Before: an event broadcast after the status (applied
+    # at 201) failed convergence "has 1 extra ... the bus holds", blaming eventbus.server.broadcast
+    # on the correct reference bus (bench/chaos_standins.py, eb-crash-pubs, seed 1).
+    base = [server_up(), synced(10, "app"), broadcast(20, 1), applied(21, "app", 1), status(100, [1])]
+    late = verdict(Convergence({"app": ["/w/"]}), [*base, broadcast(200, 2), applied(201, "app", 2)])
+    assert late.ok, late
+    # an event a client had before the status and the bus does not hold still fails (a bus that
+    # broadcasts what it does not keep), and so does another subtree's SYNC after the status
+    kept_not = verdict(Convergence({"app": ["/w/"]}),
+                       [server_up(), synced(10, "app"), applied(21, "app", 1), applied(31, "app", 2), status(100, [1])])
+    assert not kept_not.ok and kept_not.clause == "eventbus.server.broadcast", kept_not
+    foreign = verdict(Convergence({"app": ["/w/"]}), [*base, applied(201, "app", 3, "/n/y", "sync")])
+    assert not foreign.ok and foreign.clause == "eventbus.server.sync-subtree-filter", foreign
+
+
+def test_an_external_bus_whose_counter_starts_again_after_a_restart_is_caught_at_the_clients() -> None:
+    # Before: server-sequence judged only a probed server's sends, so the stand-in bus run without
+    # its --state file (numbers from 1 again after server-restart.yaml's restart, E-EVENTBUS-10)
+    # passed every check of that file (bench/chaos_standins.py, seeds 1 and 2)
+    from harness.checkers.eventbus import ServerSequence
+
+    def got(t: int, node: str, i: int) -> Event:
+        frames = C.encode("BROADCAST", {"topic": "/w/x", "sequence": i, "producer": "app", "uuid": UUIDS[i],
+                                        "timestamp": "2026-01-01T00:00:00.000Z", "data": b"\x80"})
+        return client_gets(t, node, "publisher", frames)
+
+    restart = [Event(30, "bus", "server", CRASH), Event(40, "bus", "server", RESTART)]
+    reset = [got(10, "a", 1), got(11, "b", 1), got(20, "a", 3), *restart, got(50, "a", 1), got(51, "b", 2)]
+    v = verdict(ServerSequence(external=["bus"], from_clients=True), reset)
+    assert not v.ok and "bus sent a 1 after 3" in v.detail and v.clause == "eventbus.server.sequence-increasing", v
+    kept = [got(10, "a", 1), got(11, "b", 1), got(20, "a", 3), *restart, got(50, "a", 4), got(51, "b", 4)]
+    v = verdict(ServerSequence(external=["bus"], from_clients=True), kept)
+    assert v.ok and "bus (external) judged as the in-process clients received its BROADCASTs" in v.detail, v
+    # rules that may reorder or duplicate messages (from_clients False): not judged, and said so
+    v = verdict(ServerSequence(external=["bus"]), reset)
+    assert v.ok and "not judged" in v.detail, v
+
+
+def test_server_sequence_reads_an_external_bus_from_the_clients_only_where_the_wire_keeps_its_order() -> None:
+    from pathlib import Path
+
+    import yaml
+
+    from harness.packages.eventbus import CHECKS
+    from harness.scenario import parse_scenario
+
+    def checker(file: str, drop_rules: bool = False) -> Any:
+        doc = yaml.safe_load(Path(f"scenarios/eventbus/chaos/{file}.yaml").read_text())
+        doc["nodes"]["bus"]["command"] = "my-bus --port {port}"
+        if drop_rules:
+            doc["faults"] = [f for f in doc.get("faults", []) if "rule" not in f]
+        return CHECKS["server-sequence"].factory(parse_scenario(yaml.safe_dump(doc), file))
+
+    assert checker("server-restart").from_clients  # a crash and restart, no message rules
+    assert not checker("lossy").from_clients  # BROADCASTs reordered and duplicated on the way
+    assert checker("lossy", drop_rules=True).from_clients
+
+
+def test_answers_to_a_request_asked_again_may_interleave_at_the_client() -> None:
+    # The reference client asks again when no SYNCEND comes in time, and resynchronises
+    # periodically: the SYNCs of the older request may arrive after the newer request went out.
+    # Before, each SYNC was judged against the newest request only: snapshot-filter failed
+    # "bus's snapshot for ['/a/', '/b/'] above 184: SYNC 117, not above the requested sequence" against a
+    # snapshot of the reference bus run as the process (with --mutant broadcast-twice, whose snapshots
+    # are the reference's: server-restart.yaml, seed 1)
+    from harness.checkers.eventbus_server import SnapshotFilter
+
+    def ask(t: int, since: int) -> Event:
+        return client_sends(t, "app", "snapshot", C.encode("SYNCSTART", {"subtrees": ["/w/"], "sequence": since}))
+
+    def sync(t: int, seq: int, topic: str = "/w/x") -> Event:
+        return client_gets(t, "app", "snapshot", C.encode("SYNC", {
+            "topic": topic, "sequence": seq, "producer": "app", "timestamp": "2026-01-01T00:00:00.000Z",
+            "uuid": UUIDS[seq % 10], "data": b"\x80"}))
+
+    def end(t: int, seq: int) -> Event:
+        return client_gets(t, "app", "snapshot", C.encode("SYNCEND", {"subtrees": ["/w/"], "sequence": seq}))
+
+    interleaved = [ask(10, 100), ask(20, 184), sync(30, 117), end(31, 117), sync(40, 190), end(41, 190)]
+    v = verdict(SnapshotFilter(external_servers={0: "bus"}), interleaved)
+    assert v.ok and "2 snapshot(s), 2 SYNC(s)" in v.detail, v
+    # a SYNC above neither open request, or outside their subtrees, still fails
+    low = verdict(SnapshotFilter(external_servers={0: "bus"}), [ask(10, 100), ask(20, 184), sync(30, 90)])
+    assert not low.ok and low.clause == "eventbus.server.sync-sequence-filter" and "SYNC 90" in low.detail, low
+    foreign = verdict(SnapshotFilter(external_servers={0: "bus"}), [ask(10, 100), ask(20, 184), sync(30, 150, "/n/y")])
+    assert not foreign.ok and foreign.clause == "eventbus.server.sync-subtree-filter", foreign
+    # once the older request is answered, a SYNC is judged against the newer alone
+    closed = verdict(SnapshotFilter(external_servers={0: "bus"}),
+                     [ask(10, 100), ask(20, 184), end(25, 100), sync(30, 150)])
+    assert not closed.ok and "above 184: SYNC 150" in closed.detail, closed
+
+
+def test_a_request_sent_before_the_external_bus_crashed_may_be_answered_after_its_restart() -> None:
+    # Seen from the client, a SYNCSTART sent before the crash is queued by its DEALER and reaches
+    # the restarted bus; before, the crash closed the client's open requests and the answer was
+    # judged against the next request: snapshot-filter failed the reference bus run as the process
+    # "snapshot for ['/a/', '/b/'] above 85: SYNC 72, not above the requested sequence"
+    # (server-restart.yaml, bench/chaos_standins.py eb-restart-bus, reference, seed 1)
+    from harness.checkers.eventbus_server import SnapshotFilter
+
+    def ask(t: int, since: int) -> Event:
+        return client_sends(t, "app", "snapshot", C.encode("SYNCSTART", {"subtrees": ["/w/"], "sequence": since}))
+
+    def sync(t: int, seq: int) -> Event:
+        return client_gets(t, "app", "snapshot", C.encode("SYNC", {
+            "topic": "/w/x", "sequence": seq, "producer": "app", "timestamp": "2026-01-01T00:00:00.000Z",
+            "uuid": UUIDS[seq % 10], "data": b"\x80"}))
+
+    def end(t: int, seq: int) -> Event:
+        return client_gets(t, "app", "snapshot", C.encode("SYNCEND", {"subtrees": ["/w/"], "sequence": seq}))
+
+    crash = [Event(15, "bus", "server", CRASH), Event(20, "bus", "server", RESTART)]
+    events = [ask(10, 60), *crash, ask(30, 85), sync(40, 72), end(41, 72), sync(50, 90), end(51, 90)]
+    v = verdict(SnapshotFilter(external_servers={0: "bus"}), events)
+    assert v.ok, v
+    # the first SYNCEND closed the oldest request: a SYNC below the newer one then fails
+    late = [ask(10, 60), *crash, ask(30, 85), end(41, 60), sync(50, 72)]
+    v = verdict(SnapshotFilter(external_servers={0: "bus"}), late)
+    assert not v.ok and "above 85: SYNC 72" in v.detail, v

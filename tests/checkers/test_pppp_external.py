@@ -6,7 +6,7 @@ events are fed as a live run produces them: the in-process nodes' probes only.""
 
 from __future__ import annotations
 
-from harness.checkers.base import DELIVER, RECV, SEND, Event, Verdict
+from harness.checkers.base import CRASH, DELIVER, RECV, RESTART, SEND, Event, Verdict
 from harness.checkers.pppp import ExactlyOnce, SubscriberHeartbeats
 from harness.protocols import codec
 
@@ -57,6 +57,23 @@ def test_an_external_subscriber_is_judged_by_what_the_publisher_sent_it() -> Non
     v = verdict(ExactlyOnce(**TIMES, external={"ext": "subscriber"}), starved)
     assert not v.ok and "the publisher sent ext nothing" in v.detail, v.detail
     assert v.clause == "pppp.publisher.preserve-until-acked"
+
+
+def test_an_external_subscriber_killed_and_restarted_is_still_judged_as_external() -> None:
+    # The live runtime reports the crash and the restart of an external process (role
+    # subscriber); before, they made 'ext' look probed, and exactly-once failed the reference
+    # publisher "ext subscribed b'news' but never received anything" (restart-live.yaml with its
+    # subs external, bench/chaos_standins.py pp-restartlive-subs: the reference subscriber as the
+    # process and the stand-in alike, seed 1)
+    crash = [Event(15 * MS, "ext", "subscriber", CRASH), Event(16 * MS, "ext", "subscriber", RESTART)]
+    events = [subscribe(1 * MS, b"ext"), published(10 * MS, 1), publish_to(10 * MS, b"ext", 1), *crash,
+              subscribe(17 * MS, b"ext"), published(20 * MS, 2), publish_to(20 * MS, b"ext", 2)]
+    v = verdict(ExactlyOnce(**TIMES, external={"ext": "subscriber"}), events)
+    assert v.ok and "not judged: ext" in v.detail, v.detail
+    # a publisher that sends the restarted one nothing is still caught
+    starved = [subscribe(1 * MS, b"ext"), *crash, subscribe(17 * MS, b"ext"), published(20 * MS, 1)]
+    v = verdict(ExactlyOnce(**TIMES, external={"ext": "subscriber"}), starved)
+    assert not v.ok and "the publisher sent ext nothing" in v.detail, v.detail
 
 
 def test_an_external_publishers_numbers_come_from_what_the_subscribers_received() -> None:

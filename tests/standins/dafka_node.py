@@ -10,7 +10,12 @@
   FETCHes; sends ACKs and FETCHes) and a reader (answers FETCH, GET-HEADS and CONSUMER-HELLO;
   greets consumers with STORE-HELLO under its own address), sharing one database;
 * ``--subscribe-after-ms`` (consumer): it subscribes to its topics that long after it started,
-  as zeromq/dafka's console consumer does (one second).
+  as zeromq/dafka's console consumer does (one second);
+* ``--data-dir`` (store): its database lives in a file there and survives the process being
+  killed and started again, as zeromq/dafka's LevelDB does (without it: in memory);
+* ``--towers`` takes ``xsub,xpub`` pairs separated by ``;`` (zeromq/dafka's ``tower/endpoints``
+  lists several); ``--advertise`` announces another endpoint than the one it binds (a chaos
+  proxy's, when one stands in front of it).
 
     python tests/standins/dafka_node.py store --towers tcp://127.0.0.1:5556,tcp://127.0.0.1:5557 --two-nodes
 
@@ -20,12 +25,14 @@ It prints ``READY`` once its sockets are bound and runs until SIGTERM or SIGINT.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import socket
 import sys
 import threading
 from typing import Any
 
+from harness.live.filestore import FileStore
 from harness.live.runtime import LiveRuntime
 from harness.node import Action, DurableStore, NodeContext, Send
 from harness.protocols.codec import Message
@@ -35,7 +42,7 @@ from reference_nodes.dafka.consumer import Consumer
 from reference_nodes.dafka.producer import Producer
 from reference_nodes.dafka.store import Store
 
-SHARED_DB = DurableStore()  # the two nodes of a --two-nodes store share it, as zeromq/dafka's share LevelDB
+SHARED_DB: DurableStore = DurableStore()  # the two nodes of a --two-nodes store share it, as zeromq/dafka's share LevelDB
 READER_ASKS = ("FETCH", "GET-HEADS", "CONSUMER-HELLO")
 
 
@@ -56,6 +63,13 @@ def empty_host(cls: type) -> type:
 
     EmptyHost.__name__ = f"EmptyHost{cls.__name__}"
     return EmptyHost
+
+
+class DiskStore(Store):
+    """A one-node store whose database is SHARED_DB (a file with --data-dir)."""
+
+    def open_db(self, ctx: NodeContext) -> DurableStore:
+        return SHARED_DB
 
 
 class WriterStore(Store):
@@ -92,8 +106,8 @@ class ReaderStore(Store):
 
 
 def nodes(args: argparse.Namespace) -> list[tuple[str, Any, dict[str, Any]]]:
-    xsub, xpub = args.towers.split(",")
-    common = {"dialect": args.dialect, "towers": [[xsub, xpub]], "beacon_ms": args.beacon_ms,
+    towers = [pair.split(",") for pair in args.towers.split(";") if pair]
+    common = {"dialect": args.dialect, "towers": towers, "beacon_ms": args.beacon_ms,
               "peer_expiry_ms": args.peer_expiry_ms}
     wrap = empty_host if args.empty_host else (lambda c: c)
     if args.role == "producer":
@@ -102,20 +116,26 @@ def nodes(args: argparse.Namespace) -> list[tuple[str, Any, dict[str, Any]]]:
         return [("producer", wrap(Producer), {**common, **cfg})]
     if args.role == "consumer":
         topics = [] if args.subscribe_after_ms else [t for t in args.topics.split(",") if t]
-        return [("consumer", wrap(Consumer), {**common, "topics": topics})]
+        return [("consumer", wrap(Consumer), {**common, "topics": topics, "offset_reset": args.offset_reset,
+                                              "fetch_retry_ms": args.fetch_retry_ms})]
+    common["fetch_retry_ms"] = args.fetch_retry_ms
     if args.two_nodes:
         return [("store-writer", wrap(WriterStore), dict(common)), ("store-reader", wrap(ReaderStore), dict(common))]
-    return [("store", wrap(Store), dict(common))]
+    return [("store", wrap(DiskStore), dict(common))]
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("role", choices=("producer", "store", "consumer"))
-    ap.add_argument("--towers", required=True, help="the tower's XSUB,XPUB endpoints")
+    ap.add_argument("--towers", required=True, help="each tower's XSUB,XPUB endpoints, ';' between towers")
     ap.add_argument("--dialect", default="dafka:zproto")
     ap.add_argument("--beacon-ms", type=int, default=200)
     ap.add_argument("--peer-expiry-ms", type=int, default=4000)
     ap.add_argument("--bind", help="bind this endpoint (one node) instead of a port of its own choosing")
+    ap.add_argument("--advertise", help="the endpoint its beacons announce (default: the one it binds)")
+    ap.add_argument("--data-dir", help="a store keeps its database in a file here (default: in memory)")
+    ap.add_argument("--offset-reset", choices=("earliest", "latest"), default="earliest")
+    ap.add_argument("--fetch-retry-ms", type=int, default=500)
     ap.add_argument("--empty-host", action="store_true")
     ap.add_argument("--two-nodes", action="store_true")
     ap.add_argument("--topic", default="weather")
@@ -129,11 +149,16 @@ def main() -> int:
     stop = threading.Event()
     for s in (signal.SIGTERM, signal.SIGINT):
         signal.signal(s, lambda *_: stop.set())
+    if args.data_dir:
+        global SHARED_DB
+        os.makedirs(args.data_dir, exist_ok=True)
+        SHARED_DB = FileStore(os.path.join(args.data_dir, "store.db"))
     runtime = LiveRuntime()
     try:
         for name, factory, cfg in nodes(args):
             bind = args.bind or f"tcp://127.0.0.1:{own_port()}"
-            runtime.add_node(name, factory, role=args.role, config={**cfg, "bind": bind})
+            announce = {"advertise": args.advertise} if args.advertise else {}
+            runtime.add_node(name, factory, role=args.role, config={**cfg, "bind": bind, **announce})
         runtime.start()
         if args.subscribe_after_ms:
             for topic in (t for t in args.topics.split(",") if t):

@@ -130,6 +130,12 @@ def external_servers(scenario: Any) -> dict[int, str]:
     return {i: n for i, n in enumerate(server_names(scenario)) if scenario.group_of(n).command}
 
 
+def fifo(scenario: Any) -> bool:
+    """No message rule of the scenario delays, reorders, duplicates or damages a message: what a
+    node receives on a connection is what the other end sent, in its order, less losses."""
+    return all(getattr(rule.effect, "name", "") == "drop" for rule in scenario.rules.rules)
+
+
 def _with_external(cls: type) -> Callable[..., Any]:
     return lambda scenario, **params: cls(external=external_clients(scenario), **params)
 
@@ -152,7 +158,8 @@ CHECKS = {
                                    dialect=scenario.dialect, external_servers=external_servers(scenario), **params)),
     "server-sequence": _check("server-sequence", checks.ServerSequence,
                               lambda scenario, **params: checks.ServerSequence(
-                                  external=list(external_servers(scenario).values()), **params)),
+                                  external=list(external_servers(scenario).values()),
+                                  from_clients=len(server_names(scenario)) == 1 and fifo(scenario), **params)),
     "snapshot-filter": _check("snapshot-filter", server_checks.SnapshotFilter,
                               lambda scenario, **params: server_checks.SnapshotFilter(
                                   dialect=scenario.dialect, external_servers=external_servers(scenario), **params)),
