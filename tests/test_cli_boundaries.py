@@ -136,8 +136,12 @@ def test_a_workload_naming_an_external_group_is_an_error_of_the_file(tmp_path: P
 
 
 def test_run_live_of_what_the_live_runtime_cannot_do_is_one_line(tmp_path: Path) -> None:
-    path = scenario(tmp_path, "skewed", CLEAN + 'faults:\n  - {at: 1s, clock_skew: "workers.*", offset: -50ms}\n')
-    one_line_error(zh("run", path, "--live", "--out", str(tmp_path)), "skewed.yaml:", "clock")
+    """The clock of an external process (the host's) cannot be moved; an in-process node's can."""
+    workers = "workers: {role: worker, count: 4, config: {service: echo, behaviour: echo, service_time: 2ms}}"
+    assert workers in CLEAN
+    external = CLEAN.replace(workers, 'workers: {role: worker, count: 4, command: "my-worker {connect}"}')
+    path = scenario(tmp_path, "skewed", external + 'faults:\n  - {at: 1s, clock_skew: "workers.*", offset: -50ms}\n')
+    one_line_error(zh("run", path, "--live", "--out", str(tmp_path)), "skewed.yaml:", "clock", "external command")
 
 
 def test_live_runs_once_so_several_seeds_are_refused(tmp_path: Path) -> None:
