@@ -95,6 +95,9 @@ class Client(LogReader, RaftNode):
         super().__init__(ctx)
         cfg = self.config
         self.peers = dict(peer_list(cfg.get("peers", [["peer", "tcp://127.0.0.1:8047"]])))
+        # How this client was told to reach each peer: kept over the URL a RequestConfig answer
+        # announces for the same peer (the harness's chaos proxy stands at the configured one).
+        self.configured = dict(self.peers)
         self.response_ttl = self.ms("response_ttl_ms", DEFAULT_RESPONSE_TTL_MS)
         self.election_grace = self.ms("election_grace_ms", DEFAULT_ELECTION_GRACE_MS)
         self.op_timeout = self.ms("op_timeout_ms", DEFAULT_OP_TIMEOUT_MS)
@@ -276,7 +279,7 @@ class Client(LogReader, RaftNode):
             return self.malformed(DEALER, frames, e)
         peers = msg.get("peers")
         if peers:  # E-RAFT-13: keep the current list when the frame is absent
-            self.peers = {p[0]: p[1] for p in peers}
+            self.peers = {p[0]: self.configured.get(p[0], p[1]) for p in peers}
         leader = msg["leader_id"]
         if leader is NULL or leader not in self.peers:  # transit state: ask again after the grace
             self.config_deadline = now + self.election_grace

@@ -354,6 +354,21 @@ def test_the_client_finds_the_leader_and_talks_to_it_alone() -> None:
     assert {a.endpoint for a in of(out, Disconnect)} == {"tcp://a:1", "tcp://c:1"} and not of(out, Connect)
 
 
+def test_the_client_reaches_a_peer_it_was_configured_with_at_its_configured_url() -> None:
+    """A leader announces its peers at the URLs it knows them by (its own: the one it binds); the
+    harness's client keeps the URL it was given for a peer it knows, where a live run's chaos
+    proxy stands, and takes the announced one for a peer it did not know. Before, it took every
+    announced URL, so its updates went straight to an external leader, past the proxy's rules
+    and partitions (lossy.yaml live: 0 of 222 RequestUpdates through it; now all)."""
+    c = client(peers=[["a", "tcp://proxy:1"], ["b", "tcp://proxy:2"]])
+    rc = C.decode(sends(c.start(0))[0].frames, channel="request")
+    resp = C.encode("RequestConfigResponse", {"reqid": rc["reqid"], "is_leader": False, "leader_id": "b",
+                                              "peers": [["a", "tcp://a:1"], ["b", "tcp://b:1"], ["d", "tcp://d:1"]]})
+    c.receive("dealer", resp, 1)
+    assert c.peers == {"a": "tcp://proxy:1", "b": "tcp://proxy:2", "d": "tcp://d:1"}
+    assert c.connected == ["tcp://proxy:2"]
+
+
 def test_a_client_operation_is_a_log_entry_and_its_result_comes_from_the_log() -> None:
     c = client()
     c.start(0)
