@@ -40,21 +40,40 @@ ActionHook = Callable[[str, Action, int], None]  # (node, action, time_ns)
 
 def skewed_time(t: int, offset: int, drift: float) -> int:
     """What a node's clock reads at the runtime's time ``t`` after a clock fault: ``t + offset +
-    drift * t`` (both runtimes, and what `unskewed_time` inverts)."""
+    drift * t`` (both runtimes; `NodeClock.runtime_time` inverts it)."""
     return t + offset + int(round(drift * t))
 
 
-def unskewed_time(node_time: int, offset: int, drift: float) -> int:
-    """The earliest runtime time at which the node's skewed clock reads ``node_time`` or later
-    (when a timer the node asked for on its own clock is due)."""
-    if drift == 0.0:
-        return node_time - offset
-    t = math.ceil((node_time - offset) / (1.0 + drift))
-    while skewed_time(t, offset, drift) < node_time:
-        t += 1
-    while skewed_time(t - 1, offset, drift) >= node_time:
-        t -= 1
-    return t
+class NodeClock:
+    """The clock of one node slot, which a clock fault may skew (both runtimes' slots mix it in;
+    they keep ``offset``, ``drift`` and ``skewed``): the node reads `node_time` of the runtime's
+    time, and a deadline it asks for on its own clock is due at `runtime_time` of it."""
+
+    __slots__ = ()
+    offset: int
+    drift: float
+    skewed: bool
+
+    def set_skew(self, offset: int, drift: float) -> None:
+        self.offset, self.drift = offset, drift
+        self.skewed = offset != 0 or drift != 0.0
+
+    def node_time(self, t: int) -> int:
+        return skewed_time(t, self.offset, self.drift) if self.skewed else t
+
+    def runtime_time(self, node_time: int) -> int:
+        """The earliest runtime time at which the node's clock reads ``node_time`` or later."""
+        if not self.skewed:
+            return node_time
+        offset, drift = self.offset, self.drift
+        if drift == 0.0:
+            return node_time - offset
+        t = math.ceil((node_time - offset) / (1.0 + drift))
+        while skewed_time(t, offset, drift) < node_time:
+            t += 1
+        while skewed_time(t - 1, offset, drift) >= node_time:
+            t -= 1
+        return t
 
 
 def node_rng(seed: int, name: str, incarnation: int) -> random.Random:
@@ -190,5 +209,5 @@ def failure_of(node: str, incarnation: int, time_ns: int, where: str, exc: BaseE
 
 __all__ = [
     "CLOCK", "CRASH", "PARTITION", "PAUSE", "RESTART", "RULES", "SLOW_LINK", "ActionHook", "FailureHook",
-    "NodeFailure", "Runtime", "UnsupportedFault", "exception_summary", "failure_of", "node_rng", "run_until",
+    "NodeClock", "NodeFailure", "Runtime", "UnsupportedFault", "exception_summary", "failure_of", "node_rng", "run_until",
 ]

@@ -28,10 +28,21 @@ def external_senders(scenario: Any, senders: Senders | None = None) -> ExternalS
     return ExternalSenders(nodes, corrupts(scenario), senders) if nodes else None
 
 
+def rule_effects(scenario: Any) -> set[str]:
+    """The effects of the scenario's message rules (drop, delay, duplicate, reorder, corrupt)."""
+    return {getattr(rule.effect, "name", "") for rule in scenario.rules.rules}
+
+
 def corrupts(scenario: Any) -> bool:
     """Whether a message rule of the scenario corrupts messages: what the harness's nodes receive
     is then no proof of what an external node sent (a damaged copy may read as another message)."""
-    return any(getattr(rule.effect, "name", "") == "corrupt" for rule in scenario.rules.rules)
+    return "corrupt" in rule_effects(scenario)
+
+
+def fifo(scenario: Any) -> bool:
+    """No message rule of the scenario delays, reorders, duplicates or damages a message: what a
+    node receives on a connection is what the other end sent, in its order, less losses."""
+    return rule_effects(scenario) <= {"drop"}
 
 
 def not_judged(what: str, nodes: Iterable[str]) -> str:

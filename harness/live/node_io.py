@@ -20,7 +20,7 @@ from harness.node import (
     Action, Connect, Deliver, Discard, Disconnect, DurableStore, Node, NodeFactory, Note, Send, SocketSpec,
     SocketType, Subscribe, Unsubscribe,
 )
-from harness.runtime import ActionHook, skewed_time, unskewed_time
+from harness.runtime import ActionHook, NodeClock
 from harness.trace import CONNECT, DELIVER, DISCONNECT, DROP, NOTE, RECV, SEND, TraceWriter, meta_columns, pack_frames
 
 _NOBLOCK = int(zmq.NOBLOCK)
@@ -51,7 +51,7 @@ def message_columns(msg_type: str | None, size: int, meta: dict[str, Any] | None
 
 
 @dataclass(eq=False)
-class Slot:
+class Slot(NodeClock):
     """Everything the runtime keeps about one node name across its incarnations."""
 
     name: str
@@ -85,7 +85,7 @@ class Slot:
 def set_timer(slot: Slot, at: int | None) -> None:
     """Take the deadline a node asked for (on its own clock) as when its timer is due."""
     slot.timer_node = at
-    slot.timer_at = unskewed_time(at, slot.offset, slot.drift) if slot.skewed and at is not None else at
+    slot.timer_at = None if at is None else slot.runtime_time(at)
 
 
 class NodeIO:
@@ -140,7 +140,7 @@ class NodeIO:
                 trace.emit_message(slot.name, RECV, now, sname, peer, None, None, pack_frames(frames),
                                    message_columns(None, sum(map(len, frames)), None))
             try:
-                actions = receive(sname, frames, skewed_time(now, slot.offset, slot.drift) if slot.skewed else now)
+                actions = receive(sname, frames, slot.node_time(now) if slot.skewed else now)
                 if actions:
                     apply(slot, node, actions, now)
             except Exception as exc:
@@ -160,7 +160,7 @@ class NodeIO:
         and the hooks on the runtime's."""
         try:
             now = args[-1]
-            actions = fn(*args[:-1], skewed_time(now, slot.offset, slot.drift)) if slot.skewed else fn(*args)
+            actions = fn(*args[:-1], slot.node_time(now))
             if actions:
                 self._apply(slot, node, actions, now)
             if slot.node is node:

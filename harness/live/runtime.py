@@ -39,7 +39,7 @@ from harness.node import DurableStore, Node, NodeContext, NodeFactory, SocketTyp
 from harness.runtime import (
     CLOCK as CAN_CLOCK, CRASH as CAN_CRASH, PARTITION as CAN_PARTITION, PAUSE as CAN_PAUSE, RESTART as CAN_RESTART,
     RULES as CAN_RULES, SLOW_LINK as CAN_SLOW_LINK, ActionHook, FailureHook, NodeFailure, UnsupportedFault,
-    failure_of, node_rng, skewed_time,
+    failure_of, node_rng,
 )
 from harness.trace import CRASH, PAUSE, RESTART, RESUME, TraceWriter
 
@@ -288,13 +288,10 @@ class LiveRuntime(EventLoop, NodeIO):
 
     def node_time(self, name: str) -> int:
         """What the in-process node's (possibly skewed) clock reads now."""
-        slot = self._slot(name)
-        now = self.now_ns
-        return skewed_time(now, slot.offset, slot.drift) if slot.skewed else now
+        return self._slot(name).node_time(self.now_ns)
 
     def _set_clock(self, slot: Slot, offset: int, drift: float) -> None:
-        slot.offset, slot.drift = offset, drift
-        slot.skewed = offset != 0 or drift != 0.0
+        slot.set_skew(offset, drift)
         set_timer(slot, slot.timer_node)
         self.fault_note("clock", f"offset={offset}ns drift={drift}", slot.name)
 

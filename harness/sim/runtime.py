@@ -302,9 +302,7 @@ class Simulation(Transport):
         if drift <= -1.0:
             raise SimulationError(f"set_clock({node}): drift must be > -1, got {drift}")
         slot = self._slot(node)
-        slot.offset = int(offset_ns)
-        slot.drift = float(drift)
-        slot.skewed = slot.offset != 0 or slot.drift != 0.0
+        slot.set_skew(int(offset_ns), float(drift))
         self.fault_note("clock", f"offset={slot.offset}ns drift={slot.drift}", node)
         if slot.running and slot.timer_at is not None:
             self._set_timer(slot, slot.timer_at)
@@ -455,7 +453,7 @@ class Simulation(Transport):
         slot.timer_gen += 1
         slot.timer_at = at
         if at is not None:
-            self._wake(slot, slot.to_virtual(at) if slot.skewed else at)
+            self._wake(slot, slot.runtime_time(at) if slot.skewed else at)
 
     def _wake(self, slot: NodeSlot, virtual: int) -> None:
         """Make sure a timer event comes at or before ``virtual``. Nodes move their deadline
@@ -499,7 +497,7 @@ class Simulation(Transport):
             return  # cancelled since
         if slot.skewed:
             if slot.node_time(self.now_ns) < at:
-                self._wake(slot, slot.to_virtual(at))  # moved later since
+                self._wake(slot, slot.runtime_time(at))  # moved later since
                 return
         elif self._env._now < at:  # type: ignore[operator]
             self._wake(slot, at)

@@ -7,7 +7,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from harness.node import DurableStore, Node, NodeFactory
-from harness.runtime import skewed_time, unskewed_time
+from harness.runtime import NodeClock
 
 if TYPE_CHECKING:
     from harness.sim.sockets import SimSocket
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 MSG, TIMER, CMD, LOCAL = 0, 1, 2, 3
 
 
-class NodeSlot:
+class NodeSlot(NodeClock):
     __slots__ = (
         "name", "factory", "role", "config", "implementation", "store", "start_at",
         "incarnation", "node", "running", "paused", "backlog", "sockets", "timer_gen",
@@ -57,14 +57,3 @@ class NodeSlot:
         self.drain_pending = False
         self.notes: dict[str, Any] = {}  # the latest Note data of each kind, this incarnation
 
-    # -- the node's clock -----------------------------------------------------------------
-    def node_time(self, virtual: int) -> int:
-        if not self.skewed:
-            return virtual
-        return skewed_time(virtual, self.offset, self.drift)
-
-    def to_virtual(self, node_time: int) -> int:
-        """The earliest virtual time at which the node's clock reads ``node_time`` or later."""
-        if not self.skewed:
-            return node_time
-        return unskewed_time(node_time, self.offset, self.drift)

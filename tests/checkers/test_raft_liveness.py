@@ -11,7 +11,6 @@ caught (tests/checkers/test_raft_checkers.py, ``fixed-timeout``)."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import pytest
@@ -20,6 +19,7 @@ from harness.checkers.base import COMMAND, DELIVER, NOTE, Event
 from harness.checkers.raft.liveness import LiveAfterHeal
 from harness.composition import run_sim
 from harness.scenario import load_scenario
+from tests.test_lawful_chaos_variants import configured
 
 MS = 1_000_000
 
@@ -88,11 +88,10 @@ def test_a_client_without_notes_is_timed_by_its_deliveries() -> None:
 @pytest.mark.slow
 def test_peers_compacting_every_two_entries_into_small_chunks_are_live() -> None:
     """(About 15 s: the clients read thousands of 16-byte snapshot chunks.)"""
-    base = load_scenario("scenarios/raft/chaos/partitions.yaml")
-    extra = {"snapshot_every": 2, "chunk_size": 16, "max_entries": 2}
-    groups = {k: dataclasses.replace(g, config={**g.config, **extra}) if g.role == "peer" else g
-              for k, g in base.groups.items()}
-    result = run_sim(dataclasses.replace(base, groups=groups), 2)
+    scenario = configured(load_scenario("scenarios/raft/chaos/partitions.yaml"), "peer",
+                          {"snapshot_every": 2, "chunk_size": 16, "max_entries": 2})
+    assert scenario is not None
+    result = run_sim(scenario, 2)
     live = next(v for v in result.verdicts if v.check == "live-after-heal")
     assert live.ok, live.detail
     assert result.ok, [v.to_dict() for v in result.failed]

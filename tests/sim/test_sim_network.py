@@ -79,5 +79,5 @@ def test_clock_conversion_round_trips() -> None:
     for offset, drift in ((0, 0.0), (5_000, 0.0), (-7_000, 0.25), (123, -0.5), (0, 1e-6)):
         slot.offset, slot.drift, slot.skewed = offset, drift, True
         for target in (0, 1, 999_999, 10**12 + 7):
-            v = slot.to_virtual(target)
+            v = slot.runtime_time(target)
             assert slot.node_time(v) >= target and slot.node_time(v - 1) < target

@@ -53,7 +53,6 @@ class LiveAfterHeal(RaftChecker):
         self.invoked: dict[tuple[str, Any], Event] = {}
         self.started: dict[tuple[str, Any], Event] = {}
         self.committed: dict[tuple[str, Any], Event] = {}
-        self.noting: set[str] = set()  # clients that note when they start and commit operations
         self.done: dict[tuple[str, Any], Event] = {}
 
     @only("AppendEntriesResponse")
@@ -68,7 +67,6 @@ class LiveAfterHeal(RaftChecker):
         if ev.kind == COMMAND and "id" in data:
             self.invoked.setdefault((ev.node, data["id"]), ev)
         elif ev.kind == NOTE and ev.msg_type in (START, COMMITTED):
-            self.noting.add(ev.node)
             (self.started if ev.msg_type == START else self.committed).setdefault((ev.node, data.get("id")), ev)
             if ev.msg_type == COMMITTED:
                 self.working(ev)
@@ -100,9 +98,10 @@ class LiveAfterHeal(RaftChecker):
             problems.append((f"no follower acknowledged a leader within {self.within_ns / 1e9:g} s of the last heal "
                              f"at {self.heal_ns / 1e9:.3f} s", [self.leader_ref] if self.leader_ref else []))
         judged = queued = 0
+        noting = {node for node, _ in (*self.started, *self.committed)}  # clients that say when they send
         for key, inv in self.invoked.items():
             start = self.started.get(key)
-            if start is None and key[0] in self.noting:
+            if start is None and key[0] in noting:
                 queued += inv.time_ns >= self.heal_ns  # never sent: it waited behind another one, judged
                 continue
             begin = inv if start is None else start

@@ -19,7 +19,7 @@ from typing import Any, Callable
 from harness.checkers import eventbus as checks
 from harness.checkers import eventbus_client as client_checks
 from harness.checkers import eventbus_server as server_checks
-from harness.checkers.external import corrupts
+from harness.checkers.external import corrupts, fifo
 from harness.packages.base import (
     CaptureHints, Check, Operation, ProtocolPackage, Role, Setting, TargetView, as_int, as_ms, as_positive_int,
     as_str, one_of, senders_by_role,
@@ -128,12 +128,6 @@ def external_servers(scenario: Any) -> dict[int, str]:
     external processes: the server checks read them from what the in-process clients exchange
     with them."""
     return {i: n for i, n in enumerate(server_names(scenario)) if scenario.group_of(n).command}
-
-
-def fifo(scenario: Any) -> bool:
-    """No message rule of the scenario delays, reorders, duplicates or damages a message: what a
-    node receives on a connection is what the other end sent, in its order, less losses."""
-    return all(getattr(rule.effect, "name", "") == "drop" for rule in scenario.rules.rules)
 
 
 def _with_external(cls: type) -> Callable[..., Any]:
