@@ -118,6 +118,10 @@ def _content(msg: Message) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
     return tuple(msg["metadata"]), tuple(msg["data"])
 
 
+SPARE = unjudged("a request it gave a busy worker that had sent ready signals to spare (how long a signal "
+                 "waited before the broker read it is not on the wire)")
+
+
 class RequestsAsWorkersGetThem(Checker):
     """``one-request-per-worker`` of an external broker, from the workers' side (E-DCP-06). The
     broker gives a worker a request only after a ready signal of it (REGISTER, REPLY, REQUEST or
@@ -163,9 +167,9 @@ class RequestsAsWorkersGetThem(Checker):
         if not self.bad:
             return [self.ok(f"{sum(self.given.values())} request(s) received by the harness's workers, never more "
                             "than the ready signals they had sent (the broker is external: judged as its workers "
-                            f"received them; a signal's wait before the broker read it is not seen){others}")]
+                            f"received them){SPARE}{others}")]
         verdict = self.first_problem(self.bad, "request(s) given to a worker that had not asked for them")
-        verdict.detail += others
+        verdict.detail += SPARE + others
         return [verdict]
 
 
