@@ -24,7 +24,7 @@ from harness.node import SocketSpec
 from harness.protocols.codec import Message
 
 NS_PER_MS = 1_000_000
-CLIENT, WORKER, BROKER = frozenset({"client"}), frozenset({"worker"}), frozenset({"broker"})
+CLIENT, WORKER = frozenset({"client"}), frozenset({"worker"})
 
 
 def kind_of(ev: Event) -> str:
