@@ -187,7 +187,9 @@ class PingAnswersAsWorkersGetThem(HeartbeatAnswers):
     every PING before it (a broker may answer several at once). Not judged: PINGs sent while the
     broker is down, paused, or not yet heard from since it restarted, and files whose rules or
     faults may lose or delay a PING or its answer (given as ``unsound``). An in-process client's
-    PING still fails ``dcp.heartbeat.client-no-heartbeat``."""
+    PING still fails ``dcp.heartbeat.client-no-heartbeat``. A REGISTER a worker sends is owed its
+    echo the same way (``dcp.broker.register-confirm``, E-DCP-07: silence is the failure): a
+    REGISTER from the broker reaching the worker within the same bound."""
 
     roles = None  # workers, clients, and the external broker's crashes, restarts and pauses
 
@@ -200,9 +202,11 @@ class PingAnswersAsWorkersGetThem(HeartbeatAnswers):
         self.default, self.slack = int(default_ms) * NS_PER_MS, int(slack_ms) * NS_PER_MS
         self.unsound, self.brokers = unsound, brokers
         self.waiting: dict[str, list[Event]] = {}  # worker -> its PINGs since its last answer, this stretch
+        self.echo_owed: dict[str, list[Event]] = {}  # worker -> its REGISTERs since the last echo, this stretch
         self.unheard: set[str] = set()  # workers that heard nothing from the broker since it restarted
         self.away = False  # the broker is down or paused
         self.answered = 0
+        self.echoed = 0  # REGISTERs of the harness's workers the broker confirmed
 
     def owed_ns(self, worker: str) -> int:
         return 2 * self.heartbeat.get(worker, self.default) + self.slack
@@ -233,14 +237,31 @@ class PingAnswersAsWorkersGetThem(HeartbeatAnswers):
             self._close(node, ev.time_ns)
         elif ev.kind == RECV:
             self.unheard.discard(node)
-            if kind_of(ev) in ("PONG", "RECONNECT") and self.waiting.get(node):
+            kind = kind_of(ev)
+            if kind in ("PONG", "RECONNECT") and self.waiting.get(node):
                 self.answered += len(self.waiting[node])
                 self.waiting[node] = []
-        elif ev.kind == SEND and kind_of(ev) == "PING" and not self.away and node not in self.unheard:
-            self.waiting.setdefault(node, []).append(ev)
+            elif kind == "REGISTER" and self.echo_owed.get(node):
+                self.echoed += len(self.echo_owed[node])
+                self.echo_owed[node] = []
+        elif ev.kind == SEND and not self.away and node not in self.unheard:
+            kind = kind_of(ev)
+            if kind == "PING":
+                self.waiting.setdefault(node, []).append(ev)
+            elif kind == "REGISTER":
+                self.echo_owed.setdefault(node, []).append(ev)
 
     def _close(self, worker: str, now: int) -> None:
-        """The stretch of the worker's connection ends: a PING it waited long enough for is unanswered."""
+        """The stretch of the worker's connection ends: a PING or REGISTER it waited long enough
+        for is unanswered."""
+        registers = self.echo_owed.pop(worker, [])
+        if registers and now - registers[0].time_ns >= self.owed_ns(worker):
+            first = registers[0]
+            self.bad.append((first, f"the broker did not confirm the REGISTER {worker} sent at "
+                                    f"{first.time_ns / NS_PER_MS:.1f} ms: no REGISTER echo reached it in "
+                                    f"{(now - first.time_ns) / NS_PER_MS:.0f} ms (bound "
+                                    f"{self.owed_ns(worker) / NS_PER_MS:.0f} ms; {len(registers)} REGISTER(s) "
+                                    "unconfirmed)", "dcp.broker.register-confirm"))
         pings = self.waiting.pop(worker, [])
         if pings and now - pings[0].time_ns >= self.owed_ns(worker):
             first = pings[0]
@@ -251,18 +272,19 @@ class PingAnswersAsWorkersGetThem(HeartbeatAnswers):
                              self.clause))
 
     def _close_all(self, now: int) -> None:
-        for worker in list(self.waiting):
+        for worker in dict.fromkeys([*self.waiting, *self.echo_owed]):
             self._close(worker, now)
 
     def finish(self, end_ns: int) -> list[Verdict]:
         self._close_all(end_ns)
         verdicts = super().finish(end_ns)
-        note = unjudged(f"its answers to PINGs ({self.unsound})" if self.unsound else "")
+        note = unjudged(f"its answers to PINGs and REGISTERs ({self.unsound})" if self.unsound else "")
         for v in verdicts:
             if v.ok:
                 v.detail = ("no client PING" + note if self.unsound else
-                            f"{self.answered} PING(s) of the harness's workers answered (the broker is "
-                            "external: judged as its workers received the answers); no client PING")
+                            f"{self.answered} PING(s) of the harness's workers answered and {self.echoed} "
+                            "REGISTER(s) confirmed (the broker is external: judged as its workers received "
+                            "the answers); no client PING")
             else:
                 v.detail += note
         return verdicts

@@ -61,6 +61,22 @@ def test_a_ping_no_answer_reaches_for_two_intervals_and_a_second_fails_pong() ->
     assert v.evidence and "3 PING(s) unanswered" in v.detail
 
 
+def test_a_register_no_echo_reaches_for_two_intervals_and_a_second_fails_register_confirm() -> None:
+    """E-DCP-07: the broker confirms a REGISTER with a REGISTER; silence is the failure. The
+    reference worker registers again when it hears nothing, and one echo confirms every REGISTER
+    before it."""
+    silent = [(0, "w", SEND, REGISTER), (600, "w", SEND, REGISTER), (1200, "w", SEND, REGISTER)]
+    v = judge(pings(), silent, end_ms=1500)
+    assert not v.ok and v.clause == "dcp.broker.register-confirm", v.detail
+    assert "REGISTER w sent at 0.0 ms" in v.detail and "3 REGISTER(s) unconfirmed" in v.detail and v.evidence
+    v = judge(pings(), [*silent, (1300, "w", RECV, REGISTER)], end_ms=1500)
+    assert v.ok and "3 REGISTER(s) confirmed" in v.detail, v.detail
+    # a REGISTER sent to a broker that is down or not yet heard from since its restart is owed nothing
+    down = [(0, "broker", CRASH, None), (100, "w", SEND, REGISTER), (900, "broker", RESTART, None),
+            (1000, "w", SEND, REGISTER), (3000, "w", RECV, PONG)]
+    assert judge(pings(), down, end_ms=3100).ok
+
+
 def test_one_late_answer_clears_every_ping_before_it() -> None:
     """A broker may answer on its own tick, and answer several PINGs with one PONG; a RECONNECT
     answers too (a broker that forgot the worker, E-DCP-08)."""
@@ -86,7 +102,7 @@ def test_a_file_whose_rules_may_lose_a_ping_judges_none_and_says_so() -> None:
     checker = PingAnswersAsWorkersGetThem(heartbeat_ms={"w": 200}, brokers=frozenset({"broker"}),
                                           unsound="rule rule-0 may drop a PING from * to *")
     v = judge(checker, [(200, "w", SEND, PING), (400, "w", SEND, PING), (600, "w", SEND, PING)], end_ms=5000)
-    assert v.ok and "not judged: its answers to PINGs (rule rule-0 may drop" in v.detail, v.detail
+    assert v.ok and "not judged: its answers to PINGs and REGISTERs (rule rule-0 may drop" in v.detail, v.detail
     assert v.detail.endswith("(external: broker)")
 
 
@@ -146,7 +162,7 @@ def unsound(faults: str) -> dict[str, str]:
 def test_what_the_file_s_faults_leave_provable_decides_what_is_judged() -> None:
     assert unsound("") == {"one-request-per-worker": "", "heartbeat-answers": "", "reply-unchanged": ""}
     lossy = unsound("faults:\n  - rule: {drop: 5%}")
-    assert lossy["heartbeat-answers"].startswith("rule rule-0 may drop a PING") and not lossy["reply-unchanged"]
+    assert lossy["heartbeat-answers"].startswith("rule rule-0 may drop a PING/REGISTER") and not lossy["reply-unchanged"]
     assert not lossy["one-request-per-worker"]  # a lost signal or request only makes the count kinder
     dup = unsound('faults:\n  - rule: {message: REQUEST, to: "workers.*", duplicate: 3%}')
     assert "may duplicate a REQUEST" in dup["one-request-per-worker"] and not dup["heartbeat-answers"]

@@ -74,7 +74,7 @@ nodes:
 workload:
   - {{nodes: rclients, op: request, service: echo, rate: 8/s, from: 300ms, until: 3s, size: 64}}
 faults:
-  - rule: {{message: REQUEST, to: "workers*", delay: "uniform(1ms, 20ms)", probability: 10%}}
+  - rule: {{message: REQUEST, to: "*workers*", delay: "uniform(1ms, 20ms)", probability: 10%}}
   - rule: {{drop: 5%}}
 check: [exactly-once, metadata-unchanged, one-request-per-worker, worker-expiry, heartbeat-answers, reply-unchanged]
 """
@@ -84,7 +84,7 @@ WORKER = (f'"{{python}} {STANDIN} worker --connect {{connect}} --service echo --
 CLIENT = (f'"{{python}} {STANDIN} client --connect {{connect}} --service echo --requests 20 --timeout-ms 600 '
           '--max-attempts 12"')
 REFERENCE = {"broker": "  broker: {role: broker, config: {heartbeat: 100ms, liveness: 5}}",
-             "workers": "  rworkers: {role: worker, count: 2, config: {service: echo, heartbeat: 100ms}}",
+             "workers": "  rworkers: {role: worker, count: 2, config: {service: echo, heartbeat: 100ms, liveness: 5}}",
              "clients": "  rclients: {role: client, count: 4, config: {timeout: 600ms, max_attempts: 12}}"}
 
 

@@ -45,6 +45,7 @@ def run(broker: str, tmp_path: Path) -> RunResult:
     ("no-pong", "heartbeat-answers", "dcp.heartbeat.pong"),
     ("busy-worker", "one-request-per-worker", "dcp.broker.one-request-per-worker"),
     ("readdresses-reply", "reply-unchanged", "dcp.reply.format"),
+    ("no-register-echo", "heartbeat-answers", "dcp.broker.register-confirm"),
 ])
 def test_a_mutant_external_broker_is_caught_from_the_wire(mutant: str, check: str, clause: str,
                                                            tmp_path: Path) -> None:

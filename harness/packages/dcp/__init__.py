@@ -89,8 +89,8 @@ def _heartbeat_answers(scenario: Any, **params: Any) -> HeartbeatAnswers:
         return HeartbeatAnswers(external_clients=clients, **params)
     # an external broker: its answers as the harness's workers receive them
     ours, default = _in_process(scenario, "worker"), _broker_settings(scenario).get("heartbeat_ms", DEFAULT_HEARTBEAT_MS)
-    unsound = (rule_touching(scenario, LOSS, ours, brokers, ("PING",))
-               or rule_touching(scenario, LOSS, brokers, ours, ("PONG", "RECONNECT"))
+    unsound = (rule_touching(scenario, LOSS, ours, brokers, ("PING", "REGISTER"))
+               or rule_touching(scenario, LOSS, brokers, ours, ("PONG", "RECONNECT", "REGISTER"))
                or fault_between(scenario, ours, brokers))
     checker = wire_checks.PingAnswersAsWorkersGetThem(
         heartbeat_ms={n: g.config.get("heartbeat_ms", default) for g in scenario.groups.values()
