@@ -8,7 +8,9 @@ wherever the document lets them:
   digits (E-DAFKA-12: an opaque string);
 * it binds a port the kernel picks (``tcp://127.0.0.1:*``) unless ``--bind`` names one, and
   announces it (or ``--advertise``) in beacons sent every ``--beacon-ms`` with a 10 % jitter,
-  and at once when a tower welcomes it;
+  and at once when a tower welcomes it (``--no-welcome-beacon``: only every interval, the
+  first one interval after its start: what a harness node sends before then is answered
+  where the harness cannot hear it yet);
 * producer: subscribes to all of ``G`` (not ``G`` + its topic) and answers only its own topic
   (``--no-get-heads``: no GET-HEADS subscription at all, E-DAFKA-15); sends a HEAD right after
   each RECORD besides the regular ones; releases records on a cumulative ACK (E-DAFKA-17);
@@ -221,7 +223,8 @@ class Node:
 
     def on_tower(self, frames: list[bytes]) -> None:
         if frames[:1] == [b"W"]:
-            self.beacon()  # a tower is there: tell it at once
+            if not self.a.no_welcome_beacon:
+                self.beacon()  # a tower is there: tell it at once
             return
         if len(frames) != 3 or frames[0] != b"B":
             return
@@ -405,7 +408,8 @@ class Store(Fetcher):
         self.every(a.ack_ms / 1000, self.ack)
 
     def subscriptions(self) -> list[bytes]:
-        return [b"M", b"H", b"D" + self.address.encode(), b"F", b"G", b"W"]
+        subs = [b"M", b"H", b"D" + self.address.encode(), b"F", b"G", b"W"]
+        return [x for x in subs if x != b"F"] if self.a.mutant == "no-fetch-subscription" else subs
 
     def load(self, path: str) -> None:
         if not os.path.exists(path):
@@ -601,6 +605,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--bind", help="bind the XPUB here (default: a port the kernel picks)")
     ap.add_argument("--advertise", help="the endpoint its beacons announce (default: the one it binds)")
     ap.add_argument("--beacon-ms", type=int, default=300)
+    ap.add_argument("--no-welcome-beacon", action="store_true",
+                    help="first beacon one interval after the start, not when a tower welcomes it")
     ap.add_argument("--peer-expiry-ms", type=int, default=5000, help="0: never forget a peer")
     ap.add_argument("--fetch-retry-ms", type=int, default=400)
     ap.add_argument("--data-dir", help="store: keep records in a file here")
@@ -617,6 +623,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--offset-reset", choices=("earliest", "latest"), default="earliest")
     ap.add_argument("--subscribe-after-ms", type=int, default=0)
     ap.add_argument("--log", help="consumer: append each delivered record here")
+    ap.add_argument("--mutant", choices=("no-fetch-subscription",),
+                    help="a deliberate defect, to show a case still fails: store: no FETCH subscription")
     ap.add_argument("--bind-sub", default="tcp://127.0.0.1:5556", help="tower: the XSUB endpoint")
     ap.add_argument("--bind-pub", default="tcp://127.0.0.1:5557", help="tower: the XPUB endpoint")
     return ap.parse_args(argv)
