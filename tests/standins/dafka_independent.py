@@ -14,7 +14,9 @@ wherever the document lets them:
 * producer: subscribes to all of ``G`` (not ``G`` + its topic) and answers only its own topic
   (``--no-get-heads``: no GET-HEADS subscription at all, E-DAFKA-15); sends a HEAD right after
   each RECORD besides the regular ones; releases records on a cumulative ACK (E-DAFKA-17);
-  with ``--linger-ms`` it exits 0 that long after its last record;
+  with ``--linger-ms`` it exits 0 that long after its last record is ACKed (exiting with a
+  record no ACK covered would delete it: "A producer MUST NOT delete send records before
+  receiving at least one ACK command");
 * store: ACKs in batches (one cumulative ACK per partition every ``--ack-ms``, and again when a
   HEAD shows it already holds the head), takes a new address at every start, keeps records in
   an append-only file under ``--data-dir``; FETCH retries back off (x1.5 up to 4x);
@@ -308,6 +310,9 @@ class Producer(Node):
 
     def produce(self) -> None:
         if self.next >= self.a.records:
+            # done once every record is ACKed (it MUST NOT delete one before): then linger, exit 0
+            if self.done_at is None and not self.kept:
+                self.done_at = time.monotonic()
             if self.a.linger_ms >= 0 and self.done_at is not None \
                     and time.monotonic() - self.done_at > self.a.linger_ms / 1000:
                 self.stopped = True
@@ -317,8 +322,6 @@ class Producer(Node):
         self.send(b"M", self.topic, content, address=self.address, subject=self.topic, sequence=self.next)
         self.next += 1
         self.head()
-        if self.next >= self.a.records:
-            self.done_at = time.monotonic()
 
     def head(self) -> None:
         if self.next:
@@ -617,7 +620,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--interval-ms", type=int, default=100)
     ap.add_argument("--head-ms", type=int, default=300)
     ap.add_argument("--content", default="record")
-    ap.add_argument("--linger-ms", type=int, default=-1, help="producer: exit 0 this long after its last record")
+    ap.add_argument("--linger-ms", type=int, default=-1,
+                    help="producer: exit 0 this long after its last record is ACKed")
     ap.add_argument("--no-get-heads", action="store_true", help="producer: no GET-HEADS subscription")
     ap.add_argument("--topics", default="weather", help="consumer: comma-separated, or a YAML list")
     ap.add_argument("--offset-reset", choices=("earliest", "latest"), default="earliest")
