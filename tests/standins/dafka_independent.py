@@ -453,7 +453,8 @@ class Store(Fetcher):
                 self.send_ack(key, head)
 
     def send_ack(self, key: Key, head: int) -> None:
-        self.send(b"K", key[0], address=self.address, subject=key[1], sequence=head)
+        topic = key[1] if self.a.mutant == "ack-by-topic" else key[0]  # (the mutant: the topic name)
+        self.send(b"K", topic, address=self.address, subject=key[1], sequence=head)
 
     def direct_heads(self, requestor: str, subject: str) -> None:
         for (part, subj), head in self.heads.items():
@@ -627,8 +628,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--offset-reset", choices=("earliest", "latest"), default="earliest")
     ap.add_argument("--subscribe-after-ms", type=int, default=0)
     ap.add_argument("--log", help="consumer: append each delivered record here")
-    ap.add_argument("--mutant", choices=("no-fetch-subscription",),
-                    help="a deliberate defect, to show a case still fails: store: no FETCH subscription")
+    ap.add_argument("--mutant", choices=("no-fetch-subscription", "ack-by-topic"),
+                    help="a deliberate defect, to show a check still fails (store: no FETCH subscription; "
+                         "ACKs on the topic name)")
     ap.add_argument("--bind-sub", default="tcp://127.0.0.1:5556", help="tower: the XSUB endpoint")
     ap.add_argument("--bind-pub", default="tcp://127.0.0.1:5557", help="tower: the XPUB endpoint")
     return ap.parse_args(argv)

@@ -1,0 +1,42 @@
+"""Shipped Dafka chaos files with one group run as the independent stand-in
+(tests/standins/dafka_independent.py: written from the document alone, habits of its own; the
+entries of bench/chaos_standins.py, variant ``independent``): every check passes, and what the
+checks judge of it they judge (the tap hears it: topic-frames counts its sends). A store of it
+with a deliberate defect is still caught."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.chaos_standins import ENTRIES, scenario_text
+from harness.composition import RunResult, run_live
+from harness.scenario import parse_scenario
+
+pytestmark = [pytest.mark.slow, pytest.mark.live]
+
+
+def run(entry_id: str, tmp_path: Path, variant: str = "independent", extra: str = "") -> RunResult:
+    text = scenario_text(ENTRIES[entry_id], variant)
+    if extra:
+        text = text.replace("--data-dir {data_dir}", "--data-dir {data_dir} " + extra)
+    return run_live(parse_scenario(text, f"{entry_id}.yaml"), 1, str(tmp_path))
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("entry_id", ["df-clean-store", "df-storerestart-store", "df-lossy-producer",
+                                      "df-partition-cut", "df-twotowers-towers"])
+def test_a_chaos_file_with_an_independent_group_passes(entry_id: str, tmp_path: Path) -> None:
+    r = run(entry_id, tmp_path)
+    assert r.ok, [v.to_dict() for v in r.failed]
+    topics = next(v.detail for v in r.verdicts if v.check == "topic-frames")
+    assert "nothing heard on their XPUB" not in topics, topics  # the tap heard it
+
+
+@pytest.mark.timeout(120)
+def test_an_independent_store_that_acks_on_the_topic_name_is_caught(tmp_path: Path) -> None:
+    r = run("df-clean-store", tmp_path, extra="--mutant ack-by-topic")
+    failed = {v.check: v for v in r.failed}
+    assert "topic-frames" in failed, [v.to_dict() for v in r.verdicts]
+    assert failed["topic-frames"].clause == "dafka.wire.topic-ack", failed["topic-frames"].detail
