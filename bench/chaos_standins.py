@@ -143,8 +143,10 @@ PPPP = [
 
 # ---- Dafka --------------------------------------------------------------------------------------
 DF_STANDIN = "{python} tests/standins/dafka_node.py"
-DF_COMMON_S = "--dialect strict --towers {towers} --bind {bind} --advertise {advertise} --beacon-ms 200"
-DF_COMMON_R = "--name {name} --set bind={bind} --set advertise={advertise} --set towers={towers} --set beacon=200ms"
+# '{towers}' quoted: its value has ';' between towers, which a shell (the -sh variants' sh -c
+# script) reads as the end of the command; a command line split by the harness drops the quotes
+DF_COMMON_S = "--dialect strict --towers '{towers}' --bind {bind} --advertise {advertise} --beacon-ms 200"
+DF_COMMON_R = "--name {name} --set bind={bind} --set advertise={advertise} --set 'towers={towers}' --set beacon=200ms"
 
 
 def df_producer(records: int, interval_ms: int, delay_ms: int = 1000) -> tuple[str, str]:
@@ -157,7 +159,7 @@ def df_producer(records: int, interval_ms: int, delay_ms: int = 1000) -> tuple[s
 
 def df_store(two_nodes: bool = False) -> tuple[str, str]:
     where = "--two-nodes" if two_nodes else "--bind {bind} --advertise {advertise}"
-    return (f"{DF_STANDIN} store --dialect strict --towers {{towers}} {where} --beacon-ms 200 --fetch-retry-ms 200 --data-dir {{data_dir}}",
+    return (f"{DF_STANDIN} store --dialect strict --towers '{{towers}}' {where} --beacon-ms 200 --fetch-retry-ms 200 --data-dir {{data_dir}}",
             f"{{zmq_harness}} node dafka store {DF_COMMON_R} --data-dir {{data_dir}} --set fetch_retry=200ms")
 
 
@@ -174,7 +176,7 @@ def df_consumer(offset_reset: str = "earliest", peer_expiry_ms: int | None = Non
 DI = "{python} tests/standins/dafka_independent.py"
 # its own habits where the document leaves them open: beacons every 250 ms (jittered), HEADs
 # every 300 ms and after each RECORD, FETCH retries from 300 ms backing off, ACKs batched
-DI_COMMON = "--dialect strict --towers {towers} --bind {bind} --advertise {advertise} --beacon-ms 250"
+DI_COMMON = "--dialect strict --towers '{towers}' --bind {bind} --advertise {advertise} --beacon-ms 250"
 
 
 def di_producer(records: int, interval_ms: int, delay_ms: int = 1000) -> str:

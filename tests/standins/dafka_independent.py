@@ -176,7 +176,7 @@ class Node:
         self.xpub.bind(a.bind or "tcp://127.0.0.1:*")
         bound = self.xpub.getsockopt_string(zmq.LAST_ENDPOINT)
         host, _, port = (a.advertise or bound).removeprefix("tcp://").rpartition(":")
-        self.beacon_host, self.beacon_port = host, port
+        self.beacon_host, self.beacon_port = a.beacon_host or host, port
         self.tower_pub = self.ctx.socket(zmq.PUB)
         self.tower_sub = self.ctx.socket(zmq.SUB)
         self.peers = self.ctx.socket(zmq.SUB)
@@ -609,6 +609,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--bind", help="bind the XPUB here (default: a port the kernel picks)")
     ap.add_argument("--advertise", help="the endpoint its beacons announce (default: the one it binds)")
     ap.add_argument("--beacon-ms", type=int, default=300)
+    ap.add_argument("--beacon-host", help="the host its beacons name (default: the bound or advertised one)")
     ap.add_argument("--no-welcome-beacon", action="store_true",
                     help="first beacon one interval after the start, not when a tower welcomes it")
     ap.add_argument("--peer-expiry-ms", type=int, default=5000, help="0: never forget a peer")
