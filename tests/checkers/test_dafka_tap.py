@@ -82,3 +82,20 @@ def test_the_tap_listens_to_every_external_node_straight_on_its_bind_subscribed_
         ("producer", SocketType.SUB, ("tcp://127.0.0.1:4001",), (b"",)),
         ("store", SocketType.SUB, ("tcp://127.0.0.1:4002",), (b"",))]
     assert tap.receive("store", ack("P1"), 1) == []
+
+
+def direct_record(topic: str) -> list[bytes]:
+    return DAFKA.encode("DIRECT-RECORD", {"topic": topic, "address": "P1", "subject": "orders", "sequence": 0,
+                                          "content": b"x"})
+
+
+def test_a_tapped_answer_to_a_request_the_harness_never_saw_is_not_blamed() -> None:
+    # an external store answers a FETCH of a consumer the tap does not hear (it binds a port of
+    # its own, or its FETCH went out while the tap was connecting): not the store's fault
+    events = [sent(1, "producer", record(0), "RECORD"), heard(2, "store", direct_record("C-unseen"))]
+    clauses, _ = judge(events, frozenset({"store"}))
+    assert clauses == []
+    # ... but an answer addressed to what the run showed is a partition is still wrong
+    events = [sent(1, "producer", record(0), "RECORD"), heard(2, "store", direct_record("P1"))]
+    clauses, detail = judge(events, frozenset({"store"}))
+    assert clauses == ["dafka.wire.topic-direct-record"], detail
