@@ -44,6 +44,19 @@ def recv_multipart(sock: zmq.Socket) -> list[bytes]:
     return parts
 
 
+def take_queued(sock: zmq.Socket) -> list[list[bytes]]:
+    """Every whole message queued on ``sock`` now. Taken before a ``disconnect()``: libzmq 4.3
+    aborts the process ("Assertion failed: !_more (src/fq.cpp:80)") when a receive follows the
+    disconnect of the pipe whose message's first frame a poll had already fetched (a SUB, XSUB
+    or any fair-queued socket; libzmq issue 2163)."""
+    out = []
+    while True:
+        try:
+            out.append(recv_multipart(sock))
+        except zmq.Again:
+            return out
+
+
 def message_columns(msg_type: str | None, size: int, meta: dict[str, Any] | None) -> tuple[Any, ...]:
     """The trace's MESSAGE_COLUMNS of a live send or receive (no message ids live)."""
     topic, seq, term, index, corr = meta_columns(meta) if meta else (None, None, None, None, None)
@@ -103,6 +116,8 @@ class NodeIO:
             Connect: self._connect, Disconnect: self._connect, Subscribe: self._subscribe,
             Unsubscribe: self._subscribe,
         }
+        # messages taken off a socket before a disconnect, delivered before it is read again
+        self._held: dict[zmq.Socket, list[list[bytes]]] = {}
 
     # Provided by LiveRuntime.
     def _node_failed(self, slot: Slot, where: str, exc: BaseException) -> None:
@@ -112,6 +127,12 @@ class NodeIO:
         raise NotImplementedError
 
     def _harness_failed(self, exc: BaseException) -> None:
+        raise NotImplementedError
+
+    def schedule(self, at_ns: int, fn: Callable[[], object]) -> None:
+        raise NotImplementedError
+
+    def _serve(self, sock: Any) -> None:
         raise NotImplementedError
 
     # ---- input -------------------------------------------------------------------------------
@@ -127,11 +148,12 @@ class NodeIO:
         trace = self._trace
         clock = self._clock
         apply = self._apply
+        held = self._held.pop(sock, None) if self._held else None
         for _ in range(BATCH):
             if slot.paused:
                 break  # what is still queued waits in ZeroMQ, as for a stopped process
             try:
-                frames = recv_multipart(sock)
+                frames = held.pop(0) if held else recv_multipart(sock)
             except zmq.Again:
                 break
             now = clock()
@@ -148,6 +170,8 @@ class NodeIO:
                 return
             if slot.node is not node:
                 return  # crashed or restarted by a hook
+        if held:
+            self._held[sock] = held + self._held.get(sock, [])  # (a batch's worth was taken)
         try:
             set_timer(slot, node.get_timer())
         except Exception as exc:
@@ -236,6 +260,11 @@ class NodeIO:
             sock.connect(from_source(action.endpoint, slot.source))
             kind = CONNECT
         else:
+            if sock.type not in (zmq.PUB, zmq.PUSH):
+                queued = take_queued(sock)  # (libzmq's abort, take_queued)
+                if queued:
+                    self._held.setdefault(sock, []).extend(queued)
+                    self.schedule(0, lambda: self._serve(sock))
             try:
                 sock.disconnect(from_source(action.endpoint, slot.source))
             except zmq.ZMQError as exc:
