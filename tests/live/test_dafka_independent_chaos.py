@@ -40,3 +40,24 @@ def test_an_independent_store_that_acks_on_the_topic_name_is_caught(tmp_path: Pa
     failed = {v.check: v for v in r.failed}
     assert "topic-frames" in failed, [v.to_dict() for v in r.verdicts]
     assert failed["topic-frames"].clause == "dafka.wire.topic-ack", failed["topic-frames"].detail
+
+
+@pytest.mark.timeout(120)
+def test_a_cluster_of_independent_nodes_only_is_judged_through_the_tap(tmp_path: Path) -> None:
+    """clean.yaml with the tower, producer, store and both consumers all independent processes:
+    the tap is the harness's only node, and what it hears of them all conforms."""
+    import yaml
+
+    from bench.chaos_standins import DI_TOWER, READY, di_consumer, di_producer, di_store
+
+    doc = yaml.safe_load((Path(__file__).parents[2] / "scenarios/dafka/chaos/clean.yaml").read_text())
+    commands = {"tower": DI_TOWER, "producer": di_producer(60, 50), "store": di_store(),
+                "early": di_consumer(), "late": di_consumer("latest")}
+    for name, spec in doc["nodes"].items():
+        spec.update(command=commands[name], ready=dict(READY))
+    doc.pop("workload")
+    r = run_live(parse_scenario(yaml.safe_dump(doc, sort_keys=False), "all-independent.yaml"), 1, str(tmp_path))
+    assert r.ok, [v.to_dict() for v in r.failed]
+    said = {v.check: v.detail for v in r.verdicts}
+    assert "not judged" not in said["topic-frames"] and not said["topic-frames"].startswith("0 "), said
+    assert "from external nodes: early" in said["wire-conformance"], said["wire-conformance"]
