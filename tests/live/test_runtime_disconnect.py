@@ -11,6 +11,7 @@ Each scenario runs in a child process: on the old code the child aborts (SIGABRT
 
 from __future__ import annotations
 
+import resource
 import subprocess
 import sys
 import textwrap
@@ -68,8 +69,13 @@ print(sorted(got))
 """
 
 
+def no_core_dump() -> None:
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # (an abort must leave no core file behind)
+
+
 def child(code: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=30)
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=30,
+                          preexec_fn=no_core_dump)
 
 
 def test_libzmq_aborts_on_a_receive_after_disconnecting_a_polled_multipart_message() -> None:
