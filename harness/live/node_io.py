@@ -117,7 +117,7 @@ class NodeIO:
             Unsubscribe: self._subscribe,
         }
         # messages taken off a socket before a disconnect, delivered before it is read again
-        self._held: dict[zmq.Socket, list[list[bytes]]] = {}
+        self._taken: dict[zmq.Socket, list[list[bytes]]] = {}
 
     # Provided by LiveRuntime.
     def _node_failed(self, slot: Slot, where: str, exc: BaseException) -> None:
@@ -148,12 +148,12 @@ class NodeIO:
         trace = self._trace
         clock = self._clock
         apply = self._apply
-        held = self._held.pop(sock, None) if self._held else None
+        taken = self._taken.pop(sock, None) if self._taken else None
         for _ in range(BATCH):
             if slot.paused:
                 break  # what is still queued waits in ZeroMQ, as for a stopped process
             try:
-                frames = held.pop(0) if held else recv_multipart(sock)
+                frames = taken.pop(0) if taken else recv_multipart(sock)
             except zmq.Again:
                 break
             now = clock()
@@ -170,8 +170,8 @@ class NodeIO:
                 return
             if slot.node is not node:
                 return  # crashed or restarted by a hook
-        if held:
-            self._held[sock] = held + self._held.get(sock, [])  # (a batch's worth was taken)
+        if taken:
+            self._taken[sock] = taken + self._taken.get(sock, [])  # (a batch's worth was taken)
         try:
             set_timer(slot, node.get_timer())
         except Exception as exc:
@@ -263,7 +263,7 @@ class NodeIO:
             if sock.type not in (zmq.PUB, zmq.PUSH):
                 queued = take_queued(sock)  # (libzmq's abort, take_queued)
                 if queued:
-                    self._held.setdefault(sock, []).extend(queued)
+                    self._taken.setdefault(sock, []).extend(queued)
                     self.schedule(0, lambda: self._serve(sock))
             try:
                 sock.disconnect(from_source(action.endpoint, slot.source))
