@@ -10,7 +10,8 @@ fails is a stand-in defect or a false alarm.
     .venv/bin/python -m bench.chaos_standins --list
 
 Each run is a child process (`--one ID VARIANT SEED`) with a timeout, so a hung run cannot hang
-the sweep; one JSON line per run goes to ``--out`` (default: stdout only). Live and
+the sweep; one JSON line per run goes to ``--out`` (default: stdout only); a failed run's trace is
+kept under ``$TMPDIR/chaos-standins-failed/`` (its path in the line's ``kept``). Live and
 timing-sensitive: run it under ``nice`` on a shared machine, bounded by ``--only``/``--seeds``.
 """
 
@@ -20,6 +21,7 @@ import argparse
 import fnmatch
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -32,6 +34,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 READY = {"line": "READY", "timeout": "20s"}
+KEEP_DIR = os.path.join(tempfile.gettempdir(), "chaos-standins-failed")  # the traces of failed runs
 
 
 @dataclass(frozen=True)
@@ -275,7 +278,11 @@ def run_one(entry: Entry, variant: str, seed: int) -> dict[str, Any]:
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="chaos-standins-") as out:
         result = run_live(parse_scenario(text, f"{entry.id}.yaml"), seed, out)
-    return {"id": entry.id, "variant": variant, "seed": seed, "ok": result.ok,
+        kept = None
+        if not result.ok:  # a failure that does not come back on a rerun is still explained by its trace
+            kept = os.path.join(KEEP_DIR, f"{entry.id}-{variant}-seed-{seed}-{int(time.time())}")
+            shutil.copytree(out, kept)
+    return {"id": entry.id, "variant": variant, "seed": seed, "ok": result.ok, "kept": kept,
             "wall_s": round(time.monotonic() - start, 1),
             "failed": [{"check": v.check, "clause": v.clause, "level": v.level, "detail": v.detail[:1500]}
                        for v in result.failed],
@@ -332,6 +339,8 @@ def main(argv: list[str]) -> int:
                 r = run_child(e.id, variant, seed, a.timeout)
                 runs, passed = runs + 1, passed + r["ok"]
                 brief = "; ".join(f"{f['check']} [{f['clause']}]: {f['detail'][:160]}" for f in r["failed"])
+                if r.get("kept"):
+                    brief += f" (trace kept in {r['kept']})"
                 print(f"{'PASS' if r['ok'] else 'FAIL'} {e.id} {variant} seed {seed} ({r['wall_s']} s) {brief}",
                       flush=True)
                 if a.out:

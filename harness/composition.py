@@ -25,7 +25,7 @@ from fault_injection import nemesis
 from fault_injection.naming import codec_fields, codec_malformed
 from harness import launch, live_faults
 from harness.checkers.base import (
-    CLOCK as CLOCK_EVENT, CRASH, ERROR, PAUSE, RESTART, RESUME, Checker, NoNodeErrors, Observer, Verdict,
+    CLOCK as CLOCK_EVENT, CRASH, ERROR, PAUSE, RESTART, RESUME, STALL, Checker, NoNodeErrors, Observer, Verdict,
 )
 from harness.checkers.external import external_senders
 from harness.checkers.wire import WireConformance
@@ -277,7 +277,11 @@ def run_scenario(scenario: Scenario, seed: int, mode: str, out_dir: str | None =
         observer = Observer(build_checkers(scenario) + list(observers) if checks else [],
                             codec(scenario.protocol, scenario.dialect), roles)
         runtime.on_failure(_report_failure(observer))
+        if mode == "live":  # timers the loop fired late: the timing checks excuse the node that much
+            runtime.on_stall(lambda node, t, late: observer.emit(t, node, STALL, data={"late_ns": late}))  # type: ignore[attr-defined]
         clock: Callable[[], int] = lambda: runtime.now_ns  # noqa: E731 - virtual or wall time
+        if mode == "live":  # what a node does is stamped at its input, as in simulation (harness.live.node_io)
+            clock = runtime.input_time  # type: ignore[attr-defined]
         if mode == "live" and live_faults.needs_proxy(scenario):
             placement = live_faults.place_for_run(scenario, pkg, configs, endpoints.assigned, runtime, processes,
                                                   seed)

@@ -36,6 +36,9 @@ CRASH, RESTART, PAUSE, PARTITION, CLOCK, SLOW_LINK, RULES = (
 )
 
 ActionHook = Callable[[str, Action, int], None]  # (node, action, time_ns)
+# (node, time_ns, late_ns): the live runtime fired an in-process node's timer ``late_ns`` after it was due,
+# its loop busy with other nodes; the node was held up by the harness, not slow by itself
+StallHook = Callable[[str, int, int], None]
 
 
 def skewed_time(t: int, offset: int, drift: float) -> int:
@@ -208,6 +211,6 @@ def failure_of(node: str, incarnation: int, time_ns: int, where: str, exc: BaseE
 
 
 __all__ = [
-    "CLOCK", "CRASH", "PARTITION", "PAUSE", "RESTART", "RULES", "SLOW_LINK", "ActionHook", "FailureHook",
+    "CLOCK", "CRASH", "PARTITION", "PAUSE", "RESTART", "RULES", "SLOW_LINK", "ActionHook", "FailureHook", "StallHook",
     "NodeClock", "NodeFailure", "Runtime", "UnsupportedFault", "exception_summary", "failure_of", "node_rng", "run_until",
 ]

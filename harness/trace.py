@@ -28,6 +28,7 @@ SEND, RECV, DROP, FAULT, CRASH, RESTART, PAUSE, RESUME = (
 )
 DELIVER, DISCARD, NOTE, COMMAND, VERDICT = "deliver", "discard", "note", "command", "verdict"
 CONNECT, DISCONNECT, ERROR = "connect", "disconnect", "error"
+STALL = "stall"  # live only: the runtime fired an in-process node's timer late (its loop was busy)
 LIFECYCLE = (CRASH, RESTART, PAUSE, RESUME)
 
 SCHEMA = pa.schema(
@@ -242,6 +243,12 @@ class TraceWriter:
         skipped fault, or a socket-level problem (``node`` is the nemesis for network faults)."""
         self._row(node, FAULT, time_ns, socket, peer, fault, detail, None, None, None, None, None, None, None,
                   None, None, None, None, None)
+
+    def stall(self, node: str, time_ns: int, late_ns: int) -> None:
+        """Live only: the runtime fired the in-process node's timer ``late_ns`` after it was due
+        (its one loop was busy with other nodes): the timing checks excuse the node that much."""
+        self._row(node, STALL, time_ns, None, None, None, f"held {late_ns / 1e6:.1f} ms past its timer", None, None,
+                  None, None, None, None, None, None, None, None, None, None)
 
     def connection(self, node: str, kind: str, time_ns: int, socket: str | None, peer: str | None,
                    endpoint: str | None, cause: str | None = None) -> None:

@@ -24,6 +24,10 @@ PAUSE, RESUME = "pause", "resume"  # a node stopped (SIGSTOP, or the simulator h
 # an incarnation starts, and a clock fault on its host (data: ``{"offset_ns", "drift"}``).
 SUBSCRIBE, UNSUBSCRIBE, CONNECT, DISCONNECT = "subscribe", "unsubscribe", "connect", "disconnect"
 START, CLOCK = "start", "clock"
+# Live only: the runtime fired an in-process node's timer late, its one loop busy with other nodes
+# (data: ``{"late_ns"}``). The node was held up by the harness for that long, as by a short pause:
+# timing checks excuse it (`Pauses`, the PPPP checks' credit); external nodes have none.
+STALL = "stall"
 # An event of an external node seen by the chaos proxy (harness.live_observe), not by a probe: its
 # time bounds a send from above and a receive from below only, and across two connections of a
 # node the order need not be the order the node sent them in (harness.live_observe).
@@ -163,9 +167,14 @@ class Pauses:
         self.spans: dict[str, list[tuple[int, int | None]]] = {}  # node -> [(from, until or None), ...]
 
     def on_event(self, ev: Event) -> None:
-        """Feed PAUSE, RESUME, CRASH, RESTART and START events (others change nothing)."""
+        """Feed PAUSE, RESUME, CRASH, RESTART, START and STALL events (others change nothing)."""
         spans = self.spans.setdefault(ev.node, [])
         open_ = bool(spans) and spans[-1][1] is None
+        if ev.kind == STALL:  # held up until now by the harness's busy loop: a pause that just ended
+            if not open_:
+                lo = ev.time_ns - int((ev.data or {}).get("late_ns", 0))
+                spans.append((max(lo, spans[-1][1]) if spans else lo, ev.time_ns))  # type: ignore[type-var]
+            return
         if ev.kind == PAUSE and not open_:
             spans.append((ev.time_ns, None))
         elif ev.kind in (RESUME, CRASH, RESTART, START) and open_:  # (a crash ends a pause too)

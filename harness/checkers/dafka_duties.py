@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Hashable
 
-from harness.checkers.base import CLOCK, CRASH, PAUSE, RESUME, START, Event, Pauses
+from harness.checkers.base import CLOCK, CRASH, PAUSE, RESUME, STALL, START, Event, Pauses
 
 DEFAULT_WITHIN_NS = 1_000_000_000  # generous: reference nodes discharge in the same handler
 Problem = tuple[Event, str, str]  # (evidence, detail, clause), what Checker.first_problem takes
@@ -32,7 +32,7 @@ class Duties:
     """Duties per node; ``kinds`` of events a checker using it must ask for: PAUSE, RESUME, CRASH,
     START (and CLOCK, which does not move virtual time and is ignored here)."""
 
-    kinds = frozenset({PAUSE, RESUME, CRASH, START, CLOCK})
+    kinds = frozenset({PAUSE, RESUME, STALL, CRASH, START, CLOCK})
 
     def __init__(self, within_ns: int = DEFAULT_WITHIN_NS) -> None:
         self.within = within_ns

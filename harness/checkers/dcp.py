@@ -29,7 +29,8 @@ class ExactlyOnce(Checker):
     name = "exactly-once"
     clause = "dcp.client.retry"
     level = "SHOULD"
-    kinds = frozenset({COMMAND, DELIVER, CRASH})
+    kinds = frozenset({COMMAND, DELIVER, CRASH, SEND})
+    roles = CLIENT  # (the requests, replies, crashes and sends it reads are the harness's clients')
 
     def __init__(self, behaviours: dict[str, str] | None = None, external_clients: frozenset[str] = frozenset(),
                  external_workers: frozenset[str] = frozenset(), **params: Any) -> None:
@@ -41,9 +42,12 @@ class ExactlyOnce(Checker):
         self.replies: dict[tuple[str, str], list[Event]] = {}
         self.failed: list[Event] = []
         self.abandoned = 0  # unanswered requests of clients that crashed
+        self.sends: dict[tuple[str, str], list[int]] = {}  # (client, id) -> [times sent, last send]
 
     def on_event(self, ev: Event) -> None:
-        if ev.kind == CRASH:
+        if ev.kind == SEND:
+            self._sent(ev)
+        elif ev.kind == CRASH:
             if ev.role == "client":
                 lost = [k for k in self.requests if k[0] == ev.node and k not in self.replies]
                 for k in lost:
@@ -57,12 +61,33 @@ class ExactlyOnce(Checker):
             elif ev.msg_type == "request-failed":
                 self.failed.append(ev)
 
+    def _sent(self, ev: Event) -> None:
+        """Count a REQUEST a client sent (a retry is the same message, E-DCP-16), by its first
+        metadata part: the reference client's request id."""
+        if ev.msg_type != "REQUEST":
+            return
+        msg = ev.message()
+        if msg is None or not msg["metadata"]:
+            return
+        seen = self.sends.setdefault((ev.node, msg["metadata"][0].decode("utf-8", "backslashreplace")), [0, 0])
+        seen[0] += 1
+        seen[1] = ev.time_ns
+
+    def _unanswered(self, key: tuple[str, str], end_ns: int) -> str:
+        """How often the request went out: a client still retrying when the run ended lost it to the
+        run's horizon as much as to anything else (the file must leave it attempts enough)."""
+        times, last = self.sends.get(key, (0, 0))
+        if not times:
+            return f"request {key[1]} of {key[0]} was never answered"
+        return (f"request {key[1]} of {key[0]} was never answered (sent {times} time(s), the last "
+                f"{(end_ns - last) / 1e6:.0f} ms before the run ended)")
+
     def finish(self, end_ns: int) -> list[Verdict]:
         bad: list[tuple[Event, str, str]] = []
         for key, req in self.requests.items():
             got = self.replies.get(key, [])
             if not got:
-                bad.append((req, f"request {key[1]} of {key[0]} was never answered", RETRY))
+                bad.append((req, self._unanswered(key, end_ns), RETRY))
             elif len(got) > 1:
                 bad += [(e, f"request {key[1]} of {key[0]} was answered {len(got)} times", TRACK) for e in (req, *got)]
             else:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.checkers.base import (
-    CLOCK, CRASH, PAUSE, RECV, RESTART, RESUME, SEND, START, Checker, Event, Pauses, Verdict,
+    CLOCK, CRASH, PAUSE, RECV, RESTART, RESUME, SEND, STALL, START, Checker, Event, Pauses, Verdict,
 )
 from harness.protocols import DecodeError
 
@@ -137,7 +137,7 @@ class WorkerInterval(Checker):
 
     name = "worker-interval"
     clause = "dcp.heartbeat.worker-interval"
-    kinds = frozenset({SEND, START, CRASH, RESTART, PAUSE, RESUME, CLOCK})
+    kinds = frozenset({SEND, START, CRASH, RESTART, PAUSE, RESUME, STALL, CLOCK})
     roles = frozenset({"worker"})
 
     def __init__(self, heartbeat_ms: dict[str, int] | None = None, default_ms: int = 1000, factor: float = FACTOR,

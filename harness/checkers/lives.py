@@ -9,7 +9,7 @@ the chaos proxy (``ev.via``) are not fed here.
 
 from __future__ import annotations
 
-from harness.checkers.base import CONNECT, CRASH, PAUSE, RESTART, RESUME, START, Event, Pauses
+from harness.checkers.base import CONNECT, CRASH, PAUSE, RESTART, RESUME, STALL, START, Event, Pauses
 from harness.node import SocketSpec, SocketType
 
 
@@ -37,7 +37,7 @@ class SocketLives:
     least ``within_ns`` of running time (shorter ones owe nothing). Feed it every event of
     ``kinds`` of the nodes judged, and ``declare`` from the checker's ``on_sockets``."""
 
-    kinds = frozenset({START, CRASH, RESTART, PAUSE, RESUME, CONNECT})
+    kinds = frozenset({START, CRASH, RESTART, PAUSE, RESUME, STALL, CONNECT})
 
     def __init__(self, within_ns: int) -> None:
         self.within = within_ns

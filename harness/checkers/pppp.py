@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.checkers.base import CRASH, DELIVER, NOTE, PAUSE, RECV, RESTART, RESUME, SEND, Event, Verdict
+from harness.checkers.base import CRASH, DELIVER, NOTE, PAUSE, RECV, RESTART, RESUME, SEND, STALL, Event, Verdict
 from harness.checkers.pppp_common import (
     PUBLISHER, SUBSCRIBER, Gaps, PpppCheck, covered, inside, message, peer_of,
 )
@@ -173,7 +173,7 @@ class AckTiming(PpppCheck):
 
     name = "ack-timing"
     clause = "pppp.subscriber.ack-within-first-idle"
-    kinds = frozenset({SEND, RECV, CRASH, PAUSE, RESUME})
+    kinds = frozenset({SEND, RECV, CRASH, PAUSE, RESUME, STALL})
     roles = SUB
 
     def __init__(self, **params: Any) -> None:
@@ -213,7 +213,10 @@ class AckTiming(PpppCheck):
             h = msg["sequence"]
             self.open[key] = [o for o in self.open.get(key, []) if o[1] > h]
             still = []
+            active = self._active(ev.node, ev.time_ns)
             for o in self.overdue.get(key, []):
+                if o[1] <= h and active - o[0] <= self.first_idle + self.tol:
+                    continue  # in time after all: a stall credited since it fell overdue (live)
                 if o[1] <= h:
                     what, clause = ("the duplicate ", "pppp.subscriber.ack-duplicates") if o[2] else ("", self.clause)
                     self.late.append((f"{ev.node} ACKed {what}{key[1]!r} #{o[1]} {(ev.time_ns - o[3].time_ns) / 1e6:.1f} ms "
@@ -336,7 +339,7 @@ class Resubscribe(PpppCheck):
 
     name = "resubscribe"
     clause = "pppp.subscriber.resubscribe"
-    kinds = frozenset({SEND, RECV, CRASH, RESTART, PAUSE, RESUME})
+    kinds = frozenset({SEND, RECV, CRASH, RESTART, PAUSE, RESUME, STALL})
     roles = SUB
 
     def __init__(self, **params: Any) -> None:
@@ -409,7 +412,7 @@ class SubscriberHeartbeats(PpppCheck):
 
     name = "subscriber-heartbeats"
     clause = "pppp.heartbeat.interval"
-    kinds = frozenset({SEND, CRASH, PAUSE, RESUME})
+    kinds = frozenset({SEND, CRASH, PAUSE, RESUME, STALL})
     roles = SUB
 
     def __init__(self, **params: Any) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.checkers.base import CRASH, PAUSE, RESTART, RESUME, Checker, Event
+from harness.checkers.base import CRASH, PAUSE, RESTART, RESUME, STALL, Checker, Event
 from harness.checkers.external_wire import ExternalWire
 from harness.protocols.codec import Message
 from harness.protocols.pppp import cut_number
@@ -45,7 +45,11 @@ class PpppCheck(Checker):
         self._credit: dict[str, int] = {}  # node -> paused time since its last message
 
     def paused_for(self, ev: Event) -> bool:
-        """Track pauses of ``ev``'s node (True: the event was a pause or resume, handled)."""
+        """Track pauses of ``ev``'s node (True: the event was a pause, resume or stall, handled)."""
+        if ev.kind == STALL:  # the harness's loop held the node up: credited as a pause that just ended
+            if ev.node not in self._paused_at:
+                self._credit[ev.node] = self._credit.get(ev.node, 0) + int((ev.data or {}).get("late_ns", 0))
+            return True
         if ev.kind == PAUSE:  # as the runtimes do: pausing a paused node changes nothing
             self._paused_at.setdefault(ev.node, ev.time_ns)
             return True

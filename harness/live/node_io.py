@@ -9,6 +9,7 @@ runtime class inherits it.
 from __future__ import annotations
 
 import errno
+from time import thread_time_ns
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -63,6 +64,11 @@ def message_columns(msg_type: str | None, size: int, meta: dict[str, Any] | None
     return (msg_type or None, topic, seq, term, index, None, corr, size, None, None, None)
 
 
+# A node held up this long or longer by the loop is reported (`LiveRuntime.on_stall`); less is
+# within every check's tolerance (the loop polls with millisecond timeouts).
+STALL_MIN_NS = 2_000_000
+
+
 @dataclass(eq=False)
 class Slot(NodeClock):
     """Everything the runtime keeps about one node name across its incarnations."""
@@ -78,6 +84,10 @@ class Slot(NodeClock):
     started: bool = False
     crashed: bool = False
     paused: bool = False
+    # How late its overdue timer is by the harness's doing (`NodeIO._held`, `LiveRuntime.on_stall`):
+    late_for: int | None = None  # the deadline (timer_at) being followed
+    late_from: int = 0  # lateness not yet reported counts from here (the deadline, a resume, a report)
+    own_late: int = 0  # ... less the time the node's own handlers ran since then
     waiting: list[dict[str, Any]] = field(default_factory=list)  # commands held while paused
     timer_at: int | None = None  # on the runtime's clock
     timer_node: int | None = None  # the same deadline as the node asked for it, on its own clock
@@ -111,6 +121,7 @@ class NodeIO:
     _hooks: list[ActionHook]
 
     def _init_io(self) -> None:
+        self._handling: int | None = None  # the time of the input a node is handling now (None: none)
         self._handlers: dict[type, Callable[[Slot, Any, int], None]] = {
             Send: self._send, Deliver: self._deliver, Note: self._note, Discard: self._discard,
             Connect: self._connect, Disconnect: self._connect, Subscribe: self._subscribe,
@@ -125,6 +136,16 @@ class NodeIO:
 
     def _clock(self) -> int:
         raise NotImplementedError
+
+    def _stalled(self, node: str, now: int, late: int) -> None:
+        raise NotImplementedError
+
+    def input_time(self) -> int:
+        """When the input an in-process node is handling now was handed to it (else: now). A
+        probe stamps what the node does with it, as the simulator does: the node's decisions, not
+        how long the harness took to run them (the OS may stop the process mid-handler)."""
+        handling = self._handling
+        return handling if handling is not None else self._clock()
 
     def _harness_failed(self, exc: BaseException) -> None:
         raise NotImplementedError
@@ -149,6 +170,9 @@ class NodeIO:
         clock = self._clock
         apply = self._apply
         taken = self._taken.pop(sock, None) if self._taken else None
+        began = clock()
+        self._held(slot, began)
+        cpu = self._overdue_cpu(slot, began)
         for _ in range(BATCH):
             if slot.paused:
                 break  # what is still queued waits in ZeroMQ, as for a stopped process
@@ -156,7 +180,7 @@ class NodeIO:
                 frames = taken.pop(0) if taken else recv_multipart(sock)
             except zmq.Again:
                 break
-            now = clock()
+            now = self._handling = clock()
             if trace is not None:
                 peer = frames[0].hex() if is_router else slot.peers.get(sname, "")
                 trace.emit_message(slot.name, RECV, now, sname, peer, None, None, pack_frames(frames),
@@ -166,16 +190,21 @@ class NodeIO:
                 if actions:
                     apply(slot, node, actions, now)
             except Exception as exc:
+                self._handling = None
                 self._node_failed(slot, "receive", exc)
                 return
             if slot.node is not node:
+                self._handling = None
                 return  # crashed or restarted by a hook
         if taken:
             self._taken[sock] = taken + self._taken.get(sock, [])  # (a batch's worth was taken)
+        self._handling = None
         try:
             set_timer(slot, node.get_timer())
         except Exception as exc:
             self._node_failed(slot, "receive", exc)
+            return
+        self._count_own(slot, cpu)
 
     def _input(self, slot: Slot, node: Node, where: str, fn: Callable[..., list[Action]], *args: Any) -> None:
         """Hand one input to the node, carry out its actions, ask for its next timer; a node
@@ -184,13 +213,53 @@ class NodeIO:
         and the hooks on the runtime's."""
         try:
             now = args[-1]
+            began = self._clock()
+            self._held(slot, began)
+            cpu = self._overdue_cpu(slot, began)
+            self._handling = now
             actions = fn(*args[:-1], slot.node_time(now))
             if actions:
                 self._apply(slot, node, actions, now)
             if slot.node is node:
                 set_timer(slot, node.get_timer())
+                self._count_own(slot, cpu)
         except Exception as exc:
             self._node_failed(slot, where, exc)
+        finally:
+            self._handling = None
+
+    def _held(self, slot: Slot, now: int) -> None:
+        """The node is handed an input at ``now``, its timer overdue: it could not run that timer
+        until now because the one loop was busy elsewhere (less the time its own handlers ran).
+        Reported from `STALL_MIN_NS` on, as a timer fired late or as an input handled first."""
+        due = slot.timer_at
+        if due is None or due >= now:
+            return
+        if slot.late_for != due:  # a deadline set outside a handler (a clock fault): from now on
+            slot.late_for, slot.late_from, slot.own_late = due, now, 0
+        late = now - slot.late_from - slot.own_late
+        if late >= STALL_MIN_NS:
+            self._stalled(slot.name, now, late)
+            slot.late_from, slot.own_late = now, 0
+
+    def _overdue_cpu(self, slot: Slot, now: int) -> int | None:
+        """The loop thread's CPU time if the node's timer is overdue at ``now`` (see `_count_own`)."""
+        due = slot.timer_at
+        return thread_time_ns() if due is not None and due < now else None
+
+    def _count_own(self, slot: Slot, cpu: int | None) -> None:
+        """The node's handlers just ran and left its timer due at ``slot.timer_at``. A deadline
+        that is new is late from when it was set at the earliest. For one that was overdue when
+        they began (``cpu``: the thread's CPU time then), the CPU time they took is lateness of
+        the node's own, not the loop's (`_held` leaves it out); not wall time, which includes
+        the time the OS gave other processes (a sans-IO node never blocks)."""
+        due = slot.timer_at
+        if due is None:
+            return
+        if slot.late_for != due:
+            slot.late_for, slot.late_from, slot.own_late = due, max(due, self._clock()), 0
+        elif cpu is not None:
+            slot.own_late += thread_time_ns() - cpu
 
     # ---- actions -----------------------------------------------------------------------------
     def _apply(self, slot: Slot, node: Node, actions: list[Action], now: int) -> None:

@@ -38,7 +38,7 @@ from harness.live.sockets import BIND_RETRY_S, SocketSetupError, open_socket
 from harness.node import DurableStore, Node, NodeContext, NodeFactory, SocketType
 from harness.runtime import (
     CLOCK as CAN_CLOCK, CRASH as CAN_CRASH, PARTITION as CAN_PARTITION, PAUSE as CAN_PAUSE, RESTART as CAN_RESTART,
-    RULES as CAN_RULES, SLOW_LINK as CAN_SLOW_LINK, ActionHook, FailureHook, NodeFailure, UnsupportedFault,
+    RULES as CAN_RULES, SLOW_LINK as CAN_SLOW_LINK, ActionHook, FailureHook, NodeFailure, StallHook, UnsupportedFault,
     failure_of, node_rng,
 )
 from harness.trace import CRASH, PAUSE, RESTART, RESUME, TraceWriter
@@ -72,6 +72,7 @@ class LiveRuntime(EventLoop, NodeIO):
         self._owner: dict[zmq.Socket, tuple[Slot, str, bool]] = {}  # -> (slot, name, is_router)
         self._hooks: list[ActionHook] = []
         self._failure_hooks: list[FailureHook] = []
+        self._stall_hooks: list[StallHook] = []
         self._log = DeliveryLog()
         self._failures: list[NodeFailure] = []
         self._proxy: Any = None  # fault_injection.proxy.ChaosProxy, when attached
@@ -199,6 +200,11 @@ class LiveRuntime(EventLoop, NodeIO):
 
     def on_failure(self, hook: FailureHook) -> None:
         self._failure_hooks.append(hook)
+
+    def on_stall(self, hook: StallHook) -> None:
+        """Call ``hook(node, time_ns, late_ns)`` on the loop thread when an in-process node's timer
+        fires at least `STALL_MIN_NS` late (written to the trace as a ``stall`` row too)."""
+        self._stall_hooks.append(hook)
 
     # ==== the runtime interface: time (now_ns, schedule, run: EventLoop) =========================
     def command(self, at_ns: int, node: str, request: dict[str, Any]) -> None:
@@ -361,9 +367,19 @@ class LiveRuntime(EventLoop, NodeIO):
             at = slot.timer_at
             if at is None or at > now or slot.node is None or slot.paused:
                 continue
+            fired = self._clock()  # (``now`` is when this turn began: other nodes' timers may have run since)
+            self._held(slot, fired)
             slot.timer_at = slot.timer_node = None
             node = slot.node
-            self._input(slot, node, "handle_timer", node.handle_timer, now)
+            self._input(slot, node, "handle_timer", node.handle_timer, fired)
+
+    def _stalled(self, node: str, now: int, late: int) -> None:
+        """The one loop serves every in-process node: one busy handler makes the others' timers
+        late. Say so, so that timing checks do not blame a node for the harness's lateness."""
+        if self._trace is not None:
+            self._trace.stall(node, now, late)
+        for hook in self._stall_hooks:
+            hook(node, now, late)
 
     def _teardown(self) -> None:
         self._close_all_sockets()
@@ -453,6 +469,7 @@ class LiveRuntime(EventLoop, NodeIO):
             self._row_lifecycle(slot.name, PAUSE)
             return
         self._row_lifecycle(slot.name, RESUME, f"{len(slot.waiting)} commands waiting")
+        slot.late_from = max(slot.late_from, self._clock())  # a timer due meanwhile waited for the resume
         self._poll_items.extend((sock, zmq.POLLIN) for sock in slot.sockets.values())
         waiting, slot.waiting = slot.waiting, []
         for request in waiting:

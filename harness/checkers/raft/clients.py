@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.checkers.base import CRASH, PAUSE, RECV, RESTART, RESUME, SEND, START, Event, Pauses, Verdict
+from harness.checkers.base import CRASH, PAUSE, RECV, RESTART, RESUME, SEND, STALL, START, Event, Pauses, Verdict
 from harness.checkers.raft.elections import RaftChecker
 from harness.checkers.raft.timing import NS_PER_MS
 from harness.checkers.raft.wire import show
@@ -120,7 +120,7 @@ class ClientTiming(RaftChecker):
     divided by its slowest clock rate (``slowest``)."""
 
     level = "SHOULD"
-    kinds = frozenset({SEND, RECV, START, CRASH, RESTART, PAUSE, RESUME})
+    kinds = frozenset({SEND, RECV, START, CRASH, RESTART, PAUSE, RESUME, STALL})
 
     def __init__(self, within: dict[str, int] | None = None, default_within_ms: int = 1000,
                  slowest: dict[str, float] | None = None, clock_changes: dict[str, tuple[int, ...]] | None = None,

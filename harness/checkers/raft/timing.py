@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.checkers.base import CRASH, NOTE, PAUSE, RESTART, RESUME, SEND, VIA_PROXY, Event, Pauses, Verdict
+from harness.checkers.base import CRASH, NOTE, PAUSE, RESTART, RESUME, SEND, STALL, VIA_PROXY, Event, Pauses, Verdict
 from harness.checkers.raft.elections import RaftChecker
 from harness.checkers.raft.wire import ROUTER, only, show
 from harness.protocols.codec import Message
@@ -59,7 +59,7 @@ class LeaderHeartbeat(RaftChecker):
 
     name = "leader-heartbeat"
     clause = "raft.algorithm.leader-heartbeat"
-    kinds = frozenset({SEND, NOTE, CRASH, RESTART, PAUSE, RESUME})
+    kinds = frozenset({SEND, NOTE, CRASH, RESTART, PAUSE, RESUME, STALL})
 
     def __init__(self, election_min: dict[str, int] | None = None, default_min_ms: int = 200,
                  tolerance_ms: int = 90, slowest: dict[str, float] | None = None,
@@ -94,7 +94,7 @@ class LeaderHeartbeat(RaftChecker):
 
     def on_other(self, ev: Event) -> None:
         kind, node = ev.kind, ev.node
-        if kind in (PAUSE, RESUME, CRASH, RESTART):
+        if kind in (PAUSE, RESUME, STALL, CRASH, RESTART):
             self.pauses.on_event(ev)
             if kind in (CRASH, RESTART):
                 self.end(node, ev.time_ns)  # a crash ends a leadership

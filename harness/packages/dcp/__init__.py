@@ -10,11 +10,13 @@ from typing import Any, Callable
 
 from harness.checkers.dcp_heartbeat import HeartbeatAnswers, WorkerInterval
 from harness.checkers import dcp as checks
+from harness.checkers import dcp_external as wire_checks
 from harness.checkers.external import external_nodes, noting_external
 from harness.packages.base import (
     CaptureHints, Check, Operation, ProtocolPackage, Role, Setting, TargetView, as_int, as_ms, as_positive_int,
     as_str, running_with_role, senders_by_role,
 )
+from harness.packages.dcp.paths import COUNT_DAMAGE, LOSS, REPLY_DAMAGE, fault_between, rule_touching
 from harness.packages.dcp.suites import SUITES
 from harness.protocols.dcp import TABLES
 from harness.protocols.dcp_clauses import CATALOGUE
@@ -81,7 +83,45 @@ def _metadata_unchanged(scenario: Any, **params: Any) -> checks.MetadataUnchange
 
 
 def _heartbeat_answers(scenario: Any, **params: Any) -> HeartbeatAnswers:
-    return HeartbeatAnswers(external_clients=external_nodes(scenario, "client"), **params)
+    clients = external_nodes(scenario, "client")
+    brokers = external_nodes(scenario, "broker")
+    if not brokers:
+        return HeartbeatAnswers(external_clients=clients, **params)
+    # an external broker: its answers as the harness's workers receive them
+    ours, default = _in_process(scenario, "worker"), _broker_settings(scenario).get("heartbeat_ms", DEFAULT_HEARTBEAT_MS)
+    unsound = (rule_touching(scenario, LOSS, ours, brokers, ("PING", "REGISTER"))
+               or rule_touching(scenario, LOSS, brokers, ours, ("PONG", "RECONNECT", "REGISTER"))
+               or fault_between(scenario, ours, brokers))
+    checker = wire_checks.PingAnswersAsWorkersGetThem(
+        heartbeat_ms={n: g.config.get("heartbeat_ms", default) for g in scenario.groups.values()
+                      if g.role == "worker" for n in g.nodes}, default_ms=default, unsound=unsound,
+        brokers=brokers, external_clients=clients, **params)
+    return noting_external(checker, scenario, ("worker",), "the answers to their PINGs (the broker is external too)")
+
+
+def _one_request_per_worker(scenario: Any, **params: Any) -> Any:
+    brokers = external_nodes(scenario, "broker")
+    if not brokers:
+        return checks.OneRequestPerWorker(**params)
+    ours = _in_process(scenario, "worker")
+    unsound = (rule_touching(scenario, COUNT_DAMAGE, brokers, ours, ("REQUEST",))
+               or rule_touching(scenario, COUNT_DAMAGE, ours, brokers, checks.READY_SIGNALS))
+    return wire_checks.RequestsAsWorkersGetThem(external_workers=external_nodes(scenario, "worker"),
+                                                unsound=unsound and f"the requests it gives workers ({unsound})",
+                                                **params)
+
+
+def _reply_unchanged(scenario: Any, **params: Any) -> Any:
+    brokers = external_nodes(scenario, "broker")
+    if not brokers:
+        return checks.ReplyUnchanged(**params)
+    unsound = rule_touching(scenario, REPLY_DAMAGE, scenario.node_names, scenario.node_names, ("REPLY",))
+    return wire_checks.RepliesAsClientsGetThem(external_workers=external_nodes(scenario, "worker"),
+                                               unsound=unsound and f"the replies it forwards ({unsound})", **params)
+
+
+def _in_process(scenario: Any, role: str) -> list[str]:
+    return [n for g in scenario.groups.values() if g.role == role and not g.command for n in g.nodes]
 
 
 def _simple(cls: type) -> Callable[..., Any]:
@@ -133,11 +173,10 @@ CHECKS = {
     "exactly-once": _check("exactly-once", checks.ExactlyOnce, _exactly_once),
     "metadata-unchanged": _check("metadata-unchanged", checks.MetadataUnchanged, _metadata_unchanged),
     "one-request-per-worker": _check("one-request-per-worker", checks.OneRequestPerWorker,
-                                     unseen=("broker", "the requests it gives workers")),
+                                     _one_request_per_worker),
     "worker-expiry": _check("worker-expiry", checks.WorkerExpiry, _expiry),
-    "heartbeat-answers": _check("heartbeat-answers", HeartbeatAnswers, _heartbeat_answers,
-                                unseen=("broker", "its answers to PINGs")),
-    "reply-unchanged": _check("reply-unchanged", checks.ReplyUnchanged, unseen=("broker", "the replies it forwards")),
+    "heartbeat-answers": _check("heartbeat-answers", HeartbeatAnswers, _heartbeat_answers),
+    "reply-unchanged": _check("reply-unchanged", checks.ReplyUnchanged, _reply_unchanged),
     "worker-interval": _check("worker-interval", WorkerInterval, _worker_interval, {
         "factor": Setting("factor", _factor, "the tolerance factor on the agreed interval (default 2.5)"),
         "tolerance": Setting("tolerance_ms", as_ms, "slack for a live run's scheduling (default 20ms)")},

@@ -1,0 +1,83 @@
+"""What a DCP scenario's faults may do to the messages between the harness's workers or clients
+and the broker: the checks of an external broker, judged from the wire
+(`harness.checkers.dcp_external`), judge only what those faults leave provable.
+
+Conservative by construction: a rule counts when its source, destination and message-type globs
+could cover the message, whatever its socket, endpoint, direction, field conditions, probability
+and the rules before it; a fault target that is neither a group, a node nor ``broker`` counts as
+any node."""
+
+from __future__ import annotations
+
+from fnmatch import fnmatchcase
+from typing import Any, Iterable
+
+from fault_injection.nemesis import REST, Partition, SlowLink
+
+REPLY_DAMAGE = frozenset({"corrupt"})  # a copy, a loss or a delay of a reply proves nothing wrong
+COUNT_DAMAGE = frozenset({"duplicate", "corrupt"})  # an extra copy is an extra request or signal
+LOSS = frozenset({"drop", "delay", "reorder", "corrupt"})  # an answer that may not arrive in time
+
+
+def rule_touching(scenario: Any, effects: frozenset[str], src: Iterable[str], dst: Iterable[str],
+                  types: Iterable[str]) -> str:
+    """Why some message rule may apply one of ``effects`` to a message of ``types`` from a node of
+    ``src`` to one of ``dst`` ("" if none may)."""
+    src, dst, types = list(src), list(dst), list(types)
+    for rule in scenario.rules.rules:
+        effect = getattr(rule.effect, "name", "")
+        m = rule.match
+        if (effect in effects and any(fnmatchcase(s, m.src) for s in src) and any(fnmatchcase(d, m.dst) for d in dst)
+                and any(fnmatchcase(t, m.msg_type) for t in types)):
+            return f"rule {rule.name} may {effect} a {'/'.join(types)} from {m.src} to {m.dst}"
+    return ""
+
+
+def fault_between(scenario: Any, ours: Iterable[str], broker: Iterable[str]) -> str:
+    """Why a partition or a slow link of the file may stand between a node of ``ours`` and the
+    broker ("" if none may)."""
+    ours, broker = set(ours), set(broker)
+    for fault in scenario.faults:
+        if isinstance(fault, Partition) and _separates(scenario, fault, ours, broker):
+            return f"a partition ({[list(s) for s in fault.sides]}) may cut them off"
+        if isinstance(fault, SlowLink):
+            a, b = _nodes(scenario, fault.src), _nodes(scenario, fault.dst)
+            if _meets(a, ours) and _meets(b, broker) or _meets(a, broker) and _meets(b, ours):
+                return f"a slow link ({fault.src} -> {fault.dst}) may delay them"
+    return ""
+
+
+def _nodes(scenario: Any, target: str) -> set[str] | None:
+    """The nodes a fault target names, or None when it cannot be told before the run (any node)."""
+    if target in scenario.groups:
+        return set(scenario.groups[target].nodes)
+    if target in scenario.node_names:
+        return {target}
+    if target == "broker":
+        return {n for n in scenario.node_names if scenario.role_of(n) == "broker"}
+    return None
+
+
+def _meets(nodes: set[str] | None, some: set[str]) -> bool:
+    return nodes is None or bool(nodes & some)
+
+
+def _separates(scenario: Any, fault: Partition, ours: set[str], broker: set[str]) -> bool:
+    sides: list[set[str] | None] = []
+    named: set[str] = set()
+    for side in fault.sides:
+        nodes: set[str] | None = set()
+        for target in side:
+            if target == REST:
+                continue
+            found = _nodes(scenario, target)
+            nodes = None if found is None or nodes is None else nodes | found
+        sides.append(nodes)
+        named |= nodes or set()
+    if any(s is None for s in sides):
+        return True
+    for side, targets in zip(sides, fault.sides):
+        if REST in targets and side is not None:
+            side |= set(scenario.node_names) - named
+    return any(i != j and _meets(a, ours) and _meets(b, broker)
+               for i, a in enumerate(sides) for j, b in enumerate(sides))

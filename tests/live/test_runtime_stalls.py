@@ -1,0 +1,75 @@
+"""The live runtime reports the timers of in-process nodes that it fired late because its one
+loop was busy with another node (``on_stall``, ``stall`` trace rows), so that timing checks
+excuse the node the harness held up — and not a node that was slow by itself."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from harness.live.node_io import STALL_MIN_NS
+from harness.live.runtime import LiveRuntime
+from harness.node import Action
+from harness.trace import RunInfo, TraceWriter, read_trace
+from tests.live.live_test_nodes import Ticker
+
+pytestmark = [pytest.mark.live, pytest.mark.timeout(30)]
+HOLD_S = 0.08
+
+
+class Hog(Ticker):
+    """A ticker whose second tick holds the loop for `HOLD_S` of CPU (a slow handler)."""
+
+    def handle_timer(self, now: int) -> list[Action]:
+        if self.left == int(self.config.get("ticks", 3)) - 1:
+            spin = time.thread_time() + HOLD_S
+            while time.thread_time() < spin:
+                pass
+        return super().handle_timer(now)
+
+
+def stalls_of(rt: LiveRuntime) -> list[tuple[str, int, int]]:
+    seen: list[tuple[str, int, int]] = []
+    rt.on_stall(lambda node, t, late: seen.append((node, t, late)))
+    return seen
+
+
+def test_a_node_held_up_by_another_nodes_handler_is_reported_and_the_slow_node_is_not(
+        tmp_path: Any, no_thread_leak: None) -> None:
+    path = str(tmp_path / "trace.parquet")
+    with TraceWriter(path, RunInfo("stall-test", 1, "stalls", "test")) as trace:
+        with LiveRuntime(trace, seed=1) as rt:
+            seen = stalls_of(rt)
+            rt.add_node("hog", Hog, role="ticker", config={"period_ms": 30, "ticks": 4})
+            rt.add_node("calm", Ticker, role="ticker", config={"period_ms": 7, "ticks": 40})
+            rt.start()
+            rt.wait_for(lambda ds: sum(d.node == "calm" for d in ds) >= 40, timeout=10)
+    calm = [late for node, _, late in seen if node == "calm"]
+    assert calm and max(calm) >= 0.5 * HOLD_S * 1e9, seen  # held up for most of the hog's sleep
+    # the hog's own next tick was due while it slept: that lateness is its own, never reported
+    assert all(late < 0.5 * HOLD_S * 1e9 for node, _, late in seen if node == "hog"), seen
+    rows = [r for r in read_trace(path).to_pylist() if r["kind"] == "stall"]
+    assert {r["node"] for r in rows} >= {"calm"} and len(rows) == len(seen)
+    assert all(r["detail"].startswith("held ") for r in rows)
+
+
+def test_a_paused_nodes_timer_is_not_late_by_the_pause(runtime: LiveRuntime) -> None:
+    seen = stalls_of(runtime)
+    runtime.add_node("t", Ticker, role="ticker", config={"period_ms": 20, "ticks": 5})
+    runtime.start()
+    runtime.pause("t")
+    time.sleep(0.15)  # its timer falls due meanwhile
+    runtime.resume("t")
+    runtime.wait_for(lambda ds: len(ds) >= 5, timeout=5)
+    assert all(late < 0.1e9 for _, _, late in seen), seen
+
+
+def test_timers_on_an_idle_loop_are_not_reported(runtime: LiveRuntime) -> None:
+    seen = stalls_of(runtime)
+    runtime.add_node("t", Ticker, role="ticker", config={"period_ms": 15, "ticks": 10})
+    runtime.start()
+    runtime.wait_for(lambda ds: len(ds) >= 10, timeout=5)
+    # (a loaded machine may deschedule the loop now and then: most ticks must be on time)
+    assert len(seen) <= 3 and STALL_MIN_NS >= 1_000_000, seen

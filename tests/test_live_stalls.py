@@ -1,0 +1,73 @@
+"""Live runs: in-process nodes that the harness's one loop held up (a busy neighbour) are not
+blamed by the timing checks; the node that was slow by itself still is (harness.live.node_io,
+``stall`` events)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.composition import run_live
+from harness.node import Action, Node, NodeContext
+from harness.registry import package
+from harness.scenario import parse_scenario
+from harness.trace import read_trace
+
+pytestmark = [pytest.mark.live, pytest.mark.timeout(60)]
+BURN_S = 0.15  # well beyond the 25 ms tolerance of the PPPP timing checks
+
+SCENARIO = """protocol: pppp
+name: pppp-busy-neighbour
+duration: 1600ms
+settle: 300ms
+nodes:
+  publisher: {role: publisher, config: {idle: 100ms, first_idle: 50ms, liveness: 3}}
+  subs: {role: subscriber, count: 3, config: {channels: [news]}}
+workload:
+  - {nodes: publisher, op: publish, rate: 20/s, from: 200ms, until: 1300ms, channel: news, size: 16}
+check: [subscriber-heartbeats, ack-timing, exactly-once]
+"""
+
+
+class BusyOnce:
+    """A reference subscriber whose timer handler, once past 700 ms, burns `BURN_S` of CPU
+    before answering: slow by itself, and holding the loop every other node shares."""
+
+    implementation = "busy-once"
+
+    def __init__(self, inner: Node) -> None:
+        self.inner = inner
+        self.burnt = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def handle_timer(self, now: int) -> list[Action]:
+        if not self.burnt and now > 700_000_000:
+            self.burnt = True
+            spin = time.thread_time() + BURN_S
+            while time.thread_time() < spin:
+                pass
+        return self.inner.handle_timer(now)
+
+
+def busy_once(ctx: NodeContext) -> Node:
+    return BusyOnce(package("pppp").roles["subscriber"].factory(ctx))  # type: ignore[return-value]
+
+
+busy_once.implementation = "busy-once"  # type: ignore[attr-defined]
+
+
+def test_only_the_slow_node_is_blamed_not_those_it_held_up(tmp_path: Path) -> None:
+    r = run_live(parse_scenario(SCENARIO, "busy.yaml"), 1, str(tmp_path), factories={"subs.0": busy_once})
+    failed = {v.check: v.detail for v in r.failed}
+    assert "subscriber-heartbeats" in failed, [v.to_dict() for v in r.verdicts]  # subs.0 sent nothing while busy
+    blamed = {w.rstrip(":,;") for d in failed.values() for w in d.split() if w.startswith("subs.")}
+    assert blamed == {"subs.0"}, failed
+    rows = read_trace(r.trace_path).to_pylist()  # type: ignore[arg-type]
+    held = {x["node"] for x in rows if x["kind"] == "stall" and float(x["detail"].split()[1]) > 100}
+    assert held & {"subs.1", "subs.2", "publisher"}, "the others were held up by it"
+    assert "subs.0" not in held
