@@ -31,7 +31,8 @@ def test_a_chaos_file_with_an_independent_group_passes(entry_id: str, tmp_path: 
     r = run(entry_id, tmp_path)
     assert r.ok, [v.to_dict() for v in r.failed]
     topics = next(v.detail for v in r.verdicts if v.check == "topic-frames")
-    assert "nothing heard on their XPUB" not in topics, topics  # the tap heard it
+    if "producer" in entry_id or "store" in entry_id:  # (a consumer may publish nothing the tap hears)
+        assert "nothing heard on their XPUB" not in topics, topics  # the tap heard it
 
 
 @pytest.mark.timeout(120)
@@ -59,5 +60,9 @@ def test_a_cluster_of_independent_nodes_only_is_judged_through_the_tap(tmp_path:
     r = run_live(parse_scenario(yaml.safe_dump(doc, sort_keys=False), "all-independent.yaml"), 1, str(tmp_path))
     assert r.ok, [v.to_dict() for v in r.failed]
     said = {v.check: v.detail for v in r.verdicts}
-    assert "not judged" not in said["topic-frames"] and not said["topic-frames"].startswith("0 "), said
-    assert "from external nodes: early" in said["wire-conformance"], said["wire-conformance"]
+    # (a consumer publishes little, and what it sent before the tap connected is not heard: it
+    # may be named "not judged"; the producer and the store publish all along)
+    unheard = said["topic-frames"].partition("nothing heard on their XPUB) (external: ")[2]
+    assert "producer" not in unheard and "store" not in unheard, said["topic-frames"]
+    assert not said["topic-frames"].startswith("0 "), said["topic-frames"]
+    assert "producer" in said["wire-conformance"] and "store" in said["wire-conformance"], said["wire-conformance"]
