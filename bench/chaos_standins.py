@@ -48,6 +48,7 @@ class Entry:
     reference: str
     ready_line: bool = False  # the stand-in and the reference print READY (Dafka)
     towers: str | None = None  # also run this tower group external (reference tower)
+    independent: str = ""  # Dafka: the node written from the document alone (tests/standins/dafka_independent.py)
 
 
 # ---- Event BUS ---------------------------------------------------------------------------------
@@ -145,8 +146,10 @@ PPPP = [
 
 # ---- Dafka --------------------------------------------------------------------------------------
 DF_STANDIN = "{python} tests/standins/dafka_node.py"
-DF_COMMON_S = "--dialect strict --towers {towers} --bind {bind} --advertise {advertise} --beacon-ms 200"
-DF_COMMON_R = "--name {name} --set bind={bind} --set advertise={advertise} --set towers={towers} --set beacon=200ms"
+# '{towers}' quoted: its value has ';' between towers, which a shell (the -sh variants' sh -c
+# script) reads as the end of the command; a command line split by the harness drops the quotes
+DF_COMMON_S = "--dialect strict --towers '{towers}' --bind {bind} --advertise {advertise} --beacon-ms 200"
+DF_COMMON_R = "--name {name} --set bind={bind} --set advertise={advertise} --set 'towers={towers}' --set beacon=200ms"
 
 
 def df_producer(records: int, interval_ms: int, delay_ms: int = 1000) -> tuple[str, str]:
@@ -159,7 +162,7 @@ def df_producer(records: int, interval_ms: int, delay_ms: int = 1000) -> tuple[s
 
 def df_store(two_nodes: bool = False) -> tuple[str, str]:
     where = "--two-nodes" if two_nodes else "--bind {bind} --advertise {advertise}"
-    return (f"{DF_STANDIN} store --dialect strict --towers {{towers}} {where} --beacon-ms 200 --fetch-retry-ms 200 --data-dir {{data_dir}}",
+    return (f"{DF_STANDIN} store --dialect strict --towers '{{towers}}' {where} --beacon-ms 200 --fetch-retry-ms 200 --data-dir {{data_dir}}",
             f"{{zmq_harness}} node dafka store {DF_COMMON_R} --data-dir {{data_dir}} --set fetch_retry=200ms")
 
 
@@ -173,31 +176,58 @@ def df_consumer(offset_reset: str = "earliest", peer_expiry_ms: int | None = Non
     return s, r
 
 
-def df(id_: str, file: str, group: str, commands: tuple[str, str], towers: str | None = None) -> Entry:
-    return Entry(f"df-{id_}", f"dafka/chaos/{file}.yaml", group, *commands, ready_line=True, towers=towers)
+DI = "{python} tests/standins/dafka_independent.py"
+# its own habits where the document leaves them open: beacons every 250 ms (jittered), HEADs
+# every 300 ms and after each RECORD, FETCH retries from 300 ms backing off, ACKs batched
+DI_COMMON = "--dialect strict --towers '{towers}' --bind {bind} --advertise {advertise} --beacon-ms 250"
+
+
+def di_producer(records: int, interval_ms: int, delay_ms: int = 1000) -> str:
+    """The independent producer: as df_producer, and it exits 0 a second and a half after its
+    last record (a producer with a count runs to completion)."""
+    return (f"{DI} producer {DI_COMMON} --topic orders --records {records} --delay-ms {delay_ms} "
+            f"--interval-ms {interval_ms} --head-ms 300 --linger-ms 1500")
+
+
+def di_store() -> str:
+    return f"{DI} store {DI_COMMON} --fetch-retry-ms 300 --data-dir {{data_dir}}"
+
+
+def di_consumer(offset_reset: str = "earliest", peer_expiry_ms: int | None = None) -> str:
+    expiry = "" if peer_expiry_ms is None else f" --peer-expiry-ms {peer_expiry_ms}"
+    return f"{DI} consumer {DI_COMMON} --topics orders --offset-reset {offset_reset} --fetch-retry-ms 300{expiry}"
+
+
+def df(id_: str, file: str, group: str, commands: tuple[str, str], towers: str | None = None,
+       independent: str = "") -> Entry:
+    return Entry(f"df-{id_}", f"dafka/chaos/{file}.yaml", group, *commands, ready_line=True, towers=towers,
+                 independent=independent)
 
 
 DAFKA = [
-    df("clean-producer", "clean", "producer", df_producer(60, 50)),
-    df("clean-store", "clean", "store", df_store()),
-    df("clean-early", "clean", "early", df_consumer()),
-    df("clean-late", "clean", "late", df_consumer("latest")),
-    df("lossy-producer", "lossy", "producer", df_producer(75, 40)),
-    df("lossy-consumers", "lossy", "consumers", df_consumer()),
-    df("multi-producers", "multi-producer", "producers", df_producer(52, 67)),
-    df("multi-store", "multi-producer", "store", df_store()),
-    df("partition-cut", "partition-heal", "cut", df_consumer(peer_expiry_ms=0)),
-    df("partition-store", "partition-heal", "store", df_store()),
-    df("dies-producer", "producer-dies", "producer", df_producer(40, 50)),
-    df("dies-late", "producer-dies", "late", df_consumer()),
-    df("storerestart-store", "store-restart", "store", df_store()),
+    df("clean-producer", "clean", "producer", df_producer(60, 50), independent=di_producer(60, 50)),
+    df("clean-store", "clean", "store", df_store(), independent=di_store()),
+    df("clean-early", "clean", "early", df_consumer(), independent=di_consumer()),
+    df("clean-late", "clean", "late", df_consumer("latest"), independent=di_consumer("latest")),
+    df("lossy-producer", "lossy", "producer", df_producer(75, 40), independent=di_producer(75, 40)),
+    df("lossy-consumers", "lossy", "consumers", df_consumer(), independent=di_consumer()),
+    df("multi-producers", "multi-producer", "producers", df_producer(52, 67), independent=di_producer(52, 67)),
+    df("multi-store", "multi-producer", "store", df_store(), independent=di_store()),
+    df("partition-cut", "partition-heal", "cut", df_consumer(peer_expiry_ms=0),
+       independent=di_consumer(peer_expiry_ms=0)),
+    df("partition-store", "partition-heal", "store", df_store(), independent=di_store()),
+    df("dies-producer", "producer-dies", "producer", df_producer(40, 50), independent=di_producer(40, 50)),
+    df("dies-late", "producer-dies", "late", df_consumer(), independent=di_consumer()),
+    df("storerestart-store", "store-restart", "store", df_store(), independent=di_store()),
     df("storerestart-store2n", "store-restart", "store", df_store(two_nodes=True)),
-    df("twotowers-stores", "two-stores-two-towers", "stores", df_store()),
-    df("twotowers-towers", "two-stores-two-towers", "consumers", df_consumer(), towers="towers"),
+    df("twotowers-stores", "two-stores-two-towers", "stores", df_store(), independent=di_store()),
+    df("twotowers-towers", "two-stores-two-towers", "consumers", df_consumer(), towers="towers",
+       independent=di_consumer()),
 ]
 
 ENTRIES = {e.id: e for e in EVENTBUS + PPPP + DAFKA}
 DF_TOWER = "{zmq_harness} node dafka tower --name {name} --set bind_sub={bind_sub} --set bind_pub={bind_pub}"
+DI_TOWER = f"{DI} tower --bind-sub {{bind_sub}} --bind-pub {{bind_pub}}"
 
 
 def _names_group(nodes: Any, group: str) -> bool:
@@ -205,14 +235,19 @@ def _names_group(nodes: Any, group: str) -> bool:
     return any(n == group or fnmatch.fnmatch(group + ".0", n) or n.split(".")[0] == group for n in names)
 
 
-VARIANTS = ("standin", "reference", "standin-sh")
+VARIANTS = ("standin", "reference", "standin-sh", "independent", "independent-sh")
 
 
 def command_of(entry: Entry, variant: str) -> str:
     """``standin-sh``: the stand-in started by a shell that waits a second first (two processes,
-    a slow start; a process fault acts on both)."""
-    if variant == "standin-sh":
-        return f"sh -c \"sleep 1; {entry.standin}\""
+    a slow start; a process fault acts on both). ``independent``: Dafka's node written from the
+    document alone (entries that have one)."""
+    if variant.endswith("-sh"):
+        return f"sh -c \"sleep 1; {command_of(entry, variant[:-3])}\""
+    if variant == "independent":
+        if not entry.independent:
+            raise ValueError(f"{entry.id} has no independent command")
+        return entry.independent
     return entry.standin if variant == "standin" else entry.reference
 
 
@@ -223,7 +258,8 @@ def scenario_text(entry: Entry, variant: str) -> str:
     spec["command"] = command_of(entry, variant)
     spec["ready"] = dict(READY) if entry.ready_line else {"delay": "1500ms"}
     if entry.towers:
-        doc["nodes"][entry.towers].update(command=DF_TOWER, ready=dict(READY))
+        tower = DI_TOWER if variant.startswith("independent") else DF_TOWER
+        doc["nodes"][entry.towers].update(command=tower, ready=dict(READY))
     workload = [w for w in doc.get("workload", []) if not _names_group(w["nodes"], entry.group)]
     if workload:
         doc["workload"] = workload
@@ -290,7 +326,8 @@ def main(argv: list[str]) -> int:
         print(json.dumps(run_one(ENTRIES[a.one[0]], a.one[1], int(a.one[2]))), flush=True)
         return 0
     prefixes = [p for p in a.only.split(",") if p]
-    entries = [e for e in ENTRIES.values() if not prefixes or any(e.id.startswith(p) for p in prefixes)]
+    entries = [e for e in ENTRIES.values() if (not prefixes or any(e.id.startswith(p) for p in prefixes))
+               and (e.independent or not a.variant.startswith("independent"))]
     if a.list:
         print("\n".join(f"{e.id}: {e.file} {e.group}" for e in entries))
         return 0

@@ -39,6 +39,7 @@ from harness.scenario import Scenario, WorkloadItem
 from harness.trace import RunInfo, TraceWriter
 
 HARNESS = "harness"  # the node column of verdict rows
+TAP = "harness-tap"  # the node of a package's tap (ProtocolPackage.tap), beside external nodes
 LIVE_STATUS_LEAD_NS = 300_000_000  # live: ask for final status this long before the end
 
 
@@ -269,6 +270,10 @@ def run_scenario(scenario: Scenario, seed: int, mode: str, out_dir: str | None =
 
             recorder = LiveCapture(capture, [int(e.rsplit(":", 1)[1]) for e in endpoints.assigned.values()]).start()
         roles = {n: r for n, (r, _) in configs.items()}
+        external = frozenset(n for g in scenario.external for n in g.nodes)
+        tap = pkg.tap(configs, external) if mode == "live" and pkg.tap is not None and external else None
+        if tap is not None:
+            roles[TAP] = tap[0]
         observer = Observer(build_checkers(scenario) + list(observers) if checks else [],
                             codec(scenario.protocol, scenario.dialect), roles)
         runtime.on_failure(_report_failure(observer))
@@ -304,6 +309,9 @@ def run_scenario(scenario: Scenario, seed: int, mode: str, out_dir: str | None =
             runtime.add_node(name, probed(factory, observer, clock) if checks else factory, role=role, config=cfg,
                              implementation=impl if group.implementation == "reference" else group.implementation,
                              start_at_ns=group.start_ns)
+        if tap is not None:
+            role, factory, cfg = tap
+            runtime.add_node(TAP, probed(factory, observer, clock) if checks else factory, role=role, config=cfg)
         for stream in workload_streams(scenario, seed):
             runtime.command_stream(stream)  # type: ignore[attr-defined]
         resolve = scenario.targets.resolver(runtime, random.Random(f"{seed}/nemesis"))

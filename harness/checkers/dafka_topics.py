@@ -13,9 +13,11 @@ named where a requestor is due, a consumer where a store is due).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable
 
 from harness.checkers.base import COMMAND, RECV, SEND, START, Checker, Event, Verdict
+from harness.checkers.external import not_judged
 from harness.protocols.codec import Message
 from harness.protocols.dafka import COMMAND_IDS, PEER, TOPIC_RULES
 
@@ -25,6 +27,9 @@ BY_SUBJECT = frozenset(COMMAND_IDS[n] for n in ("RECORD", "HEAD"))  # on the top
 # The commands whose receipt can teach a partition, a requestor, a topic or a store.
 LEARNED_IDS = frozenset(COMMAND_IDS[n] for n in ("RECORD", "HEAD", "DIRECT-RECORD", "DIRECT-HEAD", "FETCH",
                                                  "GET-HEADS", "CONSUMER-HELLO", "STORE-HELLO"))
+ANY_ID = frozenset(COMMAND_IDS.values())
+TAP = "tap"  # the role of the passive listener on external nodes' XPUBs (reference_nodes.dafka.tap)
+TAPPED: dict[str, Any] = {"tapped": True}  # the data of a send as the tap heard it
 
 
 class _Seen:
@@ -123,17 +128,25 @@ class TopicFrames(Checker):
     nodes receive them (a store subscribes to every RECORD and HEAD, whatever its topic): the
     topic frame is the subject the message names, a rule that needs nothing else of the run.
     Only without a ``corrupt`` rule (the package does not pass them then): a damaged copy would
-    be blamed on its sender."""
+    be blamed on its sender.
+
+    With ``tapped``, every command those external nodes publish is judged as their send, as the
+    tap (`reference_nodes.dafka.tap`, role ``tap``) hears it on their XPUB, straight from the
+    node and subscribed to everything: also what no node subscribes to, so never arrives
+    anywhere (an ACK on the topic name, a message whose first frame is no topic frame)."""
 
     name = "topic-frames"
     clause = "dafka.wire.topic-frame"
     kinds = frozenset({SEND, RECV, COMMAND})
-    roles = frozenset({"producer", "store", "consumer"})
+    roles = frozenset({"producer", "store", "consumer", TAP})
 
     def __init__(self, roles: dict[str, str] | None = None, topics: dict[str, list[str]] | None = None,
-                 external_producers: frozenset[str] = frozenset(), **params: Any) -> None:
+                 external_producers: frozenset[str] = frozenset(), tapped: frozenset[str] = frozenset(),
+                 **params: Any) -> None:
         super().__init__(**params)
         self.external_producers = external_producers
+        self.tapped = tapped
+        self.heard: set[str] = set()  # tapped nodes the tap heard (one that binds elsewhere is not)
         self.sent: set[bytes] = set()  # RECORDs and HEADs probed nodes sent, and those judged as received
         self.seen = _Seen(roles or {}, topics or {})
         self.pending: list[tuple[Event, Message]] = []
@@ -148,6 +161,10 @@ class TopicFrames(Checker):
                 self.seen.topics.add(str(d["topic"]))
             return
         if not ev.frames:
+            return
+        if ev.role == TAP:
+            if ev.kind == RECV and ev.socket in self.tapped:
+                self._tapped(ev)
             return
         if self.external_producers and ev.frames[0][:1] in BY_SUBJECT and not ev.via:
             self._by_subject(ev)
@@ -178,6 +195,30 @@ class TopicFrames(Checker):
                 and (msg["topic"], msg["subject"]) not in self.seen.head_requests):
             self.pending.append((ev, msg))
 
+    def _named_otherwise(self, msg: Message) -> bool:
+        """The topic names what the run showed to be no node its clause names: a topic name, or
+        the address of a store, a consumer or (where a requestor is due) a partition."""
+        seen, topic = self.seen, msg["topic"]
+        if topic in seen.topics or topic in seen.stores:
+            return True
+        if msg.name in ("ACK", "FETCH"):
+            return topic in seen.consumers or topic in seen.requestors or topic in seen.fetchers
+        if msg.name in ("DIRECT-RECORD", "DIRECT-HEAD"):
+            return any(topic in parts for parts in seen.partitions.values())
+        return msg.name in HELLOS  # (their rules already name only what the run showed)
+
+    def _tapped(self, ev: Event) -> None:
+        """What the tap heard on external node ``ev.socket``'s XPUB: that node's send."""
+        frames = ev.frames or []
+        self.heard.add(ev.socket)
+        if frames[0][:1] not in ANY_ID:
+            self.judged += 1
+            self.bad.append((ev, f"{ev.socket} published a message whose first frame ({frames[0][:12]!r}...) starts "
+                                 "with no command id: it is no topic frame", self.clause))
+            return
+        self.on_event(dataclasses.replace(ev, kind=SEND, node=ev.socket, role=self.seen.roles.get(ev.socket, ""),
+                                          socket="xpub", data=TAPPED, _msg=None, _decoded=None))
+
     def _by_subject(self, ev: Event) -> None:
         """A RECORD or HEAD: a probed node's send is remembered (its own rule judges it below);
         one received that no probed node sent is an external producer's, judged once here."""
@@ -201,15 +242,26 @@ class TopicFrames(Checker):
     def finish(self, end_ns: int) -> list[Verdict]:
         for ev, msg in self.pending:
             what = RULES[msg.name](msg, self.seen)
-            if what is not None:
+            if ev.data is TAPPED:
+                # the harness does not see all a tapped node received (nor what the tap missed
+                # while it connected): it is judged only for naming what the run showed to be
+                # something else
+                if what is not None and self._named_otherwise(msg):
+                    self._fail(ev, msg, what)
+            elif what is not None:
                 self._fail(ev, msg, what)
             elif msg.name == "DIRECT-HEAD" and ev.role == "store" \
                     and (msg["topic"], msg["subject"]) not in self.seen.head_requests:
                 self._fail(ev, msg, f"the head of {msg['subject']!r}, which {msg['topic']!r} did not ask for",
                            DIRECT_HEAD_SUBJECT)
+        unheard = self.tapped - self.heard
+        as_received = " but the RECORDs and HEADs of producers, as received" if unheard & self.external_producers else ""
+        unseen = not_judged(f"the topics of what they send (nothing heard on their XPUB){as_received}", unheard)
         if self.bad:
-            return [self.first_problem(self.bad, "command(s) on the wrong topic")]
-        return [self.ok(f"{self.judged} command(s) on the topics their clauses name")]
+            verdict = self.first_problem(self.bad, "command(s) on the wrong topic")
+            verdict.detail += unseen
+            return [verdict]
+        return [self.ok(f"{self.judged} command(s) on the topics their clauses name{unseen}")]
 
 
 class HelloSubjects(Checker):

@@ -114,6 +114,10 @@ class Conductor(PubSubPeers, BaseNode):
         self.iut_addresses: dict[str, str] = {}  # announced address -> endpoint, in the order heard
         self.followed: set[str] = {p.recv.endpoint for p in self.peers.values()
                                    if p.recv is not None and p.recv.endpoint is not None}
+        following = [p.recv for p in self.peers.values() if p.recv is not None and p.recv.follow]
+        only_follow = bool(following) and all(r.endpoint is None for r in following)
+        self.reached_at: int | None = None if only_follow else 0
+        self.wake_at: int | None = None
         self.outputs: list[dict[str, Any]] = []  # output lines no expect_output took yet
         self.answers = Answers(self.codec)  # responses without a type of their own (Raft's)
         self.holding = bool(self.config.get("hold_start"))
@@ -169,12 +173,14 @@ class Conductor(PubSubPeers, BaseNode):
             return self._fail(now, f"the implementation sent a malformed message: {error}", error.clause)
         self.buffers[name].append((now, msg, frames))
         self.seen.setdefault(name, []).append((now, msg, frames))
-        follow = self._follow(msg) if on_recv and self.announced is not None and msg is not None else []
+        follow = self._follow(msg, now) if on_recv and self.announced is not None and msg is not None else []
         return follow + self._advance(now)
 
     def handle_timer(self, now: int) -> list[Action]:
         if self.done:
             return []
+        if self.wake_at is not None and now >= self.wake_at:
+            self.wake_at = None
         return self._announce_due(now) + self._advance(now)
 
     def command(self, request: dict[str, Any], now: int) -> list[Action]:
@@ -468,7 +474,7 @@ class Conductor(PubSubPeers, BaseNode):
         given = [] if r.endpoint is None else [r.endpoint]
         return given + ([ep for ep in sorted(self.followed) if ep not in given] if r.follow else [])
 
-    def _follow(self, msg: Message) -> list[Action]:
+    def _follow(self, msg: Message, now: int) -> list[Action]:
         """An announcement of the implementation: remember its address; connect every
         following receiving socket to an endpoint not heard of before."""
         found = self.announced(msg) if self.announced is not None else None
@@ -479,6 +485,7 @@ class Conductor(PubSubPeers, BaseNode):
         if endpoint in self.followed:
             return []
         self.followed.add(endpoint)
+        self._followed_first(now)
         return [Connect(p.name + RECV, endpoint) for p in self.peers.values() if p.recv is not None and p.recv.follow]
 
     def _identity(self, peer: str) -> bytes | None:
@@ -549,7 +556,7 @@ class Conductor(PubSubPeers, BaseNode):
         """The step's deadline (every unfinished step waits on one) or the next announcement."""
         if self.done:
             return None
-        times = [t for t in (self.deadline, *self._ann_due) if t is not None]
+        times = [t for t in (self.deadline, self.wake_at, *self._ann_due) if t is not None]
         return min(times) if times else None
 
     def _result(self, verdict: str, reason: str, clause: str, now: int) -> dict[str, Any]:

@@ -10,6 +10,11 @@ from harness.conformance.case import Step
 from harness.conformance.plan import Announcement, PeerSocket
 from harness.node import Action, Deliver, Send, SocketType
 
+# After the peers' receiving sockets connect to an endpoint the implementation announced, its
+# XPUB delivers to them only once their subscriptions have crossed (a ZMTP handshake away):
+# until then an answer the implementation publishes is lost to them.
+FOLLOW_SETTLE_NS = 100_000_000
+
 
 class PubSubPeers:
     """Mixed into `Conductor`, which owns the state named below."""
@@ -29,6 +34,8 @@ class PubSubPeers:
     done: bool
     _ann_frames: list[list[bytes]]
     _ann_due: list[int | None]
+    reached_at: int | None  # when the peers can hear the implementation (None: not yet known)
+    wake_at: int | None  # a held send's next look (the settle time running)
 
     def _result(self, verdict: str, reason: str, clause: str, now: int) -> dict[str, Any]:
         raise NotImplementedError
@@ -69,18 +76,46 @@ class PubSubPeers:
         peer = self.peers[step.peer]
         if not self.send_wait_ns or peer.type is not SocketType.XPUB or not frames:
             return None
-        if self._subscribed(peer.name, bytes(frames[0])):
+        subscribed = self._subscribed(peer.name, bytes(frames[0]))
+        if subscribed and self._reachable(now):
             return None
         if self.deadline is None:
             self.deadline = now + self.send_wait_ns
         if now < self.deadline:
-            return []  # waiting: get_timer() names the deadline
+            if subscribed and self.reached_at is not None:
+                self.wake_at = self.reached_at
+            return []  # waiting: get_timer() names the deadline (or the settle time)
+        if subscribed:
+            return self._fail_unannounced(step, peer, now)
         reason = self._unsubscribed_reason(step, bytes(frames[0]), self.send_wait_ns)
         if step.message in self.optional_sends:
             self.done = True
             data = self._result("skipped", f"{reason}; not applicable: {self.optional_sends[step.message]}", "", now)
             return [Deliver("case-result", data)]
         return self._fail_unsubscribed(step, reason, now)
+
+    def _reachable(self, now: int) -> bool:
+        """Whether what the implementation publishes now reaches the peers' receiving sockets:
+        at once when they connect to an endpoint given to it; when they only follow the endpoints
+        it announces, from ``FOLLOW_SETTLE_NS`` after the first announcement (before that, an
+        answer to what a peer sends would be lost, and a correct implementation blamed)."""
+        return self.reached_at is not None and now >= self.reached_at
+
+    def _followed_first(self, now: int) -> None:
+        if self.reached_at is None:
+            self.reached_at = now + FOLLOW_SETTLE_NS
+
+    def _fail_unannounced(self, step: Step, peer: PeerSocket, now: int) -> list[Action]:
+        """A send was let through but the implementation never announced where it can be heard."""
+        reason = (f"{peer.name} could not send {step.message or 'message'} (line {step.line}): in "
+                  f"{self.send_wait_ns / 1e6:g} ms the implementation announced no endpoint to hear its answer on")
+        via = self.peers.get(peer.discovered_via or "")
+        clause = self._clause(step)
+        if via is not None:
+            root = self._blame_expect(via)
+            if root is not None and root[0] != clause:
+                reason, clause = f"{reason} [{root[1]}]", root[0]
+        return self._fail(now, reason, clause)
 
     def _fail_unsubscribed(self, step: Step, reason: str, now: int) -> list[Action]:
         """No subscription came in time: the step's clause, or the root cause of the silence."""

@@ -45,6 +45,19 @@ def recv_multipart(sock: zmq.Socket) -> list[bytes]:
     return parts
 
 
+def take_queued(sock: zmq.Socket) -> list[list[bytes]]:
+    """Every whole message queued on ``sock`` now. Taken before a ``disconnect()``: libzmq 4.3
+    aborts the process ("Assertion failed: !_more (src/fq.cpp:80)") when a receive follows the
+    disconnect of the pipe whose message's first frame a poll had already fetched (a SUB, XSUB
+    or any fair-queued socket; libzmq issue 2163)."""
+    out = []
+    while True:
+        try:
+            out.append(recv_multipart(sock))
+        except zmq.Again:
+            return out
+
+
 def message_columns(msg_type: str | None, size: int, meta: dict[str, Any] | None) -> tuple[Any, ...]:
     """The trace's MESSAGE_COLUMNS of a live send or receive (no message ids live)."""
     topic, seq, term, index, corr = meta_columns(meta) if meta else (None, None, None, None, None)
@@ -114,6 +127,8 @@ class NodeIO:
             Connect: self._connect, Disconnect: self._connect, Subscribe: self._subscribe,
             Unsubscribe: self._subscribe,
         }
+        # messages taken off a socket before a disconnect, delivered before it is read again
+        self._taken: dict[zmq.Socket, list[list[bytes]]] = {}
 
     # Provided by LiveRuntime.
     def _node_failed(self, slot: Slot, where: str, exc: BaseException) -> None:
@@ -135,6 +150,12 @@ class NodeIO:
     def _harness_failed(self, exc: BaseException) -> None:
         raise NotImplementedError
 
+    def schedule(self, at_ns: int, fn: Callable[[], object]) -> None:
+        raise NotImplementedError
+
+    def _serve(self, sock: Any) -> None:
+        raise NotImplementedError
+
     # ---- input -------------------------------------------------------------------------------
     def _drain(self, sock: zmq.Socket, own: tuple[Slot, str, bool]) -> None:
         """Up to BATCH messages of one readable socket into its node, until EAGAIN. The hot
@@ -148,6 +169,7 @@ class NodeIO:
         trace = self._trace
         clock = self._clock
         apply = self._apply
+        taken = self._taken.pop(sock, None) if self._taken else None
         began = clock()
         self._held(slot, began)
         cpu = self._overdue_cpu(slot, began)
@@ -155,7 +177,7 @@ class NodeIO:
             if slot.paused:
                 break  # what is still queued waits in ZeroMQ, as for a stopped process
             try:
-                frames = recv_multipart(sock)
+                frames = taken.pop(0) if taken else recv_multipart(sock)
             except zmq.Again:
                 break
             now = self._handling = clock()
@@ -174,6 +196,8 @@ class NodeIO:
             if slot.node is not node:
                 self._handling = None
                 return  # crashed or restarted by a hook
+        if taken:
+            self._taken[sock] = taken + self._taken.get(sock, [])  # (a batch's worth was taken)
         self._handling = None
         try:
             set_timer(slot, node.get_timer())
@@ -305,6 +329,11 @@ class NodeIO:
             sock.connect(from_source(action.endpoint, slot.source))
             kind = CONNECT
         else:
+            if sock.type not in (zmq.PUB, zmq.PUSH):
+                queued = take_queued(sock)  # (libzmq's abort, take_queued)
+                if queued:
+                    self._taken.setdefault(sock, []).extend(queued)
+                    self.schedule(0, lambda: self._serve(sock))
             try:
                 sock.disconnect(from_source(action.endpoint, slot.source))
             except zmq.ZMQError as exc:

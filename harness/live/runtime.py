@@ -352,6 +352,8 @@ class LiveRuntime(EventLoop, NodeIO):
         own = self._owner.get(sock)
         if own is not None:  # None: closed by a crash earlier in this batch
             self._drain(sock, own)
+        else:
+            self._taken.pop(sock, None)
 
     def _earliest_timer(self, earliest: int | None) -> int | None:
         for slot in self._slots.values():

@@ -330,6 +330,11 @@ class ProtocolPackage:
     # the external node that sent a probed node a message by it (harness.checkers.wire_receipts),
     # so it must name every role that may, or a message is blamed on the wrong node.
     senders: Callable[[str, str, list[bytes]], "tuple[str, ...] | str | None"] | None = None
+    # A passive node a live run with external nodes adds, to hear what they send that no node
+    # subscribes to (a PUB filters at the sender): (node configs, external node names) ->
+    # (role, factory, config) or None. Its receipts reach the checks as that role's.
+    tap: Callable[[dict[str, tuple[str, dict[str, Any]]], frozenset[str]],
+                  "tuple[str, NodeFactory, dict[str, Any]] | None"] | None = None
 
     @property
     def dialects(self) -> list[str]:

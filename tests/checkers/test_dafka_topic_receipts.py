@@ -84,7 +84,11 @@ def test_the_package_judges_receipts_unless_a_rule_corrupts_messages() -> None:
     make = package("dafka").checks["topic-frames"].factory
     plain = make(parse_scenario(SCENARIO.replace("RULES", ""), "x.yaml"))
     assert plain.external_producers == frozenset({"producer"})
-    assert "but the RECORDs and HEADs of producers, as received" in plain.finish(10**12)[0].detail
+    assert plain.tapped == frozenset({"producer"})
+    # (nothing heard by the tap here: what it sends is judged only as received)
+    assert ("not judged: the topics of what they send (nothing heard on their XPUB) but the RECORDs and HEADs of "
+            "producers, as received (external: producer)") in plain.finish(10**12)[0].detail
     corrupting = make(parse_scenario(SCENARIO.replace("RULES", "faults:\n  - rule: {corrupt: 5%}"), "x.yaml"))
     assert corrupting.external_producers == frozenset()
-    assert "not judged: the topics of what they send (external: producer)" in corrupting.finish(10**12)[0].detail
+    assert ("not judged: the topics of what they send (nothing heard on their XPUB) (external: producer)"
+            in corrupting.finish(10**12)[0].detail)

@@ -135,9 +135,15 @@ STORE_RESTART = DAFKA.replace("duration: 2500ms", "duration: 6s").replace(
      "dafka.wire.topic-record"),
     (DAFKA.replace("--set records=20", "--set records=20 --mutant head-by-partition"), "topic-frames",
      "dafka.wire.topic-head"),
+    # (no node subscribes to what these publish, so it never left the process: the tap, subscribed
+    # to everything on the external node's XPUB, hears it; before, they passed every check)
+    (DAFKA.replace("--set records=20", "--set records=20 --mutant no-topic-frame"), "topic-frames",
+     "dafka.wire.topic-frame"),
+    (STORE_RESTART.replace("MUTANT", "--mutant ack-by-topic"), "topic-frames", "dafka.wire.topic-ack"),
 ], ids=["dcp-broker-alters-metadata", "dcp-worker-drops-metadata", "dcp-client-pings",
         "dafka-producer-skip-offset", "dafka-store-memory-store", "dafka-consumer-empty-hello",
-        "dafka-producer-record-by-address", "dafka-producer-head-by-partition"])
+        "dafka-producer-record-by-address", "dafka-producer-head-by-partition", "dafka-producer-no-topic-frame",
+        "dafka-store-ack-by-topic"])
 def test_a_mutant_run_as_the_external_process_is_caught(text: str, check: str, clause: str, tmp_path: Path) -> None:
     r = run(text, "external-mutant", tmp_path)
     if "node dcp client" in text and "node dcp broker" not in text:  # judged at the reference broker

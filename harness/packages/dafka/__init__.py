@@ -28,6 +28,7 @@ from reference_nodes.dafka.consumer import Consumer
 from reference_nodes.dafka.mutants import MUTANTS
 from reference_nodes.dafka.producer import Producer
 from reference_nodes.dafka.store import Store
+from reference_nodes.dafka.tap import ROLE as TAP_ROLE, Tap, tap_of
 from reference_nodes.dafka.tower import Tower
 
 
@@ -106,11 +107,20 @@ def _with_topics(cls: type) -> Callable[..., Any]:
 def _topic_frames(scenario: Any, **params: Any) -> topic_checks.TopicFrames:
     """External producers' RECORDs and HEADs are judged as received, unless a rule corrupts messages."""
     producers = frozenset() if corrupts(scenario) else external_nodes(scenario, "producer")
-    check = topic_checks.TopicFrames(roles=_roles(scenario), topics=_consumer_topics(scenario),
-                                     external_producers=producers, **params)
-    what = "the topics of what they send" + (" but the RECORDs and HEADs of producers, as received" if producers
-                                             else "")
-    return noting_external(check, scenario, NODES, what)
+    tapped = frozenset().union(*(external_nodes(scenario, r) for r in NODES))  # (heard straight from them)
+    return topic_checks.TopicFrames(roles=_roles(scenario), topics=_consumer_topics(scenario),
+                                    external_producers=producers, tapped=tapped, **params)
+
+
+def tap(configs: dict[str, tuple[str, dict[str, Any]]], external: frozenset[str]) -> tuple[str, Any, dict] | None:
+    """A live run's passive listener on its external nodes' XPUBs (reference_nodes.dafka.tap)."""
+    cfg = tap_of(configs, external)
+    return (TAP_ROLE, Tap, cfg) if cfg is not None else None
+
+
+def _senders(role: str, socket: str, frames: list[bytes]) -> tuple[str, ...] | str | None:
+    """The tap's socket is named after the one node it listens to."""
+    return socket if role == TAP_ROLE else _BY_ROLE(role, socket, frames)
 
 
 def _intervals(scenario: Any, **params: Any) -> answers.Intervals:
@@ -257,6 +267,8 @@ def wire_announces(msg: Any) -> tuple[str, str] | None:
 
 
 NODE_ROLES = ("producer", "store", "consumer")
+_BY_ROLE = senders_by_role({"tower": NODE_ROLES, "producer": NODE_ROLES, "store": NODE_ROLES, "consumer": NODE_ROLES},
+                           {(r, TOWER_SUB): ("tower",) for r in NODE_ROLES})
 
 PACKAGE = ProtocolPackage(
     name="dafka",
@@ -278,7 +290,6 @@ PACKAGE = ProtocolPackage(
     advertised={"bind": "advertise"},  # BEACON host and port (E-DAFKA-13)
     # a node's tower SUB hears towers; its peer SUB any node but a tower; a tower's XSUB any node
     # (what a message is does not narrow it: a broken node may send any command id)
-    senders=senders_by_role({"tower": NODE_ROLES, "producer": NODE_ROLES,
-                             "store": NODE_ROLES, "consumer": NODE_ROLES},
-                            {(r, TOWER_SUB): ("tower",) for r in NODE_ROLES}),
+    senders=_senders,
+    tap=tap,  # judges what external nodes publish that no node subscribes to
 )
