@@ -328,6 +328,10 @@ def run_scenario(scenario: Scenario, seed: int, mode: str, out_dir: str | None =
         runtime.run(end)
         verdicts = runtime.call(lambda: _judge(observer, traffic, runtime.now_ns))  # type: ignore[attr-defined]
         verdicts += launch.process_verdicts(processes)
+        note = overload_note(runtime) if mode == "live" else ""
+        for v in verdicts:
+            if note and not v.ok:
+                v.detail += note
         stats = _stats(runtime, observer, endpoints)
         if trace is not None:
             now = runtime.now_ns
@@ -415,4 +419,24 @@ def _stats(runtime: Any, observer: Observer, endpoints: Any) -> dict[str, Any]:
                      events=sim_stats.events, virtual_ns=runtime.now_ns)
     else:
         stats.update(wall_s=round(runtime.now_ns / 1e9, 3), endpoints=endpoints.assigned)
+        stalls = getattr(runtime, "stalls", None)
+        if stalls is not None:
+            stats["stalls"] = {"count": stalls.count, "worst_ms": round(stalls.worst_ns / 1e6, 1),
+                               "worst_node": stalls.worst_node, "worst_at_ms": round(stalls.worst_at_ns / 1e6, 1)}
     return stats
+
+
+# A live run whose loop held an in-process node this long past its timer was short of CPU: every
+# bound in the run stretched by as much, and what its failures say may be the harness's lateness.
+OVERLOADED_NS = 250_000_000
+
+
+def overload_note(runtime: Any) -> str:
+    """What a failed verdict of a live run adds when the harness itself ran far behind ("" if not)."""
+    stalls = getattr(runtime, "stalls", None)
+    if stalls is None or stalls.worst_ns < OVERLOADED_NS:
+        return ""
+    return (f" [the harness itself ran late in this run: its loop held {stalls.worst_node} "
+            f"{stalls.worst_ns / 1e6:.0f} ms past a timer at {stalls.worst_at_ns / 1e6:.0f} ms ({stalls.count} "
+            "stalls in all); the host was short of CPU for this many in-process nodes: rerun on a quieter host "
+            "before trusting this failure]")

@@ -33,14 +33,15 @@ check: [subscriber-heartbeats, ack-timing, exactly-once]
 
 
 class BusyOnce:
-    """A reference subscriber whose timer handler, once past 700 ms, burns `BURN_S` of CPU
+    """A reference subscriber whose timer handler, once past 700 ms, burns ``burn_s`` of CPU
     before answering: slow by itself, and holding the loop every other node shares."""
 
     implementation = "busy-once"
 
-    def __init__(self, inner: Node) -> None:
+    def __init__(self, inner: Node, burn_s: float = BURN_S) -> None:
         self.inner = inner
         self.burnt = False
+        self.burn_s = burn_s
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -48,7 +49,7 @@ class BusyOnce:
     def handle_timer(self, now: int) -> list[Action]:
         if not self.burnt and now > 700_000_000:
             self.burnt = True
-            spin = time.thread_time() + BURN_S
+            spin = time.thread_time() + self.burn_s
             while time.thread_time() < spin:
                 pass
         return self.inner.handle_timer(now)
@@ -65,9 +66,22 @@ def test_only_the_slow_node_is_blamed_not_those_it_held_up(tmp_path: Path) -> No
     r = run_live(parse_scenario(SCENARIO, "busy.yaml"), 1, str(tmp_path), factories={"subs.0": busy_once})
     failed = {v.check: v.detail for v in r.failed}
     assert "subscriber-heartbeats" in failed, [v.to_dict() for v in r.verdicts]  # subs.0 sent nothing while busy
-    blamed = {w.rstrip(":,;") for d in failed.values() for w in d.split() if w.startswith("subs.")}
+    blamed = {w.rstrip(":,;") for d in failed.values() for w in d.split(" [the harness itself")[0].split()
+              if w.startswith("subs.")}
     assert blamed == {"subs.0"}, failed
     rows = read_trace(r.trace_path).to_pylist()  # type: ignore[arg-type]
     held = {x["node"] for x in rows if x["kind"] == "stall" and float(x["detail"].split()[1]) > 100}
     assert held & {"subs.1", "subs.2", "publisher"}, "the others were held up by it"
     assert "subs.0" not in held
+
+
+def test_a_run_whose_loop_ran_far_behind_says_so_on_its_failures(tmp_path: Path) -> None:
+    """A neighbour that holds the loop for 0.6 s: every bound of the run stretched that much, so
+    each failure says the harness itself ran late (and the run's stats how late)."""
+    def hog(ctx: NodeContext) -> Node:
+        return BusyOnce(package("pppp").roles["subscriber"].factory(ctx), burn_s=0.6)  # type: ignore[return-value]
+
+    r = run_live(parse_scenario(SCENARIO, "hog.yaml"), 1, str(tmp_path), factories={"subs.0": hog})
+    assert r.stats["stalls"]["worst_ms"] >= 250 and r.stats["stalls"]["worst_node"] != "subs.0", r.stats["stalls"]
+    assert r.failed and all("the harness itself ran late in this run" in v.detail for v in r.failed)
+    assert all("ran late" not in v.detail for v in r.verdicts if v.ok)

@@ -25,6 +25,8 @@ stops the loop; ``run`` and the waits then raise `LiveRuntimeError`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import logging
 from typing import Any, Callable, Iterator, Sequence
 
@@ -52,6 +54,16 @@ NO_PROXY = "needs the ZMTP proxy between the nodes (attach_proxy); the run drive
 __all__ = ["LIVE_FAULTS", "LiveRuntime", "LiveRuntimeError", "SocketSetupError"]
 
 
+@dataclass
+class StallStats:
+    """How far behind the loop ran its in-process nodes' timers in this run (`LiveRuntime.on_stall`)."""
+
+    count: int = 0
+    worst_ns: int = 0
+    worst_node: str = ""
+    worst_at_ns: int = 0
+
+
 class LiveRuntime(EventLoop, NodeIO):
     # Crashes, restarts, pauses and the clocks of in-process nodes by itself; message rules,
     # partitions and slow links through the ZMTP proxy it is given (attach_proxy).
@@ -73,6 +85,7 @@ class LiveRuntime(EventLoop, NodeIO):
         self._hooks: list[ActionHook] = []
         self._failure_hooks: list[FailureHook] = []
         self._stall_hooks: list[StallHook] = []
+        self.stalls = StallStats()
         self._log = DeliveryLog()
         self._failures: list[NodeFailure] = []
         self._proxy: Any = None  # fault_injection.proxy.ChaosProxy, when attached
@@ -376,6 +389,9 @@ class LiveRuntime(EventLoop, NodeIO):
     def _stalled(self, node: str, now: int, late: int) -> None:
         """The one loop serves every in-process node: one busy handler makes the others' timers
         late. Say so, so that timing checks do not blame a node for the harness's lateness."""
+        self.stalls.count += 1
+        if late > self.stalls.worst_ns:
+            self.stalls.worst_ns, self.stalls.worst_node, self.stalls.worst_at_ns = late, node, now
         if self._trace is not None:
             self._trace.stall(node, now, late)
         for hook in self._stall_hooks:
