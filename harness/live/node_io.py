@@ -9,7 +9,6 @@ runtime class inherits it.
 from __future__ import annotations
 
 import errno
-from time import thread_time_ns
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -87,7 +86,6 @@ class Slot(NodeClock):
     # How late its overdue timer is by the harness's doing (`NodeIO._held`, `LiveRuntime.on_stall`):
     late_for: int | None = None  # the deadline (timer_at) being followed
     late_from: int = 0  # lateness not yet reported counts from here (the deadline, a resume, a report)
-    own_late: int = 0  # ... less the time the node's own handlers ran since then
     waiting: list[dict[str, Any]] = field(default_factory=list)  # commands held while paused
     timer_at: int | None = None  # on the runtime's clock
     timer_node: int | None = None  # the same deadline as the node asked for it, on its own clock
@@ -172,7 +170,6 @@ class NodeIO:
         taken = self._taken.pop(sock, None) if self._taken else None
         began = clock()
         self._held(slot, began)
-        cpu = self._overdue_cpu(slot, began)
         for _ in range(BATCH):
             if slot.paused:
                 break  # what is still queued waits in ZeroMQ, as for a stopped process
@@ -204,7 +201,7 @@ class NodeIO:
         except Exception as exc:
             self._node_failed(slot, "receive", exc)
             return
-        self._count_own(slot, cpu)
+        self._follow(slot)
 
     def _input(self, slot: Slot, node: Node, where: str, fn: Callable[..., list[Action]], *args: Any) -> None:
         """Hand one input to the node, carry out its actions, ask for its next timer; a node
@@ -215,51 +212,40 @@ class NodeIO:
             now = args[-1]
             began = self._clock()
             self._held(slot, began)
-            cpu = self._overdue_cpu(slot, began)
             self._handling = now
             actions = fn(*args[:-1], slot.node_time(now))
             if actions:
                 self._apply(slot, node, actions, now)
             if slot.node is node:
                 set_timer(slot, node.get_timer())
-                self._count_own(slot, cpu)
+                self._follow(slot)
         except Exception as exc:
             self._node_failed(slot, where, exc)
         finally:
             self._handling = None
 
     def _held(self, slot: Slot, now: int) -> None:
-        """The node is handed an input at ``now``, its timer overdue: it could not run that timer
-        until now because the one loop was busy elsewhere (less the time its own handlers ran).
-        Reported from `STALL_MIN_NS` on, as a timer fired late or as an input handled first."""
+        """The node is handed an input at ``now``, its timer overdue since ``slot.late_from``: it
+        could not run that timer until now, the loop (its own handlers included: what a
+        reference node costs in Python is no protocol behaviour) being busy. Reported from
+        `STALL_MIN_NS` on, as a timer fired late or as an input handled first."""
         due = slot.timer_at
         if due is None or due >= now:
             return
         if slot.late_for != due:  # a deadline set outside a handler (a clock fault): from now on
-            slot.late_for, slot.late_from, slot.own_late = due, now, 0
-        late = now - slot.late_from - slot.own_late
+            slot.late_for, slot.late_from = due, now
+        late = now - slot.late_from
         if late >= STALL_MIN_NS:
             self._stalled(slot.name, now, late)
-            slot.late_from, slot.own_late = now, 0
+            slot.late_from = now
 
-    def _overdue_cpu(self, slot: Slot, now: int) -> int | None:
-        """The loop thread's CPU time if the node's timer is overdue at ``now`` (see `_count_own`)."""
+    def _follow(self, slot: Slot) -> None:
+        """The node's handler just ran and left its timer due at ``slot.timer_at``. A deadline it
+        set anew is late from when it was set at the earliest: a deadline already past when its
+        handler returned (one that ran long) is the node's own lateness, not the loop's."""
         due = slot.timer_at
-        return thread_time_ns() if due is not None and due < now else None
-
-    def _count_own(self, slot: Slot, cpu: int | None) -> None:
-        """The node's handlers just ran and left its timer due at ``slot.timer_at``. A deadline
-        that is new is late from when it was set at the earliest. For one that was overdue when
-        they began (``cpu``: the thread's CPU time then), the CPU time they took is lateness of
-        the node's own, not the loop's (`_held` leaves it out); not wall time, which includes
-        the time the OS gave other processes (a sans-IO node never blocks)."""
-        due = slot.timer_at
-        if due is None:
-            return
-        if slot.late_for != due:
-            slot.late_for, slot.late_from, slot.own_late = due, max(due, self._clock()), 0
-        elif cpu is not None:
-            slot.own_late += thread_time_ns() - cpu
+        if due is not None and slot.late_for != due:
+            slot.late_for, slot.late_from = due, max(due, self._clock())
 
     # ---- actions -----------------------------------------------------------------------------
     def _apply(self, slot: Slot, node: Node, actions: list[Action], now: int) -> None:
