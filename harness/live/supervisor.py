@@ -206,6 +206,35 @@ def _unregister(proc: "ManagedProcess") -> None:
         _registry.discard(proc)
 
 
+# Kills the process group of an implementation once the harness that started it is gone, however
+# it went (SIGKILL, a libzmq abort, a crash): atexit and signal handlers cover only the clean
+# ways. A shell that reads its parent's pid from /proc every half second: no Python, no fork but
+# sleep's.
+WATCHDOG = ('h={harness}; while :; do read -r _ _ _ p _ < /proc/$$/stat 2>/dev/null || p=1; '
+            '[ "$p" = "$h" ] || break; sleep 0.5; done; kill -9 -{group} 2>/dev/null; exit 0')
+
+
+def start_watchdog(group: int) -> subprocess.Popen[bytes] | None:
+    """A watchdog of the process group ``group`` (None where there is no /proc: no watchdog)."""
+    if not os.path.exists(f"/proc/{os.getpid()}/stat"):
+        return None
+    try:
+        return subprocess.Popen(["sh", "-c", WATCHDOG.format(harness=os.getpid(), group=group)],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+    except OSError:
+        return None
+
+
+def stop_watchdog(watchdog: subprocess.Popen[bytes] | None) -> None:
+    if watchdog is not None and watchdog.poll() is None:
+        watchdog.kill()
+        try:
+            watchdog.wait(KILL_WAIT_S)
+        except subprocess.TimeoutExpired:
+            pass
+
+
 def running_processes() -> list["ManagedProcess"]:
     with _registry_lock:
         return list(_registry)
@@ -273,6 +302,7 @@ class ManagedProcess:
         self._log: IO[str] | None = None
         self._lock = threading.RLock()
         self._reaped = False
+        self._watchdog: subprocess.Popen[bytes] | None = None
 
     # -- lifecycle
 
@@ -301,6 +331,7 @@ class ManagedProcess:
                     raise SupervisorError(f"{self.name}: cannot start {self.args!r}: {exc}") from exc
                 self._reaped = False
                 _register(self)
+                self._watchdog = start_watchdog(self._popen.pid)
             assert self._popen.stdout is not None and self._popen.stderr is not None
             self._readers = [
                 start_reader(self._popen.stdout, "stdout", self.buffer, self._log, self.on_line),
@@ -493,6 +524,8 @@ class ManagedProcess:
         self._signal_group(signal.SIGKILL, after_reap=True)
         self._reaped = True
         _unregister(self)
+        stop_watchdog(self._watchdog)
+        self._watchdog = None
         self._reap_readers()
         return p.returncode
 

@@ -345,24 +345,50 @@ def test_atexit_hook_reaps_forgotten_processes() -> None:
     assert_dead(int(out.stdout.strip()))
 
 
-def test_reap_on_signals_cleans_up_when_the_harness_is_terminated() -> None:
+def kill_a_harness(setup: str, how: int) -> list[int]:
+    """Run a harness process that starts ``sleep 60`` under a ManagedProcess (after ``setup``)
+    and prints the pids of ``p.pid`` and what else ``setup`` names in PIDS; send it ``how``;
+    return those pids once it died of it."""
     code = (
         f"import sys, time; sys.path.insert(0, {ROOT!r})\n"
         "from harness.live.supervisor import ManagedProcess, ReadyLine, reap_on_signals\n"
-        "reap_on_signals()\n"
+        f"{setup}\n"
         "p = ManagedProcess(['sh', '-c', 'echo up; exec sleep 60'], ready=ReadyLine('up')).start()\n"
-        "print(p.pid, flush=True)\n"
+        "print(p.pid, p._watchdog.pid, flush=True)\n"
         "time.sleep(60)\n"
     )
     harness = subprocess.Popen([PY, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         assert harness.stdout is not None
-        pid = int(harness.stdout.readline())
-        assert proc_state(pid) not in (None, "Z")
-        harness.terminate()
-        assert harness.wait(10) == -signal.SIGTERM  # still dies of the signal, as before
+        pids = [int(x) for x in harness.stdout.readline().split()]
+        assert all(proc_state(pid) not in (None, "Z") for pid in pids)
+        os.kill(harness.pid, how)
+        assert harness.wait(10) == -how  # it still dies of the signal
     finally:
         harness.kill()
         harness.wait()
         harness.stdout.close()  # type: ignore[union-attr]
+    return pids
+
+
+def test_reap_on_signals_cleans_up_when_the_harness_is_terminated() -> None:
+    pid, _ = kill_a_harness("reap_on_signals()", signal.SIGTERM)
+    assert_dead(pid, within=0.05)  # reaped before the harness died (the watchdog takes up to 0.5 s)
+
+
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGABRT])
+def test_a_watchdog_reaps_the_implementation_when_the_harness_dies_without_a_word(how: int) -> None:
+    """No atexit hook or signal handler runs when the harness is killed or aborts (libzmq's
+    assertions abort the process): the watchdog started beside each implementation kills its
+    process group once the harness is gone, and then ends."""
+    pid, watchdog = kill_a_harness("", how)
     assert_dead(pid)
+    assert_dead(watchdog)
+
+
+def test_the_watchdog_goes_with_the_process_it_watches() -> None:
+    p = ManagedProcess(["sh", "-c", "echo up; exec sleep 60"], ready=ReadyLine("up")).start()
+    watchdog = p._watchdog
+    assert watchdog is not None and watchdog.poll() is None
+    p.stop()
+    assert watchdog.poll() is not None and p._watchdog is None
