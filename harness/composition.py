@@ -329,8 +329,8 @@ def run_scenario(scenario: Scenario, seed: int, mode: str, out_dir: str | None =
         verdicts = runtime.call(lambda: _judge(observer, traffic, runtime.now_ns))  # type: ignore[attr-defined]
         verdicts += launch.process_verdicts(processes)
         note = overload_note(runtime) if mode == "live" else ""
-        for v in verdicts:
-            if note and not v.ok:
+        for v in verdicts if note else ():
+            if not v.ok:
                 v.detail += note
         stats = _stats(runtime, observer, endpoints)
         if trace is not None:

@@ -254,22 +254,21 @@ class PingAnswersAsWorkersGetThem(HeartbeatAnswers):
     def _close(self, worker: str, now: int) -> None:
         """The stretch of the worker's connection ends: a PING or REGISTER it waited long enough
         for is unanswered."""
-        registers = self.echo_owed.pop(worker, [])
-        if registers and now - registers[0].time_ns >= self.owed_ns(worker):
-            first = registers[0]
-            self.bad.append((first, f"the broker did not confirm the REGISTER {worker} sent at "
-                                    f"{first.time_ns / NS_PER_MS:.1f} ms: no REGISTER echo reached it in "
-                                    f"{(now - first.time_ns) / NS_PER_MS:.0f} ms (bound "
-                                    f"{self.owed_ns(worker) / NS_PER_MS:.0f} ms; {len(registers)} REGISTER(s) "
-                                    "unconfirmed)", "dcp.broker.register-confirm"))
-        pings = self.waiting.pop(worker, [])
-        if pings and now - pings[0].time_ns >= self.owed_ns(worker):
-            first = pings[0]
-            self.bad.append((first, f"the broker did not answer the PING {worker} sent at "
-                                    f"{first.time_ns / NS_PER_MS:.1f} ms: no PONG or RECONNECT reached it in "
-                                    f"{(now - first.time_ns) / NS_PER_MS:.0f} ms (bound "
-                                    f"{self.owed_ns(worker) / NS_PER_MS:.0f} ms; {len(pings)} PING(s) unanswered)",
-                             self.clause))
+        self._owed(worker, self.echo_owed.pop(worker, []), now, "confirm the REGISTER", "REGISTER echo",
+                   "unconfirmed", "dcp.broker.register-confirm")
+        self._owed(worker, self.waiting.pop(worker, []), now, "answer the PING", "PONG or RECONNECT",
+                   "unanswered", self.clause)
+
+    def _owed(self, worker: str, sent: list[Event], now: int, what: str, answer: str, left: str,
+              clause: str) -> None:
+        """Messages ``sent`` by the worker that no answer cleared: a failure once the first of them
+        waited the bound."""
+        bound = self.owed_ns(worker)
+        if sent and now - sent[0].time_ns >= bound:
+            first = sent[0]
+            self.bad.append((first, f"the broker did not {what} {worker} sent at {first.time_ns / NS_PER_MS:.1f} ms: "
+                                    f"no {answer} reached it in {(now - first.time_ns) / NS_PER_MS:.0f} ms (bound "
+                                    f"{bound / NS_PER_MS:.0f} ms; {len(sent)} {what.split()[-1]}(s) {left})", clause))
 
     def _close_all(self, now: int) -> None:
         for worker in dict.fromkeys([*self.waiting, *self.echo_owed]):

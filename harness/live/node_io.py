@@ -209,9 +209,8 @@ class NodeIO:
         the time, on the runtime's clock: the node gets it on its own (skewed) clock, the trace
         and the hooks on the runtime's."""
         try:
-            now = args[-1]
-            began = self._clock()
-            self._held(slot, began)
+            now = args[-1]  # (every caller takes it fresh from the clock)
+            self._held(slot, now)
             self._handling = now
             actions = fn(*args[:-1], slot.node_time(now))
             if actions:
