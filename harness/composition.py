@@ -41,6 +41,7 @@ from harness.trace import RunInfo, TraceWriter
 HARNESS = "harness"  # the node column of verdict rows
 TAP = "harness-tap"  # the node of a package's tap (ProtocolPackage.tap), beside external nodes
 LIVE_STATUS_LEAD_NS = 300_000_000  # live: ask for final status this long before the end
+LIVE_CATCH_UP_NS = 5_000_000_000  # live: how long past the end to wait for the loop to read what is queued
 
 
 class RunError(RuntimeError):
@@ -326,13 +327,19 @@ def run_scenario(scenario: Scenario, seed: int, mode: str, out_dir: str | None =
         for proc in processes.values():
             launch.start_process(proc)
         runtime.run(end)
+        behind: int | None = 0
+        catch_up = min(LIVE_CATCH_UP_NS, scenario.duration_ns)
+        if mode == "live":  # judge what reached the nodes by the end, not what the loop had read by then
+            behind = runtime.catch_up(end, catch_up)  # type: ignore[attr-defined]
         verdicts = runtime.call(lambda: _judge(observer, traffic, runtime.now_ns))  # type: ignore[attr-defined]
         verdicts += launch.process_verdicts(processes)
-        note = overload_note(runtime) if mode == "live" else ""
+        note = overload_note(runtime, behind, catch_up) if mode == "live" else ""
         for v in verdicts if note else ():
             if not v.ok:
                 v.detail += note
         stats = _stats(runtime, observer, endpoints)
+        if mode == "live":
+            stats["catch_up_ms"] = None if behind is None else round(behind / 1e6, 1)
         if trace is not None:
             now = runtime.now_ns
             for v in verdicts:
@@ -431,12 +438,21 @@ def _stats(runtime: Any, observer: Observer, endpoints: Any) -> dict[str, Any]:
 OVERLOADED_NS = 250_000_000
 
 
-def overload_note(runtime: Any) -> str:
-    """What a failed verdict of a live run adds when the harness itself ran far behind ("" if not)."""
+def overload_note(runtime: Any, behind: int | None = 0, waited_ns: int = LIVE_CATCH_UP_NS) -> str:
+    """What a failed verdict of a live run adds when the harness itself ran far behind ("" if not):
+    its loop held a node's timer long past due, or it still had input unread ``waited_ns`` after
+    the end (``behind`` None, from `EventLoop.catch_up`)."""
     stalls = getattr(runtime, "stalls", None)
-    if stalls is None or stalls.worst_ns < OVERLOADED_NS:
+    late = stalls is not None and stalls.worst_ns >= OVERLOADED_NS
+    if not late and behind is not None:
         return ""
-    return (f" [the harness itself ran late in this run: its loop held {stalls.worst_node} "
-            f"{stalls.worst_ns / 1e6:.0f} ms past a timer at {stalls.worst_at_ns / 1e6:.0f} ms ({stalls.count} "
-            "stalls in all); the host was short of CPU for this many in-process nodes: rerun on a quieter host "
-            "before trusting this failure]")
+    said = []
+    if late:
+        said.append(f"its loop held {stalls.worst_node} {stalls.worst_ns / 1e6:.0f} ms past a timer at "
+                    f"{stalls.worst_at_ns / 1e6:.0f} ms ({stalls.count} stalls in all)")
+    if behind is None:
+        said.append(f"{waited_ns / 1e9:.1f} s after the end it still had input unread, which was not judged")
+    why = ("the host was short of CPU for this many in-process nodes" if late else
+           "a host far too slow for this many in-process nodes, or an implementation flooding them")
+    return f" [the harness itself ran late in this run: {'; '.join(said)}; {why}: rerun on a quieter host before " \
+           "trusting this failure]"

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from harness import composition
 from harness.composition import run_live
 from harness.node import Action, Node, NodeContext
 from harness.registry import package
@@ -85,3 +86,60 @@ def test_a_run_whose_loop_ran_far_behind_says_so_on_its_failures(tmp_path: Path)
     assert r.stats["stalls"]["worst_ms"] >= 250 and r.stats["stalls"]["worst_node"] != "subs.0", r.stats["stalls"]
     assert r.failed and all("the harness itself ran late in this run" in v.detail for v in r.failed)
     assert all("ran late" not in v.detail for v in r.verdicts if v.ok)
+
+
+SLOW_CLIENT = """protocol: eventbus
+name: eventbus-slow-client
+duration: 1500ms
+nodes:
+  bus: {role: server, command: "{zmq_harness} node eventbus server --bind {endpoint}"}
+  source: {role: client, command: "{zmq_harness} node eventbus client --identity {name} --set servers={snapshots}
+    --set publish=60 --set interval=20ms --set topic=/a/x --set resync=0s"}
+  fast: {role: client, count: 2}
+  slow: {role: client, config: {resync: 0s}}
+check: [convergence, complete-delivery]
+"""
+HANDLER_S = 0.03  # a BROADCAST: 60 events in 1.2 s (less those its first SYNC brings) outrun the run
+
+
+class SlowHandler:
+    """A reference client that takes ``HANDLER_S`` over every BROADCAST: the loop every in-process
+    node shares runs behind, as on a host short of CPU, and is still behind at the run's end. (Its
+    SYNCs are quick, and it never resynchronises: each SYNC would bring it every event it is behind
+    on again.)"""
+
+    implementation = "slow-handler"
+
+    def __init__(self, inner: Node) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def receive(self, socket: str, frames: list[bytes], now: int) -> list[Action]:
+        if socket.startswith("publisher"):
+            time.sleep(HANDLER_S)
+        return self.inner.receive(socket, frames, now)
+
+
+def slow_client(ctx: NodeContext) -> Node:
+    return SlowHandler(package("eventbus").roles["client"].factory(ctx))  # type: ignore[return-value]
+
+
+def test_what_was_queued_unread_at_the_end_is_judged_once_the_loop_caught_up(tmp_path: Path) -> None:
+    r = run_live(parse_scenario(SLOW_CLIENT, "slow.yaml"), 1, str(tmp_path), factories={"slow": slow_client})
+    assert r.ok, [v.to_dict() for v in r.failed]
+    assert r.stats["catch_up_ms"] is not None and r.stats["catch_up_ms"] > 100, r.stats  # it was behind at the end
+
+
+def test_input_still_unread_when_the_wait_ends_is_said_on_the_failures(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the wait (bound 0) the same run judges the clients on what the loop had read by the
+    end: the clients the slow one held up lack the events still queued for them (a false alarm),
+    and each failure says the harness was behind."""
+    monkeypatch.setattr(composition, "LIVE_CATCH_UP_NS", 0)
+    r = run_live(parse_scenario(SLOW_CLIENT, "slow.yaml"), 1, str(tmp_path), factories={"slow": slow_client})
+    assert r.stats["catch_up_ms"] is None
+    failed = {v.check: v.detail for v in r.failed}
+    assert "convergence" in failed and "fast.0 lacks" in failed["convergence"], [v.to_dict() for v in r.verdicts]
+    assert all("after the end it still had input unread" in d for d in failed.values()), failed

@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 START_TIMEOUT_S = 10.0
+CATCH_UP_POLL_MS = 5  # an idle loop's poll while `catch_up` waits: an empty poll is the proof it is idle
 
 
 class LiveRuntimeError(RuntimeError):
@@ -54,6 +55,10 @@ class EventLoop:
         self._stopping = False
         self._stopped = False
         self._t0 = time.monotonic_ns()
+        # The last time a poll found nothing to read (loop clock): the loop had handed every
+        # input queued until then to its node (`catch_up`).
+        self._quiet_at = -1
+        self._catching_up = False  # while set, an idle poll returns within CATCH_UP_POLL_MS to say so
 
     # ---- hooks for the subclass ------------------------------------------------------------------
     def _setup(self) -> None:
@@ -109,6 +114,30 @@ class EventLoop:
             if left <= 0:
                 return
             time.sleep(min(left / 1e9, 0.02))
+
+    def catch_up(self, since_ns: int, limit_ns: int) -> int | None:
+        """Wait (at most ``limit_ns``) until a turn of the loop after ``since_ns`` finds nothing to
+        read: every message the sockets held at ``since_ns`` has been handed to its node. A loop
+        short of CPU runs behind its inputs; a run that judged its nodes at once would blame them
+        for messages still queued unread. Returns how long after ``since_ns`` the loop was first
+        quiet (ns), or None if it was still busy at the limit (an input that floods it, or a host
+        far too slow). Raises `LiveRuntimeError` if the loop died meanwhile."""
+        deadline = time.monotonic_ns() + limit_ns
+        self._catching_up = True
+        self._wake()  # out of a poll that would block until the next timer
+        try:
+            while True:
+                broken = self._broken()
+                if broken is not None:
+                    raise LiveRuntimeError(broken)
+                quiet = self._quiet_at
+                if quiet >= since_ns:
+                    return quiet - since_ns
+                if time.monotonic_ns() >= deadline:
+                    return None
+                time.sleep(0.002)
+        finally:
+            self._catching_up = False
 
     # ---- start, stop, calls -----------------------------------------------------------------------
     def start(self, timeout: float = START_TIMEOUT_S) -> None:
@@ -225,6 +254,8 @@ class EventLoop:
         poll = zmq.zmq_poll
         while not self._stopping:
             events = poll(self._poll_items, self._poll_timeout())
+            if not events:
+                self._quiet_at = self._clock()
             for sock, _ in events:
                 if type(sock) is int:
                     self._run_calls()
@@ -241,9 +272,10 @@ class EventLoop:
             return 0
         earliest = self._earliest_timer(self._timed[0][0] if self._timed else None)
         if earliest is None:
-            return -1
+            return CATCH_UP_POLL_MS if self._catching_up else -1
         wait_ns = earliest - self._clock()
-        return 0 if wait_ns <= 0 else math.ceil(wait_ns / 1_000_000)
+        wait_ms = 0 if wait_ns <= 0 else math.ceil(wait_ns / 1_000_000)
+        return min(wait_ms, CATCH_UP_POLL_MS) if self._catching_up else wait_ms
 
     def _run_timed(self, now: int) -> None:
         timed = self._timed
