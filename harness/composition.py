@@ -13,6 +13,7 @@ only), attached to the runtime so faults and targets name them like any node, an
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import json
 import os
@@ -42,6 +43,7 @@ HARNESS = "harness"  # the node column of verdict rows
 TAP = "harness-tap"  # the node of a package's tap (ProtocolPackage.tap), beside external nodes
 LIVE_STATUS_LEAD_NS = 300_000_000  # live: ask for final status this long before the end
 LIVE_CATCH_UP_NS = 5_000_000_000  # live: how long past the end to wait for the loop to read what is queued
+LIVE_JUDGE_WAIT_S = 60.0  # live: how long the loop may take to get to judging (it is alive, only far behind)
 
 
 class RunError(RuntimeError):
@@ -331,7 +333,7 @@ def run_scenario(scenario: Scenario, seed: int, mode: str, out_dir: str | None =
         catch_up = min(LIVE_CATCH_UP_NS, scenario.duration_ns)
         if mode == "live":  # judge what reached the nodes by the end, not what the loop had read by then
             behind = runtime.catch_up(end, catch_up)  # type: ignore[attr-defined]
-        verdicts = runtime.call(lambda: _judge(observer, traffic, runtime.now_ns))  # type: ignore[attr-defined]
+        verdicts = _judged(runtime, observer, traffic, mode)
         verdicts += launch.process_verdicts(processes)
         note = overload_note(runtime, behind, catch_up) if mode == "live" else ""
         for v in verdicts if note else ():
@@ -379,6 +381,19 @@ def run_scenario(scenario: Scenario, seed: int, mode: str, out_dir: str | None =
         with open(result.result_path, "w") as f:
             json.dump(result.to_dict(), f, indent=2, default=str)
     return result
+
+
+def _judged(runtime: Any, observer: Observer, traffic: "ObservedTraffic | None", mode: str) -> list[Verdict]:
+    """The run's verdicts, judged on the runtime's thread: a live loop far behind (the catch-up
+    gave up) may take seconds to get to it, and a run that crashed on the wait would lose them."""
+    judge = lambda: _judge(observer, traffic, runtime.now_ns)  # noqa: E731
+    if mode != "live":
+        return runtime.call(judge)  # type: ignore[no-any-return]
+    try:
+        return runtime.call(judge, timeout=LIVE_JUDGE_WAIT_S)  # type: ignore[no-any-return]
+    except concurrent.futures.TimeoutError:
+        raise RunError(f"the harness's loop did not get to judging the run within {LIVE_JUDGE_WAIT_S:g} s of "
+                       "the end: a node's handler is stuck, or the host is far too slow") from None
 
 
 def _judge(observer: Observer, traffic: "ObservedTraffic | None", now: int) -> list[Verdict]:

@@ -143,3 +143,28 @@ def test_input_still_unread_when_the_wait_ends_is_said_on_the_failures(tmp_path:
     failed = {v.check: v.detail for v in r.failed}
     assert "convergence" in failed and "fast.0 lacks" in failed["convergence"], [v.to_dict() for v in r.verdicts]
     assert all("after the end it still had input unread" in d for d in failed.values()), failed
+
+
+class StuckOnce(BusyOnce):
+    """A reference subscriber whose timer handler, once past 700 ms, sleeps 2.5 s: the loop is
+    still inside it when the run ends."""
+
+    def handle_timer(self, now: int) -> list[Action]:
+        if not self.burnt and now > 700_000_000:
+            self.burnt = True
+            time.sleep(2.5)
+        return self.inner.handle_timer(now)
+
+
+def test_a_loop_that_cannot_get_to_judging_ends_the_run_with_a_clear_error(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(composition, "LIVE_CATCH_UP_NS", 200_000_000)
+    monkeypatch.setattr(composition, "LIVE_JUDGE_WAIT_S", 0.2)
+
+    def stuck(ctx: NodeContext) -> Node:
+        return StuckOnce(package("pppp").roles["subscriber"].factory(ctx))  # type: ignore[return-value]
+
+    with pytest.raises(composition.RunError, match="did not get to judging the run within 0.2 s"):
+        run_live(parse_scenario(SCENARIO, "stuck.yaml"), 1, str(tmp_path), factories={"subs.0": stuck})
+    traces = list(tmp_path.glob("*/live-seed-1.parquet"))
+    assert traces and read_trace(str(traces[0])).num_rows > 0  # what it recorded is kept

@@ -253,8 +253,9 @@ class EventLoop:
     def _loop(self) -> None:
         poll = zmq.zmq_poll
         while not self._stopping:
-            events = poll(self._poll_items, self._poll_timeout())
-            if not events:
+            timeout = self._poll_timeout()
+            events = poll(self._poll_items, timeout)
+            if not events and timeout:  # it waited and nothing came: not a glance while timers were due
                 self._quiet_at = self._clock()
             for sock, _ in events:
                 if type(sock) is int:
