@@ -44,6 +44,7 @@ TAP = "harness-tap"  # the node of a package's tap (ProtocolPackage.tap), beside
 LIVE_STATUS_LEAD_NS = 300_000_000  # live: ask for final status this long before the end
 LIVE_CATCH_UP_NS = 5_000_000_000  # live: how long past the end to wait for the loop to read what is queued
 LIVE_JUDGE_WAIT_S = 60.0  # live: how long the loop may take to get to judging (it is alive, only far behind)
+LIVE_STOP_WAIT_S = 30.0  # live: how long the loop may take to end its turn and close its sockets
 
 
 class RunError(RuntimeError):
@@ -355,8 +356,8 @@ def run_scenario(scenario: Scenario, seed: int, mode: str, out_dir: str | None =
                 if placement is not None:
                     live_faults.take_rows_back(placement, runtime)
                 stop = getattr(runtime, "stop", None)
-                if stop is not None:
-                    stop()
+                if stop is not None:  # a loop far behind finishes its turn first (an overloaded host: seconds)
+                    stop(**({"timeout": LIVE_STOP_WAIT_S} if mode == "live" else {}))
             finally:
                 if placement is not None:
                     live_faults.stop_proxy(placement, trace)
