@@ -157,8 +157,12 @@ class NodeIO:
     # ---- input -------------------------------------------------------------------------------
     def _drain(self, sock: zmq.Socket, own: tuple[Slot, str, bool]) -> None:
         """Up to BATCH messages of one readable socket into its node, until EAGAIN. The hot
-        path of a live run: `_input` unrolled, and the node's timer asked for once at the end
-        of the batch (only the loop reads it, after this returns)."""
+        path of a live run: `_input` unrolled, and the node's timer asked for at the end of the
+        batch, and within it whenever `STALL_MIN_NS` has passed since it was last asked (a
+        handler that ran long, or the OS stopping the process between two messages): a deadline
+        an earlier message set may have come due meanwhile. The node was held from that deadline,
+        not from the batch's end; and the loop runs its timer before the next message, as the
+        simulator orders them."""
         slot, sname, is_router = own
         node = slot.node
         if node is None:
@@ -168,16 +172,24 @@ class NodeIO:
         clock = self._clock
         apply = self._apply
         taken = self._taken.pop(sock, None) if self._taken else None
-        began = clock()
-        self._held(slot, began)
+        asked = ended = clock()  # when the node's timer was last asked for; when its last handler returned
+        self._held(slot, asked)
         for _ in range(BATCH):
             if slot.paused:
                 break  # what is still queued waits in ZeroMQ, as for a stopped process
+            now = clock()
+            if now - asked >= STALL_MIN_NS:
+                if not self._ask_timer(slot, node, ended):
+                    return
+                asked = now
+                due = slot.timer_at
+                if due is not None and due <= now:
+                    break  # its timer first (this turn's `_tick`); the rest waits for the next turn
             try:
                 frames = taken.pop(0) if taken else recv_multipart(sock)
             except zmq.Again:
                 break
-            now = self._handling = clock()
+            self._handling = now
             if trace is not None:
                 peer = frames[0].hex() if is_router else slot.peers.get(sname, "")
                 trace.emit_message(slot.name, RECV, now, sname, peer, None, None, pack_frames(frames),
@@ -193,15 +205,27 @@ class NodeIO:
             if slot.node is not node:
                 self._handling = None
                 return  # crashed or restarted by a hook
-        if taken:
-            self._taken[sock] = taken + self._taken.get(sock, [])  # (a batch's worth was taken)
+            ended = clock()
+        if taken:  # (a batch's worth, or the node's timer came first)
+            self._taken[sock] = taken + self._taken.get(sock, [])
+            # the socket may have nothing more to wake the poll; not due in this turn's timed
+            # callbacks, which run before its timers
+            self.schedule(clock() + 1, lambda: self._serve(sock))
         self._handling = None
+        self._ask_timer(slot, node, None)
+
+    def _ask_timer(self, slot: Slot, node: Node, since: int | None) -> bool:
+        """Take the node's timer (False: asking failed the node). A deadline it set since it was
+        last asked, in handlers that had all returned by ``since`` (None: now), is late from
+        ``since`` at the earliest."""
         try:
             set_timer(slot, node.get_timer())
         except Exception as exc:
+            self._handling = None
             self._node_failed(slot, "receive", exc)
-            return
-        self._follow(slot)
+            return False
+        self._follow(slot, since)
+        return True
 
     def _input(self, slot: Slot, node: Node, where: str, fn: Callable[..., list[Action]], *args: Any) -> None:
         """Hand one input to the node, carry out its actions, ask for its next timer; a node
@@ -238,13 +262,14 @@ class NodeIO:
             self._stalled(slot.name, now, late)
             slot.late_from = now
 
-    def _follow(self, slot: Slot) -> None:
-        """The node's handler just ran and left its timer due at ``slot.timer_at``. A deadline it
-        set anew is late from when it was set at the earliest: a deadline already past when its
-        handler returned (one that ran long) is the node's own lateness, not the loop's."""
+    def _follow(self, slot: Slot, since: int | None = None) -> None:
+        """The node's handler ran (by ``since``; None: it just returned) and left its timer due
+        at ``slot.timer_at``. A deadline it set anew is late from when it was set at the
+        earliest: a deadline already past when its handler returned (one that ran long) is the
+        node's own lateness, not the loop's."""
         due = slot.timer_at
         if due is not None and slot.late_for != due:
-            slot.late_for, slot.late_from = due, max(due, self._clock())
+            slot.late_for, slot.late_from = due, max(due, self._clock() if since is None else since)
 
     # ---- actions -----------------------------------------------------------------------------
     def _apply(self, slot: Slot, node: Node, actions: list[Action], now: int) -> None:

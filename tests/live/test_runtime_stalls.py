@@ -8,10 +8,11 @@ import time
 from typing import Any
 
 import pytest
+import zmq
 
 from harness.live.node_io import STALL_MIN_NS
 from harness.live.runtime import LiveRuntime
-from harness.node import Action
+from harness.node import Action, BaseNode, Deliver, SocketSpec, SocketType
 from harness.trace import RunInfo, TraceWriter, read_trace
 from tests.live.live_test_nodes import Ticker
 
@@ -73,3 +74,49 @@ def test_timers_on_an_idle_loop_are_not_reported(runtime: LiveRuntime) -> None:
     runtime.wait_for(lambda ds: len(ds) >= 10, timeout=5)
     # (a loaded machine may deschedule the loop now and then: most ticks must be on time)
     assert len(seen) <= 3 and STALL_MIN_NS >= 1_000_000, seen
+
+
+class SlowReader(BaseNode):
+    """A ROUTER taking 1 ms over each message; its first message sets a timer 5 ms away (an
+    ACK it owes, say)."""
+
+    protocol = "test"
+    role = "reader"
+    wake: int | None = None
+
+    def sockets(self) -> list[SocketSpec]:
+        return [SocketSpec("in", SocketType.ROUTER, bind=("tcp://127.0.0.1:*",))]
+
+    def receive(self, socket: str, frames: list[bytes], now: int) -> list[Action]:
+        time.sleep(0.001)
+        if self.wake is None and not getattr(self, "fired", False):
+            self.wake = now + 5_000_000
+        return [Deliver("got", {"body": frames[-1]})]
+
+    def get_timer(self) -> int | None:
+        return self.wake
+
+    def handle_timer(self, now: int) -> list[Action]:
+        self.wake, self.fired = None, True
+        return [Deliver("timer", {})]
+
+
+def test_a_timer_a_message_sets_runs_before_the_rest_of_a_queued_batch(runtime: LiveRuntime) -> None:
+    """Forty messages queued at once: the timer the first one sets (5 ms) comes due while the
+    rest wait; the loop runs it then, as the simulator orders them, not after the whole batch
+    (40 ms), which left the node held from the batch's end and its lateness its own."""
+    seen = stalls_of(runtime)
+    runtime.add_node("r", SlowReader, role="reader")
+    runtime.start()
+    with zmq.Context() as ctx, ctx.socket(zmq.DEALER) as dealer:
+        dealer.setsockopt(zmq.LINGER, 0)
+        dealer.connect(runtime.endpoints("r")["in"][0])
+        time.sleep(0.2)  # connected
+        for i in range(40):
+            dealer.send(b"%d" % i)
+        ds = runtime.wait_for(lambda ds: sum(d.kind == "got" for d in ds) >= 40 and any(d.kind == "timer" for d in ds),
+                              timeout=10)
+    kinds = [d.kind for d in ds]
+    before = kinds.index("timer")
+    assert before < 20, " ".join(kinds)  # at about the 6th message, not after the 40th
+    assert all(late < 20_000_000 for node, _, late in seen if node == "r"), seen
