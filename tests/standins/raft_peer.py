@@ -139,6 +139,7 @@ class Peer:
         self.rng = random.Random(args.seed * 1000 + sum(self.id.encode()))
         self.path = os.path.join(args.data_dir, "standin-state.json")
         self.compact_every, self.chunk_size, self.format = args.compact_every, args.chunk_size, args.snapshot_format
+        self.ahead = args.snapshot_ahead
         # log: the entries after the snapshot, [reqid, type, term, data] (bytes as hex); the
         # snapshot: its last included index and term (base, base_term) and its bytes
         self.term, self.vote, self.log = 0, None, []
@@ -224,8 +225,10 @@ class Peer:
             self.compact()
 
     def compact(self) -> None:
-        """Everything applied into the snapshot; no entry kept after it."""
-        upto = self.applied
+        """Everything applied into the snapshot; no entry kept after it (``--snapshot-ahead``,
+        broken on purpose: the snapshot is named one index lower than the state it holds, and
+        whoever restores it applies that entry twice)."""
+        upto = self.applied - (1 if self.ahead else 0)
         for i, e in enumerate(self.entries(self.base + 1, upto), self.base + 1):
             if e[0] != "00" * 12:
                 self.known[e[0]] = i
@@ -234,6 +237,9 @@ class Peer:
         self.base = upto
         self.snap = encode_snapshot(self.kv, self.known, self.format)
         self.save()
+        if self.ahead:
+            self.kv, self.known = decode_snapshot(self.snap)  # a restart's view: entry upto + 1 to apply again
+            self.applied = upto
 
     def install(self, index: int, term: int, data: bytes) -> None:
         kv, known = decode_snapshot(data)  # ValueError: dropped unanswered
@@ -567,6 +573,8 @@ def main() -> None:
     ap.add_argument("--chunk-size", type=int, default=300, help="snapshot chunk bytes")
     ap.add_argument("--snapshot-format", choices=("json", "harness"), default="json",
                     help="its own JSON snapshot, or the harness's documented zmq-harness/raft-snapshot-1")
+    ap.add_argument("--snapshot-ahead", action="store_true",
+                    help="broken on purpose: a snapshot holds the state one entry past the index it names")
     ap.add_argument("--no-checkpoint", action="store_true",
                     help="broken on purpose: never append a checkpoint entry (how it was before a restarted "
                          "cluster showed it never committing retried updates again)")
