@@ -220,7 +220,9 @@ class Client(LogReader, RaftNode):
             out.append(committed(o))
         if o.index is None or self.applied < o.index:
             return out
-        if found is None and o.index <= self.unread_upto:
+        if found is None and o.index <= self.unread_upto:  # inside a snapshot it cannot read (E-RAFT-29)
+            if o.op in ("put", "delete"):  # answered committed at that index (E-RAFT-15), and returns nothing
+                return out + self.complete("ok", self.now)
             return out + self.complete("info", self.now, reason=f"acknowledged at index {o.index}, which the client "
                                        "read only as a snapshot in a format it does not read: result unknown")
         if found is None or found[0] != o.index:
