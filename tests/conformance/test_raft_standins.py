@@ -76,7 +76,16 @@ def test_a_peer_without_broadcast_url_in_its_command_line_skips_the_broadcast_ca
     """The BroadcastStateMachine is optional (E-RAFT-27): the stand-in started without
     ``--broadcast {broadcast_url}`` has none, and the cases that need it are skipped, not failed
     (decided before any process starts)."""
-    cases = [c for c in load_suite("raft", "peer") if c.needs]
+    cases = [c for c in load_suite("raft", "peer") if "broadcast_url" in c.needs]
     assert {c.id for c in cases} == {"broadcast-heartbeat", "broadcast-on-apply", "broadcast-uncommitted"}
     results = run_suite(cases, cmd=CMD.replace(" --broadcast {broadcast_url}", ""))
     assert [(r.verdict, "does not name {broadcast_url}" in r.reason) for r in results] == [("skipped", True)] * 3
+
+
+def test_a_peer_that_does_not_compact_skips_the_snapshot_case() -> None:
+    """Log compaction is optional too (E-RAFT-29): without ``{snapshot_every}`` in its command
+    line, entries-snapshot is skipped, not failed (decided before any process starts)."""
+    cases = [c for c in load_suite("raft", "peer") if c.needs and "broadcast_url" not in c.needs]
+    assert [(c.id, c.needs) for c in cases] == [("entries-snapshot", ["snapshot_every"])]
+    results = run_suite(cases, cmd=CMD.replace(" --compact-every {snapshot_every}", ""))
+    assert [(r.verdict, "does not name {snapshot_every}" in r.reason) for r in results] == [("skipped", True)]
