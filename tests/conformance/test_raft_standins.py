@@ -5,7 +5,9 @@ the Raft paper) only, making other choices than the reference wherever the docum
   conflict hints, ``false`` as 0x00, an update answered once committed and not "accepted" first, RequestEntries answered at once with
   no entries, no reply cache, its own timers, its state in a JSON file in ``{data_dir}``; with
   ``--broadcast {broadcast_url}`` a BroadcastStateMachine of its own (one StateBroadcast of all
-  newly applied entries, a 400 ms heartbeat not restarted by other broadcasts);
+  newly applied entries, a 400 ms heartbeat not restarted by other broadcasts); with
+  ``--compact-every {snapshot_every}`` log compaction of its own (a JSON snapshot, 300-byte
+  chunks, one status-3 answer per RequestEntries, no entry kept after the snapshot);
 * tests/standins/raft_client.py: an update is done when answered committed (no reading the log
   back), it asks again for the leader after 200 ms, data of its own shape, exits 0 when done;
   with ``--subscribe true`` it asks the leader for the broadcast URL (and RequestConfig when the
