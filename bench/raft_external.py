@@ -23,7 +23,8 @@ clock, which the harness cannot move: a clock skew of the peers is left out and 
 which the stand-in takes as ``--compact-every``; snapshot-install.yaml compacts already).
 
 Prints one line per run (and a rerun of a failed one with ``--rerun``); ``--json FILE`` keeps
-every verdict. The slow test tests/live/test_raft_external_chaos.py runs a few of these.
+every verdict. The slow tests tests/live/test_raft_external_chaos.py and
+tests/live/test_raft_standin_snapshots.py (with compaction) run a few of these.
 """
 
 from __future__ import annotations
@@ -180,7 +181,7 @@ def seed_list(text: str) -> list[int]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--file", action="append", choices=files(), help="a chaos file (default: all)")
-    ap.add_argument("--impl", action="append", choices=sorted(COMMANDS), help="peers to run (default: both)")
+    ap.add_argument("--impl", action="append", choices=sorted(COMMANDS), help="peers to run (default: standin and reference)")
     ap.add_argument("--seeds", default="1-2")
     ap.add_argument("--rerun", action="store_true", help="run a failed run once more")
     ap.add_argument("--out", help="traces and verdicts (default: a temporary directory)")
