@@ -3,6 +3,8 @@ processes: the same faults and checks, live, with the peer group's ``command`` o
 
 * ``standin``: tests/standins/raft_peer.py, a peer written from the document alone (other
   choices than the reference wherever the document leaves one; see its docstring);
+* ``standin-harness``: the same stand-in writing its snapshots in the harness's documented
+  ``zmq-harness/raft-snapshot-1`` format (``standin`` writes JSON of its own shape);
 * ``reference``: ``zmq-harness node raft peer`` (the reference peer as an outside program: the
   baseline, so that a failure both show is the harness's or the machine's, and one only the
   stand-in shows is a stand-in defect or a check that assumes the reference's habits).
@@ -15,9 +17,14 @@ clock, which the harness cannot move: a clock skew of the peers is left out and 
 
     python -m bench.raft_external --impl standin --impl reference --seeds 1-2
     python -m bench.raft_external --file leader-crash --impl standin --seeds 1 --rerun
+    python -m bench.raft_external --file partitions --compact 15 --impl standin --impl standin-harness --seeds 1-2
+
+``--compact N`` switches log compaction on in every file run (the peer group's ``snapshot_every``,
+which the stand-in takes as ``--compact-every``; snapshot-install.yaml compacts already).
 
 Prints one line per run (and a rerun of a failed one with ``--rerun``); ``--json FILE`` keeps
-every verdict. The slow test tests/live/test_raft_external_chaos.py runs a few of these.
+every verdict. The slow tests tests/live/test_raft_external_chaos.py and
+tests/live/test_raft_standin_snapshots.py (with compaction) run a few of these.
 """
 
 from __future__ import annotations
@@ -42,6 +49,9 @@ COMMANDS = {
     "standin": (f"{{python}} {shlex.quote(str(STANDIN))} --id {{id}} --endpoint {{endpoint}} --peers {{peers}} "
                 "--data-dir {data_dir} --election-min {election_min_ms} --election-max {election_max_ms} "
                 "--seed {seed} --broadcast {broadcast}"),
+    "standin-harness": (f"{{python}} {shlex.quote(str(STANDIN))} --id {{id}} --endpoint {{endpoint}} --peers {{peers}} "
+                        "--data-dir {data_dir} --election-min {election_min_ms} --election-max {election_max_ms} "
+                        "--seed {seed} --broadcast {broadcast} --snapshot-format harness"),
     "reference": ("{zmq_harness} node raft peer --set id={id} --set endpoint={endpoint} --set peers={peers} "
                   "--set broadcast_url={broadcast} --set election_min={election_min_ms}ms "
                   "--set election_max={election_max_ms}ms --data-dir {data_dir}"),
@@ -53,9 +63,14 @@ def files() -> list[str]:
     return sorted(p.stem for p in CHAOS.glob("*.yaml"))
 
 
-def reference_settings(config: dict[str, Any]) -> str:
-    """The group's own peer settings, passed on to the reference peer (`--set`); the stand-in has
-    its own (it does not compact, and answers RequestEntries in one response)."""
+# the group's settings the stand-in has a flag for (its own defaults stand for the others: it
+# keeps no entry after a snapshot, pipelines nothing, sends 32 entries per AppendEntries)
+STANDIN_FLAGS = {"snapshot_every": "--compact-every", "chunk_size": "--chunk-size"}
+
+
+def peer_settings(config: dict[str, Any], impl: str) -> str:
+    """The group's own peer settings, passed on to the reference peer (`--set`), or to the
+    stand-in where it has a flag for one (`STANDIN_FLAGS`)."""
     from harness.registry import package
 
     settings = package("raft").roles["peer"].settings
@@ -64,17 +79,27 @@ def reference_settings(config: dict[str, Any]) -> str:
         key = settings[name].key
         if name in ("election_min", "election_max", "cluster"):
             continue  # on the command line already, or a placeholder of its own
-        out.append(f"--set {name}={{{key}}}" + ("ms" if key.endswith("_ms") else ""))
+        if impl == "reference":
+            out.append(f"--set {name}={{{key}}}" + ("ms" if key.endswith("_ms") else ""))
+        elif name in STANDIN_FLAGS and command_is_standin(impl):
+            out.append(f"{STANDIN_FLAGS[name]} {{{key}}}")
     return "".join(" " + s for s in out)
 
 
-def external_text(name: str, impl: str, command: str | None = None) -> tuple[str, list[str]]:
+def command_is_standin(impl: str) -> bool:
+    return impl.startswith("standin")
+
+
+def external_text(name: str, impl: str, command: str | None = None,
+                  compact: int | None = None) -> tuple[str, list[str]]:
     """The chaos file ``name`` as YAML with its peer group run by ``command`` (default: the
-    implementation ``impl`` of `COMMANDS`), and what had to be left out (the peers' clock skews)."""
+    implementation ``impl`` of `COMMANDS`, with the group's settings it has flags for), and what
+    had to be left out (the peers' clock skews). ``compact``: the group's ``snapshot_every``."""
     data = yaml.safe_load((CHAOS / f"{name}.yaml").read_text())
     group = data["nodes"]["peers"]
-    group["command"] = (command or COMMANDS[impl]) + (reference_settings(group.get("config") or {})
-                                                     if impl == "reference" else "")
+    if compact:
+        group["config"] = {**(group.get("config") or {}), "snapshot_every": compact}
+    group["command"] = (command or COMMANDS[impl]) + peer_settings(group.get("config") or {}, impl)
     if impl in READY:
         group["ready"] = READY[impl]
     def peers_clock(f: dict[str, Any]) -> bool:  # a skew of the peers' clocks: the processes read the host's
@@ -86,10 +111,11 @@ def external_text(name: str, impl: str, command: str | None = None) -> tuple[str
     return yaml.safe_dump(data, sort_keys=False), left_out
 
 
-def external_scenario(name: str, impl: str, command: str | None = None) -> tuple[Any, list[str]]:
+def external_scenario(name: str, impl: str, command: str | None = None,
+                      compact: int | None = None) -> tuple[Any, list[str]]:
     from harness.scenario import parse_scenario
 
-    text, left_out = external_text(name, impl, command)
+    text, left_out = external_text(name, impl, command, compact)
     return parse_scenario(text, f"{CHAOS / name}.yaml ({impl} peers)"), left_out
 
 
@@ -104,37 +130,41 @@ class Run:
     left_out: list[str] = field(default_factory=list)
     proxy: dict[str, Any] = field(default_factory=dict)
     attempt: int = 1
+    compact: int | None = None
 
     def line(self) -> str:
-        head = f"{self.file:22} {self.impl:9} seed {self.seed:<3} try {self.attempt} " \
+        what = self.file + (f" compact {self.compact}" if self.compact else "")
+        head = f"{what:33} {self.impl:15} seed {self.seed:<3} try {self.attempt} " \
                f"{'pass' if self.ok else 'FAIL'} {self.wall_s:6.1f} s"
         tail = "".join(f"\n    {v['check']}: {v['detail'][:300]}" for v in self.failed)
         return head + tail
 
 
-def run_one(name: str, impl: str, seed: int, out_dir: str, attempt: int = 1, command: str | None = None) -> Run:
+def run_one(name: str, impl: str, seed: int, out_dir: str, attempt: int = 1, command: str | None = None,
+            compact: int | None = None) -> Run:
     from harness.composition import run_live
 
-    scenario, left_out = external_scenario(name, impl, command)
+    scenario, left_out = external_scenario(name, impl, command, compact)
     started = time.monotonic()
-    result = run_live(scenario, seed, str(Path(out_dir) / f"{name}-{impl}-{seed}-{attempt}"))
+    tag = f"-c{compact}" if compact else ""
+    result = run_live(scenario, seed, str(Path(out_dir) / f"{name}{tag}-{impl}-{seed}-{attempt}"))
     proxy = result.stats.get("proxy") or {}
     return Run(name, impl, seed, result.ok, round(time.monotonic() - started, 1),
                [{"check": v.check, "clause": v.clause, "detail": v.detail} for v in result.failed], left_out,
-               {k: proxy.get(k) for k in ("messages", "effects", "refused")}, attempt)
+               {k: proxy.get(k) for k in ("messages", "effects", "refused")}, attempt, compact)
 
 
 def sweep(names: list[str], impls: list[str], seeds: list[int], out_dir: str, rerun: bool = False,
-          echo: Any = print) -> list[Run]:
+          echo: Any = print, compact: int | None = None) -> list[Run]:
     runs = []
     for name in names:
         for seed in seeds:
             for impl in impls:
-                run = run_one(name, impl, seed, out_dir)
+                run = run_one(name, impl, seed, out_dir, compact=compact)
                 runs.append(run)
                 echo(run.line())
                 if rerun and not run.ok:  # a loaded machine: say whether it fails again
-                    again = run_one(name, impl, seed, out_dir, attempt=2)
+                    again = run_one(name, impl, seed, out_dir, attempt=2, compact=compact)
                     runs.append(again)
                     echo(again.line())
     return runs
@@ -151,15 +181,17 @@ def seed_list(text: str) -> list[int]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--file", action="append", choices=files(), help="a chaos file (default: all)")
-    ap.add_argument("--impl", action="append", choices=sorted(COMMANDS), help="peers to run (default: both)")
+    ap.add_argument("--impl", action="append", choices=sorted(COMMANDS), help="peers to run (default: standin and reference)")
     ap.add_argument("--seeds", default="1-2")
     ap.add_argument("--rerun", action="store_true", help="run a failed run once more")
     ap.add_argument("--out", help="traces and verdicts (default: a temporary directory)")
     ap.add_argument("--json", help="write every run's verdicts here")
+    ap.add_argument("--compact", type=int, help="compact the peers' logs every N applied entries (snapshot_every)")
     args = ap.parse_args(argv)
     out = args.out or tempfile.mkdtemp(prefix="raft-external-")
     started = time.monotonic()
-    runs = sweep(args.file or files(), args.impl or ["standin", "reference"], seed_list(args.seeds), out, args.rerun)
+    runs = sweep(args.file or files(), args.impl or ["standin", "reference"], seed_list(args.seeds), out, args.rerun,
+                 compact=args.compact)
     for note in sorted({n for r in runs for n in r.left_out}):
         print(f"left out (a process reads the host's clock): {note}")
     firsts = [r for r in runs if r.attempt == 1]

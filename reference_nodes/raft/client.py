@@ -51,7 +51,7 @@ from typing import Any
 from harness.node import Action, Connect, Deliver, Disconnect, Discard, NodeContext, Note, Send, SocketSpec, SocketType
 from harness.protocols import DecodeError
 from harness.protocols.raft import NULL, Entry
-from reference_nodes.raft.client_reader import COMPACTED, SUB, LogReader
+from reference_nodes.raft.client_reader import COMPACTED, SUB, UNKNOWN, LogReader
 from reference_nodes.raft.common import (
     DEFAULT_ELECTION_GRACE_MS, DEFAULT_RESPONSE_TTL_MS, RaftNode, peer_list, positive_int,
 )
@@ -220,10 +220,18 @@ class Client(LogReader, RaftNode):
             out.append(committed(o))
         if o.index is None or self.applied < o.index:
             return out
+        if found is None and o.index <= self.unread_upto:  # inside a snapshot it cannot read (E-RAFT-29)
+            if o.op in ("put", "delete"):  # answered committed at that index (E-RAFT-15), and returns nothing
+                return out + self.complete("ok", self.now)
+            return out + self.complete("info", self.now, reason=f"acknowledged at index {o.index}, which the client "
+                                       "read only as a snapshot in a format it does not read: result unknown")
         if found is None or found[0] != o.index:
             at = "nowhere" if found is None else f"at {found[0]}"
             return out + self.complete("info", self.now, reason=f"acknowledged at index {o.index}, but the log has "
                                        f"its entry {at}")
+        if found[1] is UNKNOWN:
+            return out + self.complete("info", self.now, reason="its result depends on state the client read only as "
+                                       "a snapshot in a format it does not read: applied, result unknown", applied=True)
         if found[1] is COMPACTED:  # read from a snapshot: a put or delete returns nothing anyway
             if o.op in ("put", "delete"):
                 return out + self.complete("ok", self.now)

@@ -8,6 +8,11 @@ fetched with RequestEntries; broadcasts of a lower term than seen are ignored).
 
 A response that does not continue the replica (a lost response left a gap) ends the RPC
 (count 0) and a new one starts from the last applied index.
+
+A snapshot's bytes are the state machine's business (E-RAFT-26): only one in the documented
+key-value format (``zmq-harness/raft-snapshot-1``) gives the replica its state. After one in any
+other format the replica knows only the keys written since (`Replica`): a result that depends on
+what the snapshot held is unknown, and the operation ends ``info``, never with a guess.
 """
 
 from __future__ import annotations
@@ -18,10 +23,37 @@ from harness.node import Action, Connect, Disconnect, Send, Subscribe
 from harness.protocols import DecodeError
 from harness.protocols.raft import NULL, RE_LAST, RE_MORE, RE_NOT_LEADER, RE_SNAPSHOT, LogEntry
 from reference_nodes.raft.log import entry_reqid
+from harness.protocols.raft_kv import snapshot_body
 from reference_nodes.raft.state_machine import KVStateMachine, unpack_snapshot
 
 SUB = "sub"
 COMPACTED = object()  # the result of an entry the replica only knows from a snapshot
+UNKNOWN = object()  # the result of an entry that read what a snapshot it cannot read held
+
+
+class Replica(KVStateMachine):
+    """The client's key-value replica. After a snapshot it cannot read (`forget`) a key is known
+    again only once a put or delete has written it; a get or cas of another key returns
+    `UNKNOWN` (a cas leaves the key unknown: it may or may not have swapped)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written: set[str] | None = None  # None: every key known
+
+    def forget(self) -> None:
+        self.kv, self.written = {}, set()
+
+    def restore(self, state: Any) -> None:
+        super().restore(state)
+        self.written = None
+
+    def apply_op(self, body: dict[str, Any]) -> Any:
+        if self.written is not None:
+            if body["op"] in ("put", "delete"):
+                self.written.add(body["key"])
+            elif body["key"] not in self.written:
+                return UNKNOWN
+        return super().apply_op(body)
 
 
 class Read:
@@ -42,8 +74,9 @@ class LogReader:
     """Mixed into `reference_nodes.raft.client.Client`."""
 
     def init_reader(self) -> None:
-        self.sm = KVStateMachine()
+        self.sm = Replica()
         self.applied = 0
+        self.unread_upto = 0  # the last index of a snapshot in a format the replica cannot read
         self.read: Read | None = None
         self.read_target = 0
         self.results: dict[bytes, tuple[int, Any]] = {}  # our reqid -> (index, result) once applied
@@ -76,7 +109,11 @@ class LogReader:
 
     def restore_snapshot(self, index: int, data: bytes) -> None:
         state, reqids = unpack_snapshot(data)
-        self.sm.restore(state)
+        if snapshot_body(data) is None:  # another implementation's own format (E-RAFT-26)
+            self.sm.forget()
+            self.unread_upto = index
+        else:
+            self.sm.restore(state)
         self.applied = index
         for r in self.my_reqids:  # our entries inside it: where they are, not what they returned
             if r in reqids and r not in self.results:

@@ -387,6 +387,18 @@ class UnboundedPipelinePeer(Peer):
         self.pipeline = 1 << 30
 
 
+class SkipsSnapshotPeer(Peer):
+    """Breaks ``raft.wire.grammar`` (RequestEntries response, frame 5: "the first log entry
+    following previous LOG INDEX"; E-RAFT-29): answers a RequestEntries whose previous LOG INDEX
+    lies in its snapshot with the entries after the snapshot, without the snapshot's chunks, so a
+    reader misses what the snapshot holds."""
+
+    def pump_entries(self, ident: bytes, key: Any, rpc: Any, idf: str, rid: Any) -> list[Action]:
+        if rpc.snap is None and rpc.next <= self.log.snapshot_index:
+            rpc.next = self.log.snapshot_index + 1
+        return super().pump_entries(ident, key, rpc, idf, rid)
+
+
 class NewReqidFollowUpClient(Client):
     """Breaks ``raft.entries.follow-up``: answers a RequestEntries response with status 2 (more to
     come) with a request of a new request id instead of a follow-up that keeps the RPC's id, so
@@ -544,6 +556,7 @@ MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
     "no-repeat-config": ("client", NoRepeatConfigClient, "raft.client.repeat-config"),
     "new-reqid-on-retry": ("client", NewReqidRetryClient, "raft.client.broken-leader-search"),
     "reuse-reqid": ("client", ReuseReqidClient, "raft.reqid.unique"),
+    "skips-snapshot": ("peer", SkipsSnapshotPeer, "raft.wire.grammar"),
     **BROADCAST_MUTANTS,
 }
 
@@ -551,7 +564,7 @@ MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
 # tests/checkers/test_raft_checkers.py leaves them out.
 SUITE_ONLY = ("slow-election", "dies-on-malformed", "hides-leader",
               "indexless-update", "reqid-not-in-entry",
-              "new-reqid-follow-up", "ignores-redirect", "client-dies-on-malformed")
+              "new-reqid-follow-up", "ignores-redirect", "client-dies-on-malformed", "skips-snapshot")
 # Mutants that crash (the suite reports harness.robustness whichever step was waiting).
 CRASHES = ("dies-on-malformed", "client-dies-on-malformed")
 

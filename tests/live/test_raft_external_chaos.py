@@ -118,3 +118,28 @@ def test_a_standin_without_checkpoint_entries_fails_live_after_heal(tmp_path: Pa
             break
     assert set(failed) == {"live-after-heal"}, {k: v.detail for k, v in failed.items()}
     assert "not committed" in failed["live-after-heal"].detail
+
+
+CLUSTER = """
+protocol: raft
+name: raft-standin-cluster-ident
+duration: 4s
+nodes:
+  peers: {role: peer, count: 3, config: {cluster: blue}, command: "COMMAND --cluster {cluster}"}
+  clients: {role: client, count: 2}
+workload:
+  - {nodes: clients, op: put, rate: 10/s, from: 800ms, until: 3s}
+check: [cluster-ident, update-once, {live-after-heal: 2s}]
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_standin_peers_of_a_named_cluster_elect_and_commit(tmp_path: Path) -> None:
+    """E-RAFT-10: the cluster ident is frame 3 of every peer request, configured alike on every
+    peer, and a peer ignores a request of another cluster. The stand-in sent an empty ident in
+    its own RequestVotes and AppendEntries whatever its ``--cluster``, so stand-ins of a named
+    cluster ignored each other and never elected a leader (found by reading it)."""
+    result = run_live(parse_scenario(CLUSTER.replace("COMMAND", COMMANDS["standin"]), "cluster.yaml"), 1,
+                      str(tmp_path))
+    assert result.ok, [v.to_dict() for v in result.failed]

@@ -53,16 +53,18 @@ class KnowledgeBase(Listener):
     to what happens: ``appended(ev, msg, lead)``, ``snapshot_sent(ev, msg, lead)``,
     ``acknowledged(lead)`` (a follower acknowledged entries), ``claimed(i, term, crc, reqid, ref,
     lead)`` (something is shown at index i: an AppendEntries entry of ``lead``, or with ``lead``
-    None a committed entry), ``learned(i, term, crc, reqid, commit_term, ref)`` (i is committed)
-    and ``acked(ev, request, msg)`` (a RequestUpdate answered with its index)."""
+    None a committed entry), ``learned(i, term, crc, reqid, commit_term, ref)`` (i is committed),
+    ``acked(ev, request, msg)`` (a RequestUpdate answered with its index) and ``unseen(c)`` (a
+    leader whose sends nothing reports announced commit index ``c``; see `request_received`)."""
 
-    HOOKS = ("appended", "snapshot_sent", "acknowledged", "claimed", "learned", "acked")
+    HOOKS = ("appended", "snapshot_sent", "acknowledged", "claimed", "learned", "acked", "unseen")
 
     def __init__(self) -> None:
         self.leaderships: dict[tuple[str, int], Leadership] = {}
         self.votes: dict[tuple[str, int], tuple[Message, int]] = {}  # (candidate, term) -> its RequestVote, when
         self.committed: dict[int, Fact] = {}
         self.learned_upto: dict[tuple[str, int], int] = {}  # leadership -> highest commit index learned from it
+        self.senders: set[str] = set()  # peers seen sending a peer request (a leader asked for votes first)
         self.hooks: dict[str, list[Any]] = {h: [] for h in self.HOOKS}
 
     @staticmethod
@@ -94,6 +96,7 @@ class KnowledgeBase(Listener):
     @only("RequestVote", "AppendEntries", "InstallSnapshot")
     def request_sent(self, ev: Event, msg: Message) -> None:
         name = msg.name
+        self.senders.add(ev.node)
         if name == "RequestVote":
             self.votes.setdefault((ev.node, msg["term"]), (msg, ev.time_ns))
         elif name == "AppendEntries":
@@ -106,6 +109,18 @@ class KnowledgeBase(Listener):
             lead = self.leadership(ev, msg)
             for fn in self.hooks["snapshot_sent"]:
                 fn(ev, msg, lead)
+
+    @only("AppendEntries", "InstallSnapshot")
+    def request_received(self, ev: Event, msg: Message) -> None:
+        """A leader no probe or proxy reports the sends of (an external peer beside the harness's
+        own, live: what it sends them shows only as their receipts) cannot be judged, but what it
+        announced as committed, its followers rightly take: a later leader announcing it again is
+        not to be blamed for it (`CommitBound` raises its bound)."""
+        if str(msg["peer_id"]) in self.senders:
+            return  # its sends are seen (it asked for votes before it led), and judged there
+        c = msg["commit_index"] if msg.name == "AppendEntries" else msg["last_included_index"]
+        for fn in self.hooks["unseen"]:
+            fn(c)
 
     def append_claims(self, ev: Event, msg: Message, lead: Leadership) -> None:
         first, raws = entries_of(ev, msg)
@@ -230,6 +245,9 @@ class CommitBound(KnowledgeChecker):
 
     def raise_bound(self, c: int) -> None:
         self.justified = max(self.justified, c)
+
+    def on_unseen(self, c: int) -> None:
+        self.raise_bound(c)
 
 
 class CommitRule(CommitBound):

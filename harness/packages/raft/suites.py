@@ -167,7 +167,8 @@ def _peer_config(endpoint: str, values: dict[str, Any]) -> dict[str, Any]:
             "peers": peer_list(values["peers"]), "election_min_ms": int(values["election_min_ms"]),
             "election_max_ms": int(values["election_max_ms"]), "epoch_s": int(values["epoch_s"]),
             "max_entries": int(values.get("max_entries", 64)),
-            "entries_pipeline": int(values.get("entries_pipeline", 5))}
+            "entries_pipeline": int(values.get("entries_pipeline", 5)),
+            "snapshot_every": int(values.get("snapshot_every", 0))}
 
 
 def _client_config(endpoint: str, values: dict[str, Any]) -> dict[str, Any]:
@@ -193,14 +194,18 @@ SUITES: dict[str, RoleSuite] = {
         reference_cmd=_NODE + "peer --dialect {dialect} --set id={id} --set endpoint={endpoint} --set peers={peers} "
                               "--set election_min={election_min_ms}ms --set election_max={election_max_ms}ms "
                               "--set max_entries={max_entries} --set entries_pipeline={entries_pipeline} "
-                              "--set broadcast_url={broadcast_url} --store {data_dir}/raft.store --seed {seed}",
+                              "--set broadcast_url={broadcast_url} --set snapshot_every={snapshot_every} "
+                              "--store {data_dir}/raft.store --seed {seed}",
         # Long election timeouts: a case that wants the IUT to stay a follower has seconds for
         # its script; the cases about elections set short ones (iut:). {max_entries}: the most
         # entries the reference puts in one message, a hint an implementation without such a
         # setting ignores (entries-stop sets 1, so that its log needs several responses);
         # {entries_pipeline}: REQUEST_ENTRIES_PIPELINES, the document's default 5.
+        # {snapshot_every}: compact the log once this many applied entries lie beyond the last
+        # snapshot (0: never); compaction is optional, so the case that needs it (entries-snapshot)
+        # declares needs: [snapshot_every] and is skipped for a command line that does not name it.
         placeholders={"id": "iut", "peers": "", "peer_count": 3, "election_min_ms": 3000, "election_max_ms": 4000,
-                      "seed": 1, "epoch_s": 0, "max_entries": 64, "entries_pipeline": 5},
+                      "seed": 1, "epoch_s": 0, "max_entries": 64, "entries_pipeline": 5, "snapshot_every": 0},
         iut_config=_peer_config,
         harness_endpoints=tuple(f"router_{p}" for p in SCRIPTED),
         # {broadcast_url}: where it binds its StateBroadcast PUB, if it has a BroadcastStateMachine
