@@ -38,6 +38,7 @@ class BusyOnce:
     before answering: slow by itself, and holding the loop every other node shares."""
 
     implementation = "busy-once"
+    wall_ns = 0  # how long the burn took (wall time: more than burn_s when the OS gives the core away)
 
     def __init__(self, inner: Node, burn_s: float = BURN_S) -> None:
         self.inner = inner
@@ -50,9 +51,11 @@ class BusyOnce:
     def handle_timer(self, now: int) -> list[Action]:
         if not self.burnt and now > 700_000_000:
             self.burnt = True
+            began = time.monotonic_ns()
             spin = time.thread_time() + self.burn_s
             while time.thread_time() < spin:
                 pass
+            BusyOnce.wall_ns = time.monotonic_ns() - began
         return self.inner.handle_timer(now)
 
 
@@ -71,9 +74,13 @@ def test_only_the_slow_node_is_blamed_not_those_it_held_up(tmp_path: Path) -> No
               if w.startswith("subs.")}
     assert blamed == {"subs.0"}, failed
     rows = read_trace(r.trace_path).to_pylist()  # type: ignore[arg-type]
-    held = {x["node"] for x in rows if x["kind"] == "stall" and float(x["detail"].split()[1]) > 100}
-    assert held & {"subs.1", "subs.2", "publisher"}, "the others were held up by it"
-    assert "subs.0" not in held
+    held: dict[str, float] = {}  # node -> its longest stall (ms)
+    for x in rows:
+        if x["kind"] == "stall":
+            held[x["node"]] = max(held.get(x["node"], 0.0), float(x["detail"].split()[1]))
+    assert {n for n, ms in held.items() if ms > 100} & {"subs.1", "subs.2", "publisher"}, "the others were held up by it"
+    # its own 150 ms of CPU are never excused; only what the OS took besides (a loaded machine)
+    assert held.get("subs.0", 0) < (BusyOnce.wall_ns - BURN_S * 1e9) / 1e6 + 50, (held, BusyOnce.wall_ns)
 
 
 def test_a_run_whose_loop_ran_far_behind_says_so_on_its_failures(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ runtime class inherits it.
 from __future__ import annotations
 
 import errno
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -29,6 +30,7 @@ _MORE = int(zmq.NOBLOCK | zmq.SNDMORE)
 # every frame, which costs more than the send or receive itself for small multipart messages.
 _base_send = zmq.backend.Socket.send
 _base_recv = zmq.backend.Socket.recv
+thread_time = time.thread_time_ns  # the loop thread's CPU time: a node's own handling, not the OS's pauses
 
 BATCH = 256  # messages drained from one readable socket per wake-up, so no socket starves others
 
@@ -172,7 +174,9 @@ class NodeIO:
         clock = self._clock
         apply = self._apply
         taken = self._taken.pop(sock, None) if self._taken else None
-        asked = ended = clock()  # when the node's timer was last asked for; when its last handler returned
+        # when the node's timer was last asked for; when its last handler returned, counting only
+        # the CPU time it took (the OS may stop the process inside a handler: no lateness of the node's)
+        asked = ended = clock()
         self._held(slot, asked)
         for _ in range(BATCH):
             if slot.paused:
@@ -194,6 +198,7 @@ class NodeIO:
                 peer = frames[0].hex() if is_router else slot.peers.get(sname, "")
                 trace.emit_message(slot.name, RECV, now, sname, peer, None, None, pack_frames(frames),
                                    message_columns(None, sum(map(len, frames)), None))
+            cpu = thread_time()
             try:
                 actions = receive(sname, frames, slot.node_time(now) if slot.skewed else now)
                 if actions:
@@ -205,19 +210,19 @@ class NodeIO:
             if slot.node is not node:
                 self._handling = None
                 return  # crashed or restarted by a hook
-            ended = clock()
+            ended = now + thread_time() - cpu
         if taken:  # (a batch's worth, or the node's timer came first)
             self._taken[sock] = taken + self._taken.get(sock, [])
             # the socket may have nothing more to wake the poll; not due in this turn's timed
             # callbacks, which run before its timers
             self.schedule(clock() + 1, lambda: self._serve(sock))
         self._handling = None
-        self._ask_timer(slot, node, None)
+        self._ask_timer(slot, node, ended)
 
-    def _ask_timer(self, slot: Slot, node: Node, since: int | None) -> bool:
+    def _ask_timer(self, slot: Slot, node: Node, since: int) -> bool:
         """Take the node's timer (False: asking failed the node). A deadline it set since it was
-        last asked, in handlers that had all returned by ``since`` (None: now), is late from
-        ``since`` at the earliest."""
+        last asked, in handlers that had all returned by ``since``, is late from ``since`` at the
+        earliest."""
         try:
             set_timer(slot, node.get_timer())
         except Exception as exc:
@@ -236,12 +241,13 @@ class NodeIO:
             now = args[-1]  # (every caller takes it fresh from the clock)
             self._held(slot, now)
             self._handling = now
+            cpu = thread_time()
             actions = fn(*args[:-1], slot.node_time(now))
             if actions:
                 self._apply(slot, node, actions, now)
             if slot.node is node:
                 set_timer(slot, node.get_timer())
-                self._follow(slot)
+                self._follow(slot, now + thread_time() - cpu)
         except Exception as exc:
             self._node_failed(slot, where, exc)
         finally:
@@ -262,14 +268,15 @@ class NodeIO:
             self._stalled(slot.name, now, late)
             slot.late_from = now
 
-    def _follow(self, slot: Slot, since: int | None = None) -> None:
-        """The node's handler ran (by ``since``; None: it just returned) and left its timer due
-        at ``slot.timer_at``. A deadline it set anew is late from when it was set at the
-        earliest: a deadline already past when its handler returned (one that ran long) is the
-        node's own lateness, not the loop's."""
+    def _follow(self, slot: Slot, since: int) -> None:
+        """The node's handlers ran, and would have returned by ``since`` had the OS not stopped
+        the process (their start plus the CPU time they took), leaving its timer due at
+        ``slot.timer_at``. A deadline set anew is late from when it was set at the earliest: a
+        deadline already past when its handler returned (one that ran long) is the node's own
+        lateness, not the loop's."""
         due = slot.timer_at
         if due is not None and slot.late_for != due:
-            slot.late_for, slot.late_from = due, max(due, self._clock() if since is None else since)
+            slot.late_for, slot.late_from = due, max(due, since)
 
     # ---- actions -----------------------------------------------------------------------------
     def _apply(self, slot: Slot, node: Node, actions: list[Action], now: int) -> None:

@@ -21,13 +21,18 @@ HOLD_S = 0.08
 
 
 class Hog(Ticker):
-    """A ticker whose second tick holds the loop for `HOLD_S` of CPU (a slow handler)."""
+    """A ticker whose second tick holds the loop for `HOLD_S` of CPU (a slow handler); the wall
+    time that took is kept on the class (more than `HOLD_S` when the OS gives the core away)."""
+
+    wall_ns = 0
 
     def handle_timer(self, now: int) -> list[Action]:
         if self.left == int(self.config.get("ticks", 3)) - 1:
+            began = time.monotonic_ns()
             spin = time.thread_time() + HOLD_S
             while time.thread_time() < spin:
                 pass
+            type(self).wall_ns = time.monotonic_ns() - began
         return super().handle_timer(now)
 
 
@@ -49,8 +54,10 @@ def test_a_node_held_up_by_another_nodes_handler_is_reported_and_the_slow_node_i
             rt.wait_for(lambda ds: sum(d.node == "calm" for d in ds) >= 40, timeout=10)
     calm = [late for node, _, late in seen if node == "calm"]
     assert calm and max(calm) >= 0.5 * HOLD_S * 1e9, seen  # held up for most of the hog's sleep
-    # the hog's own next tick was due while it slept: that lateness is its own, never reported
-    assert all(late < 0.5 * HOLD_S * 1e9 for node, _, late in seen if node == "hog"), seen
+    # the hog's own next tick was due while it burnt: that lateness is its own, never reported
+    # (only what the OS took besides, on a loaded machine, is the loop's)
+    own_excess = Hog.wall_ns - HOLD_S * 1e9
+    assert all(late < own_excess + 0.5 * HOLD_S * 1e9 for node, _, late in seen if node == "hog"), (seen, Hog.wall_ns)
     rows = [r for r in read_trace(path).to_pylist() if r["kind"] == "stall"]
     assert {r["node"] for r in rows} >= {"calm"} and len(rows) == len(seen)
     assert all(r["detail"].startswith("held ") for r in rows)
@@ -120,3 +127,48 @@ def test_a_timer_a_message_sets_runs_before_the_rest_of_a_queued_batch(runtime: 
     before = kinds.index("timer")
     assert before < 20, " ".join(kinds)  # at about the 6th message, not after the 40th
     assert all(late < 20_000_000 for node, _, late in seen if node == "r"), seen
+
+
+class Stopped(SlowReader):
+    """Its handler sets a timer 30 ms away, then the process stops for 100 ms before the handler
+    returns (a sleep: wall time without CPU, as when the OS gives the core to another process).
+    With ``burn`` it spends those 100 ms on the CPU itself instead: a handler that ran long."""
+
+    burn = False
+
+    wall_ns = 0  # how long the handler took (wall time), set on the class for the test
+
+    def receive(self, socket: str, frames: list[bytes], now: int) -> list[Action]:
+        self.wake = now + 30_000_000
+        began = time.monotonic_ns()
+        if self.burn:
+            spin = time.thread_time() + 0.1
+            while time.thread_time() < spin:
+                pass
+        else:
+            time.sleep(0.1)
+        type(self).wall_ns = time.monotonic_ns() - began
+        return [Deliver("got", {"body": frames[-1]})]
+
+
+class Burning(Stopped):
+    burn = True
+
+
+@pytest.mark.parametrize("node,excused", [(Stopped, True), (Burning, False)])
+def test_a_deadline_the_os_made_late_inside_a_handler_is_excused_one_the_handler_burnt_is_not(
+        runtime: LiveRuntime, node: type, excused: bool) -> None:
+    seen = stalls_of(runtime)
+    runtime.add_node("r", node, role="reader")
+    runtime.start()
+    with zmq.Context() as ctx, ctx.socket(zmq.DEALER) as dealer:
+        dealer.setsockopt(zmq.LINGER, 0)
+        dealer.connect(runtime.endpoints("r")["in"][0])
+        time.sleep(0.1)
+        dealer.send(b"x")
+        runtime.wait_for(lambda ds: any(d.kind == "timer" for d in ds), timeout=10)
+    held = [late for n, _, late in seen if n == "r"]
+    if excused:  # held from its deadline (30 ms) to the handler's return (100 ms): about 70 ms
+        assert held and max(held) >= 50_000_000, seen
+    else:  # the 100 ms it burnt are its own; only what the OS took besides (a loaded machine) is excused
+        assert not held or max(held) < node.wall_ns - 90_000_000, (seen, node.wall_ns)
