@@ -108,21 +108,26 @@ class SlowReader(BaseNode):
         return [Deliver("timer", {})]
 
 
+def send_then_wait(runtime: LiveRuntime, count: int, done: Any) -> list[Any]:
+    """Start node ``r``, queue ``count`` messages at its ROUTER at once, and wait for ``done``."""
+    runtime.start()
+    with zmq.Context() as ctx, ctx.socket(zmq.DEALER) as dealer:
+        dealer.setsockopt(zmq.LINGER, 0)
+        dealer.connect(runtime.endpoints("r")["in"][0])
+        time.sleep(0.2)  # connected
+        for i in range(count):
+            dealer.send(b"%d" % i)
+        return runtime.wait_for(done, timeout=10)
+
+
 def test_a_timer_a_message_sets_runs_before_the_rest_of_a_queued_batch(runtime: LiveRuntime) -> None:
     """Forty messages queued at once: the timer the first one sets (5 ms) comes due while the
     rest wait; the loop runs it then, as the simulator orders them, not after the whole batch
     (40 ms), which left the node held from the batch's end and its lateness its own."""
     seen = stalls_of(runtime)
     runtime.add_node("r", SlowReader, role="reader")
-    runtime.start()
-    with zmq.Context() as ctx, ctx.socket(zmq.DEALER) as dealer:
-        dealer.setsockopt(zmq.LINGER, 0)
-        dealer.connect(runtime.endpoints("r")["in"][0])
-        time.sleep(0.2)  # connected
-        for i in range(40):
-            dealer.send(b"%d" % i)
-        ds = runtime.wait_for(lambda ds: sum(d.kind == "got" for d in ds) >= 40 and any(d.kind == "timer" for d in ds),
-                              timeout=10)
+    ds = send_then_wait(runtime, 40, lambda ds: sum(d.kind == "got" for d in ds) >= 40
+                        and any(d.kind == "timer" for d in ds))
     kinds = [d.kind for d in ds]
     before = kinds.index("timer")
     assert before < 20, " ".join(kinds)  # at about the 6th message, not after the 40th
@@ -160,13 +165,7 @@ def test_a_deadline_the_os_made_late_inside_a_handler_is_excused_one_the_handler
         runtime: LiveRuntime, node: type, excused: bool) -> None:
     seen = stalls_of(runtime)
     runtime.add_node("r", node, role="reader")
-    runtime.start()
-    with zmq.Context() as ctx, ctx.socket(zmq.DEALER) as dealer:
-        dealer.setsockopt(zmq.LINGER, 0)
-        dealer.connect(runtime.endpoints("r")["in"][0])
-        time.sleep(0.1)
-        dealer.send(b"x")
-        runtime.wait_for(lambda ds: any(d.kind == "timer" for d in ds), timeout=10)
+    send_then_wait(runtime, 1, lambda ds: any(d.kind == "timer" for d in ds))
     held = [late for n, _, late in seen if n == "r"]
     if excused:  # held from its deadline (30 ms) to the handler's return (100 ms): about 70 ms
         assert held and max(held) >= 50_000_000, seen
