@@ -6,10 +6,11 @@ the Raft paper) only, making other choices than the reference wherever the docum
   no entries, no reply cache, its own timers, its state in a JSON file in ``{data_dir}``; with
   ``--broadcast {broadcast_url}`` a BroadcastStateMachine of its own (one StateBroadcast of all
   newly applied entries, a 400 ms heartbeat not restarted by other broadcasts);
-* tests/standins/raft_client.py: an update is done when answered committed (no reading the log
-  back), it asks again for the leader after 200 ms, data of its own shape, exits 0 when done;
-  with ``--subscribe true`` it asks the leader for the broadcast URL (and RequestConfig when the
-  URL is missing) and holds a SUB there.
+* tests/standins/raft_client.py: an update is done when answered committed, it asks again for
+  the leader after 200 ms, data of its own shape, exits 0 when done; with ``--subscribe true`` it
+  asks the leader for the broadcast URL (and RequestConfig when the URL is missing) and holds a
+  SUB there; with ``--read`` it reads the log with RequestEntries (its own count, "stop",
+  RequestLogInfo first or not, snapshot chunks of any format), in either dialect.
 
 Each passes every case of its role: a case one failed would be a false alarm.
 """
@@ -34,18 +35,27 @@ DIFFERS = ("log-mismatch", "update-once", "read-committed", "restart-keeps-vote"
 
 
 CLIENT = Path(__file__).resolve().parents[1] / "standins" / "raft_client.py"
-CLIENT_CMD = f"{{python}} {CLIENT} --peers {{peers}} --updates {{updates}} --key {{key}} --subscribe {{subscribe}}"
+CLIENT_CMD = (f"{{python}} {CLIENT} --peers {{peers}} --updates {{updates}} --key {{key}} --subscribe {{subscribe}} "
+              "--dialect {dialect}")
+READING = ("entries-follow-up", "entries-not-leader", "entries-snapshot-follow-up", "retry-same-reqid")
 
 
-def _run(only: tuple[str, ...] | None, role: str = "peer", cmd: str = CMD) -> None:
-    results = run_suite(load_suite("raft", role, only=list(only) if only else None), cmd=cmd)
+def _run(only: tuple[str, ...] | None, role: str = "peer", cmd: str = CMD, dialect: str = "strict") -> list:
+    results = run_suite(load_suite("raft", role, only=list(only) if only else None), cmd=cmd, dialect=dialect)
     assert results
-    # a skip only where the case lets the implementation never send a message (optional:), or
-    # where it needs a placeholder the command line does not name (needs:, an optional feature)
+    # a skip only where the case lets the implementation never send a message (optional:), where
+    # it needs a placeholder the command line does not name (needs:, an optional feature), or
+    # where the case is not played in this dialect
     bad = [(r.case.id, r.clause, r.reason, r.iut_output) for r in results
-           if r.verdict != "pass" and not (r.verdict == "skipped" and "not applicable" in r.reason
-                                           and (any(s.optional for s in r.case.steps) or r.case.needs))]
+           if r.verdict != "pass" and not (r.verdict == "skipped" and (
+               "not applicable" in r.reason and (any(s.optional for s in r.case.steps) or r.case.needs)
+               or r.reason.startswith("only for dialect")))]
     assert not bad, bad
+    return results
+
+
+def _verdicts(results: list) -> dict[str, str]:
+    return {r.case.id: r.verdict for r in results}
 
 
 @pytest.mark.live
@@ -66,8 +76,51 @@ def test_the_standin_passes_every_peer_case() -> None:
 def test_the_client_standin_passes_every_client_case() -> None:
     """About 5 s: it takes a committed answer for done, so retry-same-reqid's second update comes
     at once (the reference client reads the log back first and waits out its operation timeout);
-    it never reads the log, so entries-follow-up is skipped after its 3 s wait (optional:)."""
+    it never reads the log, so the cases about reading are skipped after their 3 s wait
+    (optional:)."""
     _run(None, "client", CLIENT_CMD)
+
+
+@pytest.mark.live
+@pytest.mark.timeout(120)
+def test_the_client_standin_reading_the_log_back_is_judged_and_passes_the_reading_cases() -> None:
+    """About 6 s: with ``--read each --log-info true`` it asks RequestLogInfo, then reads each
+    update back with RequestEntries: every reading case judges it (none skipped), and it passes.
+    (Before the cases answered RequestLogInfo, retry-same-reqid failed it on raft.reqid.unique, a
+    MUST: its read-back hung on the unanswered RequestLogInfo, so no second update came.)"""
+    results = _run(READING, "client", CLIENT_CMD + " --read each --log-info true")
+    assert _verdicts(results) == dict.fromkeys(READING, "pass")
+
+
+@pytest.mark.slow
+@pytest.mark.live
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("dialect", ["strict", "raft:zmq-raft"])
+@pytest.mark.parametrize("flags", ["--read end", "--read each", "--read end --read-count 3 --stop-after 1",
+                                   "--read end --log-info true --read-from 1"])
+def test_the_client_standin_reader_passes_every_client_case(dialect: str, flags: str) -> None:
+    """Its lawful choices (when it reads, from where, with a count, stopping, RequestLogInfo first)
+    in both dialects: every case judged and passed, entries-snapshot-follow-up in strict only."""
+    results = _run(None, "client", f"{CLIENT_CMD} {flags}", dialect)
+    skipped = {"entries-snapshot-follow-up"} if dialect != "strict" else set()
+    assert _verdicts(results) == {r.case.id: "skipped" if r.case.id in skipped else "pass" for r in results}
+
+
+@pytest.mark.live
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("broken, failing", [
+    ("new-reqid", {"entries-follow-up", "entries-snapshot-follow-up"}),
+    ("no-follow-up", {"entries-follow-up", "entries-snapshot-follow-up"}),
+    ("ignore-not-leader", {"entries-not-leader"}),
+])
+def test_the_client_standin_breaking_a_reading_rule_fails_its_case(broken: str, failing: set[str]) -> None:
+    """``--break`` makes the stand-in break one rule of the RequestEntries section; the case about
+    it fails on that clause, the other reading cases still pass (about 4 s each)."""
+    cases = [c for c in load_suite("raft", "client") if c.id in READING[:3]]
+    results = run_suite(cases, cmd=f"{CLIENT_CMD} --read end --break {broken}")
+    clause = "raft.entries.not-leader" if broken == "ignore-not-leader" else "raft.entries.follow-up"
+    assert {r.case.id: (r.verdict, r.clause if r.verdict == "fail" else "") for r in results} == \
+        {c.id: ("fail", clause) if c.id in failing else ("pass", "") for c in cases}, [r.reason for r in results]
 
 
 def test_a_peer_without_broadcast_url_in_its_command_line_skips_the_broadcast_cases() -> None:
