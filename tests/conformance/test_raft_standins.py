@@ -131,3 +131,35 @@ def test_a_peer_without_broadcast_url_in_its_command_line_skips_the_broadcast_ca
     assert {c.id for c in cases} == {"broadcast-heartbeat", "broadcast-on-apply", "broadcast-uncommitted"}
     results = run_suite(cases, cmd=CMD.replace(" --broadcast {broadcast_url}", ""))
     assert [(r.verdict, "does not name {broadcast_url}" in r.reason) for r in results] == [("skipped", True)] * 3
+
+
+@pytest.mark.slow
+@pytest.mark.live
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("dialect", ["strict", "raft:zmq-raft"])
+def test_the_client_standin_reads_a_compacted_log_from_the_reference_peer(dialect: str) -> None:
+    """Interoperation beyond the suite's scripts (about 4 s): a reference peer leading alone
+    compacts every 3 entries and sends one entry per answer and 16-byte snapshot chunks; the
+    stand-in makes 7 updates, then reads the log from 0: the snapshot (the reference's key-value
+    format, printed as its map) and the entries after it, up to the last."""
+    import json
+    import subprocess
+    import sys
+
+    from harness.live.supervisor import ManagedProcess, ReadyLine, free_port
+
+    url = f"tcp://127.0.0.1:{free_port()}"
+    peer = [sys.executable, "-m", "harness.cli", "node", "raft", "peer", "--dialect", dialect,
+            "--set", "id=p1", "--set", f"endpoint={url}", "--set", f"peers=p1={url}",
+            "--set", "election_min=150ms", "--set", "election_max=300ms", "--set", "snapshot_every=3",
+            "--set", "chunk_size=16", "--set", "max_entries=1"]
+    with ManagedProcess(peer, ready=ReadyLine(r"^READY ", "stdout")):
+        out = subprocess.run([sys.executable, str(CLIENT), "--peers", f"p1={url}", "--updates", "7",
+                              "--dialect", dialect, "--read", "end"],
+                             capture_output=True, text=True, timeout=60, check=True).stdout
+    lines = [json.loads(x) for x in out.splitlines()]
+    snapshots = [x for x in lines if "snapshot" in x]
+    entries = [x["entry"] for x in lines if "entry" in x]
+    assert snapshots and isinstance(snapshots[-1].get("kv"), dict), lines
+    assert entries == list(range(snapshots[-1]["snapshot"] + 1, entries[-1] + 1)) and entries[-1] >= 8, lines
+    assert lines[-1]["read_end"] == "last", lines
