@@ -15,10 +15,10 @@ frame makes it perform RequestConfig (and ask again only when that names a leade
 URL it connects a SUB there. An unanswered URL request is given up after SERVER_RESPONSE_TTL
 (a peer without a BroadcastStateMachine need not answer).
 
-**Reader** (``--read end|each``): it reads the committed log with RequestEntries, from the
-previous LOG INDEX ``--read-from`` (``end``: once its updates are done) or from the index of each
-update it made minus one (``each``: after each update), and prints every entry and snapshot as
-a JSON line. Its own lawful choices: no count frame unless ``--read-count N`` (then a follow-up
+**Reader** (``--read end|each|start``): it reads the committed log with RequestEntries, from the
+previous LOG INDEX ``--read-from`` (``end``: once its updates are done; ``start``: once it knows
+the leader, before its first update) or from the index of each update it made minus one
+(``each``: after each update), and prints every entry and snapshot as a JSON line. Its own lawful choices: no count frame unless ``--read-count N`` (then a follow-up
 carries the count still wanted, E-RAFT-19); ``--stop-after K`` ends the RPC with a count-0
 follow-up after K "more to come" answers (the MAY of "stop"); ``--log-info true`` asks
 RequestLogInfo first and reads from the log's first INDEX - 1 when that lies beyond
@@ -143,7 +143,7 @@ class Client:
         self.sub_url: str | None = None
         self.url_id: bytes | None = None  # the RequestBroadcastStateUrl in flight
         self.url_at: float | None = None  # when it is given up
-        self.reads: list[int] = [] if args.read != "end" else [args.read_from]  # previous indexes to read from
+        self.reads: list[int] = [args.read_from] if args.read in ("end", "start") else []  # indexes to read from
         self.read: Read | None = None
         self.info_done = args.log_info != "true"
         self.idle = not self.todo and not self.reads and not self.subscribe  # nothing to ask the cluster
@@ -178,7 +178,7 @@ class Client:
         """Start the next piece of work: an update, then (``each``) its read-back, or the read."""
         if self.pending is not None or not self.leader_known:
             return
-        if self.reads and (self.args.read == "each" or not self.todo):
+        if self.reads and (self.args.read != "end" or not self.todo):
             if not self.info_done:
                 self.send(self.wire.request(self.wire.rpc_id(), b"%"), "info")
                 return
@@ -392,7 +392,7 @@ class Client:
 
     def run(self) -> int:
         self.ask_config()
-        if self.todo:  # the first update goes out at once, to whichever peer it knows
+        if self.todo and self.args.read != "start":  # the first update goes out at once, to whichever peer it knows
             self.send_update()
         end = time.monotonic() + 120
         poller = zmq.Poller()
@@ -429,8 +429,8 @@ def main() -> None:
     ap.add_argument("--subscribe", choices=("true", "false"), default="false")
     ap.add_argument("--dialect", default="strict", help="strict or raft:zmq-raft")
     ap.add_argument("--cluster", default="", help="the cluster ident (0.7 dialect)")
-    ap.add_argument("--read", choices=("none", "end", "each"), default="none")
-    ap.add_argument("--read-from", type=int, default=0, help="--read end: the previous LOG INDEX to read from")
+    ap.add_argument("--read", choices=("none", "end", "each", "start"), default="none")
+    ap.add_argument("--read-from", type=int, default=0, help="--read end, start: the previous LOG INDEX to read from")
     ap.add_argument("--read-count", type=int, default=None, help="entries wanted (count frame); none: all")
     ap.add_argument("--stop-after", type=int, default=None, help="end a read with count 0 after K answers")
     ap.add_argument("--log-info", choices=("true", "false"), default="false")
