@@ -74,10 +74,9 @@ def test_the_standin_passes_every_peer_case() -> None:
 @pytest.mark.live
 @pytest.mark.timeout(120)
 def test_the_client_standin_passes_every_client_case() -> None:
-    """About 5 s: it takes a committed answer for done, so retry-same-reqid's second update comes
-    at once (the reference client reads the log back first and waits out its operation timeout);
-    it never reads the log, so the cases about reading are skipped after their 3 s wait
-    (optional:)."""
+    """About 15 s: it takes a committed answer for done, so retry-same-reqid's second update comes
+    at once; without ``--read`` it never reads the log, so the three entries cases are skipped
+    after their 3 s wait (optional:)."""
     _run(None, "client", CLIENT_CMD)
 
 
