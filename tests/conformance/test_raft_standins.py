@@ -96,10 +96,10 @@ def test_the_client_standin_reading_the_log_back_is_judged_and_passes_the_readin
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("dialect", ["strict", "raft:zmq-raft"])
 @pytest.mark.parametrize("flags", ["--read end", "--read each", "--read end --read-count 3 --stop-after 1",
-                                   "--read end --log-info true --read-from 1", "--read start"])
+                                   "--read end --log-info true --read-from 1 --redirect-read new", "--read start"])
 def test_the_client_standin_reader_passes_every_client_case(dialect: str, flags: str) -> None:
-    """Its lawful choices (when it reads, from where, with a count, stopping, RequestLogInfo first)
-    in both dialects: every case judged and passed, entries-snapshot-follow-up in strict only.
+    """Its lawful choices (when it reads, from where, with a count, stopping, RequestLogInfo first,
+    a new RPC after "not the leader") in both dialects: every case judged and passed, entries-snapshot-follow-up in strict only.
     ``--read start`` reads only before its updates, so the three entries cases see no read after
     the commit and are skipped (before the cases answered a read before the update, it failed
     eight cases on raft.client.follow-leader)."""

@@ -22,7 +22,8 @@ the leader, before its first update) or from the index of each update it made mi
 carries the count still wanted, E-RAFT-19); ``--stop-after K`` ends the RPC with a count-0
 follow-up after K "more to come" answers (the MAY of "stop"); ``--log-info true`` asks
 RequestLogInfo first and reads from the log's first INDEX - 1 when that lies beyond
-``--read-from``. A status 2 or 3 answer gets a follow-up at once, same reqid, previous LOG INDEX
+``--read-from``; ``--redirect-read new`` answers "not the leader" with a new RPC (a new reqid)
+from where it is instead of its last request again (both lawful, E-RAFT-33). A status 2 or 3 answer gets a follow-up at once, same reqid, previous LOG INDEX
 replaced by the answer's (so any pipeline depth up to REQUEST_ENTRIES_PIPELINES works); status 1
 ends the read; status 0 is the broken-leader procedure (scenario 1: the same request to the
 leader named, at once; scenario 2: every peer, a grace, again). A snapshot chunk is kept at its
@@ -306,8 +307,11 @@ class Client:
         if status == 0 and len(frames) >= 3:
             if self.brk == "ignore-not-leader":
                 self.end_read("not the leader")
-            else:
-                self.redirect(frames[2])
+                return
+            if r is not None and self.args.redirect_read == "new":  # a new RPC from where it is (E-RAFT-33)
+                r.rid = self.wire.rpc_id()
+                self.pending = self.wire.entries(r.rid, r.prev, r.count)
+            self.redirect(frames[2])
             return
         if r is None or len(frames) < 4 or status not in (1, 2, 3):
             return  # malformed: dropped (the request is repeated when its time is up)
@@ -434,6 +438,8 @@ def main() -> None:
     ap.add_argument("--read-count", type=int, default=None, help="entries wanted (count frame); none: all")
     ap.add_argument("--stop-after", type=int, default=None, help="end a read with count 0 after K answers")
     ap.add_argument("--log-info", choices=("true", "false"), default="false")
+    ap.add_argument("--redirect-read", choices=("same", "new"), default="same",
+                    help="after 'not the leader': the same request again, or a new RPC from where it is")
     ap.add_argument("--break", dest="brk", choices=("none", "new-reqid", "no-follow-up", "ignore-not-leader"),
                     default="none")
     client = Client(ap.parse_args())
