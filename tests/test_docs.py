@@ -87,3 +87,17 @@ def test_relative_links_land_and_no_merge_leftovers() -> None:
                 leftovers.append(f"{path}:{n}: {line.strip()}")
     assert not dead, dead
     assert not leftovers, leftovers
+
+
+def test_the_errata_index_counts_each_documents_entries() -> None:
+    """The table at the top of docs/errata.md says how many entries each document has: it must
+    stay true as entries are added (it said 25 for Raft when there were 32)."""
+    text = Path("docs/errata.md").read_text()
+    table = dict(re.findall(r"^\| \[[^]]+\]\(#([a-z0-9-]+)\) \| (\d+) \|$", text, re.M))
+    sections = re.split(r"^## ", text, flags=re.M)[1:]
+    counted = {}
+    for section in sections:
+        title = section.splitlines()[0]
+        anchor = re.sub(r"[^a-z0-9 -]", "", title.lower()).replace(" ", "-")
+        counted[anchor] = len(re.findall(r"^### E-[A-Z]+-\d+", section, re.M))
+    assert table and {a: int(n) for a, n in table.items()} == {a: counted[a] for a in table}, (table, counted)

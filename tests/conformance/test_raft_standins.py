@@ -8,10 +8,11 @@ the Raft paper) only, making other choices than the reference wherever the docum
   newly applied entries, a 400 ms heartbeat not restarted by other broadcasts); with
   ``--compact-every {snapshot_every}`` log compaction of its own (a JSON snapshot, 300-byte
   chunks, one status-3 answer per RequestEntries, no entry kept after the snapshot);
-* tests/standins/raft_client.py: an update is done when answered committed (no reading the log
-  back), it asks again for the leader after 200 ms, data of its own shape, exits 0 when done;
-  with ``--subscribe true`` it asks the leader for the broadcast URL (and RequestConfig when the
-  URL is missing) and holds a SUB there.
+* tests/standins/raft_client.py: an update is done when answered committed, it asks again for
+  the leader after 200 ms, data of its own shape, exits 0 when done; with ``--subscribe true`` it
+  asks the leader for the broadcast URL (and RequestConfig when the URL is missing) and holds a
+  SUB there; with ``--read`` it reads the log with RequestEntries (its own count, "stop",
+  RequestLogInfo first or not, snapshot chunks of any format), in either dialect.
 
 Each passes every case of its role: a case one failed would be a false alarm.
 """
@@ -38,18 +39,27 @@ DIFFERS = ("log-mismatch", "update-once", "read-committed", "restart-keeps-vote"
 
 
 CLIENT = Path(__file__).resolve().parents[1] / "standins" / "raft_client.py"
-CLIENT_CMD = f"{{python}} {CLIENT} --peers {{peers}} --updates {{updates}} --key {{key}} --subscribe {{subscribe}}"
+CLIENT_CMD = (f"{{python}} {CLIENT} --peers {{peers}} --updates {{updates}} --key {{key}} --subscribe {{subscribe}} "
+              "--dialect {dialect}")
+READING = ("entries-follow-up", "entries-not-leader", "entries-snapshot-follow-up", "retry-same-reqid")
 
 
-def _run(only: tuple[str, ...] | None, role: str = "peer", cmd: str = CMD) -> None:
-    results = run_suite(load_suite("raft", role, only=list(only) if only else None), cmd=cmd)
+def _run(only: tuple[str, ...] | None, role: str = "peer", cmd: str = CMD, dialect: str = "strict") -> list:
+    results = run_suite(load_suite("raft", role, only=list(only) if only else None), cmd=cmd, dialect=dialect)
     assert results
-    # a skip only where the case lets the implementation never send a message (optional:), or
-    # where it needs a placeholder the command line does not name (needs:, an optional feature)
+    # a skip only where the case lets the implementation never send a message (optional:), where
+    # it needs a placeholder the command line does not name (needs:, an optional feature), or
+    # where the case is not played in this dialect
     bad = [(r.case.id, r.clause, r.reason, r.iut_output) for r in results
-           if r.verdict != "pass" and not (r.verdict == "skipped" and "not applicable" in r.reason
-                                           and (any(s.optional for s in r.case.steps) or r.case.needs))]
+           if r.verdict != "pass" and not (r.verdict == "skipped" and (
+               "not applicable" in r.reason and (any(s.optional for s in r.case.steps) or r.case.needs)
+               or r.reason.startswith("only for dialect")))]
     assert not bad, bad
+    return results
+
+
+def _verdicts(results: list) -> dict[str, str]:
+    return {r.case.id: r.verdict for r in results}
 
 
 @pytest.mark.live
@@ -68,10 +78,57 @@ def test_the_standin_passes_every_peer_case() -> None:
 @pytest.mark.live
 @pytest.mark.timeout(120)
 def test_the_client_standin_passes_every_client_case() -> None:
-    """About 5 s: it takes a committed answer for done, so retry-same-reqid's second update comes
-    at once (the reference client reads the log back first and waits out its operation timeout);
-    it never reads the log, so entries-follow-up is skipped after its 3 s wait (optional:)."""
+    """About 15 s: it takes a committed answer for done, so retry-same-reqid's second update comes
+    at once; without ``--read`` it never reads the log, so the three entries cases are skipped
+    after their 3 s wait (optional:)."""
     _run(None, "client", CLIENT_CMD)
+
+
+@pytest.mark.live
+@pytest.mark.timeout(120)
+def test_the_client_standin_reading_the_log_back_is_judged_and_passes_the_reading_cases() -> None:
+    """About 6 s: with ``--read each --log-info true`` it asks RequestLogInfo, then reads each
+    update back with RequestEntries: every reading case judges it (none skipped), and it passes.
+    (Before the cases answered RequestLogInfo, retry-same-reqid failed it on raft.reqid.unique, a
+    MUST: its read-back hung on the unanswered RequestLogInfo, so no second update came.)"""
+    results = _run(READING, "client", CLIENT_CMD + " --read each --log-info true")
+    assert _verdicts(results) == dict.fromkeys(READING, "pass")
+
+
+@pytest.mark.slow
+@pytest.mark.live
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("dialect", ["strict", "raft:zmq-raft"])
+@pytest.mark.parametrize("flags", ["--read end", "--read each", "--read end --read-count 3 --stop-after 1",
+                                   "--read end --log-info true --read-from 1 --redirect-read new", "--read start"])
+def test_the_client_standin_reader_passes_every_client_case(dialect: str, flags: str) -> None:
+    """Its lawful choices (when it reads, from where, with a count, stopping, RequestLogInfo first,
+    a new RPC after "not the leader") in both dialects: every case judged and passed, entries-snapshot-follow-up in strict only.
+    ``--read start`` reads only before its updates, so the three entries cases see no read after
+    the commit and are skipped (before the cases answered a read before the update, it failed
+    eight cases on raft.client.follow-leader)."""
+    results = _run(None, "client", f"{CLIENT_CMD} {flags}", dialect)
+    skipped = {"entries-snapshot-follow-up"} if dialect != "strict" else set()
+    if "start" in flags:
+        skipped |= set(READING[:3])
+    assert _verdicts(results) == {r.case.id: "skipped" if r.case.id in skipped else "pass" for r in results}
+
+
+@pytest.mark.live
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("broken, failing", [
+    ("new-reqid", {"entries-follow-up", "entries-snapshot-follow-up"}),
+    ("no-follow-up", {"entries-follow-up", "entries-snapshot-follow-up"}),
+    ("ignore-not-leader", {"entries-not-leader"}),
+])
+def test_the_client_standin_breaking_a_reading_rule_fails_its_case(broken: str, failing: set[str]) -> None:
+    """``--break`` makes the stand-in break one rule of the RequestEntries section; the case about
+    it fails on that clause, the other reading cases still pass (about 4 s each)."""
+    cases = [c for c in load_suite("raft", "client") if c.id in READING[:3]]
+    results = run_suite(cases, cmd=f"{CLIENT_CMD} --read end --break {broken}")
+    clause = "raft.entries.not-leader" if broken == "ignore-not-leader" else "raft.entries.follow-up"
+    assert {r.case.id: (r.verdict, r.clause if r.verdict == "fail" else "") for r in results} == \
+        {c.id: ("fail", clause) if c.id in failing else ("pass", "") for c in cases}, [r.reason for r in results]
 
 
 def test_a_peer_without_broadcast_url_in_its_command_line_skips_the_broadcast_cases() -> None:
@@ -91,3 +148,35 @@ def test_a_peer_that_does_not_compact_skips_the_snapshot_case() -> None:
     assert [(c.id, c.needs) for c in cases] == [("entries-snapshot", ["snapshot_every"])]
     results = run_suite(cases, cmd=CMD.replace(" --compact-every {snapshot_every}", ""))
     assert [(r.verdict, "does not name {snapshot_every}" in r.reason) for r in results] == [("skipped", True)]
+
+
+@pytest.mark.slow
+@pytest.mark.live
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("dialect", ["strict", "raft:zmq-raft"])
+def test_the_client_standin_reads_a_compacted_log_from_the_reference_peer(dialect: str) -> None:
+    """Interoperation beyond the suite's scripts (about 4 s): a reference peer leading alone
+    compacts every 3 entries and sends one entry per answer and 16-byte snapshot chunks; the
+    stand-in makes 7 updates, then reads the log from 0: the snapshot (the reference's key-value
+    format, printed as its map) and the entries after it, up to the last."""
+    import json
+    import subprocess
+    import sys
+
+    from harness.live.supervisor import ManagedProcess, ReadyLine, free_port
+
+    url = f"tcp://127.0.0.1:{free_port()}"
+    peer = [sys.executable, "-m", "harness.cli", "node", "raft", "peer", "--dialect", dialect,
+            "--set", "id=p1", "--set", f"endpoint={url}", "--set", f"peers=p1={url}",
+            "--set", "election_min=150ms", "--set", "election_max=300ms", "--set", "snapshot_every=3",
+            "--set", "chunk_size=16", "--set", "max_entries=1"]
+    with ManagedProcess(peer, ready=ReadyLine(r"^READY ", "stdout")):
+        out = subprocess.run([sys.executable, str(CLIENT), "--peers", f"p1={url}", "--updates", "7",
+                              "--dialect", dialect, "--read", "end"],
+                             capture_output=True, text=True, timeout=60, check=True).stdout
+    lines = [json.loads(x) for x in out.splitlines()]
+    snapshots = [x for x in lines if "snapshot" in x]
+    entries = [x["entry"] for x in lines if "entry" in x]
+    assert snapshots and isinstance(snapshots[-1].get("kv"), dict), lines
+    assert entries == list(range(snapshots[-1]["snapshot"] + 1, entries[-1] + 1)) and entries[-1] >= 8, lines
+    assert lines[-1]["read_end"] == "last", lines
