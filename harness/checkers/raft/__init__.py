@@ -8,14 +8,16 @@ from harness.checkers.raft.elections import ElectionSafety, RaftChecker, TermUpd
 from harness.checkers.raft.liveness import LiveAfterHeal
 from harness.checkers.raft.logs import LeaderAppendOnly, LogMatching, StateMachineSafety
 from harness.checkers.raft.redirects import FollowsEntriesRedirect
-from harness.checkers.raft.requests import ClusterIdent, EntriesPipeline, EntriesStop, MessageIds, UpdateReqids
+from harness.checkers.raft.requests import (
+    ClusterIdent, EntriesFromPrev, EntriesPipeline, EntriesStop, MessageIds, UpdateReqids,
+)
 from harness.checkers.raft.snapshots import SnapshotState
 from harness.checkers.raft.timing import LeaderHeartbeat
 from harness.checkers.raft.updates import UpdateExpiry, UpdateOnce
 
 __all__ = [
     "BroadcastEntries", "BroadcastHeartbeat", "BroadcastState", "BroadcastUrl", "ClusterIdent", "CommitRule",
-    "CommittedDurable", "ElectionSafety", "EntriesPipeline", "EntriesStop", "FollowsEntriesRedirect", "LeaderAppendOnly",
+    "CommittedDurable", "ElectionSafety", "EntriesFromPrev", "EntriesPipeline", "EntriesStop", "FollowsEntriesRedirect", "LeaderAppendOnly",
     "LeaderCompleteness", "LeaderHeartbeat", "LiveAfterHeal", "LogMatching", "MessageIds", "RaftChecker",
     "RepeatConfig", "RequestConfig", "SnapshotState", "StateMachineSafety", "TermUpdate", "UpdateExpiry", "UpdateOnce",
     "UpdateReqids", "VoteOnce",

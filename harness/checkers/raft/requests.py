@@ -197,6 +197,64 @@ class EntriesStop(RaftChecker):
                                            f"entries afterwards")
 
 
+class EntriesFromPrev(RaftChecker):
+    """The first answer a peer sends to a new RequestEntries RPC starts right after the request's
+    previous LOG INDEX (``raft.wire.grammar``: frame 5 of the response is "the first log entry
+    following previous LOG INDEX"), or is a snapshot chunk (status 3) when that index lies in the
+    peer's snapshot (E-RAFT-29), or carries no entries. A peer that answered with later entries
+    would leave the reader without what lies between (the mutant ``skips-snapshot``: the entries
+    after its snapshot without the snapshot). Only an RPC's first answer is judged, where every
+    dialect agrees on where it starts (a 0.7 follow-up repeats the first previous LOG INDEX).
+    Not judged for an external peer seen by the chaos proxy (it reads a request when the proxy
+    hands it on, and answers to an earlier one of the same id may follow)."""
+
+    name = "entries-from-prev"
+    clause = "raft.wire.grammar"
+    kinds = frozenset({SEND, RECV, CRASH, RESTART})
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self.waiting: dict[tuple[str, bytes, bytes], tuple[int, dict[str, Any]]] = {}  # RPC -> (prev, request)
+        self.seen: set[tuple[str, bytes, bytes]] = set()  # RPCs begun, answered or not
+        self.problems: list[tuple[str, list[dict[str, Any]]]] = []
+        self.judged = 0
+
+    def on_other(self, ev: Event) -> None:
+        self.waiting = {k: v for k, v in self.waiting.items() if k[0] != ev.node}
+        self.seen = {k for k in self.seen if k[0] != ev.node}
+
+    @only("RequestEntries")
+    def request_received(self, ev: Event, msg: Message) -> None:
+        if msg.name != "RequestEntries" or not ev.frames or len(ev.frames) < 2 or ev.via == VIA_PROXY:
+            return
+        key = (ev.node, ev.frames[0], ev.frames[1])
+        if key not in self.seen:  # a new RPC (a follow-up keeps the id)
+            self.seen.add(key)
+            self.waiting[key] = (msg["prev_log_index"], show(ev, msg))
+
+    @only("RequestEntriesResponse")
+    def response_sent(self, ev: Event, request: Message, msg: Message) -> None:
+        if msg.name != "RequestEntriesResponse" or not ev.frames or len(ev.frames) < 2:
+            return
+        first = self.waiting.pop((ev.node, ev.frames[0], ev.frames[1]), None)
+        if first is None:
+            return  # not an RPC's first answer, or one this check did not see begin
+        prev, req = first
+        entries = msg.fields.get("entries") or []
+        if msg["status"] in (0, 3) or not entries:
+            return
+        self.judged += 1
+        start = msg["last_index"] - len(entries) + 1
+        if start != prev + 1 and len(self.problems) < 50:
+            self.problems.append((f"{ev.node} answered a RequestEntries after LOG INDEX {prev} with entries from "
+                                  f"{start}: what lies between was never sent (nor a snapshot holding it)",
+                                  [req, show(ev, msg)]))
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        return self.verdict(self.problems, f"{self.judged} RequestEntries RPC(s) answered first with entries, each "
+                                           "from the entry after the request's previous LOG INDEX")
+
+
 class EntriesPipeline(RaftChecker):
     """At most REQUEST_ENTRIES_PIPELINES responses of one RequestEntries RPC are unconfirmed
     (``raft.entries.pipeline``, E-RAFT-19: each follow-up confirms one response). Reads the

@@ -198,6 +198,7 @@ CHECKS = {
     "message-ids": _check("message-ids", checkers.MessageIds),
     "cluster-ident": _check("cluster-ident", checkers.ClusterIdent),
     "entries-stop": _check("entries-stop", checkers.EntriesStop),
+    "entries-from-prev": _check("entries-from-prev", checkers.EntriesFromPrev),
     "entries-pipeline": _check("entries-pipeline", checkers.EntriesPipeline),
     "follows-entries-redirect": _check("follows-entries-redirect", checkers.FollowsEntriesRedirect, {
         "within": Setting("within_ms", as_ms, "judge the first RequestEntries sent this soon after the redirect "
