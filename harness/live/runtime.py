@@ -36,7 +36,7 @@ from harness.live.deliveries import Delivery, DeliveryLog
 from harness.live.external import ExternalNode
 from harness.live.loop import EventLoop, LiveRuntimeError
 from harness.live.node_io import NodeIO, Slot, set_timer
-from harness.live.sockets import BIND_RETRY_S, SocketSetupError, open_socket
+from harness.live.sockets import BIND_RETRY_S, STOP_LINGER_MS, SocketSetupError, open_socket
 from harness.node import DurableStore, Node, NodeContext, NodeFactory, SocketType
 from harness.runtime import (
     CLOCK as CAN_CLOCK, CRASH as CAN_CRASH, PARTITION as CAN_PARTITION, PAUSE as CAN_PAUSE, RESTART as CAN_RESTART,
@@ -537,17 +537,17 @@ class LiveRuntime(EventLoop, NodeIO):
         if self._trace is not None:
             self._trace.lifecycle(node, kind, self._clock(), detail)
 
-    def _close_sockets(self, slot: Slot) -> None:
+    def _close_sockets(self, slot: Slot, linger: int = 0) -> None:
         for sock in slot.sockets.values():
             self._owner.pop(sock, None)
             self._poll_items = [item for item in self._poll_items if item[0] is not sock]
-            sock.close(linger=0)
+            sock.close(linger=linger)
         slot.sockets.clear()
         slot.bound.clear()
 
     def _close_all_sockets(self) -> None:
-        for slot in self._slots.values():
-            self._close_sockets(slot)
+        for slot in self._slots.values():  # (not linger 0: libzmq's abort, STOP_LINGER_MS)
+            self._close_sockets(slot, STOP_LINGER_MS)
 
     def _slot(self, name: str) -> Slot:
         try:

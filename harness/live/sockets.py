@@ -24,6 +24,19 @@ ZMQ_TYPE: dict[SocketType, int] = {
 # node may find its old port still taken for a few milliseconds.
 BIND_RETRY_S = 2.0
 
+# The linger of every socket closed as the runtime stops (a crash keeps 0: its peers see the
+# connections go at once, what it had queued is lost). libzmq 4.3.5 aborts the process
+# ("Resource temporarily unavailable (src/session_base.cpp:233)", libzmq issue 3442) when a
+# session whose engine has sent part of a multipart message loses its TCP connection while its
+# pipe is being torn down: clean_pipes must read the message's other frames and a terminated
+# pipe yields nothing. Closing with linger 0 tears the pipe down at once, so closing both ends
+# of a connection in one pass (the stop closes every node's sockets) aborts when one of them was
+# still sending. With a linger the pipe stays readable until its last whole message is read
+# (``waiting_for_delimiter``): the peer's close finds it so, or it ends cleanly at a message's
+# boundary. It is reached only by a peer that keeps the connection and reads nothing (an
+# external process stopped by SIGSTOP, a peer gone for good): the stop then waits this long.
+STOP_LINGER_MS = 250
+
 
 class SocketSetupError(RuntimeError):
     """A socket could not be created, bound or connected as its spec asks."""

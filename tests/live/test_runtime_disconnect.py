@@ -73,9 +73,9 @@ def no_core_dump() -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # (an abort must leave no core file behind)
 
 
-def child(code: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=30,
-                          preexec_fn=no_core_dump)
+def child(code: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          timeout=timeout, preexec_fn=no_core_dump)
 
 
 def test_libzmq_aborts_on_a_receive_after_disconnecting_a_polled_multipart_message() -> None:
