@@ -219,15 +219,15 @@ class NodeIO:
         self._handling = None
         self._ask_timer(slot, node, ended)
 
-    def _ask_timer(self, slot: Slot, node: Node, since: int) -> bool:
-        """Take the node's timer (False: asking failed the node). A deadline it set since it was
-        last asked, in handlers that had all returned by ``since``, is late from ``since`` at the
-        earliest."""
+    def _ask_timer(self, slot: Slot, node: Node, since: int, where: str = "receive") -> bool:
+        """Take the node's timer (False: asking failed the node, in ``where``). A deadline it set
+        since it was last asked, in handlers that had all returned by ``since``, is late from
+        ``since`` at the earliest."""
         try:
             set_timer(slot, node.get_timer())
         except Exception as exc:
             self._handling = None
-            self._node_failed(slot, "receive", exc)
+            self._node_failed(slot, where, exc)
             return False
         self._follow(slot, since)
         return True
@@ -246,8 +246,7 @@ class NodeIO:
             if actions:
                 self._apply(slot, node, actions, now)
             if slot.node is node:
-                set_timer(slot, node.get_timer())
-                self._follow(slot, now + thread_time() - cpu)
+                self._ask_timer(slot, node, now + thread_time() - cpu, where)
         except Exception as exc:
             self._node_failed(slot, where, exc)
         finally:

@@ -25,9 +25,8 @@ stops the loop; ``run`` and the waits then raise `LiveRuntimeError`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import logging
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
 import zmq

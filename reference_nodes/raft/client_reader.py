@@ -22,9 +22,9 @@ from typing import Any
 from harness.node import Action, Connect, Disconnect, Send, Subscribe
 from harness.protocols import DecodeError
 from harness.protocols.raft import NULL, RE_LAST, RE_MORE, RE_NOT_LEADER, RE_SNAPSHOT, LogEntry
-from reference_nodes.raft.log import entry_reqid
 from harness.protocols.raft_kv import snapshot_body
-from reference_nodes.raft.state_machine import KVStateMachine, unpack_snapshot
+from reference_nodes.raft.log import entry_reqid
+from reference_nodes.raft.state_machine import KVStateMachine, snapshot_parts
 
 SUB = "sub"
 COMPACTED = object()  # the result of an entry the replica only knows from a snapshot
@@ -108,8 +108,9 @@ class LogReader:
         return out
 
     def restore_snapshot(self, index: int, data: bytes) -> None:
-        state, reqids = unpack_snapshot(data)
-        if snapshot_body(data) is None:  # another implementation's own format (E-RAFT-26)
+        body = snapshot_body(data)
+        state, reqids = snapshot_parts(body)
+        if body is None:  # another implementation's own format (E-RAFT-26)
             self.sm.forget()
             self.unread_upto = index
         else:

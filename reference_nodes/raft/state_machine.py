@@ -117,7 +117,11 @@ def pack_snapshot(state: Any, reqids: dict[bytes, int]) -> bytes:
 
 def unpack_snapshot(data: bytes) -> tuple[Any, dict[bytes, int]]:
     """(state, reqids) of a snapshot; an empty or foreign snapshot is (None, {})."""
-    body = snapshot_body(data)
+    return snapshot_parts(snapshot_body(data))
+
+
+def snapshot_parts(body: dict[str, Any] | None) -> tuple[Any, dict[bytes, int]]:
+    """(state, reqids) of a snapshot's `snapshot_body` (None: (None, {}))."""
     if body is None:
         return None, {}
     reqids = {}

@@ -246,8 +246,7 @@ class CommitBound(KnowledgeChecker):
     def raise_bound(self, c: int) -> None:
         self.justified = max(self.justified, c)
 
-    def on_unseen(self, c: int) -> None:
-        self.raise_bound(c)
+    on_unseen = raise_bound  # a commit index an unseen leader announced (KnowledgeBase.request_received)
 
 
 class CommitRule(CommitBound):

@@ -150,6 +150,13 @@ class UpdateReqids(RaftChecker):
                                          f"operation under one reqid")
 
 
+def rpc_key(ev: Event) -> tuple[str, bytes, bytes] | None:
+    """(peer, client's routing id, request id) of a request a peer's ROUTER received or of its
+    answer, or None when the event carries no such frames."""
+    frames = ev.frames
+    return (ev.node, frames[0], frames[1]) if frames and len(frames) > 1 else None
+
+
 class EntriesStop(RaftChecker):
     """A RequestEntries follow-up with count 0 ends the RPC: the peer sends no further answer with
     entries to it (``raft.entries.stop-honoured``, E-RAFT-19; an answer without entries, or none,
@@ -174,9 +181,9 @@ class EntriesStop(RaftChecker):
 
     @only("RequestEntries")
     def request_received(self, ev: Event, msg: Message) -> None:
-        if msg.name != "RequestEntries" or not ev.frames or len(ev.frames) < 2 or ev.via == VIA_PROXY:
+        key = rpc_key(ev)
+        if msg.name != "RequestEntries" or key is None or ev.via == VIA_PROXY:
             return  # an external peer's receive is when the proxy handed it on: answers it sent before may follow
-        key = (ev.node, ev.frames[0], ev.frames[1])
         if msg.get("count") == 0:
             self.stops += 1
             self.stopped[key] = show(ev, msg)
@@ -187,7 +194,7 @@ class EntriesStop(RaftChecker):
     def response_sent(self, ev: Event, request: Message, msg: Message) -> None:
         if msg.name != "RequestEntriesResponse" or not msg.fields.get("entries") or len(self.problems) >= 50:
             return
-        stop = self.stopped.get((ev.node, ev.frames[0], ev.frames[1])) if ev.frames and len(ev.frames) > 1 else None
+        stop = self.stopped.get(rpc_key(ev))  # type: ignore[arg-type]
         if stop is not None:
             self.problems.append((f"{ev.node} went on answering a RequestEntries with entries after the client's "
                                   f"follow-up with count 0", [stop, show(ev, msg)]))
@@ -225,18 +232,16 @@ class EntriesFromPrev(RaftChecker):
 
     @only("RequestEntries")
     def request_received(self, ev: Event, msg: Message) -> None:
-        if msg.name != "RequestEntries" or not ev.frames or len(ev.frames) < 2 or ev.via == VIA_PROXY:
+        key = rpc_key(ev)
+        if msg.name != "RequestEntries" or key is None or ev.via == VIA_PROXY:
             return
-        key = (ev.node, ev.frames[0], ev.frames[1])
         if key not in self.seen:  # a new RPC (a follow-up keeps the id)
             self.seen.add(key)
             self.waiting[key] = (msg["prev_log_index"], show(ev, msg))
 
     @only("RequestEntriesResponse")
     def response_sent(self, ev: Event, request: Message, msg: Message) -> None:
-        if msg.name != "RequestEntriesResponse" or not ev.frames or len(ev.frames) < 2:
-            return
-        first = self.waiting.pop((ev.node, ev.frames[0], ev.frames[1]), None)
+        first = self.waiting.pop(rpc_key(ev), None) if msg.name == "RequestEntriesResponse" else None  # type: ignore[arg-type]
         if first is None:
             return  # not an RPC's first answer, or one this check did not see begin
         prev, req = first
@@ -284,9 +289,9 @@ class EntriesPipeline(RaftChecker):
 
     @only("RequestEntries")
     def request_received(self, ev: Event, msg: Message) -> None:
-        if msg.name != "RequestEntries" or not ev.frames or len(ev.frames) < 2:
+        key = rpc_key(ev)
+        if msg.name != "RequestEntries" or key is None:
             return
-        key = (ev.node, ev.frames[0], ev.frames[1])
         if msg.get("count") == 0:
             self.open.pop(key, None)
         elif key in self.open:
@@ -296,9 +301,9 @@ class EntriesPipeline(RaftChecker):
 
     @only("RequestEntriesResponse")
     def response_sent(self, ev: Event, request: Message, msg: Message) -> None:
-        if msg.name != "RequestEntriesResponse" or msg["status"] not in (1, 2, 3) or not ev.frames:
+        if msg.name != "RequestEntriesResponse" or msg["status"] not in (1, 2, 3):
             return
-        key = (ev.node, ev.frames[0], ev.frames[1]) if len(ev.frames) > 1 else None
+        key = rpc_key(ev)
         if key not in self.open:
             return  # an answer to an RPC this check did not see begin
         n = self.open[key] + 1
