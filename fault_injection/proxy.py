@@ -74,7 +74,7 @@ class ChaosProxy(Relay):
                  max_message: int = DEFAULT_MAX_MESSAGE, on_event: Callable[[FaultEvent], None] | None = None,
                  name_socket: Callable[[str, str], str] | None = None,
                  welcome_of: Callable[[str, str], bytes | None] | None = None,
-                 identify: Callable[[tuple[str, int]], str | None] | None = None,
+                 identify: Callable[[tuple[str, int], tuple[str, int]], str | None] | None = None,
                  fields_of: FieldsOf | None = None, malformed: TypedMalformed | None = None,
                  observe: ObservePairs | None = None, on_seen: SeenHook | None = None) -> None:
         if hostile not in ("pass", "cut"):
@@ -91,7 +91,8 @@ class ChaosProxy(Relay):
         # connects to the proxy's endpoint, a binder's that binds the link's target.
         self.name_socket = name_socket
         self.welcome_of = welcome_of  # (binder, target) -> its XPUB welcome, when the link names none
-        self.identify = identify  # (source address, port) -> node, for connecters nothing else names
+        # (connecter's address, listener's address) -> node, for connecters nothing else names
+        self.identify = identify
         self.fields_of = fields_of  # decoded fields, for rules with field conditions
         self.malformed = malformed  # whether damaged frames no longer decode (corrupt rules)
         # (src, dst) -> whether the messages between them are reported to ``on_seen`` (read when
@@ -405,7 +406,7 @@ class ChaosProxy(Relay):
                 log.warning("proxy accept on %s failed: %s", endpoint, exc)
                 return
             self._stats.connections += 1
-            connecter = link.connecter or self._sources.get(addr[0]) or self._identify(addr) or UNKNOWN
+            connecter = link.connecter or self._sources.get(addr[0]) or self._identify(client, addr) or UNKNOWN
             if connecter == UNKNOWN:
                 self._stats.unidentified += 1
                 self._event(network_fault(self.clock(), "unidentified",
@@ -416,11 +417,11 @@ class ChaosProxy(Relay):
                 continue
             self._open(link, client, connecter, endpoint)
 
-    def _identify(self, addr: tuple[str, int]) -> str | None:
+    def _identify(self, client: socket.socket, addr: tuple[str, int]) -> str | None:
         if self.identify is None:
             return None
         try:
-            return self.identify(addr)
+            return self.identify(addr, client.getsockname()[:2])
         except Exception:
             log.exception("proxy identify callback failed")
             return None

@@ -31,7 +31,7 @@ from typing import Any
 from fault_injection import nemesis
 from fault_injection.naming import codec_classifier, codec_fields, codec_malformed
 from fault_injection.proxy import ChaosProxy, LinkSpec
-from harness.live.procnet import local_inode, socket_inodes
+from harness.live.procnet import connection_inode, socket_inodes
 from harness.packages.base import ProtocolPackage
 from harness.scenario import Scenario
 
@@ -127,11 +127,11 @@ def source_addresses_work() -> bool:
     return True
 
 
-def connection_owner(addr: tuple[str, int], pids: dict[str, int | None]) -> str | None:
+def connection_owner(addr: tuple[str, int], listener: tuple[str, int], pids: dict[str, int | None]) -> str | None:
     """Which of the processes (node -> pid, each the leader of its process group) holds the
-    connecting socket whose local address is ``addr``; None if none does or the host has no
+    socket connected from ``addr`` to ``listener``; None if none does or the host has no
     /proc. How the proxy names an external process that connects to a shared listener."""
-    inode = local_inode(addr)
+    inode = connection_inode(addr, listener)
     if inode is None:
         return None
     for node, pid in pids.items():
@@ -243,7 +243,8 @@ def place_for_run(scenario: Scenario, pkg: ProtocolPackage, configs: dict[str, t
         scenario, pkg, configs, owners, in_process, seed, lambda: runtime.now_ns,
         name_socket=lambda node, ep: socket_on(runtime, node, ep),
         welcome_of=lambda node, ep: welcome_on(runtime, node, ep),
-        identify=lambda addr: connection_owner(addr, {n: p.process.pid for n, p in processes.items()}))
+        identify=lambda addr, listener: connection_owner(addr, listener,
+                                                        {n: p.process.pid for n, p in processes.items()}))
     runtime.attach_proxy(placement.proxy, placement.sources)
     return placement
 

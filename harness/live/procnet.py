@@ -27,10 +27,18 @@ def _tcp_rows(tables: tuple[str, ...] = _TCP_TABLES) -> Iterator[list[str]]:
                 yield fields
 
 
-def local_inode(addr: tuple[str, int]) -> str | None:
-    """The inode of the IPv4 TCP socket whose local address is ``addr``."""
-    want = f"{socket.inet_aton(addr[0])[::-1].hex().upper()}:{addr[1]:04X}"
-    return next((fields[9] for fields in _tcp_rows(_TCP_TABLES[:1]) if fields[1] == want), None)
+def _hex_addr(addr: tuple[str, int]) -> str:
+    return f"{socket.inet_aton(addr[0])[::-1].hex().upper()}:{addr[1]:04X}"
+
+
+def connection_inode(local: tuple[str, int], remote: tuple[str, int]) -> str | None:
+    """The inode of the IPv4 TCP socket with local address ``local`` connected to ``remote``.
+    The whole pair, not the local address alone: the kernel gives one local port to
+    connections towards different destinations, and the table keeps a closed one for a minute
+    (TIME_WAIT, inode 0), so a local address alone can name the wrong socket or none."""
+    want_local, want_remote = _hex_addr(local), _hex_addr(remote)
+    return next((fields[9] for fields in _tcp_rows(_TCP_TABLES[:1])
+                 if fields[1] == want_local and fields[2] == want_remote and fields[9] != "0"), None)
 
 
 def group_members(pgid: int) -> list[int]:
@@ -86,4 +94,4 @@ def connects_to(pgid: int, ports: set[int]) -> bool:
     return False
 
 
-__all__ = ["connects_to", "group_members", "local_inode", "socket_inodes"]
+__all__ = ["connection_inode", "connects_to", "group_members", "socket_inodes"]
