@@ -142,10 +142,11 @@ class Stopped(SlowReader):
     burn = False
 
     wall_ns = 0  # how long the handler took (wall time), set on the class for the test
+    late_ns = 0  # how late its timer ran after all (wall time), set on the class too
 
     def receive(self, socket: str, frames: list[bytes], now: int) -> list[Action]:
         self.wake = now + 30_000_000
-        began = time.monotonic_ns()
+        began = self.began = time.monotonic_ns()
         if self.burn:
             spin = time.thread_time() + 0.1
             while time.thread_time() < spin:
@@ -154,6 +155,10 @@ class Stopped(SlowReader):
             time.sleep(0.1)
         type(self).wall_ns = time.monotonic_ns() - began
         return [Deliver("got", {"body": frames[-1]})]
+
+    def handle_timer(self, now: int) -> list[Action]:
+        type(self).late_ns = time.monotonic_ns() - self.began - 30_000_000
+        return super().handle_timer(now)
 
 
 class Burning(Stopped):
@@ -169,5 +174,6 @@ def test_a_deadline_the_os_made_late_inside_a_handler_is_excused_one_the_handler
     held = [late for n, _, late in seen if n == "r"]
     if excused:  # held from its deadline (30 ms) to the handler's return (100 ms): about 70 ms
         assert held and max(held) >= 50_000_000, seen
-    else:  # the 100 ms it burnt are its own; only what the OS took besides (a loaded machine) is excused
-        assert not held or max(held) < node.wall_ns - 90_000_000, (seen, node.wall_ns)
+    else:  # the 70 ms it burnt past its deadline are its own; only the rest of the lateness (what
+        # the OS took inside the handler and after it, on a loaded machine) is excused
+        assert not held or max(held) < node.late_ns - 60_000_000, (seen, node.wall_ns, node.late_ns)
