@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.checkers.base import NOTE, RECV, SEND, VIA_PROXY, Checker, Event, Verdict
-from harness.checkers.raft.wire import PEER_RESPONSES, PEER_RPCS, Listener, Tracker, only, show
+from harness.checkers.raft.wire import PEER_RESPONSES, PEER_RPCS, Listener, Tracker, only, show, unseen_sender
 from harness.protocols.codec import Message
 
 
@@ -64,14 +64,18 @@ class RaftChecker(Checker, Listener):
 class ElectionSafety(RaftChecker):
     """At most one leader per term (Raft's Election Safety). Reads every AppendEntries and
     InstallSnapshot a peer sends (only a leader sends them; frame 4 names it, frame 5 its term)
-    and the peers' ``role`` notes saying ``leader``. Two different peers leading one term fail."""
+    and the peers' ``role`` notes saying ``leader``. Two different peers leading one term fail.
+    A leader whose sends nothing reports (an external peer beside the harness's own, live) is
+    read from the AppendEntries and InstallSnapshots its probed followers received (frame 4
+    names it), unless ``receipts`` is False (a message rule may damage what they receive)."""
 
     name = "election-safety"
     clause = "raft.safety.election-safety"
     kinds = frozenset({SEND, RECV, NOTE})
 
-    def __init__(self, **params: Any) -> None:
+    def __init__(self, receipts: bool = True, **params: Any) -> None:
         super().__init__(**params)
+        self.receipts = receipts
         self.leaders: dict[int, tuple[str, tuple[Event, Message | None]]] = {}  # term -> (node, evidence)
         self.problems: list[tuple[str, list[dict[str, Any]]]] = []
 
@@ -85,6 +89,12 @@ class ElectionSafety(RaftChecker):
     def request_sent(self, ev: Event, msg: Message) -> None:
         if msg.name in ("AppendEntries", "InstallSnapshot"):
             self.claim(msg["term"], ev.node, ev, msg)
+
+    @only("AppendEntries", "InstallSnapshot")
+    def request_received(self, ev: Event, msg: Message) -> None:
+        sender = unseen_sender(self.tracker, ev, msg) if self.receipts else None
+        if sender is not None:
+            self.claim(msg["term"], sender, ev, msg)
 
     def on_other(self, ev: Event) -> None:
         if ev.kind == NOTE and ev.msg_type == "role" and ev.data and ev.data.get("role") == "leader":
