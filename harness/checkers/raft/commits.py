@@ -367,11 +367,12 @@ class CommitRule(CommitBound):
             self.count(key, c, received)
             return
         majority = self.peers // 2 + 1
-        n = self.majority_index(lead, self.unseen_followers(ev, lead))
-        term_n = lead.claims.get(n, (None,))[0] if n is not None else None
-        justified = n is not None and n >= c and term_n == lead.term
+        n, term_n, justified = self.held(lead, c, 0)
+        unseen = self.unseen_followers(ev, lead) if not justified else 0
+        if unseen:
+            n, term_n, justified = self.held(lead, c, unseen)
         self.raise_bound(c)  # judged once; later leaders build on it
-        if received and n is not None and n >= c and (n == UNSEEN or term_n is None):
+        if received and n is not None and n >= c and (unseen and justified or term_n is None):
             self.unjudged += 1  # a majority needs acknowledgements the run may not show, or an entry it did not
             self.judged[key] = c
             return
@@ -389,6 +390,13 @@ class CommitRule(CommitBound):
             self.problems.setdefault("raft.algorithm.commit-majority", []).append((
                 f"{lead.node}, leader of term {lead.term}, sent commit index {c}, held by no majority "
                 f"(acknowledged: {sorted(lead.matches.values(), reverse=True)}, majority {majority})", [ref]))
+
+    def held(self, lead: Leadership, c: int, unseen: int) -> tuple[int | None, int | None, bool]:
+        """The leader's majority index (with ``unseen`` followers taken to hold everything), its
+        term as the leader showed it, and whether that justifies commit index ``c``."""
+        n = self.majority_index(lead, unseen)
+        term_n = lead.claims.get(n, (None,))[0] if n is not None else None
+        return n, term_n, n is not None and n >= c and (term_n == lead.term or n == UNSEEN)
 
     def on_appended(self, ev: Event, msg: Message, lead: Leadership) -> None:
         self.judge(ev, msg, lead, msg["commit_index"])
