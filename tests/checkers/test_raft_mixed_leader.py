@@ -3,10 +3,11 @@ beside the harness's in-process peers (live: no probe, and no chaos proxy betwee
 peer), whose AppendEntries show only as the others' RECV rows (docs/raft-external.md, "A mixed
 cluster").
 
-Before, commit-rule, election-safety, leader-append-only and log-matching read leaders' sends only:
-such a leader committing without a majority, counting replicas of an older term, changing an entry
-within its term, breaking log matching, or sharing its term with another leader passed unseen
-(every simulation case below passes on the old code). And with two external peers and the proxy
+Before, commit-rule, election-safety, leader-append-only, log-matching and vote-once read the
+peers' sends only: such a leader committing without a majority, counting replicas of an older term,
+changing an entry within its term, breaking log matching, or sharing its term with another leader,
+and such a peer voting twice in a term, passed unseen (every simulation case below passes on the
+old code). And with two external peers and the proxy
 between them, an external leader whose majority was a probed follower's acknowledgement was
 blamed for its commit index (the acknowledgement showed only as the follower's send).
 
@@ -19,7 +20,7 @@ from typing import Any
 import pytest
 
 from harness.checkers.base import RECV, SEND, VIA_PROXY, Event, Observer, Verdict
-from harness.checkers.raft import CommitRule, ElectionSafety, LeaderAppendOnly, LogMatching
+from harness.checkers.raft import CommitRule, ElectionSafety, LeaderAppendOnly, LogMatching, VoteOnce
 from harness.checkers.raft.wire import Tracker, unseen_sender
 from harness.composition import run_sim
 from harness.protocols import codec
@@ -156,6 +157,7 @@ def test_receipts_are_not_read_where_a_rule_may_corrupt_messages() -> None:
     assert checks["commit-rule"].factory(plain).kb.receipts
     assert not checks["commit-rule"].factory(corrupt).kb.receipts
     assert not checks["election-safety"].factory(corrupt).receipts
+    assert not checks["vote-once"].factory(corrupt).receipts and checks["vote-once"].factory(plain).receipts
 
 
 # ---- simulation: a broken peer whose events are withheld -------------------------------------------
@@ -176,6 +178,7 @@ CAUGHT = [
     (LeaderAppendOnly, "truncating-leader", "lagging", "peers.1", 2, "leader peers.1 of term 3 changed its entry"),
     (LogMatching, "wrong-prev-term", "stale", "peers.1", 1, "follows an entry of term"),
     (ElectionSafety, "vote-twice", "elections", "peers.2", 1, "term 1 has two leaders, peers.1 and peers.2"),
+    (VoteOnce, "vote-twice", "elections", "peers.4", 1, "peers.4 voted for peers.2 and for peers.1 in term 1"),
 ]
 
 
@@ -190,7 +193,7 @@ def test_a_broken_leader_seen_only_in_receipts_is_caught(case: tuple) -> None:
 @pytest.mark.parametrize("name,hidden", [("stale", "peers.2"), ("deposed", "first"), ("lagging", "first")])
 def test_the_reference_leader_seen_only_in_receipts_passes(name: str, hidden: str) -> None:
     peers = 5 if name == "lagging" else 3
-    checks = [CommitRule(peers=peers), LeaderAppendOnly(), LogMatching(), ElectionSafety()]
+    checks = [CommitRule(peers=peers), LeaderAppendOnly(), LogMatching(), ElectionSafety(), VoteOnce()]
     scenario = parse_scenario(SCENARIOS[name].replace("CHECKS", "[commit-rule]"))
     watchers = [Unprobed(c, hidden) for c in checks]
     run_sim(scenario, 1, observers=watchers)

@@ -187,8 +187,8 @@ class Tracker:
 
 
 def unseen_sender(tracker: Tracker, ev: Event, msg: Message) -> str | None:
-    """The peer that sent this AppendEntries or InstallSnapshot a probed peer received, when its
-    receipt is the only sight of it: the sender runs no probe (an external peer beside the
+    """The peer that sent this peer request (RequestVote, AppendEntries, InstallSnapshot: frame 4
+    names it) a probed peer received, when its receipt is the only sight of it: the sender runs no probe (an external peer beside the
     harness's own, live) and the chaos proxy did not hand it on (the proxy reports the send as
     well; see harness/live_observe.py). None otherwise, and for every other event. A probed
     sender's send is reported before any receipt of it (causality, one event loop), so a

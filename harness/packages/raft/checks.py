@@ -26,7 +26,7 @@ PEER_COUNTED = (checkers.CommitRule, checkers.LeaderCompleteness, checkers.Commi
 CLIENT_TIMED = (checkers.RequestConfig, checkers.RepeatConfig)
 # Checks that read a leader whose sends nothing reports from its followers' receipts: told whether
 # a receipt is proof of what was sent (no message rule damages messages)
-RECEIPT_READ = (checkers.ElectionSafety, checkers.LeaderAppendOnly, checkers.LogMatching)
+RECEIPT_READ = (checkers.ElectionSafety, checkers.VoteOnce, checkers.LeaderAppendOnly, checkers.LogMatching)
 
 
 def peer_count(scenario: Any) -> int:
