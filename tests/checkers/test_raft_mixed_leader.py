@@ -1,7 +1,7 @@
 """A Raft leader whose sends nothing reports, judged from its followers' receipts: an external peer
 beside the harness's in-process peers (live: no probe, and no chaos proxy between it and a probed
-peer), whose AppendEntries show only as the others' RECV rows (docs/raft-external.md, "A mixed
-cluster").
+peer), whose AppendEntries show only as the others' RECV rows (docs/raft.md, "One external peer
+beside the harness's peers").
 
 Before, commit-rule, election-safety, leader-append-only, log-matching and vote-once read the
 peers' sends only: such a leader committing without a majority, counting replicas of an older term,
