@@ -19,6 +19,12 @@ clock, which the harness cannot move: a clock skew of the peers is left out and 
     python -m bench.raft_external --file leader-crash --impl standin --seeds 1 --rerun
     python -m bench.raft_external --file partitions --compact 15 --impl standin --impl standin-harness --seeds 1-2
 
+``--mixed`` runs one peer only (the file's last, renamed ``ext``) as the external process, beside
+the harness's in-process reference peers (`mixed_text`): a mixed cluster, where what the external
+peer sends the others shows only as their receipts.
+
+    python -m bench.raft_external --mixed --impl standin --seeds 1-3
+
 ``--compact N`` switches log compaction on in every file run (the peer group's ``snapshot_every``,
 which the stand-in takes as ``--compact-every``; snapshot-install.yaml compacts already).
 
@@ -111,10 +117,54 @@ def external_text(name: str, impl: str, command: str | None = None,
     return yaml.safe_dump(data, sort_keys=False), left_out
 
 
+MIXED_NODE = "ext"  # the external peer of a mixed cluster (`mixed_text`)
+
+
+def mixed_text(name: str, impl: str, command: str | None = None, compact: int | None = None,
+               config: dict[str, Any] | None = None) -> tuple[str, list[str]]:
+    """The chaos file ``name`` as YAML with one external peer beside the harness's reference
+    peers: its last peer becomes the group ``ext`` run by ``command`` (as in `external_text`;
+    ``config``: settings of its own on top of the peers' group's, e.g. a shorter election timeout
+    so that it leads first), the others stay in-process. The faults follow it: ``peers.<last>``
+    becomes ``ext`` and the whole group ``peers`` the role ``peer``; a clock skew of it is left
+    out (a process reads the host's clock)."""
+    data = yaml.safe_load((CHAOS / f"{name}.yaml").read_text())
+    group = data["nodes"]["peers"]
+    if compact:
+        group["config"] = {**(group.get("config") or {}), "snapshot_every": compact}
+    last = f"peers.{group['count'] - 1}"
+    group["count"] -= 1
+    ext = {"role": "peer", "config": {**(group.get("config") or {}), **(config or {})}}
+    ext["command"] = (command or COMMANDS[impl]) + peer_settings(ext["config"], impl)
+    if impl in READY:
+        ext["ready"] = READY[impl]
+    data["nodes"] = {k: v for n, g in data["nodes"].items()
+                     for k, v in ([(n, g), (MIXED_NODE, ext)] if n == "peers" else [(n, g)])}
+
+    def follow(v: Any) -> Any:
+        if isinstance(v, list):
+            return [follow(x) for x in v]
+        if isinstance(v, dict):
+            return {k: follow(x) for k, x in v.items()}
+        return {last: MIXED_NODE, "peers": "peer"}.get(v, v) if isinstance(v, str) else v
+
+    faults = [follow(f) for f in data.get("faults") or []]
+    left_out = [f"clock_skew {f['clock_skew']}" for f in faults if f.get("clock_skew") in (MIXED_NODE, "peer")]
+    data["faults"] = [f for f in faults if f.get("clock_skew") not in (MIXED_NODE, "peer")]
+    data["name"] = f"{data['name']}-mixed-{impl}"
+    return yaml.safe_dump(data, sort_keys=False), left_out
+
+
 def external_scenario(name: str, impl: str, command: str | None = None,
-                      compact: int | None = None) -> tuple[Any, list[str]]:
+                      compact: int | None = None, mixed: bool = False,
+                      config: dict[str, Any] | None = None) -> tuple[Any, list[str]]:
+    """The chaos file ``name`` with its peers external (`external_text`), or with one external
+    peer beside the harness's (``mixed``, `mixed_text`)."""
     from harness.scenario import parse_scenario
 
+    if mixed:
+        text, left_out = mixed_text(name, impl, command, compact, config)
+        return parse_scenario(text, f"{CHAOS / name}.yaml (one {impl} peer)"), left_out
     text, left_out = external_text(name, impl, command, compact)
     return parse_scenario(text, f"{CHAOS / name}.yaml ({impl} peers)"), left_out
 
@@ -141,12 +191,12 @@ class Run:
 
 
 def run_one(name: str, impl: str, seed: int, out_dir: str, attempt: int = 1, command: str | None = None,
-            compact: int | None = None) -> Run:
+            compact: int | None = None, mixed: bool = False) -> Run:
     from harness.composition import run_live
 
-    scenario, left_out = external_scenario(name, impl, command, compact)
+    scenario, left_out = external_scenario(name, impl, command, compact, mixed)
     started = time.monotonic()
-    tag = f"-c{compact}" if compact else ""
+    tag = (f"-c{compact}" if compact else "") + ("-mixed" if mixed else "")
     result = run_live(scenario, seed, str(Path(out_dir) / f"{name}{tag}-{impl}-{seed}-{attempt}"))
     proxy = result.stats.get("proxy") or {}
     return Run(name, impl, seed, result.ok, round(time.monotonic() - started, 1),
@@ -155,16 +205,16 @@ def run_one(name: str, impl: str, seed: int, out_dir: str, attempt: int = 1, com
 
 
 def sweep(names: list[str], impls: list[str], seeds: list[int], out_dir: str, rerun: bool = False,
-          echo: Any = print, compact: int | None = None) -> list[Run]:
+          echo: Any = print, compact: int | None = None, mixed: bool = False) -> list[Run]:
     runs = []
     for name in names:
         for seed in seeds:
             for impl in impls:
-                run = run_one(name, impl, seed, out_dir, compact=compact)
+                run = run_one(name, impl, seed, out_dir, compact=compact, mixed=mixed)
                 runs.append(run)
                 echo(run.line())
                 if rerun and not run.ok:  # a loaded machine: say whether it fails again
-                    again = run_one(name, impl, seed, out_dir, attempt=2, compact=compact)
+                    again = run_one(name, impl, seed, out_dir, attempt=2, compact=compact, mixed=mixed)
                     runs.append(again)
                     echo(again.line())
     return runs
@@ -187,11 +237,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", help="traces and verdicts (default: a temporary directory)")
     ap.add_argument("--json", help="write every run's verdicts here")
     ap.add_argument("--compact", type=int, help="compact the peers' logs every N applied entries (snapshot_every)")
+    ap.add_argument("--mixed", action="store_true", help="one external peer beside the harness's reference peers")
     args = ap.parse_args(argv)
     out = args.out or tempfile.mkdtemp(prefix="raft-external-")
     started = time.monotonic()
     runs = sweep(args.file or files(), args.impl or ["standin", "reference"], seed_list(args.seeds), out, args.rerun,
-                 compact=args.compact)
+                 compact=args.compact, mixed=args.mixed)
     for note in sorted({n for r in runs for n in r.left_out}):
         print(f"left out (a process reads the host's clock): {note}")
     firsts = [r for r in runs if r.attempt == 1]

@@ -140,6 +140,7 @@ class Peer:
         self.path = os.path.join(args.data_dir, "standin-state.json")
         self.compact_every, self.chunk_size, self.format = args.compact_every, args.chunk_size, args.snapshot_format
         self.ahead = args.snapshot_ahead
+        self.breaks = set(args.breaks)
         # log: the entries after the snapshot, [reqid, type, term, data] (bytes as hex); the
         # snapshot: its last included index and term (base, base_term) and its bytes
         self.term, self.vote, self.log = 0, None, []
@@ -468,6 +469,8 @@ class Peer:
     def advance(self) -> None:
         for n in range(self.last_index(), self.commit, -1):
             held = 1 + sum(1 for p in self.others if self.match[p] >= n)
+            if "commit-no-majority" in self.breaks:
+                held = self.majority  # broken on purpose: its own copy is enough
             if held >= self.majority and self.term_at(n) == self.term:
                 self.commit = n
                 break
@@ -578,6 +581,9 @@ def main() -> None:
     ap.add_argument("--no-checkpoint", action="store_true",
                     help="broken on purpose: never append a checkpoint entry (how it was before a restarted "
                          "cluster showed it never committing retried updates again)")
+    ap.add_argument("--break", dest="breaks", action="append", default=[], choices=("commit-no-majority",),
+                    help="broken on purpose: commit-no-majority commits every entry of its term as soon as it "
+                         "holds it (raft.algorithm.commit-majority)")
     Peer(ap.parse_args()).run()
 
 

@@ -9,6 +9,11 @@ What is committed is learned from the wire, never from a peer's private state:
 * RequestEntries responses (status 1 and 2) and StateBroadcasts carry committed entries;
 * a RequestUpdate response "true" with an index says the update's entry (its reqid) is
   committed there.
+
+A leader whose sends nothing reports (an external peer beside the harness's own, live: no probe,
+and no chaos proxy between it and a probed peer) is read from what the probed peers received of
+it and what they answered it (`KnowledgeBase.request_received`): the same leadership, judged from
+those receipts and acknowledgements, where they show enough (see `CommitRule`).
 """
 
 from __future__ import annotations
@@ -18,7 +23,9 @@ from typing import Any
 from harness.checkers.base import NOTE, RECV, SEND, Event, Verdict
 from harness.checkers.raft.elections import RaftChecker
 from harness.checkers.raft.logs import Ref, _skip
-from harness.checkers.raft.wire import Listener, Tracker, entries_of, entry_id, only, show
+from harness.checkers.raft.wire import (
+    PEER_RESPONSES, Listener, Tracker, entries_of, entry_id, only, show, unseen_sender,
+)
 from harness.protocols.codec import Message
 
 
@@ -26,6 +33,10 @@ class Leadership:
     """One peer leading one term, as its AppendEntries show it."""
 
     __slots__ = ("node", "term", "claims", "matches", "vote", "vote_at", "first_ref")
+
+    # matches: the leader's receipts of acknowledgements, keyed by its socket (peer:<id>, or as
+    # the proxy names it), or, for a leader seen only in receipts, the acknowledgements probed
+    # followers sent it, keyed by the follower's name: one key per follower either way
 
     def __init__(self, node: str, term: int, ref: Ref) -> None:
         self.node = node
@@ -40,7 +51,7 @@ class Leadership:
         prev = msg["prev_log_index"]
         if prev > 0 and prev not in self.claims:
             self.claims[prev] = (msg["prev_log_term"], None, None)
-        first, raws = entries_of(ev, msg)
+        first, raws = entries_of(ev, msg, _skip(ev))
         for k, raw in enumerate(raws):
             t, crc = entry_id(raw)
             self.claims[first + k] = (t, crc, raw[:12])
@@ -55,16 +66,22 @@ class KnowledgeBase(Listener):
     lead)`` (something is shown at index i: an AppendEntries entry of ``lead``, or with ``lead``
     None a committed entry), ``learned(i, term, crc, reqid, commit_term, ref)`` (i is committed),
     ``acked(ev, request, msg)`` (a RequestUpdate answered with its index) and ``unseen(c)`` (a
-    leader whose sends nothing reports announced commit index ``c``; see `request_received`)."""
+    leader whose sends nothing reports announced commit index ``c``, in a run whose receipts are
+    no proof of what was sent; see `request_received`).
+
+    ``receipts``: whether what a probed peer received is what its sender sent (False when a
+    message rule may damage messages: `harness.checkers.external.corrupts`)."""
 
     HOOKS = ("appended", "snapshot_sent", "acknowledged", "claimed", "learned", "acked", "unseen")
 
-    def __init__(self) -> None:
+    def __init__(self, tracker: Tracker) -> None:
+        self.tracker = tracker  # whose sends the probes report (`unseen_sender`)
         self.leaderships: dict[tuple[str, int], Leadership] = {}
         self.votes: dict[tuple[str, int], tuple[Message, int]] = {}  # (candidate, term) -> its RequestVote, when
         self.committed: dict[int, Fact] = {}
         self.learned_upto: dict[tuple[str, int], int] = {}  # leadership -> highest commit index learned from it
-        self.senders: set[str] = set()  # peers seen sending a peer request (a leader asked for votes first)
+        self.probed: set[str] = set()  # peers whose own probe reported a peer message they sent
+        self.receipts = True
         self.hooks: dict[str, list[Any]] = {h: [] for h in self.HOOKS}
 
     @staticmethod
@@ -72,7 +89,7 @@ class KnowledgeBase(Listener):
         """The run's knowledge base on this tracker (made and fed on first use)."""
         kb = tracker.shared.get("knowledge")
         if kb is None:
-            kb = tracker.shared["knowledge"] = KnowledgeBase()
+            kb = tracker.shared["knowledge"] = KnowledgeBase(tracker)
             tracker.add(kb)
         return kb
 
@@ -82,11 +99,11 @@ class KnowledgeBase(Listener):
             if fn is not None:
                 self.hooks[h].append(fn)
 
-    def leadership(self, ev: Event, msg: Message) -> Leadership:
-        key = (ev.node, msg["term"])
+    def leadership(self, node: str, ev: Event, msg: Message) -> Leadership:
+        key = (node, msg["term"])
         lead = self.leaderships.get(key)
         if lead is None:
-            lead = self.leaderships[key] = Leadership(ev.node, msg["term"], (ev, msg))
+            lead = self.leaderships[key] = Leadership(node, msg["term"], (ev, msg))
             vote = self.votes.get(key)
             if vote is not None:
                 lead.vote, lead.vote_at = vote
@@ -96,34 +113,47 @@ class KnowledgeBase(Listener):
     @only("RequestVote", "AppendEntries", "InstallSnapshot")
     def request_sent(self, ev: Event, msg: Message) -> None:
         name = msg.name
-        self.senders.add(ev.node)
+        if not ev.via:
+            self.probed.add(ev.node)
         if name == "RequestVote":
             self.votes.setdefault((ev.node, msg["term"]), (msg, ev.time_ns))
-        elif name == "AppendEntries":
-            lead = self.leadership(ev, msg)
+        else:
+            self.lead_request(ev.node, ev, msg)
+
+    def lead_request(self, node: str, ev: Event, msg: Message) -> None:
+        """An AppendEntries or InstallSnapshot of ``node``'s leadership, as sent or received."""
+        lead = self.leadership(node, ev, msg)
+        if msg.name == "AppendEntries":
             lead.claim_append(ev, msg)
             for fn in self.hooks["appended"]:
                 fn(ev, msg, lead)
             self.append_claims(ev, msg, lead)
-        elif name == "InstallSnapshot":
-            lead = self.leadership(ev, msg)
+        else:
             for fn in self.hooks["snapshot_sent"]:
                 fn(ev, msg, lead)
 
     @only("AppendEntries", "InstallSnapshot")
     def request_received(self, ev: Event, msg: Message) -> None:
         """A leader no probe or proxy reports the sends of (an external peer beside the harness's
-        own, live: what it sends them shows only as their receipts) cannot be judged, but what it
-        announced as committed, its followers rightly take: a later leader announcing it again is
-        not to be blamed for it (`CommitBound` raises its bound)."""
-        if str(msg["peer_id"]) in self.senders:
-            return  # its sends are seen (it asked for votes before it led), and judged there
+        own, live: what it sends them shows only as their receipts, `unseen_sender`) is read from
+        those receipts as from sends: its claims, the commit index it announced (judged by
+        `CommitRule` with the acknowledgements its probed followers sent it, `response_sent`),
+        what that commits. The time of a receipt is later than the send: nothing here is timed
+        from it but what only gets more lenient the later it is. In a run whose receipts are no
+        proof of what was sent (a corrupting rule), what it announced as committed only raises
+        the bound (``unseen``): a later leader announcing it again is not to be blamed for it."""
+        sender = unseen_sender(self.tracker, ev, msg)
+        if sender is None:
+            return  # its send is reported (by its probe, or by the proxy that handed this on), and read there
+        if self.receipts:
+            self.lead_request(sender, ev, msg)
+            return
         c = msg["commit_index"] if msg.name == "AppendEntries" else msg["last_included_index"]
         for fn in self.hooks["unseen"]:
             fn(c)
 
     def append_claims(self, ev: Event, msg: Message, lead: Leadership) -> None:
-        first, raws = entries_of(ev, msg)
+        first, raws = entries_of(ev, msg, _skip(ev))
         ref = (ev, msg)
         claimed = self.hooks["claimed"]
         for k, raw in enumerate(raws):  # what it sends now, judged against earlier commits
@@ -147,13 +177,31 @@ class KnowledgeBase(Listener):
         else:
             self.client_response(ev, request, msg)
 
-    @only("RequestEntriesResponse", "RequestUpdateResponse")
+    @only("RequestEntriesResponse", "RequestUpdateResponse", *PEER_RESPONSES)
     def response_sent(self, ev: Event, request: Message, msg: Message) -> None:
-        self.client_response(ev, request, msg)
+        if request.name not in ("AppendEntries", "InstallSnapshot", "RequestVote"):
+            self.client_response(ev, request, msg)
+            return
+        if ev.via:
+            return
+        self.probed.add(ev.node)
+        leader = str(request["peer_id"])
+        if request.name != "RequestVote" and leader not in self.tracker.probed:
+            # an unseen leader's follower: its answer is the only sight of the acknowledgement (the
+            # leader's receipt of it is reported by no probe, and by no proxy: the follower is probed)
+            lead = self.leaderships.get((leader, request["term"]))
+            if lead is not None:
+                self.acknowledge(lead, ev.node, request, msg)
 
     def peer_answer(self, ev: Event, request: Message, msg: Message) -> None:
         lead = self.leaderships.get((ev.node, request["term"]))
-        if lead is None or msg["term"] != request["term"]:
+        if lead is not None:
+            self.acknowledge(lead, ev.socket, request, msg)
+
+    def acknowledge(self, lead: Leadership, follower: str, request: Message, msg: Message) -> None:
+        """A follower's answer to the leader's request, as the leader received it or as the
+        follower sent it (``follower``: the key it has in ``lead.matches``)."""
+        if msg["term"] != request["term"]:
             return
         if request.name == "AppendEntries":
             if not msg["success"]:
@@ -166,7 +214,7 @@ class KnowledgeBase(Listener):
             if not done:
                 return
             acked = request["last_included_index"]
-        lead.matches[ev.socket] = max(lead.matches.get(ev.socket, 0), acked)
+        lead.matches[follower] = max(lead.matches.get(follower, 0), acked)
         for fn in self.hooks["acknowledged"]:
             fn(lead)
 
@@ -201,20 +249,27 @@ class KnowledgeBase(Listener):
 
 
 class KnowledgeChecker(RaftChecker):
-    """A checker that reads the run's `KnowledgeBase` (shared with the checkers it joins)."""
+    """A checker that reads the run's `KnowledgeBase` (shared with the checkers it joins).
+    ``receipts``: False when what a peer receives is no proof of what was sent (see
+    `KnowledgeBase`); any checker of the run saying so says it for the shared knowledge base."""
 
-    def __init__(self, peers: int = 0, **params: Any) -> None:
+    def __init__(self, peers: int = 0, receipts: bool = True, **params: Any) -> None:
         super().__init__(**params)
         self.peers = peers
-        self.kb = KnowledgeBase.uses(self.tracker)
+        self.receipts = receipts
+        self.use(self.tracker)
+
+    def use(self, tracker: Tracker) -> None:
+        self.kb = KnowledgeBase.uses(tracker)
         self.kb.subscribe(self)
+        self.kb.receipts = self.kb.receipts and self.receipts
 
     def join(self, owner: RaftChecker) -> None:
         super().join(owner)
-        self.kb = KnowledgeBase.uses(owner.tracker)
-        self.kb.subscribe(self)
+        self.use(owner.tracker)
 
 
+UNSEEN = 1 << 62  # the index an unreported acknowledgement may reach: any
 COMMIT_CLAUSES = ("raft.algorithm.commit-majority", "raft.algorithm.commit-current-term", "raft.entries.committed-only")
 
 
@@ -228,13 +283,27 @@ class CommitBound(KnowledgeChecker):
         super().__init__(peers, **params)
         self.justified = 0
 
-    def majority_index(self, lead: Leadership) -> int | None:
-        """The highest index the leader and its acknowledging followers hold on a majority."""
+    def majority_index(self, lead: Leadership, unseen: int = 0) -> int | None:
+        """The highest index the leader and its acknowledging followers hold on a majority;
+        ``unseen`` more followers, whose acknowledgements the run may not have reported, taken
+        to hold everything (`UNSEEN`)."""
         majority = self.peers // 2 + 1
         if majority < 2:
             return None
-        acked = sorted(lead.matches.values(), reverse=True)
+        acked = sorted([*lead.matches.values(), *[UNSEEN] * unseen], reverse=True)
         return acked[majority - 2] if len(acked) >= majority - 1 else None
+
+    def unseen_followers(self, ev: Event, lead: Leadership) -> int:
+        """How many of the leader's followers may have acknowledged what the run has not
+        reported by ``ev``. Zero for a send (its probe's, or the proxy's: the acknowledgements
+        it followed came before it, from the leader's probe, the proxy, or the probed
+        followers, `KnowledgeBase.response_sent`). For a leader seen only in a receipt, every
+        peer but the probed ones: an external follower's acknowledgement may be seen by the
+        proxy, whose reports reach the checks later than the probes' (harness/live_observe.py),
+        or by nothing (``observe: false``)."""
+        if ev.kind == SEND:
+            return 0
+        return max(0, self.peers - 1 - len(self.kb.probed - {lead.node}))
 
     def on_acknowledged(self, lead: Leadership) -> None:
         """An entry of the leader's term on a majority is committed, announced or not (a leader
@@ -260,6 +329,13 @@ class CommitRule(CommitBound):
     before it announces the index, and announce it in a later term). An InstallSnapshot's last
     included index counts as a commit index (a snapshot holds committed entries only).
 
+    A leader whose sends nothing reports (an external peer beside the harness's own peers, live)
+    is judged the same way from what the probed peers received of it and the acknowledgements
+    they sent it, when the run shows enough: each peer that is not probed (another external
+    peer, whose answers only the proxy may see, and later than the probes' reports) is taken to
+    have acknowledged everything, and an announcement that a majority holds only with such a
+    peer, or only with an entry no receipt showed, is not judged (the verdict counts them).
+
     A peer answers RequestEntries with committed entries only (E-RAFT-19,
     ``raft.entries.committed-only``): the last entry of a RequestEntries response (status 1 or
     2) a peer sends must be at most the highest commit index justified by then. Not judged in a
@@ -273,24 +349,39 @@ class CommitRule(CommitBound):
         self.judged: dict[tuple[str, int], int] = {}  # leadership -> highest commit index it sent
         self.problems: dict[str, list[tuple[str, list[dict[str, Any]]]]] = {}
         self.checked = 0
+        self.from_receipts = 0  # of them, announced by a leader seen only in its followers' receipts
+        self.unjudged = 0  # such announcements a majority of seen acknowledgements could not settle
+
+    def count(self, key: tuple[str, int], c: int, received: bool) -> None:
+        self.checked += 1
+        self.from_receipts += received
+        self.judged[key] = c
 
     def judge(self, ev: Event, msg: Message, lead: Leadership, c: int) -> None:
         key = (lead.node, lead.term)
         before = self.judged.get(key, 0)
         if c <= before:
             return
-        self.checked += 1
-        self.judged[key] = c
+        received = ev.kind == RECV  # a leader seen only in its followers' receipts
         if c <= self.justified:
+            self.count(key, c, received)
             return
         majority = self.peers // 2 + 1
-        n = self.majority_index(lead)
-        term_n = lead.claims.get(n, (None,))[0] if n is not None else None
-        justified = n is not None and n >= c and term_n == lead.term
+        n, term_n, justified = self.held(lead, c, 0)
+        unseen = self.unseen_followers(ev, lead) if not justified else 0
+        if unseen:
+            n, term_n, justified = self.held(lead, c, unseen)
         self.raise_bound(c)  # judged once; later leaders build on it
+        if received and n is not None and n >= c and (unseen and justified or term_n is None):
+            self.unjudged += 1  # a majority needs acknowledgements the run may not show, or an entry it did not
+            self.judged[key] = c
+            return
+        self.count(key, c, received)
         if justified or sum(len(p) for p in self.problems.values()) >= 50:
             return
         ref = show(ev, msg, acknowledged=dict(lead.matches), majority=majority)
+        if received:
+            ref["seen_as"] = f"received by {ev.node} (the leader's sends are reported by nothing)"
         if n is not None and n >= c:
             self.problems.setdefault("raft.algorithm.commit-current-term", []).append((
                 f"{lead.node}, leader of term {lead.term}, committed {c} by counting replicas of entry {n} "
@@ -299,6 +390,13 @@ class CommitRule(CommitBound):
             self.problems.setdefault("raft.algorithm.commit-majority", []).append((
                 f"{lead.node}, leader of term {lead.term}, sent commit index {c}, held by no majority "
                 f"(acknowledged: {sorted(lead.matches.values(), reverse=True)}, majority {majority})", [ref]))
+
+    def held(self, lead: Leadership, c: int, unseen: int) -> tuple[int | None, int | None, bool]:
+        """The leader's majority index (with ``unseen`` followers taken to hold everything), its
+        term as the leader showed it, and whether that justifies commit index ``c``."""
+        n = self.majority_index(lead, unseen)
+        term_n = lead.claims.get(n, (None,))[0] if n is not None else None
+        return n, term_n, n is not None and n >= c and (term_n == lead.term or n == UNSEEN)
 
     def on_appended(self, ev: Event, msg: Message, lead: Leadership) -> None:
         self.judge(ev, msg, lead, msg["commit_index"])
@@ -320,7 +418,11 @@ class CommitRule(CommitBound):
 
     def finish(self, end_ns: int) -> list[Verdict]:
         if not self.problems:
-            return [self.ok(f"{self.checked} commit index advance(s), each over a majority of the leader's term")]
+            seen = f" ({self.from_receipts} seen only as their followers' receipts)" if self.from_receipts else ""
+            unjudged = (f"; {self.unjudged} announcement(s) of such leaders not judged: a majority needs peers "
+                        f"whose acknowledgements the run does not show") if self.unjudged else ""
+            return [self.ok(f"{self.checked} commit index advance(s){seen}, each over a majority of the leader's "
+                            f"term{unjudged}")]
         out = []
         for clause in sorted(self.problems, key=COMMIT_CLAUSES.index):  # a bad commit first, what it lets through after
             out += self.verdict(self.problems[clause], "", clause)

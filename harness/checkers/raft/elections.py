@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.checkers.base import NOTE, RECV, SEND, VIA_PROXY, Checker, Event, Verdict
-from harness.checkers.raft.wire import PEER_RESPONSES, PEER_RPCS, Listener, Tracker, only, show
+from harness.checkers.raft.wire import PEER_RESPONSES, PEER_RPCS, Listener, Tracker, only, show, unseen_sender
 from harness.protocols.codec import Message
 
 
@@ -61,17 +61,24 @@ class RaftChecker(Checker, Listener):
         return self.verdict([(p, evs) for p, evs, _ in problems], ok, problems[0][2] if problems else None)
 
 
+LINK_PREFIX = "peer:"  # a probed (reference) peer's DEALER to the peer of id ID is "peer:ID"
+
+
 class ElectionSafety(RaftChecker):
     """At most one leader per term (Raft's Election Safety). Reads every AppendEntries and
     InstallSnapshot a peer sends (only a leader sends them; frame 4 names it, frame 5 its term)
-    and the peers' ``role`` notes saying ``leader``. Two different peers leading one term fail."""
+    and the peers' ``role`` notes saying ``leader``. Two different peers leading one term fail.
+    A leader whose sends nothing reports (an external peer beside the harness's own, live) is
+    read from the AppendEntries and InstallSnapshots its probed followers received (frame 4
+    names it), unless ``receipts`` is False (a message rule may damage what they receive)."""
 
     name = "election-safety"
     clause = "raft.safety.election-safety"
     kinds = frozenset({SEND, RECV, NOTE})
 
-    def __init__(self, **params: Any) -> None:
+    def __init__(self, receipts: bool = True, **params: Any) -> None:
         super().__init__(**params)
+        self.receipts = receipts
         self.leaders: dict[int, tuple[str, tuple[Event, Message | None]]] = {}  # term -> (node, evidence)
         self.problems: list[tuple[str, list[dict[str, Any]]]] = []
 
@@ -85,6 +92,12 @@ class ElectionSafety(RaftChecker):
     def request_sent(self, ev: Event, msg: Message) -> None:
         if msg.name in ("AppendEntries", "InstallSnapshot"):
             self.claim(msg["term"], ev.node, ev, msg)
+
+    @only("AppendEntries", "InstallSnapshot")
+    def request_received(self, ev: Event, msg: Message) -> None:
+        sender = unseen_sender(self.tracker, ev, msg) if self.receipts else None
+        if sender is not None:
+            self.claim(msg["term"], sender, ev, msg)
 
     def on_other(self, ev: Event) -> None:
         if ev.kind == NOTE and ev.msg_type == "role" and ev.data and ev.data.get("role") == "leader":
@@ -100,26 +113,33 @@ class VoteOnce(RaftChecker):
     """A peer grants at most one candidate its vote in a term, across its restarts (Raft 5.2;
     the vote must be durable). Reads the RequestVote requests a peer receives (frame 4: the
     candidate) and its responses (frame 2: its term, frame 3: granted), and the RequestVotes a
-    peer sends: a candidate has voted for itself in its term."""
+    peer sends: a candidate has voted for itself in its term. A peer whose sends nothing reports
+    (an external peer beside the harness's own, live) is read from what the probed peers
+    received of it: the votes it granted a probed candidate (on the candidate's DEALER to it,
+    ``peer:<id>``) and its own RequestVotes; unless ``receipts`` is False (a message rule may
+    damage what they receive). None of this depends on when a message arrived."""
 
     name = "vote-once"
     clause = "raft.algorithm.vote-once"
 
-    def __init__(self, **params: Any) -> None:
+    def __init__(self, receipts: bool = True, **params: Any) -> None:
         super().__init__(**params)
+        self.receipts = receipts
         self.votes: dict[tuple[str, int], tuple[str, tuple[Event, Message]]] = {}  # (voter, term) -> candidate
         self.problems: list[tuple[str, list[dict[str, Any]]]] = []
         self.granted = 0
         self.reported: set[tuple[str, int, str]] = set()
 
-    def vote(self, ev: Event, msg: Message, term: int, cand: str) -> None:
+    def vote(self, ev: Event, msg: Message, term: int, cand: str, voter: str | None = None) -> None:
+        """``voter`` (default: the event's node) voted for ``cand`` in ``term``."""
+        voter = voter or ev.node
         self.granted += 1
-        first = self.votes.get((ev.node, term))
+        first = self.votes.get((voter, term))
         if first is None:
-            self.votes[(ev.node, term)] = (cand, (ev, msg))
-        elif first[0] != cand and (ev.node, term, cand) not in self.reported and len(self.problems) < 50:
-            self.reported.add((ev.node, term, cand))
-            self.problems.append((f"{ev.node} voted for {first[0]} and for {cand} in term {term}",
+            self.votes[(voter, term)] = (cand, (ev, msg))
+        elif first[0] != cand and (voter, term, cand) not in self.reported and len(self.problems) < 50:
+            self.reported.add((voter, term, cand))
+            self.problems.append((f"{voter} voted for {first[0]} and for {cand} in term {term}",
                                   [show(*first[1]), show(ev, msg, candidate=cand)]))
 
     @only("RequestVoteResponse")
@@ -127,10 +147,25 @@ class VoteOnce(RaftChecker):
         if request.name == "RequestVote" and msg["vote_granted"]:
             self.vote(ev, msg, msg["term"], request["peer_id"])
 
+    @only("RequestVoteResponse")
+    def response_received(self, ev: Event, request: Message, msg: Message) -> None:
+        if (not self.receipts or ev.via or request.name != "RequestVote" or not msg["vote_granted"]
+                or not ev.socket.startswith(LINK_PREFIX)):
+            return
+        voter = ev.socket[len(LINK_PREFIX):]
+        if voter not in self.tracker.probed:  # a probed voter's answer is read from its send
+            self.vote(ev, msg, msg["term"], str(request["peer_id"]), voter)
+
     @only("RequestVote")
     def request_sent(self, ev: Event, msg: Message) -> None:
         if msg.name == "RequestVote":  # a candidate's own vote (retries count again)
             self.vote(ev, msg, msg["term"], msg["peer_id"])
+
+    @only("RequestVote")
+    def request_received(self, ev: Event, msg: Message) -> None:
+        sender = unseen_sender(self.tracker, ev, msg) if self.receipts and msg.name == "RequestVote" else None
+        if sender is not None:  # an unseen candidate's own vote
+            self.vote(ev, msg, msg["term"], sender, sender)
 
     def finish(self, end_ns: int) -> list[Verdict]:
         return self.verdict(self.problems, f"{self.granted} vote(s) granted, never two candidates in one term")

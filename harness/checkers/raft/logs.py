@@ -14,14 +14,15 @@ from typing import Any
 
 from harness.checkers.base import NOTE, RECV, SEND, Event, Verdict
 from harness.checkers.raft.elections import RaftChecker
-from harness.checkers.raft.wire import PEER_RPCS, entries_of, entry_id, entry_term, only, show
+from harness.checkers.raft.wire import PEER_RPCS, entries_of, entry_id, entry_term, only, show, unseen_sender
 from harness.protocols.codec import Message
 
 Ref = tuple[Event, Message | None]
 
 
 def _skip(ev: Event) -> int:
-    return 1 if ev.kind == SEND and ev.socket == "router" else 0
+    """Frames in front of the message: a ROUTER's routing id (what it sends or receives)."""
+    return 1 if ev.socket == "router" else 0
 
 
 class LogMatching(RaftChecker):
@@ -37,13 +38,18 @@ class LogMatching(RaftChecker):
     never received an AppendEntries carrying an entry (index, term) = (prev_log_index,
     prev_log_term), never received an InstallSnapshot reaching that index (a compacted prefix
     is committed, so it matches), and never asked for votes or led in that term (a leader's own
-    entries need not cross the wire before it fails)."""
+    entries need not cross the wire before it fails).
+
+    A leader whose sends nothing reports (an external peer beside the harness's own, live) is
+    read from the AppendEntries its probed followers received, unless ``receipts`` is False (a
+    message rule may damage what they receive): none of these judgements depends on order."""
 
     name = "log-matching"
     clause = "raft.safety.log-matching"
 
-    def __init__(self, **params: Any) -> None:
+    def __init__(self, receipts: bool = True, **params: Any) -> None:
         super().__init__(**params)
+        self.receipts = receipts
         self.content: dict[tuple[int, int], tuple[int, Ref]] = {}
         self.pred: dict[tuple[int, int], tuple[int, Ref]] = {}
         self.problems: list[tuple[str, list[dict[str, Any]]]] = []
@@ -63,6 +69,8 @@ class LogMatching(RaftChecker):
             node = ev.node
             for k, raw in enumerate(raws):
                 self.held.add((node, first + k, entry_term(raw)))
+            if self.receipts and unseen_sender(self.tracker, ev, msg) is not None:
+                self.run(ev, msg, msg["prev_log_term"] if msg["prev_log_index"] > 0 else None, msg["term"])
         elif msg.name == "InstallSnapshot":
             if msg["last_included_index"] > self.snapshot_upto.get(ev.node, 0):
                 self.snapshot_upto[ev.node] = msg["last_included_index"]
@@ -141,13 +149,18 @@ class LogMatching(RaftChecker):
 class LeaderAppendOnly(RaftChecker):
     """Leader Append-Only: during its term a leader never overwrites or deletes an entry of its
     log. Reads each leader's AppendEntries: within one (leader, term), what it says about an
-    index (the entry it sends there, or prev_log_term for prev_log_index) never changes."""
+    index (the entry it sends there, or prev_log_term for prev_log_index) never changes. A leader
+    whose sends nothing reports (an external peer beside the harness's own, live) is read from
+    the AppendEntries its probed followers received, unless ``receipts`` is False (a message rule
+    may damage what they receive); their order does not matter (within its term, a leader's log
+    only grows)."""
 
     name = "leader-append-only"
     clause = "raft.safety.leader-append-only"
 
-    def __init__(self, **params: Any) -> None:
+    def __init__(self, receipts: bool = True, **params: Any) -> None:
         super().__init__(**params)
+        self.receipts = receipts
         self.claims: dict[tuple[str, int], dict[int, tuple[int, int | None, Ref]]] = {}
         self.problems: list[tuple[str, list[dict[str, Any]]]] = []
         self.sent = 0
@@ -166,19 +179,28 @@ class LeaderAppendOnly(RaftChecker):
 
     @only("AppendEntries")
     def request_sent(self, ev: Event, msg: Message) -> None:
-        if msg.name != "AppendEntries":
-            return
+        if msg.name == "AppendEntries":
+            self.append(ev.node, ev, msg)
+
+    @only("AppendEntries")
+    def request_received(self, ev: Event, msg: Message) -> None:
+        sender = unseen_sender(self.tracker, ev, msg) if self.receipts and msg.name == "AppendEntries" else None
+        if sender is not None:
+            self.append(sender, ev, msg)
+
+    def append(self, node: str, ev: Event, msg: Message) -> None:
+        """An AppendEntries of ``node``, as sent or as received."""
         self.sent += 1
         term = msg["term"]
-        book = self.claims.setdefault((ev.node, term), {})
+        book = self.claims.setdefault((node, term), {})
         ref = (ev, msg)
         prev = msg["prev_log_index"]
         if prev > 0:
-            self.claim(book, prev, msg["prev_log_term"], None, ref, ev.node, term)
-        first, raws = entries_of(ev, msg)
+            self.claim(book, prev, msg["prev_log_term"], None, ref, node, term)
+        first, raws = entries_of(ev, msg, _skip(ev))
         for k, raw in enumerate(raws):
             t, crc = entry_id(raw)
-            self.claim(book, first + k, t, crc, ref, ev.node, term)
+            self.claim(book, first + k, t, crc, ref, node, term)
 
     def finish(self, end_ns: int) -> list[Verdict]:
         return self.verdict(self.problems, f"{self.sent} AppendEntries from {len(self.claims)} leadership(s), "

@@ -111,6 +111,7 @@ class Tracker:
         self.received: dict[tuple[str, bytes, bytes], Message] = {}  # requests on a ROUTER
         self.sent: dict[tuple[str, str, bytes], Message] = {}  # requests from a DEALER
         self.shared: dict[str, Any] = {}  # state several listeners read (a knowledge base)
+        self.probed: set[str] = set()  # nodes whose own probe reported a send (see `unseen_sender`)
 
     def add(self, listener: Listener) -> None:
         for m in LISTENER_METHODS:
@@ -165,6 +166,8 @@ class Tracker:
                     if msg is not None:
                         return ("response_received", req, msg)
         elif ev.kind == SEND:
+            if not ev.via:
+                self.probed.add(ev.node)
             if sock == ROUTER:
                 req = self.received.get((ev.node, frames[0], frames[1])) if len(frames) > 1 else None
                 if req is not None:
@@ -181,6 +184,19 @@ class Tracker:
                     self.sent[(ev.node, sock, frames[0])] = msg
                     return ("request_sent", msg)
         return ()
+
+
+def unseen_sender(tracker: Tracker, ev: Event, msg: Message) -> str | None:
+    """The peer that sent this peer request (RequestVote, AppendEntries, InstallSnapshot: frame 4
+    names it) a probed peer received, when its receipt is the only sight of it: the sender runs no probe (an external peer beside the
+    harness's own, live) and the chaos proxy did not hand it on (the proxy reports the send as
+    well; see harness/live_observe.py). None otherwise, and for every other event. A probed
+    sender's send is reported before any receipt of it (causality, one event loop), so a
+    sender not in ``tracker.probed`` by then has no probe."""
+    if ev.via or ev.kind != RECV or ev.socket != ROUTER:
+        return None
+    sender = str(msg["peer_id"])
+    return None if sender in tracker.probed else sender
 
 
 def show(ev: Event, msg: Message | None = None, **extra: Any) -> dict[str, Any]:

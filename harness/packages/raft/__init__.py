@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from harness.checkers.raft.elections import LINK_PREFIX  # a reference peer's DEALER to peer ID: "peer:ID"
 from harness.packages.base import (
     CaptureHints, Operation, ProtocolPackage, Role, Setting, TargetView, as_bool, as_int, as_ms, as_positive_int, as_str,
     one_of,
@@ -204,7 +205,6 @@ CAPTURE = CaptureHints(channels={("PUB", "SUB"): "broadcast", ("PUB", "XSUB"): "
                        correlation_frame=0, repeats=frozenset({"RequestUpdateResponse", "RequestEntriesResponse"}))
 
 
-LINK_PREFIX = "peer:"  # a reference peer's DEALER to the peer of id ID is "peer:ID" (reference_nodes/raft/peer.py)
 
 
 def raft_senders(role: str, socket: str, frames: list[bytes]) -> tuple[str, ...] | str:

@@ -9,6 +9,7 @@ from typing import Any, Callable
 
 from fault_injection import nemesis
 from harness.checkers import raft as checkers
+from harness.checkers.external import corrupts
 from harness.checkers.base import COMMAND, DELIVER, NOTE, RECV, SEND, Event, Verdict
 from harness.checkers.linearizability import Linearizable
 from harness.packages.base import Check, Setting, as_ms, as_positive_int
@@ -23,6 +24,9 @@ from reference_nodes.raft.common import (
 PEER_COUNTED = (checkers.CommitRule, checkers.LeaderCompleteness, checkers.CommittedDurable, checkers.UpdateOnce,
                 checkers.BroadcastState)
 CLIENT_TIMED = (checkers.RequestConfig, checkers.RepeatConfig)
+# Checks that read a leader whose sends nothing reports from its followers' receipts: told whether
+# a receipt is proof of what was sent (no message rule damages messages)
+RECEIPT_READ = (checkers.ElectionSafety, checkers.VoteOnce, checkers.LeaderAppendOnly, checkers.LogMatching)
 
 
 def peer_count(scenario: Any) -> int:
@@ -105,6 +109,8 @@ def _share(scenario: Any, checker: Any) -> Any:
 
 def _factory(cls: type) -> Callable[..., Any]:
     def make(scenario: Any, **params: Any) -> Any:
+        if cls in RECEIPT_READ or issubclass(cls, checkers.KnowledgeChecker):
+            params["receipts"] = not corrupts(scenario)
         if cls in PEER_COUNTED:
             params["peers"] = peer_count(scenario)
         elif cls is checkers.EntriesPipeline:
