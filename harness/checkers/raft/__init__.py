@@ -3,7 +3,7 @@ what the probes observe (docs/raft.md lists what each reads)."""
 
 from harness.checkers.raft.broadcasts import BroadcastEntries, BroadcastHeartbeat, BroadcastState
 from harness.checkers.raft.clients import BroadcastUrl, RepeatConfig, RequestConfig
-from harness.checkers.raft.commits import CommitRule, CommittedDurable, KnowledgeChecker, LeaderCompleteness
+from harness.checkers.raft.commits import CommitRule, CommittedDurable, LeaderCompleteness
 from harness.checkers.raft.elections import ElectionSafety, RaftChecker, TermUpdate, VoteOnce
 from harness.checkers.raft.liveness import LiveAfterHeal
 from harness.checkers.raft.logs import LeaderAppendOnly, LogMatching, StateMachineSafety
@@ -17,8 +17,8 @@ from harness.checkers.raft.updates import UpdateExpiry, UpdateOnce
 
 __all__ = [
     "BroadcastEntries", "BroadcastHeartbeat", "BroadcastState", "BroadcastUrl", "ClusterIdent", "CommitRule",
-    "CommittedDurable", "ElectionSafety", "KnowledgeChecker", "EntriesFromPrev", "EntriesPipeline", "EntriesStop", "FollowsEntriesRedirect", "LeaderAppendOnly",
-    "LeaderCompleteness", "LeaderHeartbeat", "LiveAfterHeal", "LogMatching", "MessageIds", "RaftChecker",
+    "CommittedDurable", "ElectionSafety", "EntriesFromPrev", "EntriesPipeline", "EntriesStop", "FollowsEntriesRedirect",
+    "LeaderAppendOnly", "LeaderCompleteness", "LeaderHeartbeat", "LiveAfterHeal", "LogMatching", "MessageIds", "RaftChecker",
     "RepeatConfig", "RequestConfig", "SnapshotState", "StateMachineSafety", "TermUpdate", "UpdateExpiry", "UpdateOnce",
     "UpdateReqids", "VoteOnce",
 ]

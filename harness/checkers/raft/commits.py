@@ -253,10 +253,9 @@ class KnowledgeChecker(RaftChecker):
     ``receipts``: False when what a peer receives is no proof of what was sent (see
     `KnowledgeBase`); any checker of the run saying so says it for the shared knowledge base."""
 
-    def __init__(self, peers: int = 0, receipts: bool = True, **params: Any) -> None:
+    def __init__(self, peers: int = 0, **params: Any) -> None:
         super().__init__(**params)
         self.peers = peers
-        self.receipts = receipts
         self.use(self.tracker)
 
     def use(self, tracker: Tracker) -> None:

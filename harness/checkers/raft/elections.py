@@ -20,8 +20,11 @@ class RaftChecker(Checker, Listener):
 
     kinds = frozenset({SEND, RECV})
 
-    def __init__(self, **params: Any) -> None:
+    def __init__(self, receipts: bool = True, **params: Any) -> None:
+        """``receipts``: whether what a probed peer received is proof of what was sent (False
+        when a message rule may damage messages: `harness.checkers.external.corrupts`)."""
         super().__init__(**params)
+        self.receipts = receipts
         self.tracker = Tracker()
         self.tracker.add(self)
         self.members: list[RaftChecker] = [self]
@@ -48,6 +51,11 @@ class RaftChecker(Checker, Listener):
 
     def on_other(self, ev: Event) -> None:
         pass
+
+    def receipt_sender(self, ev: Event, msg: Message) -> str | None:
+        """The sender of a peer request whose receipt is the only sight of its send
+        (`unseen_sender`), in a run whose receipts are proof of what was sent; else None."""
+        return unseen_sender(self.tracker, ev, msg) if self.receipts else None
 
     def verdict(self, problems: list[tuple[str, list[dict[str, Any]]]], ok: str,
                 clause: str | None = None) -> list[Verdict]:
@@ -76,9 +84,8 @@ class ElectionSafety(RaftChecker):
     clause = "raft.safety.election-safety"
     kinds = frozenset({SEND, RECV, NOTE})
 
-    def __init__(self, receipts: bool = True, **params: Any) -> None:
+    def __init__(self, **params: Any) -> None:
         super().__init__(**params)
-        self.receipts = receipts
         self.leaders: dict[int, tuple[str, tuple[Event, Message | None]]] = {}  # term -> (node, evidence)
         self.problems: list[tuple[str, list[dict[str, Any]]]] = []
 
@@ -95,7 +102,7 @@ class ElectionSafety(RaftChecker):
 
     @only("AppendEntries", "InstallSnapshot")
     def request_received(self, ev: Event, msg: Message) -> None:
-        sender = unseen_sender(self.tracker, ev, msg) if self.receipts else None
+        sender = self.receipt_sender(ev, msg)
         if sender is not None:
             self.claim(msg["term"], sender, ev, msg)
 
@@ -122,9 +129,8 @@ class VoteOnce(RaftChecker):
     name = "vote-once"
     clause = "raft.algorithm.vote-once"
 
-    def __init__(self, receipts: bool = True, **params: Any) -> None:
+    def __init__(self, **params: Any) -> None:
         super().__init__(**params)
-        self.receipts = receipts
         self.votes: dict[tuple[str, int], tuple[str, tuple[Event, Message]]] = {}  # (voter, term) -> candidate
         self.problems: list[tuple[str, list[dict[str, Any]]]] = []
         self.granted = 0
@@ -163,7 +169,7 @@ class VoteOnce(RaftChecker):
 
     @only("RequestVote")
     def request_received(self, ev: Event, msg: Message) -> None:
-        sender = unseen_sender(self.tracker, ev, msg) if self.receipts and msg.name == "RequestVote" else None
+        sender = self.receipt_sender(ev, msg) if msg.name == "RequestVote" else None
         if sender is not None:  # an unseen candidate's own vote
             self.vote(ev, msg, msg["term"], sender, sender)
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from harness.checkers.base import NOTE, RECV, SEND, Event, Verdict
 from harness.checkers.raft.elections import RaftChecker
-from harness.checkers.raft.wire import PEER_RPCS, entries_of, entry_id, entry_term, only, show, unseen_sender
+from harness.checkers.raft.wire import PEER_RPCS, entries_of, entry_id, entry_term, only, show
 from harness.protocols.codec import Message
 
 Ref = tuple[Event, Message | None]
@@ -47,9 +47,8 @@ class LogMatching(RaftChecker):
     name = "log-matching"
     clause = "raft.safety.log-matching"
 
-    def __init__(self, receipts: bool = True, **params: Any) -> None:
+    def __init__(self, **params: Any) -> None:
         super().__init__(**params)
-        self.receipts = receipts
         self.content: dict[tuple[int, int], tuple[int, Ref]] = {}
         self.pred: dict[tuple[int, int], tuple[int, Ref]] = {}
         self.problems: list[tuple[str, list[dict[str, Any]]]] = []
@@ -69,7 +68,7 @@ class LogMatching(RaftChecker):
             node = ev.node
             for k, raw in enumerate(raws):
                 self.held.add((node, first + k, entry_term(raw)))
-            if self.receipts and unseen_sender(self.tracker, ev, msg) is not None:
+            if self.receipt_sender(ev, msg) is not None:
                 self.run(ev, msg, msg["prev_log_term"] if msg["prev_log_index"] > 0 else None, msg["term"])
         elif msg.name == "InstallSnapshot":
             if msg["last_included_index"] > self.snapshot_upto.get(ev.node, 0):
@@ -158,9 +157,8 @@ class LeaderAppendOnly(RaftChecker):
     name = "leader-append-only"
     clause = "raft.safety.leader-append-only"
 
-    def __init__(self, receipts: bool = True, **params: Any) -> None:
+    def __init__(self, **params: Any) -> None:
         super().__init__(**params)
-        self.receipts = receipts
         self.claims: dict[tuple[str, int], dict[int, tuple[int, int | None, Ref]]] = {}
         self.problems: list[tuple[str, list[dict[str, Any]]]] = []
         self.sent = 0
@@ -184,7 +182,7 @@ class LeaderAppendOnly(RaftChecker):
 
     @only("AppendEntries")
     def request_received(self, ev: Event, msg: Message) -> None:
-        sender = unseen_sender(self.tracker, ev, msg) if self.receipts and msg.name == "AppendEntries" else None
+        sender = self.receipt_sender(ev, msg) if msg.name == "AppendEntries" else None
         if sender is not None:
             self.append(sender, ev, msg)
 

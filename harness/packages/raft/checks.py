@@ -24,9 +24,6 @@ from reference_nodes.raft.common import (
 PEER_COUNTED = (checkers.CommitRule, checkers.LeaderCompleteness, checkers.CommittedDurable, checkers.UpdateOnce,
                 checkers.BroadcastState)
 CLIENT_TIMED = (checkers.RequestConfig, checkers.RepeatConfig)
-# Checks that read a leader whose sends nothing reports from its followers' receipts: told whether
-# a receipt is proof of what was sent (no message rule damages messages)
-RECEIPT_READ = (checkers.ElectionSafety, checkers.VoteOnce, checkers.LeaderAppendOnly, checkers.LogMatching)
 
 
 def peer_count(scenario: Any) -> int:
@@ -109,7 +106,7 @@ def _share(scenario: Any, checker: Any) -> Any:
 
 def _factory(cls: type) -> Callable[..., Any]:
     def make(scenario: Any, **params: Any) -> Any:
-        if cls in RECEIPT_READ or issubclass(cls, checkers.KnowledgeChecker):
+        if issubclass(cls, checkers.RaftChecker):  # whether a receipt is proof of what was sent
             params["receipts"] = not corrupts(scenario)
         if cls in PEER_COUNTED:
             params["peers"] = peer_count(scenario)
