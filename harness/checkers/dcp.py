@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.checkers.base import COMMAND, CRASH, DELIVER, NOTE, RECV, RESTART, SEND, Checker, Event, Verdict
+from harness.checkers.base import (
+    COMMAND, CRASH, DELIVER, NOTE, PAUSE, RECV, RESTART, RESUME, SEND, STALL, START, Checker, Event, Pauses, Verdict,
+)
 from harness.checkers.external import not_judged
 from harness.protocols.codec import Message
 
@@ -297,12 +299,17 @@ class WorkerExpiry(Checker):
     seen only in a reference broker's notes: of an external broker it is not judged, nor of an
     external worker the broker never heard under its node name (its routing identity is its own).
     No clause requires expiry (E-DCP-09): it serves ``dcp.broker.service-queue`` (requests served
-    to workers as they become available; a dead one never does), a SHOULD, so the check is opt-in."""
+    to workers as they become available; a dead one never does), a SHOULD, so the check is opt-in.
+
+    The broker's own faults move the bound: the time it was paused (or held up by the harness's
+    loop) before the deadline is added to it (a paused broker runs no timer), and a broker that
+    crashes after it last heard the worker, before the deadline, forgets the worker with the rest
+    of its memory: nothing is left to expire (counted apart in the verdict)."""
 
     name = "worker-expiry"
     clause = "dcp.broker.service-queue"
     level = "SHOULD"
-    kinds = frozenset({RECV, CRASH, RESTART, NOTE})
+    kinds = frozenset({RECV, CRASH, RESTART, NOTE, PAUSE, RESUME, STALL, START})
 
     def __init__(self, heartbeat_ms: int = 1000, liveness: int = 3, external_brokers: frozenset[str] = frozenset(),
                  external_workers: frozenset[str] = frozenset(), **params: Any) -> None:
@@ -310,15 +317,22 @@ class WorkerExpiry(Checker):
         self.external_brokers, self.external_workers = external_brokers, external_workers
         self.unheard: set[str] = set()  # external workers that crashed, never heard under their name
         self.window_ns = (liveness + 1) * heartbeat_ms * 1_000_000
-        self.last_heard: dict[bytes, int] = {}
-        self.crashes: list[tuple[str, int, int | None]] = []  # node, crashed at, last heard before
+        self.last_heard: dict[bytes, tuple[int, str]] = {}  # worker identity -> (when, by which broker)
+        self.crashes: list[tuple[str, int, tuple[int, str] | None]] = []  # node, crashed at, last heard before
         self.restarts: dict[str, list[int]] = {}
         self.expired: dict[bytes, list[int]] = {}
+        self.broker_pauses = Pauses()
+        self.broker_crashes: dict[str, list[int]] = {}
 
     def on_event(self, ev: Event) -> None:
-        if ev.kind == RECV and ev.role == "broker" and ev.frames and not ev.via:
-            self.last_heard[ev.frames[0]] = ev.time_ns
-        elif ev.kind == CRASH and ev.role == "worker":
+        kind = ev.kind
+        if ev.role == "broker" and kind in (PAUSE, RESUME, STALL, START, CRASH, RESTART):
+            self.broker_pauses.on_event(ev)
+            if kind == CRASH:
+                self.broker_crashes.setdefault(ev.node, []).append(ev.time_ns)
+        elif kind == RECV and ev.role == "broker" and ev.frames and not ev.via:
+            self.last_heard[ev.frames[0]] = (ev.time_ns, ev.node)
+        elif kind == CRASH and ev.role == "worker":
             self.crashes.append((ev.node, ev.time_ns, self.last_heard.get(ev.node.encode())))
         elif ev.kind == RESTART and ev.role == "worker":
             self.restarts.setdefault(ev.node, []).append(ev.time_ns)
@@ -330,19 +344,24 @@ class WorkerExpiry(Checker):
 
     def finish(self, end_ns: int) -> list[Verdict]:
         problems = []
-        checked = 0
-        for node, crashed_at, heard in self.crashes:
+        checked = forgotten = 0
+        for node, crashed_at, last in self.crashes:
             ident = node.encode()
-            if heard is None:
+            if last is None:
                 if node in self.external_workers:
                     self.unheard.add(node)
                 continue  # never registered: nothing to expire
-            deadline = max(heard, crashed_at) + self.window_ns
+            heard, broker = last
+            deadline = self._deadline(broker, max(heard, crashed_at), end_ns)
             back = [t for t in self.restarts.get(node, []) if t >= crashed_at]
             if (back and back[0] <= deadline) or deadline > end_ns:
                 continue  # it came back (or the run ended) before detection was due
+            if any(heard < t <= deadline for t in self.broker_crashes.get(broker, ())):
+                forgotten += 1  # the broker's crash took the worker with it
+                continue
             checked += 1
-            hits = [t for t in self.expired.get(ident, []) if crashed_at <= t <= deadline]
+            # dropped after the last it heard of it (also before the crash: silent, cut off) is dropped
+            hits = [t for t in self.expired.get(ident, []) if heard <= t <= deadline]
             if not hits:
                 problems.append(f"{node} crashed at {crashed_at / 1e6:.1f} ms, last heard {heard / 1e6:.1f} ms; "
                                 f"not expired by {deadline / 1e6:.1f} ms")
@@ -352,4 +371,17 @@ class WorkerExpiry(Checker):
                                 self.unheard))
         if problems:
             return [self.fail("; ".join(problems) + unseen)]
-        return [self.ok(f"{checked} dead worker(s) detected in time{unseen}")]
+        lost = f" ({forgotten} more forgotten in a crash of the broker first)" if forgotten else ""
+        return [self.ok(f"{checked} dead worker(s) detected in time{lost}{unseen}")]
+
+    def _deadline(self, broker: str, since: int, end_ns: int) -> int:
+        """``since`` plus the detection window, moved on by the time the broker was paused
+        before it (the pause can push the deadline into more pause: until it settles, or past
+        the run's end, where a pause still open would push it for ever)."""
+        deadline = since + self.window_ns
+        while deadline <= end_ns:
+            moved = since + self.window_ns + self.broker_pauses.between(broker, since, deadline)
+            if moved == deadline:
+                break
+            deadline = moved
+        return deadline

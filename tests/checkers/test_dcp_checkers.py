@@ -197,3 +197,54 @@ def test_worker_interval_leaves_paused_time_and_clock_changes_out() -> None:
               "  - {at: 700ms, clock_skew: workers.1, offset: -400ms, drift: -0.2}\ncheck:")
     v = verdict(run(INTERVAL.replace("check:", faults, 1)), "worker-interval")
     assert v.ok, v.detail
+
+
+# One worker that dies for good at 600 ms; the broker (100 ms heartbeats, liveness 3) must drop
+# it by 1000 ms, unless its own faults (FAULT) move that bound. Found by `zmq-harness explore` on
+# the reference nodes (search seeds 3 and 5 of scenarios/dcp/explore/basic.yaml).
+EXPIRY = """
+protocol: dcp
+name: dcp-expiry-broker-faults
+duration: 2s
+nodes:
+  broker: {role: broker, config: {heartbeat: 100ms, liveness: 3}}
+  workers: {role: worker, count: 1, config: {service: echo, behaviour: echo, service_time: 5ms}}
+  clients: {role: client, count: 1, config: {timeout: 300ms, max_attempts: 20}}
+workload:
+  - {nodes: clients, op: request, service: echo, rate: 10/s, from: 200ms, until: 1s, size: 16}
+faults:
+  - {at: 600ms, crash: workers.0}
+  - FAULT
+check: [worker-expiry]
+"""
+
+
+def test_worker_expiry_gives_a_paused_broker_the_time_it_was_paused() -> None:
+    """The broker is paused from 700 ms to 1040 ms, over the 1000 ms deadline: it cannot expire
+    anyone meanwhile, so the bound moves by 340 ms; a broker that never expires still fails."""
+    text = EXPIRY.replace("FAULT", "{from: 700ms, until: 1040ms, pause: broker}")
+    v = verdict(run(text), "worker-expiry")
+    assert v.ok and v.detail.startswith("1 dead worker(s) detected in time"), v.detail
+    bad = verdict(run(text, broker=mutants.NeverExpireBroker), "worker-expiry")
+    assert not bad.ok and "not expired by 1340.0 ms" in bad.detail, bad.detail
+
+
+def test_a_broker_that_crashes_before_the_deadline_has_forgotten_the_dead_worker() -> None:
+    """The broker crashes at 800 ms (back at 810 ms): the worker dead since 600 ms is gone with
+    its memory, nothing is left to expire; the verdict counts it apart."""
+    text = EXPIRY.replace("FAULT", "{at: 800ms, crash: broker, restart_after: 10ms}")
+    v = verdict(run(text), "worker-expiry")
+    assert v.ok and "1 more forgotten in a crash of the broker first" in v.detail, v.detail
+    assert verdict(run(text, broker=mutants.NeverExpireBroker), "worker-expiry").ok  # (a crash forgets all)
+    late = EXPIRY.replace("FAULT", "{at: 1500ms, crash: broker, restart_after: 10ms}")  # after the deadline
+    assert not verdict(run(late, broker=mutants.NeverExpireBroker), "worker-expiry").ok
+
+
+def test_a_worker_the_broker_dropped_while_cut_off_needs_no_second_expiry() -> None:
+    """Cut off from 300 ms to 930 ms, the worker is dropped in silence (by about 700 ms), then
+    dies at 900 ms, unheard since: the broker has nothing left to expire (search seed 5)."""
+    text = EXPIRY.replace("{at: 600ms, crash: workers.0}", "{at: 900ms, crash: workers.0}").replace(
+        "FAULT", "{from: 300ms, until: 930ms, partition: [[workers], [rest]]}")
+    v = verdict(run(text), "worker-expiry")
+    assert v.ok and v.detail.startswith("1 dead worker(s) detected in time"), v.detail
+    assert not verdict(run(text, broker=mutants.NeverExpireBroker), "worker-expiry").ok
