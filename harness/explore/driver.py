@@ -97,7 +97,7 @@ def explore(path: str, *, budget: int = 100, seconds: float | None = None, mutan
     report.prop, report.original = prop, found
     say(f"{prop} fails; shrinking (at most {shrink_runs} runs)")
     shrinker = Shrinker(runner, scenario, prop, runs=shrink_runs, seconds=shrink_seconds,
-                        confirm=2 if live else 1)
+                        confirm=2 if live else 1, quiet_ns=space.quiet_ns)
     report.shrunk = shrinker.shrink(found)
     report.reference_failures = runner.reference_failures
     _write(report, scenario, runner.runner, chosen, {**in_file, **chosen}, out_dir, guided,

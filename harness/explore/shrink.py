@@ -63,8 +63,13 @@ class ShrinkResult:
 
 class Shrinker:
     def __init__(self, runner: Differential, scenario: Scenario, prop: Property, *, runs: int = 200,
-                 seconds: float | None = None, confirm: int = 1) -> None:
+                 seconds: float | None = None, confirm: int = 1, quiet_ns: int = 0) -> None:
         self.runner = runner
+        # A shorter run keeps this long after its last fault and its last node's start (the
+        # space's quiet stretch): the time the file gives the nodes to recover is part of the
+        # property, and a run cut short of it fails for want of time, not for the faults
+        self.quiet_ns = quiet_ns
+        self.last_start_ns = max((g.start_ns for g in scenario.groups.values()), default=0)
         self.confirm = confirm  # runs a reduction must fail in a row (2 live, where runs vary)
         self.scenario = scenario
         self.prop = prop
@@ -125,11 +130,25 @@ class Shrinker:
 
     # ---- 2. shorter ------------------------------------------------------------------------------
     def shorter(self, cand: Candidate) -> Candidate:
-        best = smallest(GRAIN_NS, cand.duration_ns, GRAIN_NS, lambda d: self.holds(cut(cand, d, self.scenario.settle_ns)))
+        def fails(d: int) -> bool:
+            shorter = cut(cand, d, self.scenario.settle_ns)
+            return self.leaves_quiet(shorter) and self.holds(shorter)
+
+        best = smallest(GRAIN_NS, cand.duration_ns, GRAIN_NS, fails)
         if best < cand.duration_ns:
             self._accept(f"duration: {fmt_duration(cand.duration_ns)} -> {fmt_duration(best)}")
             return cut(cand, best, self.scenario.settle_ns)
         return cand
+
+    def leaves_quiet(self, cand: Candidate) -> bool:
+        """Whether the run goes on for the quiet stretch after its last fault ends (or, for a
+        fault without an end, begins) and after its last node starts."""
+        last = self.last_start_ns
+        for item in cand.faults:
+            window = fault_window(item)
+            if window is not None:
+                last = max(last, window[0] if window[1] is None else window[1])
+        return cand.duration_ns >= last + self.quiet_ns
 
     # ---- 3. fewer nodes -----------------------------------------------------------------------------
     def fewer_nodes(self, cand: Candidate) -> Candidate:
@@ -174,7 +193,8 @@ class Shrinker:
     def exact_messages(self, cand: Candidate) -> Candidate:
         """A rule that acts on a share of the messages it matches becomes one that acts on the
         few it must: the positions (``nth``) among those it matches, narrowed from the front
-        and the back, then, for a handful, to the ones that matter; at 100% if that still fails."""
+        and the back, then, for a handful, to the ones that matter, and at 100% if that still
+        fails (a longer range keeps its share)."""
         for i, item in enumerate(cand.faults):
             if "rule" not in item or "nth" in item["rule"]:
                 continue
@@ -199,7 +219,9 @@ class Shrinker:
             span = smallest(0, last - 1, 1, lambda d: self.holds(pinned(list(range(last - d, last + 1)))))
             positions = list(range(last - span, last + 1))
             probability = item["rule"].get("probability")
-            if probability is not None and self.holds(pinned(positions, None)):
+            # At 100% only for a handful: every one of a long range is a far harsher fault than the
+            # share the space allows (every SYNC of a run corrupted defeats any client), not the same
+            if probability is not None and len(positions) <= DDMIN_POSITIONS and self.holds(pinned(positions, None)):
                 probability = None
             if len(positions) <= DDMIN_POSITIONS:
                 positions = ddmin(positions, lambda sub: bool(sub) and self.holds(pinned(sub, probability))) or positions

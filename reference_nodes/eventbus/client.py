@@ -106,7 +106,10 @@ class Client(EventBusNode):
         self.sync_deadline: int | None = None
         self.resync_at: int | None = None
         self.threshold: int | None = None  # the last SYNCEND or BROADCAST sequence; None before the first
-        self.marks = [0, 0]  # SYNCEND sequences of the last two synchronisations
+        # From where the next resync asks (marks[0]: every event up to it was offered twice) and
+        # the SYNCEND of the last synchronisation (marks[1])
+        self.marks = [0, 0]
+        self.since = 0  # what the sync in flight asked from
         self.held: list[Message] = []
         self.applied: set[str] = set()
         self.join_mark: int | None = None  # SYNCEND of the last full sync, until a BROADCAST confirms the SUB
@@ -197,6 +200,7 @@ class Client(EventBusNode):
             since = 0
         elif since is None:
             since = self.marks[0]
+        self.since = since
         frames = self.enc["SYNCSTART"]({"subtrees": self.subtrees, "sequence": since})
         return [Send(socket_name(SNAPSHOT, self.current), frames, "SYNCSTART", {"seq": since})]
 
@@ -229,7 +233,10 @@ class Client(EventBusNode):
         full = self.full or first
         self.syncing = False
         self.sync_deadline = None
-        self.marks = [self.marks[1], seq]
+        # A resync from the lower mark offered everything up to the last SYNCEND a second time; a
+        # catch-up from a later point did not, so the lower mark stays (else a SYNC lost in the
+        # full sync before it would never be offered again)
+        self.marks = [self.marks[1] if self.since <= self.marks[0] else self.marks[0], seq]
         self.resync_at = now + self.resync_ns if self.resync_ns else None
         if full:
             self.threshold = seq

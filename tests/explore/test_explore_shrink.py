@@ -74,6 +74,47 @@ def test_shrinking_reaches_the_known_minimum() -> None:
     assert result.runs < 120
 
 
+def test_a_shorter_run_keeps_the_quiet_stretch_after_its_last_fault_and_last_node_start() -> None:
+    """A property that fails however short the run (a client that never had the time to
+    synchronise) is not a fault's doing: the run keeps the file's quiet stretch after its last
+    fault and its late joiners' start, never less (explore once cut an Event BUS run whose late
+    client joins at 3 s down to 100 ms: 'late never synchronised', no fault left)."""
+    always = RuleRunner(lambda c: True)
+    quiet = 1_000_000_000
+    cand = Shrinker(always, SCENARIO, PROP, runs=300, quiet_ns=quiet).shrink(start()).candidate  # type: ignore[arg-type]
+    assert cand.faults == () and cand.duration_ns == quiet  # nothing left to recover from
+    late = load_scenario("scenarios/eventbus/explore/basic.yaml")  # its client 'late' starts at 3 s
+    base = from_scenario(late, 1).with_(faults=({"from": "1s", "until": "1400ms", "pause": "bus"},))
+    eb_runner = RuleRunner(lambda c: bool(c.faults), render=Runner(late))
+    cand = Shrinker(eb_runner, late, PROP, runs=300, quiet_ns=quiet).shrink(base).candidate  # type: ignore[arg-type]
+    assert cand.duration_ns == 3_000_000_000 + quiet
+    crash_late = base.with_(faults=({"at": "3500ms", "crash": "bus", "restart_after": "500ms"},))
+    cand = Shrinker(eb_runner, late, PROP, runs=300, quiet_ns=quiet).shrink(crash_late).candidate  # type: ignore[arg-type]
+    assert cand.duration_ns == 3_600_000_000 + quiet  # (its restart shrunk to the shortest, 100 ms)
+
+
+def reply_rule_over_10_to_30(cand: Candidate) -> bool:
+    """The 'bug': a REPLY rule acting on (at least) the REPLYs number 10 to 30, at any share."""
+    for item in cand.faults:
+        rule = item.get("rule") or {}
+        if rule.get("message") == "REPLY":
+            nth = rule.get("nth")
+            if nth is None:
+                return True
+            if isinstance(nth, str) and "-" in nth:
+                first, last = map(int, nth.split("-"))
+                return first <= 10 and last >= 30
+    return False
+
+
+def test_a_rule_narrowed_to_a_long_range_keeps_its_share() -> None:
+    """Narrowed to 21 messages, the 5% drop stays 5%: at 100% it would drop every one of them, a
+    far harsher fault than the space allows (one at a handful of positions may go to 100%)."""
+    result = Shrinker(RuleRunner(reply_rule_over_10_to_30), SCENARIO, PROP, runs=400).shrink(start())  # type: ignore[arg-type]
+    (rule,) = [f["rule"] for f in result.candidate.faults]
+    assert rule["nth"] == "10-30" and rule["probability"] == "5%", rule
+
+
 def test_a_reduction_that_fails_another_property_is_not_kept() -> None:
     runner = RuleRunner(lambda c: len(c.faults) >= 2)  # fewer faults fail OTHER only
     result = Shrinker(runner, SCENARIO, PROP, runs=300).shrink(start())  # type: ignore[arg-type]
