@@ -30,7 +30,8 @@ BROADCASTs reach the active backup), the backup yields and stands by again. A se
 configured ``primary`` first asks its peer for
 ``check_ms``: if the peer answers, it is active (the primary restarted after a failover) and
 this one becomes the passive replica (its history replaced by the peer's); if not, this one is
-active. A passive server ignores the snapshot requests of clients.
+active (and answers then what the peer's replica asked meanwhile). A passive server ignores the
+snapshot requests of clients.
 
 Notes: ``ha-state`` ``{"state": "primary" | "backup"}`` at start and at every change, "primary"
 while it serves clients (a single server is always primary); the package resolves the fault
@@ -99,6 +100,10 @@ class Server(EventBusNode):
         self.next_poll: int | None = None
         self.asked_at: int | None = None  # a request to the peer not answered yet (one at a time)
         self.check_until: int | None = None
+        # checking: the peer replica's request, answered if this one turns active (dropped, the
+        # peer would wait a whole ha_timeout for its next one and think this one silent: both
+        # active at every start)
+        self.replica_asks: dict[bytes, tuple[list[bytes], Message]] = {}
 
     def sockets(self) -> list[SocketSpec]:
         snap, pub, coll = self.endpoints
@@ -220,6 +225,8 @@ class Server(EventBusNode):
         if self.state != ACTIVE:
             if not identity.startswith(REPLICA_PREFIX):
                 self.voted = True
+            elif self.state == CHECKING:
+                self.replica_asks[identity] = (body, msg)
             return [Note("not-serving", {"client": identity, "state": self.state})]
         return self.snapshot(identity, body, msg)
 
@@ -307,6 +314,7 @@ class Server(EventBusNode):
         self.next_poll = now
         self.asked_at = None
         self.check_until = None
+        self.replica_asks = {}
         return [Note("ha-state", {"state": BACKUP, "why": why})] + self.handle_timer(now)
 
     def _activate(self, now: int, why: str) -> list[Action]:
@@ -316,6 +324,9 @@ class Server(EventBusNode):
         self.seq = max(self.seq, self.seqs[-1] if self.seqs else 0)
         self.store.put("seq", self.seq)
         out: list[Action] = [Note("ha-state", {"state": PRIMARY, "sequence": self.seq, "why": why})]
+        asks, self.replica_asks = self.replica_asks, {}
+        for identity, (body, msg) in asks.items():
+            out.extend(self.snapshot(identity, body, msg))
         pending, self.pending = self.pending, {}
         for uuid, frames in pending.items():
             if uuid in self.uuids:
