@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.checkers.base import CRASH, DELIVER, NOTE, PAUSE, RECV, RESTART, RESUME, SEND, STALL, Event, Verdict
+from harness.checkers.base import CLOCK, CRASH, DELIVER, NOTE, PAUSE, RECV, RESTART, RESUME, SEND, STALL, Event, Verdict
 from harness.checkers.pppp_common import (
     PUBLISHER, SUBSCRIBER, Gaps, PpppCheck, covered, inside, message, peer_of,
 )
@@ -173,7 +173,7 @@ class AckTiming(PpppCheck):
 
     name = "ack-timing"
     clause = "pppp.subscriber.ack-within-first-idle"
-    kinds = frozenset({SEND, RECV, CRASH, PAUSE, RESUME, STALL})
+    kinds = frozenset({SEND, RECV, CRASH, PAUSE, RESUME, STALL, CLOCK})
     roles = SUB
 
     def __init__(self, **params: Any) -> None:
@@ -339,7 +339,7 @@ class Resubscribe(PpppCheck):
 
     name = "resubscribe"
     clause = "pppp.subscriber.resubscribe"
-    kinds = frozenset({SEND, RECV, CRASH, RESTART, PAUSE, RESUME, STALL})
+    kinds = frozenset({SEND, RECV, CRASH, RESTART, PAUSE, RESUME, STALL, CLOCK})
     roles = SUB
 
     def __init__(self, **params: Any) -> None:
@@ -412,7 +412,7 @@ class SubscriberHeartbeats(PpppCheck):
 
     name = "subscriber-heartbeats"
     clause = "pppp.heartbeat.interval"
-    kinds = frozenset({SEND, CRASH, PAUSE, RESUME, STALL})
+    kinds = frozenset({SEND, CRASH, PAUSE, RESUME, STALL, CLOCK})
     roles = SUB
 
     def __init__(self, **params: Any) -> None:

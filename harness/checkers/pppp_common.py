@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.checkers.base import CRASH, PAUSE, RESTART, RESUME, STALL, Checker, Event
+from harness.checkers.base import CLOCK, CRASH, PAUSE, RESTART, RESUME, STALL, Checker, Event
 from harness.checkers.external_wire import ExternalWire
 from harness.protocols.codec import Message
 from harness.protocols.pppp import cut_number
@@ -43,9 +43,38 @@ class PpppCheck(Checker):
         self.must_drop = MAX_MULTIPLE * self.idle + self.tol  # ... after which it must have been
         self._paused_at: dict[str, int] = {}  # node -> when its pause began
         self._credit: dict[str, int] = {}  # node -> paused time since its last message
+        # Nodes whose clock a fault set: (offset, drift) now, and (when, what the node's clock read
+        # then) since the credit was last cleared or the clock last set
+        self._clocks: dict[str, tuple[int, float]] = {}
+        self._clock_mark: dict[str, tuple[int, int]] = {}
+
+    def _node_time(self, node: str, t: int) -> int:
+        offset, drift = self._clocks.get(node, (0, 0.0))
+        return t + offset + int(drift * t)
+
+    def _lag(self, node: str, now: int) -> int:
+        """How far the node's clock fell behind real time since its mark (never negative: a
+        clock that runs fast or jumps forward fires early, which no bound needs to allow)."""
+        mark = self._clock_mark.get(node)
+        if mark is None:
+            return 0
+        return max(0, (now - mark[0]) - (self._node_time(node, now) - mark[1]))
 
     def paused_for(self, ev: Event) -> bool:
-        """Track pauses of ``ev``'s node (True: the event was a pause, resume or stall, handled)."""
+        """Track pauses of ``ev``'s node (True: the event was a pause, resume, stall or clock
+        change, handled). A clock set back, or running slow, delays the node's timers in real
+        time: that lag is credited like a pause (the simulator's set_clock: the node reads
+        ``t + offset + drift * t`` from then on)."""
+        if ev.kind == CLOCK:
+            node, t = ev.node, ev.time_ns
+            before = self._node_time(node, t)
+            lag = self._lag(node, t)
+            data = ev.data or {}
+            self._clocks[node] = (int(data.get("offset_ns", 0)), float(data.get("drift", 0.0)))
+            after = self._node_time(node, t)
+            self._credit[node] = self._credit.get(node, 0) + lag + max(0, before - after)
+            self._clock_mark[node] = (t, after)
+            return True
         if ev.kind == STALL:  # the harness's loop held the node up: credited as a pause that just ended
             if ev.node not in self._paused_at:
                 self._credit[ev.node] = self._credit.get(ev.node, 0) + int((ev.data or {}).get("late_ns", 0))
@@ -66,12 +95,14 @@ class PpppCheck(Checker):
         """How long ``node`` has been paused since its credit was last cleared: a paused node
         cannot keep a deadline, so its deadlines move by that much."""
         since = self._paused_at.get(node)
-        return self._credit.get(node, 0) + (now - since if since is not None else 0)
+        return self._credit.get(node, 0) + (now - since if since is not None else 0) + self._lag(node, now)
 
     def clear_credit(self, node: str, now: int) -> None:
         self._credit.pop(node, None)
         if node in self._paused_at:
             self._paused_at[node] = now
+        if node in self._clock_mark:
+            self._clock_mark[node] = (now, self._node_time(node, now))
 
     def not_judged(self) -> str:
         """The part of a verdict's detail that names the external nodes of the roles this check

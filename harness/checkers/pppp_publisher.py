@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.checkers.base import CRASH, DELIVER, NOTE, PAUSE, RECV, RESTART, RESUME, SEND, STALL, Event, Verdict
+from harness.checkers.base import CLOCK, CRASH, DELIVER, NOTE, PAUSE, RECV, RESTART, RESUME, SEND, STALL, Event, Verdict
 from harness.checkers.pppp_common import PUBLISHER, PpppCheck, inside, message, peer_of
 from harness.protocols.codec import Message
 
@@ -289,7 +289,7 @@ class StopToDisconnected(PpppCheck):
     name = "stop-to-disconnected"
     clause = "pppp.publisher.stop-to-disconnected"
     level = "SHOULD"  # opt-in: a publisher that goes on sending to a silent subscriber breaks no MUST
-    kinds = frozenset({SEND, RECV, PAUSE, RESUME, STALL, CRASH, RESTART})
+    kinds = frozenset({SEND, RECV, PAUSE, RESUME, STALL, CRASH, RESTART, CLOCK})
     roles = PUB
 
     def __init__(self, **params: Any) -> None:
@@ -333,7 +333,7 @@ class PublisherHeartbeats(PpppCheck):
 
     name = "publisher-heartbeats"
     clause = "pppp.heartbeat.interval"
-    kinds = frozenset({SEND, RECV, CRASH, PAUSE, RESUME, STALL})
+    kinds = frozenset({SEND, RECV, CRASH, PAUSE, RESUME, STALL, CLOCK})
     roles = PUB
 
     def __init__(self, **params: Any) -> None:

@@ -136,7 +136,14 @@ def test_a_publisher_pause_moves_the_stop_deadline() -> None:
     assert verdict(run(running, 1), "stop-to-disconnected").ok
 
 
-SCENARIOS = {"lossy": LOSSY, "long-pause": LONG_PAUSE, "sub-dies": SUB_DIES, "pub-restart": PUB_RESTART,
+# Clocks set back and slowed: subs.0's 30 ms back at 1 s, then running 30% slow from 1.9 s; the
+# publisher's 40 ms back at 2 s. Their timers fire that much later in real time, lawfully (the
+# explore sweep with clock_skew found every timing check blaming a clock set back 26 ms).
+SKEWED = LOSSY.replace("faults:", "faults:\n  - {at: 1s, clock_skew: subs.0, offset: -30ms}\n"
+                                  "  - {at: 1900ms, clock_skew: subs.0, offset: -30ms, drift: -0.3}\n"
+                                  "  - {at: 2s, clock_skew: publisher, offset: -40ms}")
+
+SCENARIOS = {"lossy": LOSSY, "skewed": SKEWED, "long-pause": LONG_PAUSE, "sub-dies": SUB_DIES, "pub-restart": PUB_RESTART,
              "implicit": IMPLICIT,
              "partition": PARTITION, "paused": SUB_PAUSED, "sub-restart": SUB_RESTART, "overlaps": OVERLAPS}
 
@@ -214,6 +221,13 @@ CAUGHT = [
      "sent nothing"),
     ("subscriber-heartbeats", "lossy", {"subs__0": M.SlowHeartbeatSubscriber}, "pppp.heartbeat.interval",
      "after a HEARTBEAT"),
+    # a clock set back or running slow moves a deadline by the lag, no more
+    ("subscriber-heartbeats", "skewed", {"subs__0": M.SlowHeartbeatSubscriber}, "pppp.heartbeat.interval",
+     "after a HEARTBEAT"),
+    ("publisher-heartbeats", "skewed", {"publisher": M.SlowHeartbeatPublisher}, "pppp.heartbeat.interval",
+     "after a HEARTBEAT"),
+    ("ack-timing", "skewed", {"subs__0": M.LateAckSubscriber}, "pppp.subscriber.ack-within-first-idle",
+     "ms after receiving it"),
     # a pause moves a deadline by its length, no more; a new conversation still owes its heartbeats
     ("subscriber-heartbeats", "paused", {"subs__0": M.NoHeartbeatSubscriber}, "pppp.heartbeat.first-idle",
      "sent nothing"),
