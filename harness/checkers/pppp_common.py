@@ -87,8 +87,10 @@ class PpppCheck(Checker):
             if since is not None:
                 self._credit[ev.node] = self._credit.get(ev.node, 0) + ev.time_ns - since
             return True
-        if ev.kind in (CRASH, RESTART):  # a crash ends a pause; a restarted node runs
-            self._paused_at.pop(ev.node, None)
+        if ev.kind in (CRASH, RESTART):  # a crash ends a pause (its time counts up to the crash)
+            since = self._paused_at.pop(ev.node, None)
+            if since is not None:
+                self._credit[ev.node] = self._credit.get(ev.node, 0) + ev.time_ns - since
         return False
 
     def credit(self, node: str, now: int) -> int:
