@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from harness.checkers.base import COMMAND, DELIVER, NOTE, Event
+from harness.checkers.base import COMMAND, CRASH, DELIVER, NOTE, Event
 from harness.checkers.raft.liveness import LiveAfterHeal
 from harness.composition import run_sim
 from harness.scenario import load_scenario
@@ -76,6 +76,19 @@ def test_an_operation_pending_at_the_heal_must_commit_within_the_bound_after_it(
     healed = stuck[:2] + [note(2500, "op-committed", "a"), deliver(2600, "a", "ok"), stuck[2],
                           note(2600, "op-start", "b"), note(2650, "op-committed", "b")]
     assert failures(healed) == []
+
+
+def test_an_operation_its_client_crashed_with_is_not_owed() -> None:
+    """The client crashes with an operation in flight (explore, search seed 21 of
+    raft/explore/basic.yaml: a client crashed 2 ms after sending a get): it and the application
+    that waited for it are gone, nobody reads the answer. One it sends after its restart is owed."""
+    crash = Event(1105 * MS, "c", "client", CRASH)
+    lost = [command(1100, "a"), note(1100, "op-start", "a"), crash]
+    assert not any("operation a" in d for d in failures(lost)), failures(lost)
+    after = lost + [command(1300, "b"), note(1300, "op-start", "b")]
+    assert "operation b of c sent at 1.300 s: not committed" in failures(after)[0]
+    done_first = [command(1100, "a"), note(1100, "op-start", "a"), note(1102, "op-committed", "a"), crash]
+    assert failures(done_first) == []
 
 
 def test_a_client_without_notes_is_timed_by_its_deliveries() -> None:

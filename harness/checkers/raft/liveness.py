@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.checkers.base import COMMAND, DELIVER, NOTE, RECV, SEND, Event, Verdict
+from harness.checkers.base import COMMAND, CRASH, DELIVER, NOTE, RECV, SEND, Event, Verdict
 from harness.checkers.raft.elections import RaftChecker
 from harness.checkers.raft.wire import only, show
 from harness.protocols.codec import Message
@@ -37,12 +37,13 @@ class LiveAfterHeal(RaftChecker):
     client runs one operation at a time; one queued behind another is judged with that one),
     else at the command. Reads AppendEntries and their responses at the leaders, the clients'
     commands, notes and ``op`` deliveries. Operations invoked too close to the end of the run to
-    be judged are skipped. Message rules (loss, reordering) are not faults that heal: liveness
-    must hold under them."""
+    be judged are skipped, and so are those of a client that crashed before they were done (its
+    memory, and the application waiting for them, are gone: counted apart). Message rules (loss,
+    reordering) are not faults that heal: liveness must hold under them."""
 
     name = "live-after-heal"
     clause = "raft.algorithm.availability"
-    kinds = frozenset({SEND, RECV, COMMAND, NOTE, DELIVER})
+    kinds = frozenset({SEND, RECV, COMMAND, NOTE, DELIVER, CRASH})
 
     def __init__(self, heal_ns: int = 0, within_ms: int = 5000, **params: Any) -> None:
         super().__init__(**params)
@@ -54,6 +55,7 @@ class LiveAfterHeal(RaftChecker):
         self.started: dict[tuple[str, Any], Event] = {}
         self.committed: dict[tuple[str, Any], Event] = {}
         self.done: dict[tuple[str, Any], Event] = {}
+        self.crashes: dict[str, list[int]] = {}  # node -> when it crashed
 
     @only("AppendEntriesResponse")
     def response_received(self, ev: Event, request: Message, msg: Message) -> None:
@@ -64,7 +66,9 @@ class LiveAfterHeal(RaftChecker):
 
     def on_other(self, ev: Event) -> None:
         data = ev.data or {}
-        if ev.kind == COMMAND and "id" in data:
+        if ev.kind == CRASH:
+            self.crashes.setdefault(ev.node, []).append(ev.time_ns)
+        elif ev.kind == COMMAND and "id" in data:
             self.invoked.setdefault((ev.node, data["id"]), ev)
         elif ev.kind == NOTE and ev.msg_type in (START, COMMITTED):
             (self.started if ev.msg_type == START else self.committed).setdefault((ev.node, data.get("id")), ev)
@@ -97,7 +101,7 @@ class LiveAfterHeal(RaftChecker):
         if self.leader_at is None or self.leader_at > deadline:
             problems.append((f"no follower acknowledged a leader within {self.within_ns / 1e9:g} s of the last heal "
                              f"at {self.heal_ns / 1e9:.3f} s", [self.leader_ref] if self.leader_ref else []))
-        judged = queued = 0
+        judged = queued = abandoned = 0
         noting = {node for node, _ in (*self.started, *self.committed)}  # clients that say when they send
         for key, inv in self.invoked.items():
             start = self.started.get(key)
@@ -114,8 +118,11 @@ class LiveAfterHeal(RaftChecker):
             due = max(begin.time_ns, self.heal_ns) + self.within_ns
             if due > end_ns:
                 continue
-            judged += 1
             done = self.finished(key)
+            if any(begin.time_ns <= c and (done is None or c < done.time_ns) for c in self.crashes.get(key[0], ())):
+                abandoned += 1  # its client crashed with it pending
+                continue
+            judged += 1
             if done is None or done.time_ns > due:
                 delivered = self.done.get(key)
                 how = "not committed" if done is None else "committed" if done.kind == NOTE else \
@@ -130,6 +137,7 @@ class LiveAfterHeal(RaftChecker):
                     problems.append((f"operation {key[1]} of {key[0]} {at} at {begin.time_ns / 1e9:.3f} s: {how}",
                                      [show(begin)] + ([show(done)] if done is not None else [])))
         unsent = f" ({queued} never sent before the run ended)" if queued else ""
+        unsent += f" ({abandoned} pending when their client crashed: not owed)" if abandoned else ""
         return self.verdict(problems, f"leader within {((self.leader_at or 0) - self.heal_ns) / 1e9:.3f} s of the "
                                       f"last heal; {judged} later operation(s) committed within "
                                       f"{self.within_ns / 1e9:g} s{unsent}")
