@@ -25,6 +25,7 @@ from harness.checkers.raft.wire import entry_id
 from harness.composition import run_sim
 from harness.scenario import load_scenario
 from reference_nodes.raft.mutants import MUTANTS
+from tests.checkers.test_raft_mixed_leader import Wire
 
 RAFT = codec("raft")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -201,3 +202,22 @@ def test_the_mutant_in_simulation_is_blamed_alone() -> None:
         assert v[name].ok and "announced committed without a majority by peers.2" in v[name].detail, v[name].detail
     sms = v["state-machine-safety"]
     assert not sms.ok and "caused by peers.2" in sms.detail and "peers.1 is not at fault" in sms.detail
+
+
+def test_an_announcement_commit_rule_could_not_judge_is_not_set_aside() -> None:
+    """An external leader seen only in receipts, whose commit index a majority holds only with a
+    follower the run has not heard from, is not judged (commit-rule counts it): not unjustified,
+    so its commit still binds the next leader."""
+    owner, lc = CommitRule(peers=3), LeaderCompleteness(peers=3)
+    lc.join(owner)
+    w = Wire(owner, ["ext", "peers.0", "peers.1"])
+    w.append("ext", "peers.0", 0, 1, 1)  # no acknowledgement: only peers.1, unheard, could make the majority
+    w.emit("peers.1", SEND, "peer:peers.0", RAFT.encode("RequestVote", {
+        "message_id": 1, "cluster": b"", "peer_id": "peers.1", "term": 2, "last_log_index": 0, "last_log_term": 0}))
+    w.emit("peers.1", SEND, "peer:peers.0", RAFT.encode("AppendEntries", {
+        "message_id": 2, "cluster": b"", "peer_id": "peers.1", "term": 2, "prev_log_index": 0, "prev_log_term": 0,
+        "commit_index": 0, "entries": []}))
+    (rule,), (complete,) = w.verdicts(), lc.finish(w.t)
+    assert rule.ok and "1 announcement(s) of such leaders not judged" in rule.detail, rule.detail
+    assert owner.kb.committed[1].unjustified is None
+    assert not complete.ok and "peers.1 became leader of term 2 with last log entry 0" in complete.detail
