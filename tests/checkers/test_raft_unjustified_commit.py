@@ -221,3 +221,32 @@ def test_an_announcement_commit_rule_could_not_judge_is_not_set_aside() -> None:
     assert rule.ok and "1 announcement(s) of such leaders not judged" in rule.detail, rule.detail
     assert owner.kb.committed[1].unjustified is None
     assert not complete.ok and "peers.1 became leader of term 2 with last log entry 0" in complete.detail
+
+
+def test_an_unprobed_leaders_acknowledgement_beyond_every_commit_index_is_set_aside() -> None:
+    """Live, beside reference peers: the external leader ``ext`` (no probe; what it sends shows as
+    receipts) commits 2 without a majority, then acknowledges update 3 to a client before any
+    AppendEntries of its reaches a peer with commit index 3 (it is restarted: rolling-restarts).
+    The client's receipt names no sender; ext, whom commit-rule failed and no probe reports, is
+    the only one that can have sent it. peers.1 leading next without 3 is not to blame."""
+    owner, lc, cd = CommitRule(peers=3), LeaderCompleteness(peers=3), CommittedDurable(peers=3)
+    lc.join(owner)
+    cd.join(owner)
+    w = Wire(owner, ["ext", "peers.0", "peers.1", "clients.0"])
+    w.append("ext", "peers.0", 0, 1, 0, ack=True)
+    w.append("ext", "peers.1", 0, 1, 1, ack=True)  # 1 on a majority, both followers heard from
+    w.append("ext", "peers.0", 1, 1, 2)  # 2 announced, held by ext alone: commit-rule fails it
+    reqid = bytes(11) + b"\x03"
+    w.emit("clients.0", SEND, "dealer", RAFT.encode("RequestUpdate", {"reqid": reqid, "data": b"x"}))
+    w.emit("clients.0", RECV, "dealer", RAFT.encode("RequestUpdateResponse", {"reqid": reqid, "success": True,
+                                                                               "log_index": 3}))
+    w.emit("peers.1", SEND, "peer:peers.0", RAFT.encode("RequestVote", {
+        "message_id": 9, "cluster": b"", "peer_id": "peers.1", "term": 2, "last_log_index": 2, "last_log_term": 1}))
+    w.emit("peers.1", SEND, "peer:peers.0", RAFT.encode("AppendEntries", {
+        "message_id": 10, "cluster": b"", "peer_id": "peers.1", "term": 2, "prev_log_index": 2, "prev_log_term": 1,
+        "commit_index": 1, "entries": [LogEntry(bytes(11) + b"\x09", 0, 2, b"y")]}))
+    rule = [v for v in w.verdicts() if not v.ok]
+    assert rule and "ext, leader of term 1, sent commit index 2, held by no majority" in rule[0].detail
+    (complete,), (durable,) = lc.finish(w.t), cd.finish(w.t)
+    assert complete.ok and durable.ok, (complete.detail, durable.detail)
+    assert "2 index(es) announced committed without a majority by ext" in complete.detail

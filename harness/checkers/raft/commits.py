@@ -286,6 +286,16 @@ class KnowledgeBase(Listener):
             t, crc = entry_id(raw)
             self.learn(first + k, t, crc, raw[:12], term, (ev, msg), src)
 
+    def beyond(self, src: str) -> str | None:
+        """Who shows an index committed beyond any commit index on the wire, when the commit rule
+        has failed it before (a leader that commits without a majority): ``src``, or for a receipt
+        (``src`` "?") the one such leader no probe reports (a probed sender's send came first, and
+        was named); None when that is not it, or not known."""
+        if src != "?":
+            return src if src in self.doubters else None
+        unprobed = [d for d in self.doubters if d not in self.probed]
+        return unprobed[0] if len(unprobed) == 1 else None
+
     def learn(self, i: int, t: int | None, crc: int | None, reqid: bytes | None, term: int | None,
               ref: Ref, src: str, by: str | None = None) -> None:
         """Index ``i`` shown committed by peer ``src`` ("?": a receipt, whose sender the event does
@@ -297,8 +307,8 @@ class KnowledgeBase(Listener):
         if old is not None and by is None and old.unjustified is not None and src in (old.unjustified, "?") \
                 and not old.differs(t, crc, reqid):
             by = old.unjustified  # the announcer (or an unnamed sender) repeating its entry
-        elif by is None and src in self.doubters and self.judge is not None and i > self.judge.justified:
-            by = src  # a leader that committed without a majority, serving beyond any commit index on the wire
+        elif by is None and self.judge is not None and i > self.judge.justified and old is None:
+            by = self.beyond(src)
         if by is not None:
             self.taint(i, by, t, crc)
         if old is None or (old.unjustified is not None and by is None):  # lawful evidence outranks
