@@ -10,6 +10,14 @@ What is committed is learned from the wire, never from a peer's private state:
 * a RequestUpdate response "true" with an index says the update's entry (its reqid) is
   committed there.
 
+A commit index the commit rule judged unjustified (`CommitRule`: no majority held it, or only
+by counting replicas of an earlier term) committed nothing: what only such an announcement shows
+committed is kept apart (`Fact.unjustified` names the announcer), and the checks built on commitment
+(leader-completeness, committed-durable) do not hold it against later leaders and holders. Any
+other evidence of the same index (a justified announcement, a RequestUpdate "true", a RequestEntries
+answer or StateBroadcast of another peer) replaces it, whichever comes first: a broken announcer
+hides no lawful commit.
+
 A leader whose sends nothing reports (an external peer beside the harness's own, live: no probe,
 and no chaos proxy between it and a probed peer) is read from what the probed peers received of
 it and what they answered it (`KnowledgeBase.request_received`): the same leadership, judged from
@@ -83,6 +91,45 @@ class KnowledgeBase(Listener):
         self.probed: set[str] = set()  # peers whose own probe reported a peer message they sent
         self.receipts = True
         self.hooks: dict[str, list[Any]] = {h: [] for h in self.HOOKS}
+        # (leader, term, commit index) commit-rule failed -> the index up to which it was lawful
+        self.doubted: dict[tuple[str, int, int], int] = {}
+        self.unjustified: dict[int, tuple[str, int | None, int | None]] = {}  # index -> announcer, term, CRC
+        self.doubters: set[str] = set()  # leaders with a commit index commit-rule failed
+        self.tainted: dict[str, set[int]] = {}  # such a leader -> indexes only it showed committed (so far)
+        self.aside: dict[int, str] = {}  # index -> the leader whose unjustified commit alone showed it
+        self.ack_at = 0  # when the acknowledgement being told (`acknowledged`) was seen
+        self.judge: CommitBound | None = None  # the run's commit rule (its ``justified`` bound)
+
+    def taint(self, i: int, by: str, t: int | None, crc: int | None) -> None:
+        """Index ``i`` shown committed by ``by``'s unjustified commit: the entry is kept even once
+        lawful evidence replaces it (state-machine-safety names the cause), until ``by`` holds it
+        on a majority of its term after all (`vindicate`)."""
+        if t is not None and i not in self.unjustified:
+            self.unjustified[i] = (by, t, crc)
+        self.tainted.setdefault(by, set()).add(i)
+        self.aside.setdefault(i, by)
+
+    def vindicate(self, lead: Leadership, n: int, at: int) -> None:
+        """``lead`` holds its entry ``n`` (of its term) on a majority by ``at``: what it announced
+        without a majority up to ``n`` is committed now (Raft 5.4.2), and binds later leaders."""
+        mine = self.tainted.get(lead.node)
+        if not mine:
+            return
+        for i in [i for i in mine if i <= n]:
+            f = self.committed.get(i)
+            claim = lead.claims.get(i)
+            if f is not None and f.unjustified == lead.node and claim is not None and not f.differs(*claim):
+                f.unjustified, f.at, f.commit_term = None, at, lead.term
+                self.unjustified.pop(i, None)
+                self.aside.pop(i, None)
+            mine.discard(i)
+
+    def doubt(self, lead: Leadership, c: int, lawful: int) -> None:
+        """The commit rule judged ``lead``'s commit index ``c`` unjustified beyond ``lawful``:
+        what it commits beyond is learned as shown committed by that announcement only (see
+        `Fact.unjustified`)."""
+        self.doubted[(lead.node, lead.term, c)] = lawful
+        self.doubters.add(lead.node)
 
     @staticmethod
     def uses(tracker: Tracker) -> "KnowledgeBase":
@@ -164,10 +211,12 @@ class KnowledgeBase(Listener):
         key = (lead.node, lead.term)
         done = self.learned_upto.get(key, 0)
         if c > done:
+            lawful = self.doubted.get((lead.node, lead.term, c), c)  # judged just before (`appended`)
             for i in range(done + 1, c + 1):
                 claim = lead.claims.get(i)
                 if claim is not None and claim[1] is not None:
-                    self.learn(i, claim[0], claim[1], claim[2], lead.term, ref)
+                    self.learn(i, claim[0], claim[1], claim[2], lead.term, ref, lead.node,
+                               lead.node if i > lawful else None)
             self.learned_upto[key] = c
 
     def response_received(self, ev: Event, request: Message, msg: Message) -> None:
@@ -191,14 +240,14 @@ class KnowledgeBase(Listener):
             # leader's receipt of it is reported by no probe, and by no proxy: the follower is probed)
             lead = self.leaderships.get((leader, request["term"]))
             if lead is not None:
-                self.acknowledge(lead, ev.node, request, msg)
+                self.acknowledge(lead, ev.node, request, msg, ev.time_ns)
 
     def peer_answer(self, ev: Event, request: Message, msg: Message) -> None:
         lead = self.leaderships.get((ev.node, request["term"]))
         if lead is not None:
-            self.acknowledge(lead, ev.socket, request, msg)
+            self.acknowledge(lead, ev.socket, request, msg, ev.time_ns)
 
-    def acknowledge(self, lead: Leadership, follower: str, request: Message, msg: Message) -> None:
+    def acknowledge(self, lead: Leadership, follower: str, request: Message, msg: Message, at: int) -> None:
         """A follower's answer to the leader's request, as the leader received it or as the
         follower sent it (``follower``: the key it has in ``lead.matches``)."""
         if msg["term"] != request["term"]:
@@ -215,6 +264,7 @@ class KnowledgeBase(Listener):
                 return
             acked = request["last_included_index"]
         lead.matches[follower] = max(lead.matches.get(follower, 0), acked)
+        self.ack_at = at
         for fn in self.hooks["acknowledged"]:
             fn(lead)
 
@@ -224,28 +274,64 @@ class KnowledgeBase(Listener):
         elif msg.name == "RequestUpdateResponse" and msg["success"] and msg.get("log_index") is not None:
             for fn in self.hooks["acked"]:
                 fn(ev, request, msg)
-            self.learn(msg["log_index"], None, None, msg["reqid"], None, (ev, msg))
+            self.learn(msg["log_index"], None, None, msg["reqid"], None, (ev, msg), source(ev))
 
     def broadcast(self, ev: Event, msg: Message) -> None:
         self.entries(ev, msg, msg["term"])
 
     def entries(self, ev: Event, msg: Message, term: int | None) -> None:
         first, raws = entries_of(ev, msg, _skip(ev))
+        src = source(ev)
         for k, raw in enumerate(raws):
             t, crc = entry_id(raw)
-            self.learn(first + k, t, crc, raw[:12], term, (ev, msg))
+            self.learn(first + k, t, crc, raw[:12], term, (ev, msg), src)
+
+    def beyond(self, src: str) -> str | None:
+        """Who shows an index committed beyond any commit index on the wire, when the commit rule
+        has failed it before (a leader that commits without a majority): ``src``, or for a receipt
+        (``src`` "?") the one such leader no probe reports (a probed sender's send came first, and
+        was named); None when that is not it, or not known."""
+        if src != "?":
+            return src if src in self.doubters else None
+        unprobed = [d for d in self.doubters if d not in self.probed]
+        return unprobed[0] if len(unprobed) == 1 else None
 
     def learn(self, i: int, t: int | None, crc: int | None, reqid: bytes | None, term: int | None,
-              ref: Ref) -> None:
+              ref: Ref, src: str, by: str | None = None) -> None:
+        """Index ``i`` shown committed by peer ``src`` ("?": a receipt, whose sender the event does
+        not name); ``by``: by an announcement of this peer that the commit rule judged
+        unjustified. What only repeats such an announcement (served or acknowledged by the
+        announcer itself, before or after it, or received from an unnamed sender with the same
+        entry) is no lawful evidence either; anything else is, and outranks it."""
         old = self.committed.get(i)
-        if old is None:
-            self.committed[i] = Fact(t, crc, reqid, ref[0].time_ns, term, ref)
-        elif old.term is None and t is not None:  # an index known by reqid only gets its content
-            old.term, old.crc, old.reqid = t, crc, old.reqid or reqid
+        if old is not None and by is None and old.unjustified is not None and src in (old.unjustified, "?") \
+                and not old.differs(t, crc, reqid):
+            by = old.unjustified  # the announcer (or an unnamed sender) repeating its entry
+        elif by is None and self.judge is not None and i > self.judge.justified and old is None:
+            by = self.beyond(src)
+        if by is not None:
+            self.taint(i, by, t, crc)
+        if old is None or (old.unjustified is not None and by is None):  # lawful evidence outranks
+            fact = self.committed[i] = Fact(t, crc, reqid, ref[0].time_ns, term, ref, by, src)
+            if old is not None and not old.differs(t, crc, reqid):  # the same entry: keep what is known of it
+                fact.term, fact.crc, fact.reqid = fact.term or old.term, fact.crc or old.crc, fact.reqid or old.reqid
+        else:
+            if old.term is None and t is not None:  # an index known by reqid only gets its content
+                old.term, old.crc, old.reqid = t, crc, old.reqid or reqid
+            if by is not None and old.unjustified is None and not old.differs(t, crc, reqid) \
+                    and old.shown_by <= {by, "?"}:
+                old.unjustified = by  # only the announcer had shown it, before it announced it (its acks)
+                self.taint(i, by, old.term, old.crc)
+            old.shown_by.add(src)
         for fn in self.hooks["learned"]:
             fn(i, t, crc, reqid, term, ref)
         for fn in self.hooks["claimed"]:
             fn(i, t, crc, reqid, ref, None)
+
+
+def source(ev: Event) -> str:
+    """Who shows what an event carries: the sender of a send; "?" for a receipt (unnamed)."""
+    return ev.node if ev.kind == SEND else "?"
 
 
 class KnowledgeChecker(RaftChecker):
@@ -343,6 +429,10 @@ class CommitRule(CommitBound):
     name = "commit-rule"
     clause = "raft.algorithm.commit-majority"
 
+    def use(self, tracker: Tracker) -> None:
+        super().use(tracker)
+        self.kb.judge = self  # what it judges unjustified, the knowledge base keeps apart (`KnowledgeBase.doubt`)
+
     def __init__(self, peers: int = 0, **params: Any) -> None:
         super().__init__(peers, **params)
         self.judged: dict[tuple[str, int], int] = {}  # leadership -> highest commit index it sent
@@ -376,6 +466,8 @@ class CommitRule(CommitBound):
             self.judged[key] = c
             return
         self.count(key, c, received)
+        if not justified:  # what it commits beyond a majority is no commitment to hold later leaders to
+            self.kb.doubt(lead, c, n if n is not None and term_n == lead.term else 0)
         if justified or sum(len(p) for p in self.problems.values()) >= 50:
             return
         ref = show(ev, msg, acknowledged=dict(lead.matches), majority=majority)
@@ -396,6 +488,13 @@ class CommitRule(CommitBound):
         n = self.majority_index(lead, unseen)
         term_n = lead.claims.get(n, (None,))[0] if n is not None else None
         return n, term_n, n is not None and n >= c and (term_n == lead.term or n == UNSEEN)
+
+    def on_acknowledged(self, lead: Leadership) -> None:
+        super().on_acknowledged(lead)
+        if self.kb.tainted.get(lead.node):  # a leader that committed without a majority may get one later
+            n = self.majority_index(lead)
+            if n is not None and lead.claims.get(n, (None,))[0] == lead.term:
+                self.kb.vindicate(lead, n, self.kb.ack_at)
 
     def on_appended(self, ev: Event, msg: Message, lead: Leadership) -> None:
         self.judge(ev, msg, lead, msg["commit_index"])
@@ -431,13 +530,18 @@ class CommitRule(CommitBound):
 class Fact:
     """A committed index: its entry (term and CRC-32, or only the reqid when an acknowledgement
     is all that shows it), when the wire first showed it committed, and a term by which it was
-    committed (the announcing leader's or broadcaster's term; None when unknown)."""
+    committed (the announcing leader's or broadcaster's term; None when unknown).
+    ``unjustified``: the leader whose commit index, judged unjustified by the commit rule, is
+    all that shows it committed (with what that leader served or acknowledged of it): then it
+    was not, and nothing later is bound to hold it; None for an index lawfully shown committed."""
 
-    __slots__ = ("term", "crc", "reqid", "at", "commit_term", "ref")
+    __slots__ = ("term", "crc", "reqid", "at", "commit_term", "ref", "unjustified", "shown_by")
 
     def __init__(self, term: int | None, crc: int | None, reqid: bytes | None, at: int, commit_term: int | None,
-                 ref: Ref) -> None:
+                 ref: Ref, unjustified: str | None = None, src: str = "?") -> None:
         self.term, self.crc, self.reqid, self.at, self.commit_term, self.ref = term, crc, reqid, at, commit_term, ref
+        self.unjustified = unjustified
+        self.shown_by = {src}  # the peers whose sends showed it committed ("?": a receipt's unnamed sender)
 
     def binds(self, lead: Leadership) -> bool:
         """Whether a leadership must hold this entry: its term is later than the commit's, or its
@@ -457,13 +561,24 @@ class Fact:
         return reqid is not None and self.reqid is not None and reqid != self.reqid
 
 
+def set_aside(aside: dict[int, str], whom: str) -> str:
+    """What a verdict says of the indexes only an unjustified announcement showed committed
+    (`KnowledgeBase.aside`)."""
+    by: dict[str, int] = {}
+    for node in aside.values():
+        by[node] = by.get(node, 0) + 1
+    return "".join(f"; {n} index(es) announced committed without a majority by {node} (see commit-rule) not held "
+                   f"against {whom}" for node, n in sorted(by.items()))
+
+
 class LeaderCompleteness(KnowledgeChecker):
     """Leader Completeness: an entry committed in a term is in the log of every leader of a
     later term. Committed entries (see the module) are compared with the RequestVote each later
     leader sent for its term (its last log index must reach the entry, its last log term be at
     least the entry's) and with what the leader's AppendEntries say is at that index. A leader
     is "later" when its term exceeds the one the commit was shown in, or its candidacy started
-    after the commit was shown."""
+    after the commit was shown. An index shown committed only by a commit index the commit rule
+    judged unjustified (`Fact.unjustified`) was not committed: no later leader must hold it."""
 
     name = "leader-completeness"
     clause = "raft.safety.leader-completeness"
@@ -474,7 +589,7 @@ class LeaderCompleteness(KnowledgeChecker):
         for lead in self.kb.leaderships.values():
             vote = lead.vote
             for i, f in facts:
-                if len(problems) >= 50 or not f.binds(lead):
+                if len(problems) >= 50 or f.unjustified is not None or not f.binds(lead):
                     continue
                 if vote is not None and (vote["last_log_index"] < i or (f.term is not None
                                                                          and vote["last_log_term"] < f.term)):
@@ -488,7 +603,7 @@ class LeaderCompleteness(KnowledgeChecker):
                                      f"where an entry of term {f.term} was committed", [show(*f.ref),
                                                                                          show(*lead.first_ref)]))
         return self.verdict(problems, f"{len(facts)} committed index(es) in the logs of every later leader "
-                                      f"({len(self.kb.leaderships)} leadership(s))")
+                                      f"({len(self.kb.leaderships)} leadership(s)){set_aside(self.kb.aside, 'later leaders')}")
 
 
 class CommittedDurable(KnowledgeChecker):
@@ -496,7 +611,8 @@ class CommittedDurable(KnowledgeChecker):
     committed (see the module), nothing shown later at its index differs from it: not an entry
     in the AppendEntries of a leader bound to hold it (see `Fact.binds`), a RequestEntries or
     StateBroadcast entry, a RequestUpdate acknowledged there for another reqid, nor an entry a
-    peer notes as applied."""
+    peer notes as applied. An index shown committed only by a commit index the commit rule judged
+    unjustified (`Fact.unjustified`) binds nothing until other evidence shows it committed."""
 
     name = "committed-durable"
     clause = "raft.algorithm.persist-before-reply"
@@ -509,7 +625,7 @@ class CommittedDurable(KnowledgeChecker):
     def on_claimed(self, i: int, t: int | None, crc: int | None, reqid: bytes | None, ref: Ref,
                    lead: Leadership | None) -> None:
         f = self.kb.committed.get(i)
-        if f is None or f.at >= ref[0].time_ns or len(self.problems) >= 50:
+        if f is None or f.unjustified is not None or f.at >= ref[0].time_ns or len(self.problems) >= 50:
             return
         if lead is not None and not f.binds(lead):
             return  # a deposed leader that does not know yet
@@ -526,4 +642,5 @@ class CommittedDurable(KnowledgeChecker):
                 self.on_claimed(first + k, t, crc, None, (ev, None), None)
 
     def finish(self, end_ns: int) -> list[Verdict]:
-        return self.verdict(self.problems, f"{len(self.kb.committed)} committed index(es), none replaced later")
+        return self.verdict(self.problems, f"{len(self.kb.committed)} committed index(es), none replaced later"
+                                           f"{set_aside(self.kb.aside, 'later holders')}")

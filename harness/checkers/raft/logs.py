@@ -208,7 +208,10 @@ class LeaderAppendOnly(RaftChecker):
 class StateMachineSafety(RaftChecker):
     """State Machine Safety: no two peers apply different entries at one index. Reads the peers'
     ``apply`` notes (index, term and CRC-32 of each applied entry) and the entries the wire shows
-    as committed (RequestEntries responses, StateBroadcasts)."""
+    as committed (RequestEntries responses, StateBroadcasts). Two different entries at an index
+    fail even when one of them was never committed (E-RAFT-33: a peer applies committed entries
+    only); when one is the entry a leader announced committed without a majority (the commit rule
+    failed it: the run's `KnowledgeBase.unjustified`), the detail names that leader as the cause."""
 
     name = "state-machine-safety"
     clause = "raft.safety.state-machine-safety"
@@ -218,6 +221,16 @@ class StateMachineSafety(RaftChecker):
         super().__init__(**params)
         self.applied: dict[int, tuple[int, int, Ref]] = {}
         self.problems: list[tuple[str, list[dict[str, Any]]]] = []
+        self.use(self.tracker)
+
+    def use(self, tracker: Any) -> None:
+        from harness.checkers.raft.commits import KnowledgeBase  # commits imports this module
+        self.kb = KnowledgeBase.uses(tracker)
+        self.kb.receipts = self.kb.receipts and self.receipts
+
+    def join(self, owner: RaftChecker) -> None:
+        super().join(owner)
+        self.use(owner.tracker)
 
     def one(self, i: int, t: int, crc: int, ref: Ref) -> None:
         seen = self.applied.get(i)
@@ -225,7 +238,22 @@ class StateMachineSafety(RaftChecker):
             self.applied[i] = (t, crc, ref)
         elif (seen[0], seen[1]) != (t, crc) and len(self.problems) < 50:
             self.problems.append((f"index {i} holds an entry of term {seen[0]} on {seen[2][0].node} and one of "
-                                  f"term {t} on {ref[0].node}", [show(*seen[2]), show(*ref)]))
+                                  f"term {t} on {ref[0].node}{self.cause(i, seen, (t, crc, ref))}",
+                                  [show(*seen[2]), show(*ref)]))
+
+    def cause(self, i: int, *sides: tuple[int, int, Ref]) -> str:
+        """Which side holds the entry a leader announced committed without a majority (the
+        commit rule failed it), if one does: that leader's commit is the cause."""
+        u = self.kb.unjustified.get(i)
+        if u is None:
+            return ""
+        for k, (t, crc, ref) in enumerate(sides):
+            if (t, crc) == (u[1], u[2]):
+                other = sides[1 - k][2][0].node
+                held = "its own entry" if ref[0].node == u[0] else f"the entry {ref[0].node} applied"
+                return (f" (caused by {u[0]}: it announced {held} committed without a majority, see commit-rule; "
+                        f"never committed, so {other} is not at fault)")
+        return ""
 
     def on_other(self, ev: Event) -> None:
         if ev.kind != NOTE or ev.msg_type != "apply" or not ev.data:
