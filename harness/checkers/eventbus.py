@@ -182,11 +182,20 @@ class _ClientHoldings(Checker):
     kinds: frozenset[str] | None = frozenset({DELIVER, NOTE, CRASH, RESTART})
 
     def __init__(self, subtrees: dict[str, list[str]] | None = None, external: list[str] | None = None,
-                 **params: Any) -> None:
+                 lossy: bool = False, **params: Any) -> None:
         super().__init__(**params)
         self.subtrees = subtrees or {}  # client node -> its subtrees ([] = everything)
         self.external = [c for c in self.subtrees if c in set(external or ())]
         self.lives = _Incarnations()
+        # lossy: the scenario's message rules may drop or damage messages. Then an event a server
+        # sent a client in a SYNC that never reached it intact was lost on the way, not withheld:
+        # the server kept its MUST, and a client can repair only so many losses (its resyncs)
+        self.lossy = lossy
+        if lossy:
+            self.kinds = frozenset((self.kinds or frozenset()) | {SEND, RECV})
+        self.offered: dict[tuple[str, str], int] = {}  # (client identity, uuid) -> its incarnation then
+        self.took: set[tuple[str, str, int]] = set()  # (client, uuid, incarnation): a SYNC of it arrived intact
+        self.set_aside = 0
         self.holds: dict[str, dict[str, str]] = {}  # client -> uuid -> topic (current incarnation)
         self.source: dict[str, dict[str, str]] = {}  # client -> uuid -> how it came first (sync, broadcast)
         self.synced_at: dict[str, int] = {}  # client -> first completed sync of this incarnation
@@ -194,6 +203,8 @@ class _ClientHoldings(Checker):
 
     def client_event(self, ev: Event) -> bool:
         """Book a client's event; True when it was one."""
+        if self.lossy and ev.kind in (SEND, RECV):
+            self._sync_seen(ev)
         if ev.role != "client":
             return False
         if self.lives.on(ev):
@@ -209,6 +220,30 @@ class _ClientHoldings(Checker):
             self.synced_at.setdefault(ev.node, ev.time_ns)
             self.server_of[ev.node] = int(d.get("server", 0))
         return True
+
+    def _sync_seen(self, ev: Event) -> None:
+        """A SYNC a server sent (to the client its routing identity names), or one a client took."""
+        if ev.role == "server" and ev.kind == SEND:
+            found = snapshot_message(ev)
+            if found is not None and found[1].name == "SYNC":
+                client = found[0][1].decode("utf-8", "replace")
+                self.offered[(client, str(found[1]["uuid"]))] = self.lives.generation.get(client, 0)
+        elif ev.role == "client" and ev.kind == RECV and ev.socket.split(".", 1)[0] == "snapshot":
+            msg = decoded(ev)
+            if msg is not None and msg.name == "SYNC":
+                self.took.add((ev.node, str(msg["uuid"]), self.lives.generation.get(ev.node, 0)))
+
+    def lost_on_the_way(self, client: str, uuid: str) -> bool:
+        """A server sent the client's current incarnation a SYNC of the event, and none arrived
+        intact (counted in ``set_aside``)."""
+        generation = self.lives.generation.get(client, 0)
+        lost = self.offered.get((client, uuid)) == generation and (client, uuid, generation) not in self.took
+        self.set_aside += lost
+        return lost
+
+    def set_aside_note(self) -> str:
+        return (f"; not judged: {self.set_aside} (client, event) pair(s) a server sent in a SYNC that the "
+                "scenario's message rules lost on the way") if self.set_aside else ""
 
     def judged_clients(self) -> tuple[list[str], list[str]]:
         """(clients up at the end that synchronised in their current incarnation, clients up at
@@ -277,7 +312,8 @@ class Convergence(_ClientHoldings):
         """What client ``c`` holds wrongly, as (detail, clause), or None."""
         have, source = self.holds.get(c, {}), self.source.get(c, {})
         want = {u for u, t in bus.items() if in_subtrees(t, self.subtrees[c])}
-        missing = sorted(u for u in want - set(have) if not (inferred and self._forgotten(c, u)))
+        missing = sorted(u for u in want - set(have) if not (inferred and self._forgotten(c, u))
+                         and not (self.lossy and self.lost_on_the_way(c, u)))
         # another subtree's event applied from a BROADCAST: the client's own doing (client-subtrees);
         # one no client had before the bus gave its status may have been published since (a live
         # run asks for the status 300 ms before the end, and an external publisher may go on)
@@ -316,9 +352,9 @@ class Convergence(_ClientHoldings):
         if not problems:
             source = " (the bus's state taken from the clients: its servers are not reference nodes)" if inferred else ""
             return [self.ok(f"{len(judged)} client(s) hold exactly the bus's {len(bus)} event(s) of their "
-                            f"subtrees{source}" + not_judged(self.external))]
+                            f"subtrees{source}" + self.set_aside_note() + not_judged(self.external))]
         return [self.fail(f"{len(problems)} client(s) differ from the bus: " + "; ".join(p for p, _ in problems[:3])
-                          + not_judged(self.external), clause=problems[0][1])]
+                          + self.set_aside_note() + not_judged(self.external), clause=problems[0][1])]
 
 
 class ClientSubtrees(Checker):
@@ -375,8 +411,8 @@ class CompleteDelivery(_ClientHoldings):
     roles = CLIENTS_AND_SERVERS
 
     def __init__(self, subtrees: dict[str, list[str]] | None = None, servers: list[str] | None = None,
-                 external: list[str] | None = None, **params: Any) -> None:
-        super().__init__(subtrees, external, **params)
+                 external: list[str] | None = None, lossy: bool = False, **params: Any) -> None:
+        super().__init__(subtrees, external, lossy, **params)
         self.servers = servers or []  # in the clients' order (index 0: the primary)
         self.accepted: dict[str, tuple[str, int, str]] = {}  # uuid -> (topic, time, by)
         self.active: set[str] = set()
@@ -444,13 +480,14 @@ class CompleteDelivery(_ClientHoldings):
         for c in judged:
             have = self.holds.get(c, {})
             lacking = [u for u, (topic, t, _) in self.accepted.items()
-                       if in_subtrees(topic, self.subtrees[c]) and u not in have and not self._exempt(c, t)]
+                       if in_subtrees(topic, self.subtrees[c]) and u not in have and not self._exempt(c, t)
+                       and not (self.lossy and self.lost_on_the_way(c, u))]
             pairs += sum(1 for topic, _, _ in self.accepted.values() if in_subtrees(topic, self.subtrees[c]))
             if lacking:
                 topic, t, by = self.accepted[lacking[0]]
                 problems.append(f"{c} never got {len(lacking)} event(s), e.g. {lacking[0]} on {topic!r} "
                                 f"(accepted by {by} at {t / 1e6:.1f} ms)")
-        unjudged = not_judged(self.external)
+        unjudged = self.set_aside_note() + not_judged(self.external)
         if not problems:
             return [self.ok(f"{len(self.accepted)} event(s) accepted, {len(self.taken)} PUB(s) taken by a reference "
                             f"server all broadcast; all {pairs} (client, event) deliveries made to {len(judged)} "

@@ -19,7 +19,7 @@ from typing import Any, Callable
 from harness.checkers import eventbus as checks
 from harness.checkers import eventbus_client as client_checks
 from harness.checkers import eventbus_server as server_checks
-from harness.checkers.external import corrupts, fifo
+from harness.checkers.external import corrupts, fifo, rule_effects
 from harness.packages.base import (
     CaptureHints, Check, Operation, ProtocolPackage, Role, Setting, TargetView, as_int, as_ms, as_positive_int,
     as_str, one_of, senders_by_role,
@@ -118,9 +118,14 @@ def external_clients(scenario: Any) -> list[str]:
     return [n for g in scenario.groups.values() if g.role == "client" and g.command for n in g.nodes]
 
 
+def lossy(scenario: Any) -> bool:
+    """Whether the scenario's message rules may drop or damage messages (`_ClientHoldings`)."""
+    return bool(rule_effects(scenario) & {"drop", "corrupt"})
+
+
 def _with_clients(cls: type) -> Callable[..., Any]:
     return lambda scenario, **params: cls(subtrees=client_subtrees(scenario), external=external_clients(scenario),
-                                          **params)
+                                          lossy=lossy(scenario), **params)
 
 
 def external_servers(scenario: Any) -> dict[int, str]:
@@ -144,7 +149,7 @@ CHECKS = {
     "complete-delivery": _check("complete-delivery", checks.CompleteDelivery,
                                 lambda scenario, **params: checks.CompleteDelivery(
                                     subtrees=client_subtrees(scenario), servers=server_names(scenario),
-                                    external=external_clients(scenario), **params)),
+                                    external=external_clients(scenario), lossy=lossy(scenario), **params)),
     "client-sequence": _check("client-sequence", checks.ClientSequence, _with_external(checks.ClientSequence)),
     "applied-once": _check("applied-once", checks.AppliedOnce, _with_external(checks.AppliedOnce)),
     "syncend-sequence": _check("syncend-sequence", checks.SyncEndSequence,
