@@ -59,7 +59,9 @@ def test_explore_finds_and_shrinks_a_dcp_mutant(name: str, tmp_path: Path) -> No
 FOUND_BY: dict[str, list[str]] = {
     "raft": ["volatile-log", "commit-no-majority", "keep-conflicts", "wrong-prev-term", "ignore-higher-term",
              "truncating-leader", "apply-uncommitted", "fixed-timeout", "local-read", "slow-election",
-             "hides-leader", "ignores-redirect", "reuse-reqid", "dies-on-malformed"],
+             "hides-leader", "reuse-reqid", "dies-on-malformed"],
+    # (ignores-redirect, a conformance-only client mutant, was "found" on basic.yaml only through a
+    # live-after-heal false alarm, an operation its client crashed with, fixed on 2026-11-28)
     "pppp": ["releases-on-first-ack", "publisher-no-heartbeat", "publisher-slow-first-heartbeat",
              "publisher-slow-heartbeat", "short-sequence", "numbers-from-zero", "late-ack", "never-acks",
              "subscriber-no-heartbeat", "subscriber-slow-first-heartbeat", "subscriber-slow-heartbeat",
