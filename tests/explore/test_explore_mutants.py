@@ -209,9 +209,22 @@ def test_explore_finds_the_mutants_not_found_before(protocol: str, name: str, pa
     assert report.written and report.replayed
 
 
+# Mutants explore does not find, and why (each is caught by a conformance suite). Every entry is
+# a known gap in issue 16's claim, not a place to park a mutant a change made harder to find.
+NOT_FOUND: dict[str, dict[str, str]] = {
+    "raft": {"ignores-redirect": "its only find (basic.yaml) was live-after-heal owing an operation the mutant "
+                                 "client had crashed with, a false alarm fixed on 2026-11-28; 30 runs each of "
+                                 "basic, leader-change, partitions, redirects and retries find nothing since. "
+                                 "It waits the grace period before asking again, which follows-entries-redirect "
+                                 "leaves unjudged (a client may give the named leader up); the conformance case "
+                                 "'redirect' catches it"},
+}
+
+
 def test_every_shipped_mutant_is_in_a_table_of_this_proof() -> None:
     """Issue 16's claim, kept true: every mutant of every protocol is one explore finds (a table
-    above, re-proven by the slow tests), and the tables name no mutant that no longer exists."""
+    above, re-proven by the slow tests) or a named exception (`NOT_FOUND`, with why), and the
+    tables name no mutant that no longer exists."""
     listed: dict[str, set[str]] = {"dcp": set(FOUND)}
     for protocol, names in FOUND_BY.items():
         listed.setdefault(protocol, set()).update(names)
@@ -219,5 +232,9 @@ def test_every_shipped_mutant_is_in_a_table_of_this_proof() -> None:
         listed.setdefault(protocol, set()).update(found)
     for protocol in ("dafka", "dcp", "eventbus", "pppp", "raft"):
         shipped = set(package(protocol).mutants)
+        excused = set(NOT_FOUND.get(protocol, {}))
+        assert not excused & listed.get(protocol, set()), f"{protocol}: a mutant both found and not found"
+        assert excused <= shipped, f"{protocol}: exceptions name mutants that do not exist"
+        listed.setdefault(protocol, set()).update(excused)
         assert shipped - listed.get(protocol, set()) == set(), f"{protocol}: mutants explore is not proven to find"
         assert listed.get(protocol, set()) - shipped == set(), f"{protocol}: tables name mutants that do not exist"
