@@ -187,6 +187,45 @@ class Pauses:
             total += max(0, min(b if hi is None else hi, b) - max(lo, a))
         return total
 
+    def deadline(self, node: str, since: int, span: int) -> int | None:
+        """When the node has run (not paused) for ``span`` since ``since``: a bound on something
+        it must do by its own timers; None when a pause still open when the run ended holds it."""
+        t, left = since, span
+        for lo, hi in self.spans.get(node, ()):
+            if hi is not None and hi <= t:
+                continue
+            if lo > t:
+                if lo - t >= left:
+                    break
+                left -= lo - t
+            if hi is None:
+                return None
+            t = max(t, hi)
+        return t + left
+
+
+class ClockSkews:
+    """The clock faults of each node, as the simulator applies them (``set_clock``): from a CLOCK
+    event on, the node reads ``t + offset + drift * t``."""
+
+    def __init__(self) -> None:
+        self.skews: dict[str, tuple[int, float]] = {}  # node -> (offset, drift)
+
+    def node_time(self, node: str, t: int) -> float:
+        offset, drift = self.skews.get(node, (0, 0.0))
+        return t + offset + drift * t
+
+    def drift(self, node: str) -> float:
+        return self.skews.get(node, (0, 0.0))[1]
+
+    def on_clock(self, ev: Event) -> float:
+        """Apply a CLOCK event; how far it set the node's clock back (0 when forward): its timers
+        then fire that much later in real time."""
+        before = self.node_time(ev.node, ev.time_ns)
+        d = ev.data or {}
+        self.skews[ev.node] = (int(d.get("offset_ns", 0)), float(d.get("drift", 0.0)))
+        return max(0.0, before - self.node_time(ev.node, ev.time_ns))
+
 
 class NoNodeErrors(Checker):
     """No node raised an exception (a reference node or an implementation must not crash on

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.checkers.base import CLOCK, COMMAND, CRASH, RECV, SEND, START, Checker, Event, Verdict
+from harness.checkers.base import CLOCK, COMMAND, CRASH, RECV, SEND, START, Checker, ClockSkews, Event, Verdict
 from harness.checkers.base import Pauses
 from harness.checkers.dafka_duties import DEFAULT_WITHIN_NS, Duties, Problem
 from harness.protocols.codec import Message
@@ -55,7 +55,7 @@ class Intervals(Checker):
         self.pauses = Pauses()
         self.gaps: dict[tuple[str, str], _Gap] = {}  # (node, "BEACON" | "HEAD") -> the current gap
         self.stretch: dict[str, float] = {}  # node -> 1 / (1 + drift) when its clock runs slow
-        self.clock: dict[str, tuple[int, float]] = {}  # node -> (offset, drift) of its host's clock
+        self.clocks = ClockSkews()  # each node's host clock
         self.bad: list[Problem] = []
         self.sends = 0
 
@@ -100,11 +100,8 @@ class Intervals(Checker):
     def _clock(self, ev: Event) -> None:
         """The simulator's clock: node time = virtual + offset + drift x virtual. A fault that
         moves it back makes the node's timers wait until it reads their time again, at its rate."""
-        d = ev.data or {}
-        now, drift, offset = ev.time_ns, float(d.get("drift", 0.0)), int(d.get("offset_ns", 0))
-        old_offset, old_drift = self.clock.get(ev.node, (0, 0.0))
-        back = max(0, (old_offset + old_drift * now) - (offset + drift * now))
-        self.clock[ev.node] = (offset, drift)
+        now, back = ev.time_ns, self.clocks.on_clock(ev)
+        drift = self.clocks.drift(ev.node)
         self.stretch[ev.node] = 1.0 / (1.0 + drift) if drift < 0 else 1.0
         for (node, kind), gap in self.gaps.items():
             if node == ev.node:

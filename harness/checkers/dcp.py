@@ -321,7 +321,7 @@ class WorkerExpiry(Checker):
         self.crashes: list[tuple[str, int, tuple[int, str] | None]] = []  # node, crashed at, last heard before
         self.restarts: dict[str, list[int]] = {}
         self.expired: dict[bytes, list[int]] = {}
-        self.broker_pauses = Pauses()
+        self.broker_pauses = Pauses()  # a paused broker runs no timer: its deadlines move
         self.broker_crashes: dict[str, list[int]] = {}
 
     def on_event(self, ev: Event) -> None:
@@ -352,9 +352,9 @@ class WorkerExpiry(Checker):
                     self.unheard.add(node)
                 continue  # never registered: nothing to expire
             heard, broker = last
-            deadline = self._deadline(broker, max(heard, crashed_at), end_ns)
+            deadline = self.broker_pauses.deadline(broker, max(heard, crashed_at), self.window_ns)
             back = [t for t in self.restarts.get(node, []) if t >= crashed_at]
-            if (back and back[0] <= deadline) or deadline > end_ns:
+            if deadline is None or deadline > end_ns or (back and back[0] <= deadline):
                 continue  # it came back (or the run ended) before detection was due
             if any(heard < t <= deadline for t in self.broker_crashes.get(broker, ())):
                 forgotten += 1  # the broker's crash took the worker with it
@@ -373,15 +373,3 @@ class WorkerExpiry(Checker):
             return [self.fail("; ".join(problems) + unseen)]
         lost = f" ({forgotten} more forgotten in a crash of the broker first)" if forgotten else ""
         return [self.ok(f"{checked} dead worker(s) detected in time{lost}{unseen}")]
-
-    def _deadline(self, broker: str, since: int, end_ns: int) -> int:
-        """``since`` plus the detection window, moved on by the time the broker was paused
-        before it (the pause can push the deadline into more pause: until it settles, or past
-        the run's end, where a pause still open would push it for ever)."""
-        deadline = since + self.window_ns
-        while deadline <= end_ns:
-            moved = since + self.window_ns + self.broker_pauses.between(broker, since, deadline)
-            if moved == deadline:
-                break
-            deadline = moved
-        return deadline

@@ -233,13 +233,15 @@ class _ClientHoldings(Checker):
             if msg is not None and msg.name == "SYNC":
                 self.took.add((ev.node, str(msg["uuid"]), self.lives.generation.get(ev.node, 0)))
 
-    def lost_on_the_way(self, client: str, uuid: str) -> bool:
-        """A server sent the client's current incarnation a SYNC of the event, and none arrived
-        intact (counted in ``set_aside``)."""
+    def judged(self, client: str, lacking: list[str]) -> list[str]:
+        """The events of ``lacking`` the client's current incarnation did not lose on the way: a
+        server sent it a SYNC of the event and none arrived intact (those are counted in
+        ``set_aside``; none without ``lossy``, where no SYNC is booked)."""
         generation = self.lives.generation.get(client, 0)
-        lost = self.offered.get((client, uuid)) == generation and (client, uuid, generation) not in self.took
-        self.set_aside += lost
-        return lost
+        kept = [u for u in lacking
+                if self.offered.get((client, u)) != generation or (client, u, generation) in self.took]
+        self.set_aside += len(lacking) - len(kept)
+        return kept
 
     def set_aside_note(self) -> str:
         return (f"; not judged: {self.set_aside} (client, event) pair(s) a server sent in a SYNC that the "
@@ -312,8 +314,7 @@ class Convergence(_ClientHoldings):
         """What client ``c`` holds wrongly, as (detail, clause), or None."""
         have, source = self.holds.get(c, {}), self.source.get(c, {})
         want = {u for u, t in bus.items() if in_subtrees(t, self.subtrees[c])}
-        missing = sorted(u for u in want - set(have) if not (inferred and self._forgotten(c, u))
-                         and not (self.lossy and self.lost_on_the_way(c, u)))
+        missing = sorted(self.judged(c, [u for u in want - set(have) if not (inferred and self._forgotten(c, u))]))
         # another subtree's event applied from a BROADCAST: the client's own doing (client-subtrees);
         # one no client had before the bus gave its status may have been published since (a live
         # run asks for the status 300 ms before the end, and an external publisher may go on)
@@ -479,9 +480,9 @@ class CompleteDelivery(_ClientHoldings):
         problems += [f"{c} never synchronised" for c in unsynced]
         for c in judged:
             have = self.holds.get(c, {})
-            lacking = [u for u, (topic, t, _) in self.accepted.items()
-                       if in_subtrees(topic, self.subtrees[c]) and u not in have and not self._exempt(c, t)
-                       and not (self.lossy and self.lost_on_the_way(c, u))]
+            lacking = self.judged(c, [u for u, (topic, t, _) in self.accepted.items()
+                                      if in_subtrees(topic, self.subtrees[c]) and u not in have
+                                      and not self._exempt(c, t)])
             pairs += sum(1 for topic, _, _ in self.accepted.values() if in_subtrees(topic, self.subtrees[c]))
             if lacking:
                 topic, t, by = self.accepted[lacking[0]]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.checkers.base import CLOCK, CRASH, PAUSE, RESTART, RESUME, STALL, Checker, Event
+from harness.checkers.base import CLOCK, CRASH, PAUSE, RESTART, RESUME, STALL, Checker, ClockSkews, Event
 from harness.checkers.external_wire import ExternalWire
 from harness.protocols.codec import Message
 from harness.protocols.pppp import cut_number
@@ -43,14 +43,10 @@ class PpppCheck(Checker):
         self.must_drop = MAX_MULTIPLE * self.idle + self.tol  # ... after which it must have been
         self._paused_at: dict[str, int] = {}  # node -> when its pause began
         self._credit: dict[str, int] = {}  # node -> paused time since its last message
-        # Nodes whose clock a fault set: (offset, drift) now, and (when, what the node's clock read
-        # then) since the credit was last cleared or the clock last set
-        self._clocks: dict[str, tuple[int, float]] = {}
-        self._clock_mark: dict[str, tuple[int, int]] = {}
-
-    def _node_time(self, node: str, t: int) -> int:
-        offset, drift = self._clocks.get(node, (0, 0.0))
-        return t + offset + int(drift * t)
+        # Nodes whose clock a fault set, and (when, what the node's clock read then) since the
+        # credit was last cleared or the clock last set
+        self._clocks = ClockSkews()
+        self._clock_mark: dict[str, tuple[int, float]] = {}
 
     def _lag(self, node: str, now: int) -> int:
         """How far the node's clock fell behind real time since its mark (never negative: a
@@ -58,7 +54,7 @@ class PpppCheck(Checker):
         mark = self._clock_mark.get(node)
         if mark is None:
             return 0
-        return max(0, (now - mark[0]) - (self._node_time(node, now) - mark[1]))
+        return max(0, int((now - mark[0]) - (self._clocks.node_time(node, now) - mark[1])))
 
     def paused_for(self, ev: Event) -> bool:
         """Track pauses of ``ev``'s node (True: the event was a pause, resume, stall or clock
@@ -67,13 +63,10 @@ class PpppCheck(Checker):
         ``t + offset + drift * t`` from then on)."""
         if ev.kind == CLOCK:
             node, t = ev.node, ev.time_ns
-            before = self._node_time(node, t)
             lag = self._lag(node, t)
-            data = ev.data or {}
-            self._clocks[node] = (int(data.get("offset_ns", 0)), float(data.get("drift", 0.0)))
-            after = self._node_time(node, t)
-            self._credit[node] = self._credit.get(node, 0) + lag + max(0, before - after)
-            self._clock_mark[node] = (t, after)
+            back = self._clocks.on_clock(ev)
+            self._credit[node] = self._credit.get(node, 0) + lag + int(back)
+            self._clock_mark[node] = (t, self._clocks.node_time(node, t))
             return True
         if ev.kind == STALL:  # the harness's loop held the node up: credited as a pause that just ended
             if ev.node not in self._paused_at:
@@ -104,7 +97,7 @@ class PpppCheck(Checker):
         if node in self._paused_at:
             self._paused_at[node] = now
         if node in self._clock_mark:
-            self._clock_mark[node] = (now, self._node_time(node, now))
+            self._clock_mark[node] = (now, self._clocks.node_time(node, now))
 
     def not_judged(self) -> str:
         """The part of a verdict's detail that names the external nodes of the roles this check

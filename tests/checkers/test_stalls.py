@@ -92,3 +92,15 @@ def test_a_stall_excuses_a_late_dcp_worker_heartbeat_by_its_length_and_no_more()
     assert not worker_interval([ping(0), ping(300)])  # bound 250 + 20 ms
     assert worker_interval([ping(0), stall(300, "w", 35, "worker"), ping(300)])
     assert not worker_interval([ping(0), stall(300, "w", 20, "worker"), ping(300)])
+
+
+def test_a_deadline_moves_by_the_pauses_that_fall_before_it_and_no_others() -> None:
+    p = Pauses()
+    for t, kind in ((100, PAUSE), (150, RESUME), (400, PAUSE), (500, RESUME), (900, PAUSE)):
+        p.on_event(Event(t, "b", "broker", kind))
+    assert p.deadline("b", 0, 300) == 350  # the 50 ms pause at 100 ms moves it; the one at 400 ms is later
+    assert p.deadline("b", 0, 380) == 530  # that one too, once the first move pushes the deadline into it
+    assert p.deadline("b", 120, 100) == 250  # from inside a pause: counting starts when it ends
+    assert p.deadline("b", 600, 300) == 900  # reached just as the last pause begins
+    assert p.deadline("b", 650, 300) is None  # the pause at 900 ms never ends: nothing is due
+    assert p.deadline("c", 10, 5) == 15  # a node never paused
