@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.checkers.base import CRASH, RESTART, SEND, START, Checker, Event, Verdict
+from harness.checkers.base import CRASH, SEND, START, Checker, Event, Verdict
 from harness.checkers.eventbus import CLIENT, decoded
 from harness.checkers.lives import SocketLife, SocketLives
 from harness.node import SocketSpec, SocketType
@@ -32,7 +32,7 @@ class ProducerId(Checker):
     name = "producer-id"
     clause = "eventbus.client.producer-id"
     level = "SHOULD"
-    kinds = frozenset({SEND, CRASH, RESTART})
+    kinds = frozenset({SEND, CRASH, START})  # not RESTART: it comes after the new life's first sends
     roles = CLIENT
 
     def __init__(self, **params: Any) -> None:
@@ -42,7 +42,7 @@ class ProducerId(Checker):
         self.pubs = 0
 
     def on_event(self, ev: Event) -> None:
-        if ev.kind in (CRASH, RESTART):
+        if ev.kind in (CRASH, START):
             self.first.pop(ev.node, None)
             return
         if ev.msg_type != "PUB":
@@ -118,3 +118,57 @@ class ClientConnections(Checker):
         if self.bad:
             return [self.first_problem(self.bad, "missing client connection(s)")]
         return [self.ok(f"{self.judged} client life(s), each with its SNAPSHOT and SUBSCRIBER connections")]
+
+
+class SyncStartFirst(Checker):
+    """On every socket a client sends a SYNCSTART by (its SNAPSHOT connection), the first message
+    it sends in that life is a SYNCSTART (``eventbus.client.syncstart-first``, "The client MUST
+    start by sending a SYNCSTART command to its snapshot connection"; E-EVENTBUS-15: judged on
+    snapshot connections only, so a client that only publishes passes, and its PUBs are not
+    ordered against its SYNCSTART).
+
+    Judged from the client's own sends, so no fault of the network can make a correct client
+    fail it. A client that runs as an external process is judged where a reference server
+    receives what it sent (``external-wire``: the server drops anything but a SYNCSTART on its
+    snapshot port) and by the conformance case ``syncstart-first``."""
+
+    name = "syncstart-first"
+    clause = "eventbus.client.syncstart-first"
+    # a life starts at START (the probe's, before the node's first sends); RESTART comes after them
+    kinds = frozenset({SEND, START, CRASH})
+    roles = CLIENT
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self.first: dict[tuple[str, str], tuple[str, Event]] = {}  # (node, socket) -> first send of this life
+        self.done: set[tuple[str, str]] = set()  # judged in this life: one verdict per socket and life
+        self.bad: list[tuple[Event, str, str]] = []
+        self.judged = 0
+
+    def on_event(self, ev: Event) -> None:
+        if ev.via:
+            return  # the proxy names an external client's two DEALERs to one server alike
+        if ev.kind != SEND:  # a new life starts its connections afresh
+            self.first = {k: v for k, v in self.first.items() if k[0] != ev.node}
+            self.done = {k for k in self.done if k[0] != ev.node}
+            return
+        key = (ev.node, ev.socket)
+        if key in self.done:
+            return
+        msg = decoded(ev)
+        name = msg.name if msg is not None else "a message that does not decode"
+        first_name, first = self.first.setdefault(key, (name, ev))
+        if name != "SYNCSTART":
+            return
+        self.done.add(key)
+        if first_name == "SYNCSTART":
+            self.judged += 1
+            return
+        self.bad.append((first, f"{ev.node} sent {first_name} on {ev.socket} at {first.time_ns / 1e6:.1f} ms, "
+                                f"before its first SYNCSTART there ({ev.time_ns / 1e6:.1f} ms)", self.clause))
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        if self.bad:
+            return [self.first_problem(self.bad, "snapshot connection(s) not started by a SYNCSTART")]
+        return [self.ok(f"{self.judged} snapshot connection(s) (client sockets that carried a SYNCSTART), "
+                        f"each started by one")]

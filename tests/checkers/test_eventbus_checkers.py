@@ -67,6 +67,7 @@ CAUGHT = [
     ("clean", "bus", "alters-data", "forward-unchanged"),
     ("clean", "bus", "restamps", "forward-unchanged"),
     ("clean", "bus", "reencodes-data", "forward-unchanged"),
+    ("server-restart", "clients.*", "hello-first", "syncstart-first"),
 ]
 
 

@@ -71,3 +71,60 @@ def test_a_new_producer_id_after_a_restart_is_no_failure() -> None:
     # late's first life (3 s to 3.5 s) is too short to owe its connections; the six others are judged
     connections = verdict(result, "client-connections")
     assert connections.ok and "6 client life(s)" in connections.detail, connections.detail
+
+
+# ---- syncstart-first (a MUST, a default check) ----------------------------------------------
+
+def test_syncstart_first_catches_a_client_that_greets_before_its_syncstart() -> None:
+    factory = MUTANTS["hello-first"][1]
+    result = run(BASIC.read_text(), **{"clients.0": factory})
+    bad = verdict(result, "syncstart-first")
+    assert not bad.ok and bad.clause == "eventbus.client.syncstart-first" and bad.level == "MUST", bad.detail
+    assert "clients.0 sent SYNCEND on snapshot" in bad.detail and "1 snapshot connection(s)" in bad.detail
+    # the server drops the stray SYNCEND and the bus converges: only this check sees it
+    assert [v.check for v in result.failed] == ["syncstart-first"]
+
+
+def test_syncstart_first_judges_every_snapshot_connection_of_the_reference() -> None:
+    v = verdict(reference(), "syncstart-first")
+    assert v.ok and "5 snapshot connection(s)" in v.detail, v.detail
+
+
+class GreetsAfterRestart(MUTANTS["hello-first"][1]):  # type: ignore[misc,valid-type]
+    """Starts its first life right, and greets before its SYNCSTART in every later one."""
+
+    started: set[str] = set()
+
+    def __init__(self, ctx: NodeContext) -> None:
+        super().__init__(ctx)
+        self.greeted = self.name not in GreetsAfterRestart.started
+        GreetsAfterRestart.started.add(self.name)
+
+
+RESTARTS = ("faults:\n  - {at: 1s, crash: clients.0, restart_after: 300ms}\n"
+            "  - {at: 3500ms, crash: late, restart_after: 300ms}\ncheck:")
+
+
+def test_syncstart_first_judges_each_life_afresh() -> None:
+    GreetsAfterRestart.started.clear()
+    result = run(BASIC.read_text().replace("check:", RESTARTS), **{"clients.0": GreetsAfterRestart})
+    bad = verdict(result, "syncstart-first")
+    assert not bad.ok and "clients.0 sent SYNCEND" in bad.detail, bad.detail
+    assert "at 1300.0 ms" in bad.detail and bad.evidence[0]["time_ms"] == 1300.0  # its second life, from 1.3 s
+    # the reference restarted: each new life starts with a SYNCSTART again, and passes
+    result = run(BASIC.read_text().replace("check:", RESTARTS))
+    v = verdict(result, "syncstart-first")
+    assert v.ok and "7 snapshot connection(s)" in v.detail, v.detail
+
+
+class PublishOnly(Client):
+    """Never synchronises (E-EVENTBUS-15: a client that only publishes sends no SYNCSTART)."""
+
+    def _sync(self, now: int, full: bool, since: int | None = None) -> list[Any]:
+        return []
+
+
+def test_a_client_that_sends_no_syncstart_is_not_judged_by_syncstart_first() -> None:
+    result = run(BASIC.read_text(), **{f"clients.{i}": PublishOnly for i in range(4)})
+    v = verdict(result, "syncstart-first")
+    assert v.ok and "1 snapshot connection(s)" in v.detail, v.detail

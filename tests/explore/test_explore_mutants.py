@@ -72,6 +72,8 @@ FOUND_BY: dict[str, list[str]] = {
              "server-sequence-format", "applies-twice", "foreign-topics", "two-frame-syncstart", "comma-subtrees",
              "client-sequence-format", "same-uuid", "hello-first", "server-crash-on-malformed",
              "client-crash-on-malformed"],
+    # (hello-first was found through no-node-errors while the reference server raised on a client's
+    # SYNCEND; once the server dropped it, nothing judged the clause until syncstart-first, 2026-11-28)
 }
 SMALL_BUDGET = 12
 AT_MOST = 5

@@ -170,6 +170,7 @@ CHECKS = {
                                 clients=[c for c in client_subtrees(scenario) if c not in external_clients(scenario)],
                                 external_servers=external_servers(scenario), damaged=corrupts(scenario),
                                 any_external=bool(scenario.external), **params)),
+    "syncstart-first": _check("syncstart-first", client_checks.SyncStartFirst),
     # SHOULDs of the client, opt-in (never defaults): a file that names them says its clients claim them
     "client-subtrees": _check("client-subtrees", checks.ClientSubtrees, _with_clients(checks.ClientSubtrees)),
     "producer-id": _check("producer-id", client_checks.ProducerId),
@@ -257,7 +258,7 @@ PACKAGE = ProtocolPackage(
     operations=OPERATIONS,
     checks=CHECKS,
     default_checks=("convergence", "complete-delivery", "client-sequence", "applied-once", "syncend-sequence",
-                    "server-sequence", "snapshot-filter", "forward-unchanged", "external-wire"),
+                    "server-sequence", "snapshot-filter", "forward-unchanged", "external-wire", "syncstart-first"),
     final_status=("server",),  # convergence compares the clients with the active server's holdings
     mutants=MUTANTS,
     suites=SUITES,
