@@ -564,7 +564,7 @@ MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
 # tests/checkers/test_raft_checkers.py leaves them out.
 SUITE_ONLY = ("slow-election", "dies-on-malformed", "hides-leader",
               "indexless-update", "reqid-not-in-entry",
-              "new-reqid-follow-up", "ignores-redirect", "client-dies-on-malformed")
+              "ignores-redirect", "client-dies-on-malformed")
 # Mutants that crash (the suite reports harness.robustness whichever step was waiting).
 CRASHES = ("dies-on-malformed", "client-dies-on-malformed")
 

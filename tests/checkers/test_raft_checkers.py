@@ -19,7 +19,7 @@ ALL_CHECKS = ("[election-safety, vote-once, term-update, log-matching, leader-ap
               "state-machine-safety, committed-durable, commit-rule, update-once, snapshot-state, linearizable, "
               "leader-heartbeat, message-ids, update-reqids, update-expiry, entries-stop, follows-entries-redirect, "
               "broadcast-state, broadcast-heartbeat, broadcast-entries, broadcast-url, request-config, repeat-config, "
-              "cluster-ident, entries-pipeline, entries-from-prev]")
+              "cluster-ident, entries-pipeline, entries-from-prev, entries-follow-up]")
 
 SCENARIOS = {
     # Five peers with identical election timeouts, all restarted at once: everyone stands at the
@@ -301,6 +301,7 @@ CASES = [
     ("ignores-entries-redirect", "slow-reads", "follows-entries-redirect", [295818]),
     ("unbounded-pipeline", "catch-up", "entries-pipeline", [1, 2, 3]),
     ("skips-snapshot", "compacted-reads", "entries-from-prev", [1, 2]),
+    ("new-reqid-follow-up", "catch-up", "entries-follow-up", [1, 2]),
     ("ignore-higher-term", "deposed", "term-update", [1, 2, 3]),
     ("reapply-reqid", "retries", "update-once", [1, 2]),
     ("no-debounce", "retries", "commit-rule", [1, 2, 3], "raft.algorithm.commit-majority"),

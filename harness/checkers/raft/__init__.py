@@ -7,7 +7,7 @@ from harness.checkers.raft.commits import CommitRule, CommittedDurable, LeaderCo
 from harness.checkers.raft.elections import ElectionSafety, RaftChecker, TermUpdate, VoteOnce
 from harness.checkers.raft.liveness import LiveAfterHeal
 from harness.checkers.raft.logs import LeaderAppendOnly, LogMatching, StateMachineSafety
-from harness.checkers.raft.redirects import FollowsEntriesRedirect
+from harness.checkers.raft.redirects import EntriesFollowUp, FollowsEntriesRedirect
 from harness.checkers.raft.requests import (
     ClusterIdent, EntriesFromPrev, EntriesPipeline, EntriesStop, MessageIds, UpdateReqids,
 )
@@ -17,8 +17,8 @@ from harness.checkers.raft.updates import UpdateExpiry, UpdateOnce
 
 __all__ = [
     "BroadcastEntries", "BroadcastHeartbeat", "BroadcastState", "BroadcastUrl", "ClusterIdent", "CommitRule",
-    "CommittedDurable", "ElectionSafety", "EntriesFromPrev", "EntriesPipeline", "EntriesStop", "FollowsEntriesRedirect",
-    "LeaderAppendOnly", "LeaderCompleteness", "LeaderHeartbeat", "LiveAfterHeal", "LogMatching", "MessageIds", "RaftChecker",
-    "RepeatConfig", "RequestConfig", "SnapshotState", "StateMachineSafety", "TermUpdate", "UpdateExpiry", "UpdateOnce",
+    "CommittedDurable", "ElectionSafety", "EntriesFollowUp", "EntriesFromPrev", "EntriesPipeline", "EntriesStop",
+    "FollowsEntriesRedirect", "LeaderAppendOnly", "LeaderCompleteness", "LeaderHeartbeat", "LiveAfterHeal", "LogMatching",
+    "MessageIds", "RaftChecker", "RepeatConfig", "RequestConfig", "SnapshotState", "StateMachineSafety", "TermUpdate", "UpdateExpiry", "UpdateOnce",
     "UpdateReqids", "VoteOnce",
 ]

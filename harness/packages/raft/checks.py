@@ -206,6 +206,7 @@ CHECKS = {
     "follows-entries-redirect": _check("follows-entries-redirect", checkers.FollowsEntriesRedirect, {
         "within": Setting("within_ms", as_ms, "judge the first RequestEntries sent this soon after the redirect "
                                               "(default 50ms)")}),
+    "entries-follow-up": _check("entries-follow-up", checkers.EntriesFollowUp),
     "update-expiry": _check("update-expiry", checkers.UpdateExpiry),
     "update-reqids": _check("update-reqids", checkers.UpdateReqids),
     "broadcast-state": _check("broadcast-state", checkers.BroadcastState),
