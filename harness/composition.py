@@ -191,8 +191,11 @@ class _Observed:
     def restart(self, node: str) -> None:
         if self.runtime.is_running(node):  # restarting a running node crashes it first: the checkers hear of both
             self.observer.emit(self.runtime.now_ns, node, CRASH)
-        self.runtime.restart(node)
+        # before the new life runs: its START and first sends come out of runtime.restart, and a
+        # checker that starts a node's state afresh at RESTART must not wipe them (the trace's
+        # restart row comes first as well)
         self.observer.emit(self.runtime.now_ns, node, RESTART)
+        self.runtime.restart(node)
 
     def pause(self, node: str) -> None:  # a paused node's deadlines wait with it
         self.runtime.pause(node)

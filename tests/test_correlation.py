@@ -61,3 +61,40 @@ def test_live_commands_are_paired_too(tmp_path: Path) -> None:
     assert r.ok, [v.to_dict() for v in r.failed]
     no_corr, commands, delivered = pairing(r.trace_path)
     assert not no_corr and len(commands) > 10 and commands == delivered
+
+
+class _Lifecycle:
+    """An observer that keeps one node's lifecycle events and sends, in the order checkers see them."""
+
+    name = "lifecycle-order"
+    clause = ""
+    kinds = None
+    roles = None
+    level = "MUST"
+    from_capture = False
+
+    def __init__(self, node: str) -> None:
+        self.node = node
+        self.seen: list[tuple[int, str, str]] = []
+
+    def on_sockets(self, node: str, sockets: list) -> None:
+        pass
+
+    def on_event(self, ev) -> None:  # type: ignore[no-untyped-def]
+        if ev.node == self.node and ev.kind in ("crash", "restart", "start", "send"):
+            self.seen.append((ev.time_ns, ev.kind, ev.msg_type))
+
+    def finish(self, end_ns: int) -> list:
+        return []
+
+
+def test_checkers_hear_of_a_restart_before_the_new_life_runs() -> None:
+    """A checker that starts a node's state afresh at RESTART must not wipe the new life's first
+    sends: CRASH, then RESTART, then the new life's START and sends (it was START, sends, RESTART)."""
+    text = Path("scenarios/eventbus/explore/basic.yaml").read_text().replace(
+        "check:", "faults:\n  - {at: 1s, crash: clients.0, restart_after: 300ms}\ncheck:")
+    seen = _Lifecycle("clients.0")
+    run_sim(parse_scenario(text, "basic.yaml"), 1, observers=[seen])  # type: ignore[list-item]
+    at_restart = [kind for t, kind, _ in seen.seen if t == 1_300_000_000]
+    assert at_restart[:3] == ["restart", "start", "send"], at_restart
+    assert [k for t, k, _ in seen.seen if t == 1_000_000_000 and k != "send"] == ["crash"]
