@@ -32,7 +32,7 @@ class ProducerId(Checker):
     name = "producer-id"
     clause = "eventbus.client.producer-id"
     level = "SHOULD"
-    kinds = frozenset({SEND, CRASH, START})  # not RESTART: it comes after the new life's first sends
+    kinds = frozenset({SEND, CRASH, START})  # a life ends at CRASH (an external client's too), starts at START
     roles = CLIENT
 
     def __init__(self, **params: Any) -> None:
@@ -134,8 +134,7 @@ class SyncStartFirst(Checker):
 
     name = "syncstart-first"
     clause = "eventbus.client.syncstart-first"
-    # a life starts at START (the probe's, before the node's first sends); RESTART comes after them
-    kinds = frozenset({SEND, START, CRASH})
+    kinds = frozenset({SEND, START, CRASH})  # a life starts at START, the probe's, before the node's first sends
     roles = CLIENT
 
     def __init__(self, **params: Any) -> None:

@@ -18,7 +18,7 @@ from harness.checkers.raft.updates import UpdateExpiry, UpdateOnce
 __all__ = [
     "BroadcastEntries", "BroadcastHeartbeat", "BroadcastState", "BroadcastUrl", "ClusterIdent", "CommitRule",
     "CommittedDurable", "ElectionSafety", "EntriesFollowUp", "EntriesFromPrev", "EntriesPipeline", "EntriesStop",
-    "FollowsEntriesRedirect", "LeaderAppendOnly", "LeaderCompleteness", "LeaderHeartbeat", "LiveAfterHeal", "LogMatching",
-    "MessageIds", "RaftChecker", "RepeatConfig", "RequestConfig", "SnapshotState", "StateMachineSafety", "TermUpdate", "UpdateExpiry", "UpdateOnce",
-    "UpdateReqids", "VoteOnce",
+    "FollowsEntriesRedirect", "LeaderAppendOnly", "LeaderCompleteness", "LeaderHeartbeat", "LiveAfterHeal",
+    "LogMatching", "MessageIds", "RaftChecker", "RepeatConfig", "RequestConfig", "SnapshotState",
+    "StateMachineSafety", "TermUpdate", "UpdateExpiry", "UpdateOnce", "UpdateReqids", "VoteOnce",
 ]

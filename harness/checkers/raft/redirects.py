@@ -102,12 +102,11 @@ class EntriesFollowUp(RaftChecker):
     response's request id. Only a response of the client's current RPC is judged: the id of
     the last RequestEntries it sent, unless that one was a stop (count 0). A late response of
     an RPC the client has stopped or left for a newer one owes nothing. A follow-up with count
-    0 (a stop)
-    keeps the id as well; a new RPC the client starts after it is not judged, nor a client that
-    sends nothing, nor what it sends later (it may have given the RPC up). The previous LOG
-    INDEX of the follow-up is not compared: the dialects differ on it (a 0.7 follow-up repeats
-    the first one). Not judged for a client run as an external process: the chaos proxy does
-    not show which of its sends reacted to which response."""
+    0 (a stop) keeps the id as well; a new RPC the client starts after it is not judged, nor a
+    client that sends nothing, nor what it sends later (it may have given the RPC up). The
+    previous LOG INDEX of the follow-up is not compared: the dialects differ on it (a 0.7
+    follow-up repeats the first one). Not judged for a client run as an external process: the
+    chaos proxy does not show which of its sends reacted to which response."""
 
     name = "entries-follow-up"
     clause = "raft.entries.follow-up"
@@ -140,7 +139,7 @@ class EntriesFollowUp(RaftChecker):
         if answer is None or answer[0] != ev.time_ns:
             return  # not the reaction to a status 2 or 3 response
         self.judged += 1
-        when, rid, response, rmsg = answer
+        _, rid, response, rmsg = answer
         if ev.frames[0] != rid and len(self.problems) < 50:
             self.problems.append((f"{ev.node} answered a RequestEntries response with status {rmsg['status']} "
                                   f"(request id {rid.hex()}) with a RequestEntries of another request id "
