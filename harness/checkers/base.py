@@ -210,10 +210,25 @@ class ClockSkews:
 
     def __init__(self) -> None:
         self.skews: dict[str, tuple[int, float]] = {}  # node -> (offset, drift)
+        self.history: dict[str, list[tuple[int, int, float]]] = {}  # node -> (from, offset, drift), in time order
 
     def node_time(self, node: str, t: int) -> float:
         offset, drift = self.skews.get(node, (0, 0.0))
         return t + offset + drift * t
+
+    def node_time_at(self, node: str, t: int) -> float:
+        """What the node's clock read at real time ``t``, by the clock faults in force then."""
+        offset, drift = 0, 0.0
+        for since, o, d in self.history.get(node, ()):
+            if since > t:
+                break
+            offset, drift = o, d
+        return t + offset + drift * t
+
+    def elapsed(self, node: str, t0: int, t1: int) -> float:
+        """How much time the node's own clock counted from real time ``t0`` to ``t1``: more than
+        ``t1 - t0`` when it jumped forward or runs fast, so its timers fire early in real time."""
+        return self.node_time_at(node, t1) - self.node_time_at(node, t0)
 
     def drift(self, node: str) -> float:
         return self.skews.get(node, (0, 0.0))[1]
@@ -224,6 +239,7 @@ class ClockSkews:
         before = self.node_time(ev.node, ev.time_ns)
         d = ev.data or {}
         self.skews[ev.node] = (int(d.get("offset_ns", 0)), float(d.get("drift", 0.0)))
+        self.history.setdefault(ev.node, []).append((ev.time_ns, *self.skews[ev.node]))
         return max(0.0, before - self.node_time(ev.node, ev.time_ns))
 
 

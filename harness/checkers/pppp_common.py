@@ -86,6 +86,20 @@ class PpppCheck(Checker):
                 self._credit[ev.node] = self._credit.get(ev.node, 0) + ev.time_ns - since
         return False
 
+    def clock_event(self, ev: Event) -> bool:
+        """For a check that judges no timing of its own but asks `silent_long`: record a CLOCK
+        event (True: it was one, handled)."""
+        if ev.kind != CLOCK:
+            return False
+        self._clocks.on_clock(ev)
+        return True
+
+    def silent_long(self, node: str, heard: int, t: int) -> bool:
+        """Whether ``node`` may count a peer it last heard at ``heard`` as disconnected by ``t``:
+        3 x idle of real time, or of its own clock (a clock that jumped forward or runs fast
+        reaches it sooner; the check must ask for CLOCK events)."""
+        return t - heard >= self.may_drop or self._clocks.elapsed(node, heard, t) >= self.may_drop
+
     def credit(self, node: str, now: int) -> int:
         """How long ``node`` has been paused since its credit was last cleared: a paused node
         cannot keep a deadline, so its deadlines move by that much."""

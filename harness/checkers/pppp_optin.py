@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.checkers.base import CRASH, DELIVER, NOTE, RECV, RESTART, SEND, Event, Verdict
+from harness.checkers.base import CLOCK, CRASH, DELIVER, NOTE, RECV, RESTART, SEND, Event, Verdict
 from harness.checkers.pppp_common import PUBLISHER, SUBSCRIBER, PpppCheck, inside, message, peer_of
 from harness.checkers.pppp import _span
 from harness.checkers.pppp_publisher import Ledger, ResendNacked, SubView
@@ -56,7 +56,7 @@ class ImplicitHeartbeat(PpppCheck):
 
     name = "implicit-heartbeat"
     clause = "pppp.heartbeat.implicit"
-    kinds = frozenset({SEND, RECV, DELIVER, CRASH, RESTART})
+    kinds = frozenset({SEND, RECV, DELIVER, CRASH, RESTART, CLOCK})
     roles = BOTH
 
     def __init__(self, **params: Any) -> None:
@@ -70,6 +70,8 @@ class ImplicitHeartbeat(PpppCheck):
         self.expected = 0
 
     def on_event(self, ev: Event) -> None:
+        if self.clock_event(ev):
+            return
         if ev.role == SUBSCRIBER:
             self._subscriber(ev)
         elif ev.kind in (CRASH, RESTART):
@@ -97,7 +99,9 @@ class ImplicitHeartbeat(PpppCheck):
         heard = self.last_in.get(node)
         if msg["channel"] in held:
             self.resubscribes += 1
-            if heard is not None and ev.time_ns - heard < self.idle:
+            # (its own clock counts too: one that jumped forward may count the publisher lost sooner)
+            if heard is not None and ev.time_ns - heard < self.idle \
+                    and self._clocks.elapsed(node, heard, ev.time_ns) < self.idle:
                 self.bad.append((f"{node} SUBSCRIBEd to {msg['channel']!r} again {(ev.time_ns - heard) / 1e6:.1f} ms "
                                  f"after it last heard from the publisher (a live publisher: any traffic counts as a "
                                  f"heartbeat)", [ev], self.clause))
@@ -110,7 +114,7 @@ class ImplicitHeartbeat(PpppCheck):
         ident = peer_of(ev)
         talk = self.talks.get(ident)
         if ev.kind == RECV:
-            if talk is not None and ev.time_ns - talk.heard >= self.may_drop:
+            if talk is not None and self.silent_long(ev.node, talk.heard, ev.time_ns):
                 del self.talks[ident]  # it may count as disconnected: the conversation is over
                 talk = None
             if msg.name == "SUBSCRIBE":
@@ -170,7 +174,7 @@ class BacklogSync(PpppCheck):
     name = "backlog-sync"
     clause = "pppp.conversation.sync-optional"
     level = "MAY"
-    kinds = frozenset({SEND, RECV, DELIVER, NOTE, CRASH})
+    kinds = frozenset({SEND, RECV, DELIVER, NOTE, CRASH, CLOCK})
     roles = frozenset({PUBLISHER})
 
     def __init__(self, **params: Any) -> None:
@@ -182,6 +186,8 @@ class BacklogSync(PpppCheck):
         self.syncs = 0
 
     def on_event(self, ev: Event) -> None:
+        if self.clock_event(ev):
+            return
         if ev.kind == CRASH:
             self.replay.clear()
             return

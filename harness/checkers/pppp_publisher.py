@@ -51,7 +51,8 @@ class Ledger:
                 sub.owed.setdefault(channel, {})[seq] = None
         return True
 
-    def heard(self, ident: bytes, t: int) -> SubView | None:
+    def heard(self, ident: bytes, t: int, node: str = "") -> SubView | None:
+        """The subscriber ``ident`` was heard at ``t`` by the publisher ``node``."""
         sub = self.subs.get(ident)
         if sub is None:
             return None
@@ -59,13 +60,13 @@ class Ledger:
         if gap > self.check.must_drop + self.check.grace:
             del self.subs[ident]  # it may have been dropped for good meanwhile
             return None
-        if gap >= self.check.may_drop:
+        if self.check.silent_long(node, sub.heard, t):
             sub.live_since = t
         sub.heard = t
         return sub
 
-    def subscribe(self, ident: bytes, prefix: bytes, t: int) -> SubView:
-        sub = self.heard(ident, t) or self.subs.setdefault(ident, SubView(t))
+    def subscribe(self, ident: bytes, prefix: bytes, t: int, node: str = "") -> SubView:
+        sub = self.heard(ident, t, node) or self.subs.setdefault(ident, SubView(t))
         sub.prefixes.append((prefix, t))
         sub.subscribed_at = t
         return sub
@@ -100,8 +101,8 @@ class Ledger:
                 self.published(msg["channel"], msg["sequence"], ev.time_ns)
             return msg, sub
         if msg.name == "SUBSCRIBE":
-            return msg, self.subscribe(ident, msg["channel"], ev.time_ns)
-        sub = self.heard(ident, ev.time_ns)
+            return msg, self.subscribe(ident, msg["channel"], ev.time_ns, ev.node)
+        sub = self.heard(ident, ev.time_ns, ev.node)
         if sub is not None and msg.name == "ACK":
             return msg, sub  # the caller acknowledges after it looked at the NACKs
         return msg, sub
@@ -156,7 +157,7 @@ class PreserveUntilAcked(PpppCheck):
 
     name = "preserve-until-acked"
     clause = "pppp.publisher.preserve-until-acked"
-    kinds = frozenset({SEND, RECV, DELIVER, NOTE})
+    kinds = frozenset({SEND, RECV, DELIVER, NOTE, CLOCK})
     roles = PUB
 
     def __init__(self, **params: Any) -> None:
@@ -166,12 +167,14 @@ class PreserveUntilAcked(PpppCheck):
         self.released = 0
 
     def on_event(self, ev: Event) -> None:
+        if self.clock_event(ev):
+            return
         if ev.kind == NOTE and ev.msg_type == "released" and ev.data:
             channel = bytes(ev.data["channel"])
             for seq in ev.data.get("seqs", []):
                 self.released += 1
                 for ident, sub in self.ledger.subs.items():
-                    if seq in sub.owed.get(channel, {}) and ev.time_ns - sub.heard < self.may_drop:
+                    if seq in sub.owed.get(channel, {}) and not self.silent_long(ev.node, sub.heard, ev.time_ns):
                         self.bad.append((f"released {channel!r} #{seq} while {ident!r} (heard "
                                          f"{(ev.time_ns - sub.heard) / 1e6:.1f} ms before) had not acknowledged it",
                                          [ev], self.clause))
@@ -196,7 +199,7 @@ class ResendNacked(PpppCheck):
 
     name = "resend-nacked"
     clause = "pppp.publisher.resend-nacked"
-    kinds = frozenset({SEND, RECV, DELIVER, NOTE, CRASH})
+    kinds = frozenset({SEND, RECV, DELIVER, NOTE, CRASH, CLOCK})
     roles = PUB
 
     def __init__(self, **params: Any) -> None:
@@ -214,6 +217,8 @@ class ResendNacked(PpppCheck):
         self.asked = 0
 
     def on_event(self, ev: Event) -> None:
+        if self.clock_event(ev):
+            return
         if ev.kind == CRASH:
             self.due.clear()  # a crashed publisher owes nothing until it talks again
             self.on_silence.clear()
@@ -267,7 +272,7 @@ class ResendNacked(PpppCheck):
                 continue
             del self.due[key]
             sub = self.ledger.subs.get(key[0])
-            if sub is None or sub.heard + self.may_drop <= deadline:
+            if sub is None or self.silent_long(ack.node, sub.heard, deadline):
                 continue  # gone, or silent long enough to count as disconnected
             what = "implicitly NACKed" if clause != self.clause else "NACKed"
             self.bad.append((f"{key[0]!r} {what} {key[1]!r} #{key[2]} at {ack.time_ns / 1e6:.1f} ms; not resent "
@@ -360,7 +365,8 @@ class PublisherHeartbeats(PpppCheck):
         if ev.kind == RECV:
             heard = self.heard.get(ident)
             due = self._deadline(ident)
-            if heard is not None and due is not None and heard + self.may_drop <= due and ev.time_ns - heard >= self.may_drop:
+            if heard is not None and due is not None and self.silent_long(ev.node, heard, due) \
+                    and self.silent_long(ev.node, heard, ev.time_ns):
                 self.excused.add(ident)
             self.heard[ident] = ev.time_ns
             if msg.name == "SUBSCRIBE":
@@ -384,7 +390,7 @@ class PublisherHeartbeats(PpppCheck):
             return
         before, was_hb, _ = self.last.pop(ident)
         heard = self.heard.get(ident, 0)
-        if ident in self.excused or heard + self.may_drop <= due:
+        if ident in self.excused or self.silent_long(before.node, heard, due):
             self.excused.discard(ident)
             return  # it may have counted the subscriber as disconnected by then
         clause = "pppp.heartbeat.interval" if was_hb else "pppp.heartbeat.first-idle"

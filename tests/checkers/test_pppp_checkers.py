@@ -143,13 +143,39 @@ SKEWED = LOSSY.replace("faults:", "faults:\n  - {at: 1s, clock_skew: subs.0, off
                                   "  - {at: 1900ms, clock_skew: subs.0, offset: -30ms, drift: -0.3}\n"
                                   "  - {at: 2s, clock_skew: publisher, offset: -40ms}")
 
+# The publisher's clock jumps 50 ms forward at 1 s while subs.1 is cut off (700-1190 ms): on its
+# own clock it has not heard from subs.1 for 3 x idle 50 ms sooner in real time, and lawfully
+# counts it lost before a first-idle heartbeat to it falls due (explore's sweep with clock_skew,
+# search seed 43 of pppp/explore/basic.yaml: publisher-heartbeats blamed it, seed 681).
+JUMPED = """protocol: pppp
+name: checker-test-jumped
+duration: 3200ms
+settle: 2s
+nodes:
+  publisher: {role: publisher, config: {idle: 200ms, first_idle: 50ms, liveness: 3}}
+  subs: {role: subscriber, count: 2, config: {channels: [news, weather]}}
+workload:
+  - {nodes: publisher, op: publish, rate: 60/s, from: 500ms, until: 2200ms, channel: [news, weather], size: 32, limit: 43}
+faults:
+  - {from: 700ms, until: 1190ms, partition: [[subs.1], [rest]]}
+  - {at: 1s, clock_skew: publisher, offset: 50ms}
+"""
+
+
+def test_a_publisher_whose_clock_jumped_forward_may_count_a_subscriber_lost_sooner() -> None:
+    result = run(JUMPED, 681)
+    v = verdict(result, "publisher-heartbeats")
+    assert v.ok, v.detail  # failed before: "sent nothing to b'subs.1' for 99.6 ms after its PUBLISH at 1184.8 ms"
+    assert result.ok, [(v.check, v.detail) for v in result.failed]
+
+
 # subs.0 is paused from 300 ms to 2 s and crashes at 1.5 s meanwhile (back 10 ms later): the time
 # it was paused counts up to the crash (explore found resubscribe blaming it: a pause from the
 # start of the run ended by a crash, search seed 21 of pppp/explore/sparse.yaml).
 PAUSED_CRASH = LOSSY.replace("faults:", "faults:\n  - {from: 300ms, until: 2s, pause: subs.0}\n"
                                         "  - {at: 1500ms, crash: subs.0, restart_after: 10ms}")
 
-SCENARIOS = {"lossy": LOSSY, "skewed": SKEWED, "paused-crash": PAUSED_CRASH, "long-pause": LONG_PAUSE, "sub-dies": SUB_DIES, "pub-restart": PUB_RESTART,
+SCENARIOS = {"lossy": LOSSY, "skewed": SKEWED, "jumped": JUMPED, "paused-crash": PAUSED_CRASH, "long-pause": LONG_PAUSE, "sub-dies": SUB_DIES, "pub-restart": PUB_RESTART,
              "implicit": IMPLICIT,
              "partition": PARTITION, "paused": SUB_PAUSED, "sub-restart": SUB_RESTART, "overlaps": OVERLAPS}
 
@@ -232,6 +258,10 @@ CAUGHT = [
      "after a HEARTBEAT"),
     ("publisher-heartbeats", "skewed", {"publisher": M.SlowHeartbeatPublisher}, "pppp.heartbeat.interval",
      "after a HEARTBEAT"),
+    ("publisher-heartbeats", "jumped", {"publisher": M.SlowHeartbeatPublisher}, "pppp.heartbeat.interval",
+     "after a HEARTBEAT"),
+    ("publisher-heartbeats", "jumped", {"publisher": M.SlowFirstHeartbeatPublisher}, "pppp.heartbeat.first-idle",
+     "after its"),
     ("ack-timing", "skewed", {"subs__0": M.LateAckSubscriber}, "pppp.subscriber.ack-within-first-idle",
      "ms after receiving it"),
     # a pause moves a deadline by its length, no more; a new conversation still owes its heartbeats

@@ -104,3 +104,16 @@ def test_a_deadline_moves_by_the_pauses_that_fall_before_it_and_no_others() -> N
     assert p.deadline("b", 600, 300) == 900  # reached just as the last pause begins
     assert p.deadline("b", 650, 300) is None  # the pause at 900 ms never ends: nothing is due
     assert p.deadline("c", 10, 5) == 15  # a node never paused
+
+
+def test_a_clock_counts_its_jumps_only_from_when_they_happened() -> None:
+    from harness.checkers.base import CLOCK, ClockSkews
+
+    c = ClockSkews()
+    ms = 1_000_000
+    c.on_clock(Event(1000 * ms, "pub", "publisher", CLOCK, data={"offset_ns": 50 * ms, "drift": 0.0}))
+    assert c.elapsed("pub", 600 * ms, 900 * ms) == 300 * ms  # before the jump: real time
+    assert c.elapsed("pub", 900 * ms, 1100 * ms) == 250 * ms  # across it: 50 ms more
+    assert c.elapsed("other", 900 * ms, 1100 * ms) == 200 * ms
+    back = c.on_clock(Event(2000 * ms, "pub", "publisher", CLOCK, data={"offset_ns": -10 * ms, "drift": 0.0}))
+    assert back == 60 * ms and c.elapsed("pub", 1100 * ms, 2100 * ms) == 940 * ms
