@@ -4,6 +4,7 @@ processes), and a live run gives the verdicts and message counts of the simulate
 
 from __future__ import annotations
 
+import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -27,6 +28,12 @@ pytestmark = [pytest.mark.live, pytest.mark.timeout(180)]
 # depends on what was in flight at the instant of a crash: for them, a factor of two.
 SHARE, SLACK = 0.3, 12
 REPAIR = {"DIRECT-RECORD"}
+# Messages a node sends once it takes a peer for dead (a DCP worker registers again, a broker
+# tells an unknown worker to reconnect). A live run whose loop held a node past its timer by a
+# heartbeat or more (a `stall` row) may lawfully count such deaths the simulation never sees:
+# their counts are then not compared (CI once saw REGISTER 8 in simulation, 27 live).
+LIVENESS = {"REGISTER", "RECONNECT"}
+LONG_STALL_MS = 100.0
 RULE_EFFECTS = ("drop", "delay", "duplicate", "reorder")
 NETWORK_FAULTS = ("partition", "heal", "slow-link", "restore-link")
 PROCESS_FAULTS = ("crash", "restart", "pause", "resume")
@@ -42,6 +49,14 @@ def counts(trace_path: str) -> tuple[Counter, Counter, Counter]:
                      and r["fault"].split(":")[0] in RULE_EFFECTS + NETWORK_FAULTS)
     process = Counter(r["kind"] for r in rows if r["kind"] in PROCESS_FAULTS)
     return sends, faults, process
+
+
+def longest_stall_ms(trace_path: str) -> float:
+    """The longest a live run's loop held a node past its timer (0 without stalls)."""
+    rows = read_trace(trace_path).select(["kind", "detail"]).to_pylist()
+    held = [float(m.group(1)) for r in rows if r["kind"] == "stall"
+            and (m := re.search(r"held ([0-9.]+) ms", r["detail"] or ""))]
+    return max(held, default=0.0)
 
 
 def close(kind: str, a: int, b: int) -> bool:
@@ -60,7 +75,9 @@ def compare(path: str, tmp_path: Path) -> None:
     sim_sends, sim_faults, sim_process = counts(sim.trace_path)  # type: ignore[arg-type]
     live_sends, live_faults, live_process = counts(live.trace_path)  # type: ignore[arg-type]
     assert set(live_sends) == set(sim_sends)
-    off = {t: (sim_sends[t], live_sends[t]) for t in sim_sends if not close(t, sim_sends[t], live_sends[t])}
+    stalled = longest_stall_ms(live.trace_path) >= LONG_STALL_MS  # type: ignore[arg-type]
+    off = {t: (sim_sends[t], live_sends[t]) for t in sim_sends if not close(t, sim_sends[t], live_sends[t])
+           and not (stalled and t in LIVENESS)}
     assert not off, f"sends per type (sim, live) differ beyond tolerance: {off}"
     # Every fault applied in simulation is applied live, as often (rules: about as often).
     assert set(live_faults) == set(sim_faults)
