@@ -209,11 +209,16 @@ class ClockSkews:
     event on, the node reads ``t + offset + drift * t``."""
 
     def __init__(self) -> None:
-        self.skews: dict[str, tuple[int, float]] = {}  # node -> (offset, drift)
         self.history: dict[str, list[tuple[int, int, float]]] = {}  # node -> (from, offset, drift), in time order
 
+    def _skew(self, node: str) -> tuple[int, float]:
+        """The node's clock fault now (its latest): (offset, drift)."""
+        h = self.history.get(node)
+        return (h[-1][1], h[-1][2]) if h else (0, 0.0)
+
     def node_time(self, node: str, t: int) -> float:
-        offset, drift = self.skews.get(node, (0, 0.0))
+        """What the node's clock reads at ``t`` by its latest clock fault (``t`` not before it)."""
+        offset, drift = self._skew(node)
         return t + offset + drift * t
 
     def node_time_at(self, node: str, t: int) -> float:
@@ -231,15 +236,15 @@ class ClockSkews:
         return self.node_time_at(node, t1) - self.node_time_at(node, t0)
 
     def drift(self, node: str) -> float:
-        return self.skews.get(node, (0, 0.0))[1]
+        return self._skew(node)[1]
 
     def on_clock(self, ev: Event) -> float:
         """Apply a CLOCK event; how far it set the node's clock back (0 when forward): its timers
         then fire that much later in real time."""
         before = self.node_time(ev.node, ev.time_ns)
         d = ev.data or {}
-        self.skews[ev.node] = (int(d.get("offset_ns", 0)), float(d.get("drift", 0.0)))
-        self.history.setdefault(ev.node, []).append((ev.time_ns, *self.skews[ev.node]))
+        skew = (ev.time_ns, int(d.get("offset_ns", 0)), float(d.get("drift", 0.0)))
+        self.history.setdefault(ev.node, []).append(skew)
         return max(0.0, before - self.node_time(ev.node, ev.time_ns))
 
 

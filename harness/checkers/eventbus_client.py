@@ -139,27 +139,27 @@ class SyncStartFirst(Checker):
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
-        self.first: dict[tuple[str, str], tuple[str, Event]] = {}  # (node, socket) -> first send of this life
-        self.done: set[tuple[str, str]] = set()  # judged in this life: one verdict per socket and life
+        # node -> socket -> its first send in this life; None once the socket's SYNCSTART was judged
+        self.first: dict[str, dict[str, tuple[str, Event] | None]] = {}
         self.bad: list[tuple[Event, str, str]] = []
         self.judged = 0
 
     def on_event(self, ev: Event) -> None:
         if ev.via:
             return  # the proxy names an external client's two DEALERs to one server alike
-        if ev.kind != SEND:  # a new life starts its connections afresh
-            self.first = {k: v for k, v in self.first.items() if k[0] != ev.node}
-            self.done = {k for k in self.done if k[0] != ev.node}
+        if ev.kind != SEND:
+            self.first.pop(ev.node, None)  # a new life starts its connections afresh
             return
-        key = (ev.node, ev.socket)
-        if key in self.done:
-            return
+        sockets = self.first.setdefault(ev.node, {})
+        seen = sockets.get(ev.socket, ())
+        if seen is None:
+            return  # judged in this life
         msg = decoded(ev)
         name = msg.name if msg is not None else "a message that does not decode"
-        first_name, first = self.first.setdefault(key, (name, ev))
+        first_name, first = seen or sockets.setdefault(ev.socket, (name, ev))
         if name != "SYNCSTART":
             return
-        self.done.add(key)
+        sockets[ev.socket] = None
         if first_name == "SYNCSTART":
             self.judged += 1
             return

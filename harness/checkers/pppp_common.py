@@ -43,10 +43,10 @@ class PpppCheck(Checker):
         self.must_drop = MAX_MULTIPLE * self.idle + self.tol  # ... after which it must have been
         self._paused_at: dict[str, int] = {}  # node -> when its pause began
         self._credit: dict[str, int] = {}  # node -> paused time since its last message
-        # Nodes whose clock a fault set, and (when, what the node's clock read then) since the
-        # credit was last cleared or the clock last set
+        # The clock faults of each node, and since when (the credit last cleared or the clock last
+        # set) a node's clock lag counts, for nodes whose clock a fault set
         self._clocks = ClockSkews()
-        self._clock_mark: dict[str, tuple[int, float]] = {}
+        self._clock_mark: dict[str, int] = {}
 
     def _lag(self, node: str, now: int) -> int:
         """How far the node's clock fell behind real time since its mark (never negative: a
@@ -54,7 +54,7 @@ class PpppCheck(Checker):
         mark = self._clock_mark.get(node)
         if mark is None:
             return 0
-        return max(0, int((now - mark[0]) - (self._clocks.node_time(node, now) - mark[1])))
+        return max(0, int((now - mark) - self._clocks.elapsed(node, mark, now)))
 
     def paused_for(self, ev: Event) -> bool:
         """Track pauses of ``ev``'s node (True: the event was a pause, resume, stall or clock
@@ -66,7 +66,7 @@ class PpppCheck(Checker):
             lag = self._lag(node, t)
             back = self._clocks.on_clock(ev)
             self._credit[node] = self._credit.get(node, 0) + lag + int(back)
-            self._clock_mark[node] = (t, self._clocks.node_time(node, t))
+            self._clock_mark[node] = t
             return True
         if ev.kind == STALL:  # the harness's loop held the node up: credited as a pause that just ended
             if ev.node not in self._paused_at:
@@ -111,7 +111,7 @@ class PpppCheck(Checker):
         if node in self._paused_at:
             self._paused_at[node] = now
         if node in self._clock_mark:
-            self._clock_mark[node] = (now, self._clocks.node_time(node, now))
+            self._clock_mark[node] = now
 
     def not_judged(self) -> str:
         """The part of a verdict's detail that names the external nodes of the roles this check
