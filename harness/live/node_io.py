@@ -103,6 +103,7 @@ class Slot(NodeClock):
     peers: dict[str, str] = field(default_factory=dict)  # socket -> endpoint label for the trace
     routers: set[str] = field(default_factory=set)  # names of ROUTER sockets
     source: str | None = None  # the local address its TCP connections come from (a 127.x address)
+    ctx: zmq.Context | None = None  # its own ZeroMQ context while its sockets are open (LiveRuntime._end_context)
 
 
 def set_timer(slot: Slot, at: int | None) -> None:

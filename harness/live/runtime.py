@@ -35,7 +35,9 @@ from harness.live.deliveries import Delivery, DeliveryLog
 from harness.live.external import ExternalNode
 from harness.live.loop import EventLoop, LiveRuntimeError
 from harness.live.node_io import NodeIO, Slot, set_timer
-from harness.live.sockets import BIND_RETRY_S, STOP_LINGER_MS, SocketSetupError, open_socket
+from harness.live.sockets import (
+    BIND_RETRY_S, FILES_WANTED, STOP_LINGER_MS, SocketSetupError, enough_files, open_socket,
+)
 from harness.node import DurableStore, Node, NodeContext, NodeFactory, SocketType
 from harness.runtime import (
     CLOCK as CAN_CLOCK, CRASH as CAN_CRASH, PARTITION as CAN_PARTITION, PAUSE as CAN_PAUSE, RESTART as CAN_RESTART,
@@ -68,13 +70,11 @@ class LiveRuntime(EventLoop, NodeIO):
     # partitions and slow links through the ZMTP proxy it is given (attach_proxy).
     capabilities = LIVE_FAULTS
 
-    def __init__(self, trace: TraceWriter | None = None, *, seed: int = 0, context: zmq.Context | None = None,
-                 record_deliveries: bool = True) -> None:
+    def __init__(self, trace: TraceWriter | None = None, *, seed: int = 0, record_deliveries: bool = True) -> None:
         super().__init__()
         self._trace = trace
         self.seed = seed
-        self._own_ctx = context is None
-        self._ctx = context if context is not None else zmq.Context()
+        enough_files(FILES_WANTED)
         self._record = record_deliveries
         self._slots: dict[str, Slot] = {}
         self._external: dict[str, ExternalNode] = {}
@@ -401,8 +401,9 @@ class LiveRuntime(EventLoop, NodeIO):
         self._log.wake()
 
     def _after_stop(self, stuck: bool) -> None:
-        if not stuck and self._own_ctx:
-            self._ctx.term()
+        if not stuck:  # (a stuck handler's thread still holds its sockets: a term would wait for it)
+            for slot in self._slots.values():
+                self._end_context(slot)
         if self._trace is not None and not self._trace.closed:
             self._trace.flush()
         self._log.wake()
@@ -425,7 +426,9 @@ class LiveRuntime(EventLoop, NodeIO):
         try:
             for spec in specs:
                 rebind = {ep: r for (sn, ep), r in slot.resolved.items() if sn == spec.name}
-                sock, bound = open_socket(self._ctx, spec, slot.name, rebind, bind_retry, slot.source)
+                if slot.ctx is None:
+                    slot.ctx = zmq.Context()
+                sock, bound = open_socket(slot.ctx, spec, slot.name, rebind, bind_retry, slot.source)
                 slot.sockets[spec.name] = sock
                 slot.bound[spec.name] = bound
                 for ep, r in zip(spec.bind, bound):
@@ -537,12 +540,31 @@ class LiveRuntime(EventLoop, NodeIO):
             self._trace.lifecycle(node, kind, self._clock(), detail)
 
     def _close_sockets(self, slot: Slot, linger: int = 0) -> None:
+        """Close the node's sockets. With linger 0 (a crash) its context is ended too, which
+        returns once libzmq has torn down every connection of the node (`_end_context`)."""
         for sock in slot.sockets.values():
             self._owner.pop(sock, None)
             self._poll_items = [item for item in self._poll_items if item[0] is not sock]
             sock.close(linger=linger)
         slot.sockets.clear()
         slot.bound.clear()
+        if linger == 0:
+            self._end_context(slot)
+
+    @staticmethod
+    def _end_context(slot: Slot) -> None:
+        """End the node's ZeroMQ context, once its sockets are closed. Each node has its own, so
+        that a crash can wait for libzmq to tear the node's connections down before anything
+        else closes: libzmq 4.3.5 aborts the whole process ("Resource temporarily unavailable
+        (src/session_base.cpp:233)", libzmq issue 3442) when a session whose engine had sent
+        part of a multipart message, its pipe torn down by a close with linger 0, loses its TCP
+        connection — which is what closing the peer a moment later does. Two connected nodes
+        crashed in one loop turn while one streamed to the other (`crash: peers`) aborted so;
+        ``term`` returns only when every session of the context is gone, so the second close
+        finds the first node's connections already closed."""
+        if slot.ctx is not None:
+            slot.ctx.term()
+            slot.ctx = None
 
     def _close_all_sockets(self) -> None:
         for slot in self._slots.values():  # (not linger 0: libzmq's abort, STOP_LINGER_MS)

@@ -5,6 +5,7 @@ Only the loop thread of a `LiveRuntime` calls these: ZeroMQ sockets are not thre
 
 from __future__ import annotations
 
+import resource
 import time
 
 import zmq
@@ -25,7 +26,8 @@ ZMQ_TYPE: dict[SocketType, int] = {
 BIND_RETRY_S = 2.0
 
 # The linger of every socket closed as the runtime stops (a crash keeps 0: its peers see the
-# connections go at once, what it had queued is lost). libzmq 4.3.5 aborts the process
+# connections go at once, what it had queued is lost, and it waits for its own context's end,
+# LiveRuntime._end_context). libzmq 4.3.5 aborts the process
 # ("Resource temporarily unavailable (src/session_base.cpp:233)", libzmq issue 3442) when a
 # session whose engine has sent part of a multipart message loses its TCP connection while its
 # pipe is being torn down: clean_pipes must read the message's other frames and a terminated
@@ -36,6 +38,20 @@ BIND_RETRY_S = 2.0
 # boundary. It is reached only by a peer that keeps the connection and reads nothing (an
 # external process stopped by SIGSTOP, a peer gone for good): the stop then waits this long.
 STOP_LINGER_MS = 250
+
+# Each in-process node has a ZeroMQ context of its own (`LiveRuntime._end_context`): about five
+# descriptors more per node than one shared context. A run of a hundred nodes needs over a
+# thousand, so the soft limit is raised towards this (never past the hard limit).
+FILES_WANTED = 16_384
+
+
+def enough_files(wanted: int) -> None:
+    """Raise this process's soft limit of open files to ``wanted`` (or the hard limit, if
+    lower) when it is below: a limit too low shows as sockets that fail to open mid-run."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
 
 
 class SocketSetupError(RuntimeError):

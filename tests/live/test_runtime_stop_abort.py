@@ -8,6 +8,12 @@ of a connection went at once: the Event BUS failover run (a server streaming a s
 run ended) aborted about once in four on a loaded host. The stop now closes with a linger
 (`STOP_LINGER_MS`), which keeps the pipe readable until its last whole message.
 
+A crash still closes with linger 0 (its peers must see the connections go at once, and what it
+had queued is lost), so two connected nodes crashed in one loop turn while one streams to the
+other (`crash: peers`) aborted the same way. Each node now has a ZeroMQ context of its own, and a
+crash ends it: that returns only once libzmq has torn down the node's connections, before the
+next node's sockets close.
+
 Each case runs in a child process: on the old code the child aborts (SIGABRT)."""
 
 from __future__ import annotations
@@ -90,6 +96,18 @@ print("done")
 """
 
 
+# The same ten pairs; in one loop turn every flooder sends forty 3-frame messages and then every
+# node crashes, pair after pair (a crash of the whole group). A hundred runtimes in a row.
+STOP_LINE = "        rt.schedule(rt.now_ns, rt.stop)  # (from the loop thread: the loop ends after this turn)"
+CRASH_ALL = RUNTIME.replace(STOP_LINE, '''
+        def crash_all():
+            for p in range(PAIRS):
+                rt._crash(rt._slot(f"a{p}"), "crash")
+                rt._crash(rt._slot(f"b{p}"), "crash")
+            rt.stop()
+        rt.schedule(rt.now_ns, crash_all)''')
+
+
 def test_libzmq_aborts_when_both_ends_of_a_connection_close_with_linger_0_mid_message() -> None:
     """The libzmq behaviour the runtime works around (if a libzmq release fixes it, this fails:
     the workaround may then go), and that the stop's linger avoids it."""
@@ -102,4 +120,10 @@ def test_libzmq_aborts_when_both_ends_of_a_connection_close_with_linger_0_mid_me
 
 def test_a_runtime_stopped_while_its_nodes_send_to_each_other_does_not_abort() -> None:
     r = child(RUNTIME, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "done", (r.returncode, r.stderr[-500:])
+
+
+def test_a_runtime_whose_connected_nodes_crash_in_one_turn_while_streaming_does_not_abort() -> None:
+    assert "crash_all" in CRASH_ALL
+    r = child(CRASH_ALL, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "done", (r.returncode, r.stderr[-500:])
