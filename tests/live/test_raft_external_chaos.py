@@ -105,14 +105,15 @@ def test_a_standin_without_checkpoint_entries_fails_live_after_heal(tmp_path: Pa
     after a leader crash that catches each client's pending update in the new leader's log,
     uncommitted, nothing commits again. Whether a crash does is a race with the stand-in's
     100 ms commit cadence (the shipped rolling-restarts showed it in 6 of 13 runs), so five
-    leader crashes a run, and seeds until one fails (2 of seeds 1-3 did); the same scenario
-    passes with the stand-in as it is."""
+    leader crashes a run, and seeds until one fails (2 of seeds 1-3 did on an idle host; beside
+    two niced sweeps and another live test, none of seeds 1-6 did once, so up to 12); the same
+    scenario passes with the stand-in as it is."""
     good = run_live(parse_scenario(LEADER_CRASHES.replace("COMMAND", COMMANDS["standin"]), "crashes.yaml"), 1,
                     str(tmp_path / "good"))
     assert good.ok, [v.to_dict() for v in good.failed]
     broken = parse_scenario(LEADER_CRASHES.replace("COMMAND", COMMANDS["standin"] + " --no-checkpoint"),
                             "crashes.yaml")
-    for seed in range(1, 7):
+    for seed in range(1, 13):
         failed = {v.check: v for v in run_live(broken, seed, str(tmp_path / f"broken-{seed}")).failed}
         if failed:
             break
