@@ -52,6 +52,7 @@ from typing import Any, Callable
 from harness.conformance.answers import Answers
 from harness.conformance.case import Case, Step, refs_in
 from harness.conformance.conductor_pubsub import PubSubPeers
+from harness.conformance.exchange_log import ExchangeLog
 from harness.conformance.matchers import is_field_mapping, matches
 from harness.conformance.plan import Announcement, PeerSocket
 from harness.node import Action, BaseNode, Connect, Deliver, Disconnect, Note, Send, SocketSpec, SocketType
@@ -88,7 +89,7 @@ class Conductor(PubSubPeers, BaseNode):
         self.seen: dict[str, list[tuple[int, Message | None, list[bytes]]]] = {}
         self.step_seen = 0
         self.counted = 0  # matching messages an expect_nothing with at_most has allowed so far
-        self.log: list[dict[str, Any]] = []
+        self.log = ExchangeLog()  # the evidence, bounded (an implementation may flood the harness)
         self.t0 = 0
         self.done = False
         # publish/subscribe peers (all empty for router/dealer suites)
@@ -207,9 +208,8 @@ class Conductor(PubSubPeers, BaseNode):
         if not isinstance(line, dict):
             return []
         self.outputs.append(line)
-        if len(self.log) < 500:
-            self.log.append({"t_ms": round((now - self.t0) / 1e6, 3), "dir": "in", "peer": "(output)",
-                             "message": "(output)", "fields": line})
+        self.log.append({"t_ms": round((now - self.t0) / 1e6, 3), "dir": "in", "peer": "(output)",
+                         "message": "(output)", "fields": line})
         return self._advance(now)
 
     # ---- the script -----------------------------------------------------------------------
@@ -560,7 +560,7 @@ class Conductor(PubSubPeers, BaseNode):
             m = fresh[0][1] if fresh else None
             got = f"{m.name} {_brief(self.codec, m)}" if m is not None else "a malformed message"
             return f"{base}; {got} arrived before it", self._clause(step)
-        seen = [e for e in self.log if e["dir"] == "in" and e["peer"] == step.peer][-5:]
+        seen = self.log.last(5, lambda e: e["dir"] == "in" and e["peer"] == step.peer)
         got = "; ".join(f"{e['message']} {e.get('fields', '')}" for e in seen) or "nothing"
         return f"{base}; received: {got}", self._clause(step)
 
@@ -579,7 +579,7 @@ class Conductor(PubSubPeers, BaseNode):
         step = self.case.steps[min(self.i, len(self.case.steps) - 1)]
         return {"case": self.case.id, "verdict": verdict, "reason": reason, "clause": clause,
                 "step": self.i, "step_line": step.line, "step_text": step.text,
-                "elapsed_ms": round((now - self.t0) / 1e6, 3), "exchange": list(self.log)}
+                "elapsed_ms": round((now - self.t0) / 1e6, 3), "exchange": self.log.entries()}
 
     def _log(self, now: int, direction: str, peer: str, frames: list[bytes], msg: Message | None,
              error: DecodeError | None) -> None:
@@ -606,8 +606,7 @@ class Conductor(PubSubPeers, BaseNode):
             entry["frames"] = ["0x" + f.hex() if f else "" for f in frames[:16]]
             if error is not None:
                 entry["error"] = str(error)
-        if len(self.log) < 500:
-            self.log.append(entry)
+        self.log.append(entry)
 
 
 def _raw_matches(raw: dict[int, bytes], frames: list[bytes]) -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.conformance.case import Step
+from harness.conformance.exchange_log import ExchangeLog
 from harness.conformance.plan import Announcement, PeerSocket
 from harness.node import Action, Deliver, Send, SocketType
 
@@ -26,7 +27,7 @@ class PubSubPeers:
     ever_subscribed: set[str]
     announce: list[Announcement]
     silenced: set[str]
-    log: list[dict[str, Any]]
+    log: ExchangeLog
     t0: int
     send_wait_ns: int
     deadline: int | None
@@ -61,10 +62,9 @@ class PubSubPeers:
                     out.append(Send(peer.name, list(self._ann_frames[i]), a.message))
         else:
             held.pop(prefix, None)
-        if len(self.log) < 500:
-            self.log.append({"t_ms": round((now - self.t0) / 1e6, 3), "dir": "in", "peer": peer.name,
-                             "message": "(subscribe)" if note[0] == 1 else "(unsubscribe)",
-                             "fields": {"prefix": prefix.decode("utf-8", "backslashreplace")}})
+        self.log.append({"t_ms": round((now - self.t0) / 1e6, 3), "dir": "in", "peer": peer.name,
+                         "message": "(subscribe)" if note[0] == 1 else "(unsubscribe)",
+                         "fields": {"prefix": prefix.decode("utf-8", "backslashreplace")}})
         return out
 
     def _subscribed(self, peer: str, first: bytes) -> bool:

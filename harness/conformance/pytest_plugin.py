@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from harness.conformance import START_TIMEOUT_S
+from harness.conformance.exchange_log import ARROWS
 
 if TYPE_CHECKING:
     from harness.conformance.case import Case
@@ -353,7 +354,7 @@ def format_result(r: CaseResult, rerun_pytest: str = "", base: Path | None = Non
         if len(r.exchange) > len(shown):
             lines.append(f"  ... {len(r.exchange) - len(shown)} earlier message(s)")
         for e in shown:
-            arrow = "->" if e.get("dir") == "out" else "<-"
+            arrow = ARROWS.get(e.get("dir", ""), "<-")
             body = e.get("fields") if "fields" in e else e.get("frames")
             extra = f"  ({e['error']})" if e.get("error") else ""
             lines.append(f"  {e.get('t_ms', 0):>9.3f} ms {arrow} {e.get('peer', ''):<10} {e.get('message', '')} "

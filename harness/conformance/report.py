@@ -9,6 +9,7 @@ import xml.etree.ElementTree as ET
 from typing import Any, TextIO
 
 from harness.conformance.conductor import ROBUSTNESS
+from harness.conformance.exchange_log import ARROWS
 from harness.conformance.runner import CaseResult
 from harness.protocols import catalogue
 from harness.protocols.clauses import Level, Observable
@@ -67,7 +68,7 @@ def print_case(r: CaseResult, out: TextIO, width: int = 24) -> None:
         for line in r.reason.splitlines() or [""]:
             out.write(f"         {printable(line)}\n")
         for e in r.exchange[-8:]:
-            arrow = "->" if e["dir"] == "out" else "<-"
+            arrow = ARROWS.get(e["dir"], "<-")
             body = e.get("fields") or e.get("frames")
             out.write(f"         {e['t_ms']:>9.3f} ms {arrow} {e['peer']:<10} {e['message']} "
                       f"{json.dumps(body, default=str)[:160]}\n")

@@ -1,0 +1,35 @@
+"""An implementation that floods the harness (issue: bad input loses nothing): a case still ends
+in its own time with a verdict, its exchange stays bounded, and the evidence is what came just
+before the failure — the harness's own sends and the last messages — not only the first
+messages of the case. Before, the exchange kept its first 500 entries and dropped the rest: in
+this case it ended 48 ms into a case that failed at 524 ms, and the reason's "received: ..."
+named PONGs of those first milliseconds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.conformance.exchange_log import GAP, HEAD, SENDS, TAIL
+from harness.conformance.runner import load_suite, run_suite
+
+STANDINS = Path(__file__).resolve().parents[1] / "standins"
+FLOODING_BROKER = f"{{python}} {STANDINS / 'dcp_broker_floods.py'} --bind {{endpoint}} --seconds 20"
+
+
+@pytest.mark.live
+@pytest.mark.timeout(120)
+def test_a_flooding_broker_fails_with_the_messages_around_the_failure_as_evidence() -> None:
+    [r] = run_suite(load_suite("dcp", "broker", only=["data-unmodified"]), cmd=FLOODING_BROKER)
+    assert r.verdict == "fail" and r.clause == "dcp.broker.route-by-service", (r.clause, r.reason)
+    assert r.elapsed_ms < 5000, "the case ends when its step's deadline passes, flood or not"
+    assert "received: PONG" in r.reason  # the last messages from the worker's peer
+    assert len(r.exchange) <= HEAD + TAIL + SENDS + 1
+    [gap] = [e for e in r.exchange if e["dir"] == GAP]
+    assert gap["fields"]["messages"] > 0
+    sent = [e["message"] for e in r.exchange if e["dir"] == "out"]
+    assert "REQUEST" in sent, "the harness's own sends are kept: the REQUEST the broker never routed"
+    times = [e["t_ms"] for e in r.exchange if e["dir"] != GAP]
+    assert times == sorted(times)
+    assert r.exchange[-1]["t_ms"] > r.elapsed_ms - 100, "the tail holds the messages near the failure"
