@@ -65,6 +65,11 @@ RECV = "/recv"  # suffix of a peer's second (receiving) socket
 # Not a clause of any document: an implementation that crashes or aborts during a case has
 # failed whatever it was doing, at MUST level, whichever step was waiting (docs/conformance.md).
 ROBUSTNESS = "harness.robustness"
+# The messages one case takes in from the implementation at most: each stays in memory for the
+# case's expectations, so an implementation that floods the harness ends the case (an error:
+# nothing further can be judged) before it exhausts memory; no case of the shipped suites
+# needs a hundredth of this. The trace keeps every message.
+MAX_RECEIVED = 200_000
 IUT_CRASHED = "iut-crashed"  # the command the runner hands the conductor when the IUT died
 # With ``hold_start``, the script waits for this command (the runner sends it once the IUT's
 # process has connected to the harness) or for the IUT's first message: a slow start-up is the
@@ -89,6 +94,7 @@ class Conductor(PubSubPeers, BaseNode):
         self.seen: dict[str, list[tuple[int, Message | None, list[bytes]]]] = {}
         self.step_seen = 0
         self.counted = 0  # matching messages an expect_nothing with at_most has allowed so far
+        self.received = 0  # messages taken in from the implementation (MAX_RECEIVED)
         self.log = ExchangeLog()  # the evidence, bounded (an implementation may flood the harness)
         self.t0 = 0
         self.done = False
@@ -174,6 +180,11 @@ class Conductor(PubSubPeers, BaseNode):
             return self._fail(now, f"the implementation sent a malformed message: {error}", error.clause)
         self.buffers[name].append((now, msg, frames))
         self.seen.setdefault(name, []).append((now, msg, frames))
+        self.received += 1
+        if self.received > MAX_RECEIVED:
+            return self._fail(now, f"the implementation flooded the harness: more than {MAX_RECEIVED:,} messages in "
+                                   f"this case ({len(self.seen[name]):,} to {name}, the last a "
+                                   f"{msg.name if msg is not None else 'message'}); the case stops here", "", error=True)
         follow = self._follow(msg, now) if on_recv and self.announced is not None and msg is not None else []
         return follow + self._advance(now)
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.conformance import conductor
 from harness.conformance.exchange_log import GAP, HEAD, SENDS, TAIL
 from harness.conformance.runner import load_suite, run_suite
 
@@ -33,3 +34,17 @@ def test_a_flooding_broker_fails_with_the_messages_around_the_failure_as_evidenc
     times = [e["t_ms"] for e in r.exchange if e["dir"] != GAP]
     assert times == sorted(times)
     assert r.exchange[-1]["t_ms"] > r.elapsed_ms - 100, "the tail holds the messages near the failure"
+
+
+@pytest.mark.live
+@pytest.mark.timeout(120)
+def test_a_case_stops_with_an_error_once_the_flood_passes_what_it_keeps_in_memory(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each message a case takes in stays in memory for its expectations; past the cap (lowered
+    # here from 200,000 so the flood reaches it at once) the case ends instead of growing.
+    monkeypatch.setattr(conductor, "MAX_RECEIVED", 300)
+    [r] = run_suite(load_suite("dcp", "broker", only=["data-unmodified"]), cmd=FLOODING_BROKER)
+    assert r.verdict == "error", (r.verdict, r.clause, r.reason)
+    assert "flooded the harness: more than 300 messages in this case" in r.reason
+    assert "to worker.a, the last a PONG" in r.reason
+    assert r.elapsed_ms < 400, "it stopped at the cap, not at the step's deadline"
