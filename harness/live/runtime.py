@@ -403,7 +403,7 @@ class LiveRuntime(EventLoop, NodeIO):
     def _after_stop(self, stuck: bool) -> None:
         if not stuck:  # (a stuck handler's thread still holds its sockets: a term would wait for it)
             for slot in self._slots.values():
-                self._end_context(slot)
+                self._end_context(slot, STOP_LINGER_MS)
         if self._trace is not None and not self._trace.closed:
             self._trace.flush()
         self._log.wake()
@@ -449,6 +449,10 @@ class LiveRuntime(EventLoop, NodeIO):
             self._input(slot, node, "start", node.start, self._clock())
 
     def _build_and_start(self, slot: Slot) -> None:
+        """The scheduled start of a node added with ``start_at_ns`` (as in the simulator: a
+        restart before it already started the node, which then does not start again)."""
+        if slot.incarnation > 0 or slot.started:
+            return
         try:
             slot.node = slot.factory(self._context_for(slot))
         except Exception as exc:
@@ -549,10 +553,10 @@ class LiveRuntime(EventLoop, NodeIO):
         slot.sockets.clear()
         slot.bound.clear()
         if linger == 0:
-            self._end_context(slot)
+            self._end_context(slot, 0)
 
     @staticmethod
-    def _end_context(slot: Slot) -> None:
+    def _end_context(slot: Slot, linger: int) -> None:
         """End the node's ZeroMQ context, once its sockets are closed. Each node has its own, so
         that a crash can wait for libzmq to tear the node's connections down before anything
         else closes: libzmq 4.3.5 aborts the whole process ("Resource temporarily unavailable
@@ -563,7 +567,9 @@ class LiveRuntime(EventLoop, NodeIO):
         ``term`` returns only when every session of the context is gone, so the second close
         finds the first node's connections already closed."""
         if slot.ctx is not None:
-            slot.ctx.term()
+            # destroy, not term: a socket the runtime lost track of (a harness bug) would make
+            # term wait for ever; destroy closes it first, with the linger of the close before
+            slot.ctx.destroy(linger=linger)
             slot.ctx = None
 
     def _close_all_sockets(self) -> None:

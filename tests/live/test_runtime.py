@@ -13,7 +13,7 @@ import zmq
 
 from harness.live.runtime import Delivery, LiveRuntime, LiveRuntimeError
 from harness.live.sockets import SocketSetupError
-from harness.node import Action, BaseNode, Deliver, Discard, Send, SocketSpec, SocketType
+from harness.node import NS_PER_MS, Action, BaseNode, Deliver, Discard, Send, SocketSpec, SocketType
 from harness.trace import RunInfo, TraceWriter, read_trace, unpack_data, unpack_frames
 from tests.live.live_test_nodes import EchoClient, EchoServer, Publisher, Subscriber, Ticker
 
@@ -475,3 +475,27 @@ def test_stop_ends_after_a_disconnect_from_a_dead_peer_with_messages_queued() ->
     stopper.start()
     stopper.join(10)
     assert not stopper.is_alive(), "stop() hung in the context's term()"
+
+
+def test_a_node_restarted_before_its_scheduled_start_does_not_start_twice(no_thread_leak: None) -> None:
+    # As in the simulator, a restart before the scheduled start starts the node, and the
+    # scheduled start then does nothing. Before, it built and opened the node a second time: the
+    # first set of sockets was orphaned, still open, and the stop hung for ever ending the
+    # node's context (explore --live found it: a late-joining Event BUS client restarted early).
+    rt = LiveRuntime()
+    echo_pair(rt, n=1)
+    rt.add_node("late", EchoServer, role="server", start_at_ns=rt.now_ns + 300 * NS_PER_MS)
+    rt.restart("late")
+    first = rt.node("late")
+    assert first is not None
+    time.sleep(0.5)
+    assert rt.node("late") is first, "the scheduled start built the node again"
+    assert len(rt.endpoints("late")["srv"]) == 1
+    done = threading.Event()
+
+    def stop() -> None:
+        rt.stop()
+        done.set()
+
+    threading.Thread(target=stop, daemon=True).start()
+    assert done.wait(10), "the stop hung"
