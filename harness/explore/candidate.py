@@ -129,6 +129,9 @@ class Outcome:
         return self.failed[0] if self.failed else None
 
 
+KEEP_FAILED = 64  # failed live runs whose traces a Runner keeps at most (the shrinker makes many)
+
+
 @dataclass
 class Runner:
     """Runs candidates of one scenario (with its mutants) and remembers every answer, so a
@@ -142,6 +145,9 @@ class Runner:
     runs: int = 0  # runs made (cached answers and invalid candidates do not count)
     seconds: float = 0.0  # time spent in runs
     _cache: dict[tuple[str, int], Outcome] = field(default_factory=dict, repr=False)
+    # The scratch directories of live runs that failed, kept with their traces: a live failure
+    # may not happen again on replay, and then that run is the only evidence (`discard_kept`)
+    kept: list[str] = field(default_factory=list, repr=False)
 
     def render(self, cand: Candidate, comment: str = "") -> str:
         """The scenario file of a candidate (with ``comment`` lines on top)."""
@@ -189,18 +195,30 @@ class Runner:
         if out_dir is None and self.mode == "live":  # a live run always writes its trace
             scratch = out_dir = tempfile.mkdtemp(prefix="zmq-harness-explore-")
         t0 = time.monotonic()
+        keep = False
         try:
             result = run_scenario(scenario, seed, self.mode, out_dir, observers=observers)
+            keep = scratch is not None and bool(result.failed) and len(self.kept) < KEEP_FAILED
         except RunError as e:
             return Outcome(invalid=str(e))
         finally:
-            if scratch is not None:
+            if scratch is not None and not keep:
                 shutil.rmtree(scratch, ignore_errors=True)
+        if keep:
+            assert scratch is not None
+            self.kept.append(scratch)
         elapsed = time.monotonic() - t0
         self.runs += 1
         self.seconds += elapsed
         failed = tuple(dict.fromkeys(Property(v.check, v.clause or v.check) for v in result.failed))
         return Outcome(failed, result, collector.features(), seconds=elapsed)
+
+    def discard_kept(self) -> None:
+        """Remove the kept scratch directories of failed live runs (what the report needs of
+        one is copied out first)."""
+        for scratch in self.kept:
+            shutil.rmtree(scratch, ignore_errors=True)
+        self.kept.clear()
 
 
 class Differential:
@@ -219,6 +237,11 @@ class Differential:
     @property
     def runs(self) -> int:
         return self.runner.runs + (self.reference.runs if self.reference else 0)
+
+    def discard_kept(self) -> None:
+        self.runner.discard_kept()
+        if self.reference is not None:
+            self.reference.discard_kept()
 
     def evaluate(self, cand: Candidate, fresh: bool = False) -> Outcome:
         """The candidate's outcome, its failed properties narrowed to those the reference passes."""

@@ -13,7 +13,9 @@ seed fixes the whole run.
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import shutil
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -69,40 +71,42 @@ def explore(path: str, *, budget: int = 100, seconds: float | None = None, mutan
     space = space_of(scenario, locs, capabilities)
     runner = Differential(Runner(scenario, chosen, mode, coverage=True))
     report = ExploreReport(path, mode)
-    base = from_scenario(scenario, seed if seed is not None else scenario.seeds[0])
-
-    if seed is not None:
-        outcome = runner.evaluate(base)
-        if outcome.invalid:
-            raise ValueError(outcome.invalid)
-        if progress is not None:
-            progress(1, base, outcome)
-        if not outcome.failed:
-            report.notes.append(f"seed {seed} passes: nothing to shrink" if not outcome.reference_failed else
-                                f"seed {seed} fails {', '.join(map(str, outcome.reference_failed))} with the "
-                                "reference nodes too: the schedule, not the mutant, breaks it")
-            return report
-        found, first = base, outcome
-    else:
-        result = search(runner, candidates(scenario, space, base), base, Budget(budget, seconds),
-                        children=mutations(scenario, space, base), guided=guided, search_seed=search_seed,
-                        progress=progress)
-        report.search = result
+    try:
+        base = from_scenario(scenario, seed if seed is not None else scenario.seeds[0])
+        if seed is not None:
+            outcome = runner.evaluate(base)
+            if outcome.invalid:
+                raise ValueError(outcome.invalid)
+            if progress is not None:
+                progress(1, base, outcome)
+            if not outcome.failed:
+                report.notes.append(f"seed {seed} passes: nothing to shrink" if not outcome.reference_failed else
+                                    f"seed {seed} fails {', '.join(map(str, outcome.reference_failed))} with the "
+                                    "reference nodes too: the schedule, not the mutant, breaks it")
+                return report
+            found, first = base, outcome
+        else:
+            result = search(runner, candidates(scenario, space, base), base, Budget(budget, seconds),
+                            children=mutations(scenario, space, base), guided=guided, search_seed=search_seed,
+                            progress=progress)
+            report.search = result
+            report.reference_failures = runner.reference_failures
+            if result.found is None or result.outcome is None:
+                return report
+            found, first = result.found, result.outcome
+        prop = first.first
+        assert prop is not None  # a failing outcome names at least one property
+        report.prop, report.original = prop, found
+        say(f"{prop} fails; shrinking (at most {shrink_runs} runs)")
+        shrinker = Shrinker(runner, scenario, prop, runs=shrink_runs, seconds=shrink_seconds,
+                            confirm=2 if live else 1, quiet_ns=space.quiet_ns)
+        report.shrunk = shrinker.shrink(found)
         report.reference_failures = runner.reference_failures
-        if result.found is None or result.outcome is None:
-            return report
-        found, first = result.found, result.outcome
-    prop = first.first
-    assert prop is not None  # a failing outcome names at least one property
-    report.prop, report.original = prop, found
-    say(f"{prop} fails; shrinking (at most {shrink_runs} runs)")
-    shrinker = Shrinker(runner, scenario, prop, runs=shrink_runs, seconds=shrink_seconds,
-                        confirm=2 if live else 1, quiet_ns=space.quiet_ns)
-    report.shrunk = shrinker.shrink(found)
-    report.reference_failures = runner.reference_failures
-    _write(report, scenario, runner.runner, chosen, {**in_file, **chosen}, out_dir, guided,
-           compared=runner.reference is not None)
-    return report
+        _write(report, scenario, runner.runner, chosen, {**in_file, **chosen}, out_dir, guided,
+               compared=runner.reference is not None)
+        return report
+    finally:
+        runner.discard_kept()  # the traces of failed live runs (what the report needs is copied out)
 
 
 def _capabilities(mode: str) -> frozenset[str]:
@@ -142,7 +146,7 @@ def _write(report: ExploreReport, scenario: Scenario, runner: Runner, chosen: di
     if not report.replayed:
         report.notes.append(f"the written file failed {prop} in {len(failing)} of {tries} replay(s)"
                             + (" (live runs are not deterministic)" if report.mode == "live" else ""))
-    outcome = failing[0] if failing else outcomes[0]
+    outcome = failing[0] if failing else _found_run(report, prop, out_dir, runner.kept) or outcomes[0]
     verdict = next((v for v in (outcome.result.verdicts if outcome.result else [])
                     if not v.ok and Property(v.check, v.clause or v.check) == prop), None)
     ex = _explanation(report, scenario, replayed, cand, prop, verdict, all_mutants, path, guided, compared)
@@ -160,9 +164,27 @@ def _write(report: ExploreReport, scenario: Scenario, runner: Runner, chosen: di
         write_page(report.page, ex.title, ex.to_html(), svg, note)
 
 
-def _renamed(scenario: Scenario, name: str) -> Scenario:
-    import dataclasses  # noqa: PLC0415
+def _found_run(report: ExploreReport, prop: Property, out_dir: str, kept: list[str]) -> Outcome | None:
+    """When no replay of a live failure fails again: the run that failed during the search or
+    the shrinking, with its trace copied to ``out_dir``/trace/found (the explanation and the
+    diagram then show that run, and a note says so). None if its trace was not kept."""
+    assert report.shrunk is not None
+    found = report.shrunk.outcome
+    result = found.result
+    if not found.fails(prop) or result is None or not result.trace_path or not os.path.exists(result.trace_path):
+        return None
+    source = next((k for k in kept if result.trace_path.startswith(k + os.sep)), None)
+    if source is None:
+        return None
+    dest = os.path.join(out_dir, "trace", "found")
+    shutil.rmtree(dest, ignore_errors=True)
+    shutil.copytree(source, dest)
+    moved = os.path.join(dest, os.path.relpath(result.trace_path, source))
+    report.notes.append(f"the explanation shows the run that failed during the search (its trace: {moved})")
+    return dataclasses.replace(found, result=dataclasses.replace(result, trace_path=moved))
 
+
+def _renamed(scenario: Scenario, name: str) -> Scenario:
     return dataclasses.replace(scenario, raw={**scenario.raw, "name": name})
 
 
