@@ -104,6 +104,7 @@ class Slot(NodeClock):
     routers: set[str] = field(default_factory=set)  # names of ROUTER sockets
     source: str | None = None  # the local address its TCP connections come from (a 127.x address)
     ctx: zmq.Context | None = None  # its own ZeroMQ context while its sockets are open (LiveRuntime._end_context)
+    pending_start: int | None = None  # the incarnation a restart will bring up (LiveRuntime._come_back)
 
 
 def set_timer(slot: Slot, at: int | None) -> None:
