@@ -50,35 +50,29 @@ from harness.sim.events import Call  # noqa: E402
 GOAL_OFF, GOAL_ON = 1000, 300  # simulated seconds per CPU second, trace off / on
 
 
-def best_cpu(fn: Callable[[], Any], rounds: int) -> tuple[float, Any]:
-    """(least CPU seconds of ``rounds`` calls, the last call's result)."""
-    best, out = float("inf"), None
-    for _ in range(rounds):
-        c0 = time.process_time()
-        out = fn()
-        best = min(best, time.process_time() - c0)
-    return best, out
+def cpu_of(fn: Callable[[], Any]) -> tuple[float, Any]:
+    """(CPU seconds of one call of ``fn``, its result)."""
+    c0 = time.process_time()
+    out = fn()
+    return time.process_time() - c0, out
 
 
-def raft_load(seconds: int, rounds: int, traced: bool) -> tuple[float, int]:
-    """(CPU seconds, messages sent) of the bench's Raft load, best of ``rounds``."""
+def raft_load(seconds: int, traced: bool) -> tuple[float, int]:
+    """(CPU seconds, messages sent) of one run of the bench's Raft load."""
     sc = parse_scenario(LOAD.format(seconds=seconds, until=seconds - 1), "bench.yaml")
     with tempfile.TemporaryDirectory() as d:
         kw: dict[str, Any] = {"checks": False, "out_dir": d} if traced else {"checks": False}
-        cpu, result = best_cpu(lambda: run_sim(sc, 1, **kw), rounds)
+        cpu, result = cpu_of(lambda: run_sim(sc, 1, **kw))
     return cpu, int(result.stats["sent"])
 
 
-def echo_delivery_us(rounds: int) -> float:
+def echo_delivery_us() -> float:
     """CPU microseconds per delivery of the simulator core with trivial nodes, trace off."""
-    best = float("inf")
-    for _ in range(rounds):
-        delivered, _, cpu, _ = echo_run(2.0, 8, 4, False, False)
-        best = min(best, cpu / delivered * 1e6)
-    return best
+    delivered, _, cpu, _ = echo_run(2.0, 8, 4, False, False)
+    return cpu / delivered * 1e6
 
 
-def event_us(rounds: int, n: int = 200_000, pending: int = 64) -> float:
+def event_us(n: int = 200_000, pending: int = 64) -> float:
     """CPU microseconds to schedule one `Call` on simpy's queue and run it, with ``pending``
     other events waiting (a small cluster's queue holds a few dozen)."""
     env = simpy.Environment()
@@ -98,12 +92,12 @@ def event_us(rounds: int, n: int = 200_000, pending: int = 64) -> float:
         while queue:
             heapq.heappop(queue)[3].fn(None)
 
-    cpu, _ = best_cpu(once, rounds)
-    assert hits[0] == (n + pending) * rounds, "every scheduled call must run"
+    cpu, _ = cpu_of(once)
+    assert hits[0] == n + pending, "every scheduled call must run"
     return cpu / n * 1e6
 
 
-def codec_us(rounds: int, n: int = 50_000) -> tuple[float, float]:
+def codec_us(n: int = 50_000) -> tuple[float, float]:
     """CPU microseconds to encode and then decode (identified from its bytes) a heartbeat
     AppendEntries, and an AppendEntriesResponse (named: responses carry no type byte)."""
     c = codec("raft")
@@ -122,7 +116,7 @@ def codec_us(rounds: int, n: int = 50_000) -> tuple[float, float]:
         for _ in range(n):
             c.decode(enc_resp(resp), as_="AppendEntriesResponse")
 
-    return best_cpu(request, rounds)[0] / n * 1e6, best_cpu(response, rounds)[0] / n * 1e6
+    return cpu_of(request)[0] / n * 1e6, cpu_of(response)[0] / n * 1e6
 
 
 def main() -> None:
@@ -137,10 +131,10 @@ def main() -> None:
     best: dict[str, float] = {}
     sent = 0
     for _ in range(args.rounds):
-        parts = {"off": raft_load(args.seconds, 1, False), "on": raft_load(args.seconds, 1, True)}
+        parts = {"off": raft_load(args.seconds, False), "on": raft_load(args.seconds, True)}
         sent = parts["off"][1]
-        got = {"off": parts["off"][0], "on": parts["on"][0], "delivery": echo_delivery_us(1), "event": event_us(1)}
-        got["ae"], got["resp"] = codec_us(1)
+        got = {"off": parts["off"][0], "on": parts["on"][0], "delivery": echo_delivery_us(), "event": event_us()}
+        got["ae"], got["resp"] = codec_us()
         best = {k: min(v, best.get(k, v)) for k, v in got.items()}
     off_cpu, on_cpu = best["off"], best["on"]
     per_sim_s = sent / args.seconds

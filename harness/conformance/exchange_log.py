@@ -12,6 +12,7 @@ that says how many messages were not kept, and over which stretch of the case.
 from __future__ import annotations
 
 from collections import deque
+from itertools import chain
 from typing import Any, Callable, Iterator
 
 Entry = dict[str, Any]
@@ -59,7 +60,7 @@ class ExchangeLog:
     def last(self, n: int, keep: Callable[[Entry], bool]) -> list[Entry]:
         """The last ``n`` kept entries that ``keep`` accepts, oldest first."""
         found: list[Entry] = []
-        for entry in reversed([*self.head, *self.middle, *self.tail]):
+        for entry in chain(reversed(self.tail), reversed(self.middle), reversed(self.head)):
             if keep(entry):
                 found.append(entry)
                 if len(found) == n:

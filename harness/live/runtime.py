@@ -593,8 +593,9 @@ class LiveRuntime(EventLoop, NodeIO):
         part of a multipart message, its pipe torn down by a close with linger 0, loses its TCP
         connection — which is what closing the peer a moment later does. Two connected nodes
         crashed in one loop turn while one streamed to the other (`crash: peers`) aborted so;
-        ``term`` returns only when every session of the context is gone, so the second close
-        finds the first node's connections already closed."""
+        ending the context (``destroy``: its ``term`` after closing what is still open) returns
+        only when every session of the context is gone, so the second close finds the first
+        node's connections already closed."""
         if slot.ctx is not None:
             # destroy, not term: a socket the runtime lost track of (a harness bug) would make
             # term wait for ever; destroy closes it first, with the linger of the close before

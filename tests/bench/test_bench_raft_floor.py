@@ -7,15 +7,15 @@ from bench import bench_raft_floor
 
 
 def test_event_part_runs_every_scheduled_call() -> None:
-    assert bench_raft_floor.event_us(1, n=2_000, pending=16) > 0  # asserts inside that all calls ran
+    assert bench_raft_floor.event_us(n=2_000, pending=16) > 0  # asserts inside that all calls ran
 
 
 def test_codec_part_times_a_real_round_trip() -> None:
-    request_us, response_us = bench_raft_floor.codec_us(1, n=200)
+    request_us, response_us = bench_raft_floor.codec_us(n=200)
     assert request_us > 0 and response_us > 0
 
 
 def test_raft_load_part_counts_the_cluster_messages() -> None:
-    cpu, sent = bench_raft_floor.raft_load(2, 1, traced=False)
+    cpu, sent = bench_raft_floor.raft_load(2, traced=False)
     assert cpu > 0
     assert sent > 100  # five peers' heartbeats and their answers alone are over 100 a second
