@@ -105,6 +105,7 @@ class Slot(NodeClock):
     source: str | None = None  # the local address its TCP connections come from (a 127.x address)
     ctx: zmq.Context | None = None  # its own ZeroMQ context while its sockets are open (LiveRuntime._end_context)
     pending_start: int | None = None  # the incarnation a restart will bring up (LiveRuntime._come_back)
+    down_at: int | None = None  # when its sockets last closed in a crash, on the runtime's clock
 
 
 def set_timer(slot: Slot, at: int | None) -> None:

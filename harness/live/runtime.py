@@ -65,13 +65,14 @@ class StallStats:
     worst_at_ns: int = 0
 
 
-# How long a node that was up when restarted stays down. Its old connections close at the crash,
-# but a peer learns of that only when its own ZeroMQ thread and socket have handled the close.
-# A new connection of the same routing id that reaches a ROUTER first is ignored for good
-# (libzmq keeps it as an anonymous pipe and never identifies it again), so a client restarted in
-# the same instant talked into the void: explore --live found an Event BUS client that never
-# synchronised again, the bus blamed (search seed 91, eventbus/explore/restarts.yaml). A process
-# takes longer than this to come back, and the simulator's peers see a crash at once.
+# How long a crashed in-process node stays down at least, however soon it is restarted. Its old
+# connections close at the crash, but a peer learns of that only when its own ZeroMQ thread and
+# socket have handled the close. A new connection of the same routing id that reaches a ROUTER
+# first is ignored for good (libzmq keeps it as an anonymous pipe and never identifies it again),
+# so a client restarted in the same instant talked into the void: explore --live found an Event
+# BUS client that never synchronised again, the bus blamed (search seed 91,
+# eventbus/explore/restarts.yaml). A process takes longer than this to come back, and the
+# simulator's peers see a crash at once.
 RESTART_GAP_NS = 100 * 1_000_000
 
 
@@ -517,6 +518,7 @@ class LiveRuntime(EventLoop, NodeIO):
                 self._row_lifecycle(slot.name, CRASH, detail)
             return
         self._close_sockets(slot)
+        slot.down_at = self._clock()
         slot.node = None
         slot.crashed = True
         slot.paused = False
@@ -525,21 +527,21 @@ class LiveRuntime(EventLoop, NodeIO):
         self._row_lifecycle(slot.name, CRASH, detail)
 
     def _restart(self, slot: Slot) -> None:
-        """Restart the node; one that is up is crashed first, and then comes back only
-        `RESTART_GAP_NS` later: its peers must see its old connections go before its new ones
-        come (see there)."""
-        running = slot.node is not None
-        if running:
+        """Restart the node; one that is up is crashed first. It comes back no sooner than
+        `RESTART_GAP_NS` after its last crash: its peers must see its old connections go before
+        its new ones come (see there)."""
+        if slot.node is not None:
             self._crash(slot, "crash before restart")
         slot.incarnation += 1
-        slot.pending_start = slot.incarnation
-        gap = f" (up {RESTART_GAP_NS // 1_000_000} ms later)" if running else ""
-        self._row_lifecycle(slot.name, RESTART, f"incarnation {slot.incarnation}{gap}")
-        if running:
-            incarnation = slot.incarnation
-            self.schedule(self._clock() + RESTART_GAP_NS, lambda: self._come_back(slot, incarnation))
+        slot.pending_start = incarnation = slot.incarnation
+        now = self._clock()
+        at = now if slot.down_at is None else max(now, slot.down_at + RESTART_GAP_NS)
+        gap = f" (up {(at - now) / 1e6:.0f} ms later, {RESTART_GAP_NS // 1_000_000} ms after its crash)"
+        self._row_lifecycle(slot.name, RESTART, f"incarnation {incarnation}{gap if at > now else ''}")
+        if at > now:
+            self.schedule(at, lambda: self._come_back(slot, incarnation))
         else:
-            self._come_back(slot, slot.incarnation)
+            self._come_back(slot, incarnation)
 
     def _come_back(self, slot: Slot, incarnation: int) -> None:
         if slot.pending_start != incarnation:

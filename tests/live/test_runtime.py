@@ -6,7 +6,7 @@ import os
 import socket
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 import zmq
@@ -188,11 +188,11 @@ def test_crash_and_restart_keeps_store_and_port(runtime: LiveRuntime) -> None:
     assert runtime.node("srv") is None and runtime.is_crashed("srv")
     assert runtime.store("srv").get("boots") == 1
     runtime.command(0, "srv", {"ignored": True})  # to a crashed node: traced, not delivered
-    runtime.restart("srv")
-    assert not runtime.is_crashed("srv") and runtime.node("srv") is not first
-    assert runtime.endpoints("srv")["srv"] == [endpoint]  # wildcard port kept across restart
+    runtime.restart("srv")  # crashed just now: it comes back RESTART_GAP_NS after the crash
     boot = runtime.wait_delivery("boot", where=lambda d: d.data["boots"] == 2, timeout=5)
     assert boot.node == "srv"
+    assert not runtime.is_crashed("srv") and runtime.node("srv") is not first
+    assert runtime.endpoints("srv")["srv"] == [endpoint]  # wildcard port kept across restart
     # The client's DEALER reconnects by itself. A request sent before it noticed the old
     # connection closing is lost (real ZeroMQ), so ask until one is answered.
     mark = len(runtime.deliveries)
@@ -504,22 +504,51 @@ def test_a_node_restarted_before_its_scheduled_start_does_not_start_twice(no_thr
     assert done.wait(10), "the stop hung"
 
 
+def restart_fixed_client(tmp_path: Any, ways: list[Callable[[LiveRuntime], None]]) -> tuple[list[int], list[str]]:
+    """Run a client with a fixed routing id, restarted once by each of `ways` after its latest
+    reply, until each incarnation is answered; how long it stayed down each time (crash to first
+    send, ns) and the details of its restart rows, from the trace."""
+    path = str(tmp_path / "t.parquet")
+    with TraceWriter(path, RunInfo("r", 0, "restarts", "test")) as trace, LiveRuntime(trace) as rt:
+        endpoint = echo_pair(rt, n=1)
+        rt.add_node("fixed", EchoClient, role="client", config={"connect": [endpoint], "n": 1, "identity": b"fixed"})
+        for i, way in enumerate([*ways, None]):
+            rt.wait_for(lambda ds, want=i + 1: sum(d.kind == "reply" and d.node == "fixed" for d in ds) >= want,
+                        timeout=3)
+            if way is not None:
+                way(rt)
+    rows = [r for r in read_trace(path).to_pylist() if r["node"] == "fixed"]
+    crashes = [r["time_ns"] for r in rows if r["kind"] == "crash"]
+    down = [next(r["time_ns"] for r in rows if r["kind"] == "send" and r["time_ns"] > t) - t for t in crashes]
+    return down, [r["detail"] for r in rows if r["kind"] == "restart"]
+
+
 def test_a_running_node_restarted_comes_back_after_its_peers_saw_it_go(tmp_path: Any, no_thread_leak: None) -> None:
     # A client with a fixed routing id, restarted while up, ten times: each new incarnation is
     # answered. Without the gap, its new connection could reach the server's ROUTER before the
     # old one was gone there, and libzmq then ignores it for good (an Event BUS client never
     # synchronised again in explore --live). The trace shows the gap.
-    path = str(tmp_path / "t.parquet")
-    with TraceWriter(path, RunInfo("r", 0, "restarts", "test")) as trace, LiveRuntime(trace) as rt:
-        endpoint = echo_pair(rt, n=1)
-        rt.add_node("fixed", EchoClient, role="client", config={"connect": [endpoint], "n": 1, "identity": b"fixed"})
-        for i in range(10):
-            rt.wait_for(lambda ds, want=i + 1: sum(d.kind == "reply" and d.node == "fixed" for d in ds) >= want,
-                        timeout=3)
-            rt.restart("fixed")
-        rt.wait_for(lambda ds: sum(d.kind == "reply" and d.node == "fixed" for d in ds) >= 11, timeout=3)
-    rows = [r for r in read_trace(path).to_pylist() if r["node"] == "fixed"]
-    crashes = [r["time_ns"] for r in rows if r["kind"] == "crash"]
-    firsts = [next(r["time_ns"] for r in rows if r["kind"] == "send" and r["time_ns"] > t) for t in crashes]
-    assert len(crashes) == 10
-    assert all(f - c >= RESTART_GAP_NS for c, f in zip(crashes, firsts))
+    down, restarts = restart_fixed_client(tmp_path, [lambda rt: rt.restart("fixed")] * 10)
+    assert len(down) == len(restarts) == 10
+    assert all(d >= RESTART_GAP_NS for d in down)
+
+
+def crash_then_restart(pause_s: float) -> Callable[[LiveRuntime], None]:
+    def way(rt: LiveRuntime) -> None:
+        rt.crash("fixed")
+        time.sleep(pause_s)
+        rt.restart("fixed")
+
+    return way
+
+
+def test_a_node_restarted_soon_after_a_crash_waits_out_the_gap(tmp_path: Any, no_thread_leak: None) -> None:
+    # A crash fault with a short restart_after, or a crash and a restart fault at the same
+    # moment, meet the same ROUTER race as a restart of a running node: the gap counts from the
+    # crash. Restarted long after its crash, a node comes back at once.
+    soon = [crash_then_restart(0), crash_then_restart(0.02)] * 3
+    down, restarts = restart_fixed_client(tmp_path, [*soon, crash_then_restart(RESTART_GAP_NS / 1e9 + 0.05)])
+    assert len(down) == len(restarts) == 7
+    assert all(d >= RESTART_GAP_NS for d in down[:6])
+    assert all("ms after its crash" in d for d in restarts[:6]), restarts
+    assert restarts[6] == "incarnation 7"  # down longer than the gap: back at once
