@@ -190,6 +190,7 @@ class _Observed:
 
     def restart(self, node: str) -> None:
         if self.runtime.is_running(node):  # restarting a running node crashes it first: the checkers hear of both
+            self.runtime.crash(node)  # first: a process is dead before its crash is reported
             self.observer.emit(self.runtime.now_ns, node, CRASH)
         # before the new life runs: its START and first sends come out of runtime.restart, and a
         # checker that starts a node's state afresh at RESTART must not wipe them (the trace's

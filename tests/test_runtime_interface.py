@@ -146,6 +146,42 @@ def test_processes_are_nodes_for_faults_and_targets(no_thread_leak: None) -> Non
         proc.stop()
 
 
+# Ignores SIGTERM (a graceful shutdown that takes its time) and writes "pid wall-clock-ns" every 5 ms.
+STUBBORN = ("import os, signal, sys, time\n"
+            "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            "with open(sys.argv[1], 'a') as f:\n"
+            "    for _ in range(12000):\n"
+            "        f.write('%d %d\\n' % (os.getpid(), time.time_ns())); f.flush(); time.sleep(0.005)\n")
+
+
+def test_restarting_a_running_process_kills_it_before_the_call_returns(tmp_path: Any, no_thread_leak: None) -> None:
+    # A restart fault is a crash and a start, as for an in-process node: the old process must be
+    # gone when the crash is reported, or what it still sends would count as the new one's
+    # (it was stopped by SIGTERM with 0.5 s of grace, in the background, after both were reported).
+    out = tmp_path / "beats.txt"
+    proc = ManagedProcess([sys.executable, "-c", STUBBORN, str(out)], ready=ReadyDelay(0.0), name="stubborn")
+    rt = LiveRuntime(seed=1)
+    try:
+        rt.attach_process("impl", ExternalNode(proc, "broker"))
+        proc.start()
+        rt.start()
+        while not out.exists() or out.stat().st_size == 0:
+            time.sleep(0.01)
+        first = proc.pid
+        rt.restart("impl")
+        returned = time.time_ns()
+        deadline = time.monotonic() + 10
+        while not (rt.is_running("impl") and proc.pid != first) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert rt.is_running("impl") and proc.pid != first
+    finally:
+        rt.stop()
+        proc.stop(grace=0.1)
+    beats = [line.split() for line in out.read_text().splitlines() if line.count(" ") == 1]
+    old = [int(t) for pid, t in beats if int(pid) == first]
+    assert old and max(old) < returned, f"the old process wrote {(max(old) - returned) / 1e6:.0f} ms after the restart"
+
+
 def test_faults_the_live_runtime_cannot_do_say_why() -> None:
     from harness.runtime import UnsupportedFault
 

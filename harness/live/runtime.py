@@ -265,9 +265,11 @@ class LiveRuntime(EventLoop, NodeIO):
     def restart(self, node: str) -> None:
         """Rebuild the node from its factory with the same store, reopen its sockets on the same
         endpoints and start it (a process: the same command line and data directory). A node
-        that is still up is crashed first."""
+        that is still up is crashed first (a process: SIGKILL, before this returns)."""
         ext = self._external.get(node)
         if ext is not None:
+            if ext.running:  # killed at once, as by a crash fault: nothing it sends comes after the crash row
+                self.crash(node)
             self._observed_notes.pop(node, None)
             self.call(lambda: self._row_lifecycle(node, RESTART, "process restarting"))
             ext.restart_in_background()
