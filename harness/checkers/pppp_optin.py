@@ -176,6 +176,8 @@ class BacklogSync(PpppCheck):
     level = "MAY"
     kinds = frozenset({SEND, RECV, DELIVER, NOTE, CRASH, CLOCK})
     roles = frozenset({PUBLISHER})
+    timed = True
+    observed_note = "; a number it sends before the replay ends is not judged (when it was published is not certain)"
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
@@ -220,7 +222,10 @@ class BacklogSync(PpppCheck):
             subscribe, left = got
             s = msg["sequence"]
             left.discard(s)
-            if left and self.ledger.first_seen.get((msg["channel"], s), 0) > subscribe.time_ns:
+            # (an external publisher's: when the proxy read it, and when it handed the SUBSCRIBE
+            # on, bound neither when it published it nor when it took the SUBSCRIBE in)
+            if left and not self.observed_event(ev) \
+                    and self.ledger.first_seen.get((msg["channel"], s), 0) > subscribe.time_ns:
                 self._fail(key, f"sent {ident!r} {msg['channel']!r} #{s}, published after its SUBSCRIBE", ev)
             if not left:
                 del self.replay[key]
@@ -232,8 +237,9 @@ class BacklogSync(PpppCheck):
 
     def _expire(self, now: int) -> None:
         for key, (subscribe, _) in list(self.replay.items()):
-            if now > subscribe.time_ns + self.idle + self.tol:
-                self._fail(key, f"no backlog replay to {key[0]!r} within {(self.idle + self.tol) / 1e6:g} ms", None)
+            bound = self.idle + self.tol_for(subscribe.node)
+            if now > subscribe.time_ns + bound:
+                self._fail(key, f"no backlog replay to {key[0]!r} within {bound / 1e6:g} ms", None)
 
     def finish(self, end_ns: int) -> list[Verdict]:
         self._expire(end_ns)
@@ -251,6 +257,7 @@ class CustomReply(PpppCheck):
     level = "MAY"
     kinds = frozenset({SEND, RECV, DELIVER, CRASH})
     roles = frozenset({PUBLISHER})
+    timed = True
 
     def __init__(self, reply_channel: bytes | None = None, **params: Any) -> None:
         super().__init__(**params)
@@ -286,10 +293,11 @@ class CustomReply(PpppCheck):
             self.waiting.pop(0)  # a new message: the reply to the oldest CUSTOM waiting
 
     def _expire(self, now: int) -> None:
-        while self.waiting and now > self.waiting[0].time_ns + self.first_idle + self.tol:
-            ev = self.waiting.pop(0)
+        while self.waiting and now > self.waiting[0].time_ns + self.first_idle + self.tol_for(self.waiting[0].node):
+            ev = self.waiting.pop(0)  # (the oldest is due first: the slack is one node's, the publisher's)
             where = f" on {self.reply_channel!r}" if self.reply_channel is not None else ""
-            self.bad.append((f"no message published{where} within {(self.first_idle + self.tol) / 1e6:g} ms of the "
+            bound = self.first_idle + self.tol_for(ev.node)
+            self.bad.append((f"no message published{where} within {bound / 1e6:g} ms of the "
                              f"CUSTOM from {peer_of(ev)!r} at {ev.time_ns / 1e6:.1f} ms", [ev], self.clause))
 
     def finish(self, end_ns: int) -> list[Verdict]:
