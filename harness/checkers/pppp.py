@@ -187,12 +187,19 @@ class AckTiming(PpppCheck):
         self.late: list[tuple[str, list[Event], str]] = []
         self.overdue: dict[tuple[str, bytes], list[tuple[int, int, bool, Event]]] = {}
         self.received = 0
+        self.watch_peer_crashes()
 
     def _active(self, node: str, t: int) -> int:
         """The node's clock without the time it spent paused (its credit is never cleared here)."""
         return t - self.credit(node, t)
 
     def on_event(self, ev: Event) -> None:
+        if ev.role != SUBSCRIBER:
+            if self.peer_crash(ev) is not None:  # an external subscriber's ACKs wait in its DEALER now
+                for table in (self.open, self.overdue):
+                    for key in [k for k in table if self.observed_node(k[0])]:
+                        del table[key]
+            return
         if self.paused_for(ev):
             return
         if ev.kind == CRASH:
@@ -358,9 +365,14 @@ class Resubscribe(PpppCheck):
         self.subscribes: dict[str, list[tuple[int, bytes]]] = {}
         self.bad: list[tuple[str, list[Event], str]] = []
         self.silences = 0
+        self.watch_peer_crashes()
 
     def on_event(self, ev: Event) -> None:
         node = ev.node
+        if ev.role != SUBSCRIBER:
+            if self.peer_crash(ev) is not None:  # an external subscriber's SUBSCRIBE waits in its DEALER now
+                self.judged.update(n for n in self.heard if self.observed_node(n))
+            return
         if self.paused_for(ev):
             return
         if ev.kind == CRASH:
@@ -429,8 +441,14 @@ class SubscriberHeartbeats(PpppCheck):
         self.last: dict[str, tuple[Event, bool]] = {}
         self.bad: list[tuple[str, list[Event], str]] = []
         self.sent = 0
+        self.watch_peer_crashes()
 
     def on_event(self, ev: Event) -> None:
+        if ev.role != SUBSCRIBER:
+            if self.peer_crash(ev) is not None:  # an external subscriber's messages wait in its DEALER now
+                for node in [n for n in self.last if self.observed_node(n)]:
+                    del self.last[node]
+            return
         if self.paused_for(ev):
             return
         if ev.kind == CRASH:

@@ -66,7 +66,7 @@ class PpppCheck(Checker):
     def slack_for(self, node: str) -> int:
         """What a deadline of ``node`` gets on top of the tolerance: the slack of an observed
         external node (see the module docstring), else nothing."""
-        return self.slack if self.observed and node in self.external else 0
+        return self.slack if self.observed_node(node) else 0
 
     def tol_for(self, node: str) -> int:
         return self.tol + self.slack_for(node)
@@ -158,6 +158,38 @@ class PpppCheck(Checker):
     observed_note = ""  # what judging an external node from the proxy's view leaves out, if anything
     timed = False  # it judges deadlines (an observed external node's get the slack)
     judged_roles: frozenset[str] | None = None  # the roles whose duties it judges (None: its roles)
+
+    def watch_peer_crashes(self) -> None:
+        """Also hear the crashes of the other role's nodes (`peer_crash`), when an external node of
+        this check's roles is observed: messages between a node and a crashed peer do not cross
+        the wire as a probe would report them. An external publisher's ROUTER drops what it sends
+        a gone subscriber (no connection to read it from), and an external subscriber's DEALER
+        holds what it sends while the publisher is down, and the proxy reads it only once the
+        publisher is back. So what such a node owes a crashed peer, and the timing of its sends
+        across the peer's absence, are not judged."""
+        mine = type(self).roles or frozenset()
+        if self.observed and any(role in mine for role in self.external.values()):
+            self.roles = mine | {SUBSCRIBER if PUBLISHER in mine else PUBLISHER}
+
+    def peer_crash(self, ev: Event) -> str | None:
+        """For an event of the other role (`watch_peer_crashes`): the routing id of a crashed
+        subscriber, or "publisher" for a crashed publisher, when an observed external node of this
+        check's roles is at the other end; else None. Any such event is the caller's to drop."""
+        if ev.kind != CRASH:
+            return None
+        mine = type(self).roles or frozenset()
+        if ev.role == SUBSCRIBER and PUBLISHER in mine and self.observed_node(self._external_publisher()):
+            return ev.node
+        if ev.role == PUBLISHER and SUBSCRIBER in mine:
+            return PUBLISHER
+        return None
+
+    def _external_publisher(self) -> str:
+        return next((n for n, role in self.external.items() if role == PUBLISHER), "")
+
+    def observed_node(self, node: str) -> bool:
+        """An external node whose traffic the chaos proxy reports."""
+        return self.observed and node in self.external
 
     def observed_event(self, ev: Event) -> bool:
         """An event of an external node that the chaos proxy saw (its times are bounds only)."""

@@ -87,6 +87,8 @@ class ImplicitHeartbeat(PpppCheck):
         if ev.kind in (CRASH, RESTART):
             self.held.pop(node, None)
             self.last_in.pop(node, None)
+            if self.peer_crash(ev) is not None:  # an external publisher's sends to it vanish now
+                self.talks.pop(node.encode(), None)
             return
         if ev.kind == RECV:
             if message(ev) is not None:  # a malformed message is dropped unheard (E-PPPP-05)
@@ -186,8 +188,15 @@ class BacklogSync(PpppCheck):
         self.replay: dict[tuple[bytes, bytes], tuple[Event, set[int]]] = {}
         self.bad: list[tuple[str, list[Event], str]] = []
         self.syncs = 0
+        self.watch_peer_crashes()
 
     def on_event(self, ev: Event) -> None:
+        if ev.role != PUBLISHER:
+            gone = self.peer_crash(ev)
+            if gone is not None:  # a replay to it now vanishes in the publisher's ROUTER
+                for key in [k for k in self.replay if k[0] == gone.encode()]:
+                    del self.replay[key]
+            return
         if self.clock_event(ev):
             return
         if ev.kind == CRASH:

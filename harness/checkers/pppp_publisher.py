@@ -218,8 +218,18 @@ class ResendNacked(PpppCheck):
         self.unjudged: dict[tuple[bytes, bytes], set[int]] = {}
         self.bad: list[tuple[str, list[Event], str]] = []
         self.asked = 0
+        self.watch_peer_crashes()
 
     def on_event(self, ev: Event) -> None:
+        if ev.role != PUBLISHER:
+            gone = self.peer_crash(ev)
+            if gone is not None:  # a resend to it now vanishes in the publisher's ROUTER
+                ident = gone.encode()
+                for key in [k for k in self.due if k[0] == ident]:
+                    del self.due[key]
+                for key in [k for k in self.on_silence if k[0] == ident]:
+                    del self.on_silence[key]
+            return
         if self.clock_event(ev):
             return
         if ev.kind == CRASH:
@@ -358,8 +368,15 @@ class PublisherHeartbeats(PpppCheck):
         self.excused: set[bytes] = set()
         self.bad: list[tuple[str, list[Event], str]] = []
         self.sent = 0
+        self.watch_peer_crashes()
 
     def on_event(self, ev: Event) -> None:
+        if ev.role != PUBLISHER:
+            gone = self.peer_crash(ev)
+            if gone is not None:  # what the publisher sends it now vanishes in its ROUTER
+                self.talking.discard(gone.encode())
+                self.last.pop(gone.encode(), None)
+            return
         if self.paused_for(ev):
             return
         if ev.kind == CRASH:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.checkers.base import RECV, SEND, VIA_PROXY, Event, Verdict
+from harness.checkers.base import CRASH, RECV, SEND, VIA_PROXY, Event, Verdict
 from harness.checkers.pppp import AckHighest, ExactlyOnce, SubscriberHeartbeats
 from harness.checkers.pppp_common import PpppCheck
 from harness.checkers.pppp_publisher import PublisherHeartbeats, ResendNacked, SequenceNumbers
@@ -126,3 +126,35 @@ def test_an_external_subscribers_heartbeats_and_deliveries() -> None:
     got = [sub(0, SEND, "SUBSCRIBE", channel=b"news"), sub(10, RECV, "PUBLISH", **publish(1))]
     v = verdict(ExactlyOnce(**TIMES, external=SUB, observed=True), got)
     assert v.ok and "not judged: ext (external: what it delivers is not on the wire)" in v.detail, v.detail
+
+
+def test_what_an_external_publisher_owes_a_crashed_subscriber_is_not_judged() -> None:
+    # A subscriber crashes 20 ms after its PUBLISH: what the publisher then sends it (heartbeats,
+    # resends) vanishes in its ROUTER, and the proxy reads none of it; a probed publisher's sends
+    # are reported all the same. Found by pppp/chaos/fifty-subscribers.yaml with the publisher
+    # external: "sent nothing to b'subs.7' for 446.2 ms after its PUBLISH" (both the stand-in and
+    # the reference publisher as processes).
+    crash = Event(30 * MS, "s", "subscriber", CRASH)
+    events = [pub(0, RECV, "SUBSCRIBE", channel=b"news"), pub(10, SEND, "PUBLISH", **publish(1)), crash,
+              pub(500, RECV, "SUBSCRIBE", channel=b"news"), pub(501, SEND, "PUBLISH", **publish(2))]
+    checker = PublisherHeartbeats(**TIMES, external=PUB, observed=True)
+    assert checker.roles == {"publisher", "subscriber"}  # it hears subscriber crashes
+    v = verdict(checker, events, 502)
+    assert v.ok, v.detail
+    for e in events:
+        e.via = ""
+    probed = PublisherHeartbeats(**TIMES)
+    assert probed.roles == {"publisher"}
+    v = verdict(probed, [e for e in events if e.role == "publisher"], 502)
+    assert not v.ok and "sent nothing to b's'" in v.detail, v.detail
+
+
+def test_an_external_subscriber_is_not_timed_across_a_publisher_crash() -> None:
+    # its DEALER holds what it sends while the publisher is down: the proxy reads it late
+    crash = Event(100 * MS, "pub", "publisher", CRASH)
+    events = [sub(0, SEND, "SUBSCRIBE", channel=b"news"), sub(90, SEND, "HEARTBEAT"), crash,
+              sub(900, SEND, "HEARTBEAT")]
+    v = verdict(SubscriberHeartbeats(**TIMES, external=SUB, observed=True), events, 901)
+    assert v.ok, v.detail
+    v = verdict(SubscriberHeartbeats(**TIMES, external=SUB, observed=True), [e for e in events if e is not crash], 901)
+    assert not v.ok, v.detail
