@@ -268,6 +268,13 @@ class ChaosProxy(Relay):
 
     # ---- observing (any thread) -----------------------------------------------------------
 
+    def settle(self, turns: int = 2) -> None:
+        """Return once the loop has run ``turns`` more turns: what was readable when this was
+        called has been read, and reported to ``on_seen`` (a process killed just now: what it
+        sent before it died)."""
+        for _ in range(turns):
+            self._call(lambda: None)
+
     def stats(self) -> ProxyStats:
         """The counts so far; after `stop`, the final ones (the loop is gone: nothing changes them)."""
         def snapshot() -> ProxyStats:

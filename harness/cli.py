@@ -197,7 +197,7 @@ def _print_result(result, path: str, mutants: str = "") -> None:
                 print(f"         {json.dumps(ev, default=str)[:300]}")
     seen = result.stats.get("observed_traffic") if isinstance(result.stats, dict) else None
     if seen:
-        print(f"  seen by the proxy: {seen['sends']} message(s) sent, {seen['receives']} received between "
+        print(f"  seen by the proxy: {seen['sends']} message(s) sent, {seen['receives']} received by "
               f"external nodes")
     if not result.ok:
         print(f"  trace: {result.trace_path}")

@@ -177,20 +177,24 @@ def _external_clock(scenario: Scenario, target: str, mode: str) -> list[str]:
 class _Observed:
     """The runtime as the nemesis sees it: crashes, restarts, pauses and resumes are reported to the checkers."""
 
-    def __init__(self, runtime: Runtime, observer: Observer) -> None:
+    def __init__(self, runtime: Runtime, observer: Observer, settle: Callable[[], None] | None = None) -> None:
         self.runtime = runtime
         self.observer = observer
+        # before a crash is reported: what the chaos proxy has still to report of the node's sends
+        self.settle = settle or (lambda: None)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.runtime, name)
 
     def crash(self, node: str) -> None:
         self.runtime.crash(node)
+        self.settle()
         self.observer.emit(self.runtime.now_ns, node, CRASH)
 
     def restart(self, node: str) -> None:
         if self.runtime.is_running(node):  # restarting a running node crashes it first: the checkers hear of both
             self.runtime.crash(node)  # first: a process is dead before its crash is reported
+            self.settle()
             self.observer.emit(self.runtime.now_ns, node, CRASH)
         # before the new life runs: its START and first sends come out of runtime.restart, and a
         # checker that starts a node's state afresh at RESTART must not wipe them (the trace's
@@ -209,6 +213,16 @@ class _Observed:
     def set_clock(self, node: str, offset_ns: int, drift: float = 0.0) -> None:  # timing checks allow for it
         self.runtime.set_clock(node, offset_ns, drift)
         self.observer.emit(self.runtime.now_ns, node, CLOCK_EVENT, data={"offset_ns": offset_ns, "drift": drift})
+
+
+def _settler(proxy: Any, traffic: ObservedTraffic) -> Callable[[], None]:
+    """What the proxy has still to report, read and fed to the checks (on the loop thread)."""
+    def settle() -> None:
+        if proxy.running:
+            proxy.settle()
+        traffic.drain()
+
+    return settle
 
 
 def _report_failure(observer: Observer) -> Callable[[NodeFailure], None]:
@@ -290,13 +304,17 @@ def run_scenario(scenario: Scenario, seed: int, mode: str, out_dir: str | None =
         clock: Callable[[], int] = lambda: runtime.now_ns  # noqa: E731 - virtual or wall time
         if mode == "live":  # what a node does is stamped at its input, as in simulation (harness.live.node_io)
             clock = runtime.input_time  # type: ignore[attr-defined]
+        settle: Callable[[], None] | None = None
         if mode == "live" and live_faults.needs_proxy(scenario):
             placement = live_faults.place_for_run(scenario, pkg, configs, endpoints.assigned, runtime, processes,
                                                   seed)
             if live_faults.observed_nodes(scenario):  # external nodes' traffic, to the checkers and the trace
                 notes = (codec(scenario.protocol, scenario.dialect), pkg.wire_notes) if pkg.wire_notes else None
-                traffic = ObservedTraffic(runtime, observer if checks else None, trace, scenario.record_frames, notes)
+                traffic = ObservedTraffic(runtime, observer if checks else None, trace, scenario.record_frames, notes,
+                                          external)
                 placement.proxy.on_seen = traffic.push
+                runtime.catch_up_with(traffic.pending, traffic.drain)  # type: ignore[attr-defined]
+                settle = _settler(placement.proxy, traffic)
         for name, (role, cfg) in configs.items():
             group = scenario.group_of(name)
             if group.command:
@@ -323,7 +341,7 @@ def run_scenario(scenario: Scenario, seed: int, mode: str, out_dir: str | None =
         for stream in workload_streams(scenario, seed):
             runtime.command_stream(stream)  # type: ignore[attr-defined]
         resolve = scenario.targets.resolver(runtime, random.Random(f"{seed}/nemesis"))
-        nemesis.install(scenario.faults, _Observed(runtime, observer), resolve)  # type: ignore[arg-type]
+        nemesis.install(scenario.faults, _Observed(runtime, observer, settle), resolve)  # type: ignore[arg-type]
         end = scenario.duration_ns + scenario.settle_ns
         lead = 1 if mode == "sim" else LIVE_STATUS_LEAD_NS
         for name in scenario.node_names:  # checkers that judge final state ask for it last

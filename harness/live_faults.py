@@ -15,8 +15,11 @@ The live runtime then carries the faults out through the proxy (`LiveRuntime.att
 the nemesis schedules them the same way as in simulation.
 
 The proxy also sits between every two external nodes (groups with a ``command``) that talk to
-each other, fault or not, unless the scenario says ``live: {observe: false}``: it reports their
-messages, which no probe sees, to the run's checkers (`observed_pairs`, `harness.live_observe`).
+each other, fault or not, when the scenario observes them (``live: {observe: ...}``, by default
+for a protocol whose checks were reviewed for it), and for a protocol whose checks were reviewed
+for that too (PPPP) between an external node and every node it talks to: it reports the external
+side of their messages, which no probe sees, to the run's checkers (`observed_pairs`,
+`harness.live_observe`).
 """
 
 from __future__ import annotations
@@ -39,22 +42,35 @@ SOURCE_NET = "127.0.1."  # in-process node i connects from 127.0.1.(i + 2)
 
 
 def needs_proxy(scenario: Scenario) -> bool:
+    observed = observed_nodes(scenario)
     return (bool(len(scenario.rules)) or any(isinstance(f, (nemesis.Partition, nemesis.SlowLink))
                                              for f in scenario.faults)
-            or len(observed_nodes(scenario)) >= 2)
+            or len(observed) >= 2 or (bool(observed) and _all_links(scenario)))
+
+
+def _all_links(scenario: Scenario) -> bool:
+    """Whether an external node's traffic with the harness's nodes is observed as well (the
+    package's checks were reviewed for it, `ProtocolPackage.observed_links`), not only its
+    traffic with other external nodes."""
+    from harness.registry import package  # noqa: PLC0415 - the registry imports the packages
+
+    return package(scenario.protocol).observed_links == "all"
 
 
 def observed_nodes(scenario: Scenario) -> set[str]:
-    """The external nodes whose traffic with each other the proxy reports (none when the
-    scenario turns observation off)."""
+    """The external nodes whose traffic the proxy reports (none when the scenario does not
+    observe them)."""
     if not scenario.observe:
         return set()
     return {n for g in scenario.external for n in g.nodes}
 
 
 def observed_pairs(scenario: Scenario) -> Callable[[str, str], bool]:
-    """Whether the proxy reports the messages from one node to another: both are external."""
+    """Whether the proxy reports the messages from one node to another: both are external, or
+    (`_all_links`) one of them is (`harness.live_observe` passes on only the external side's)."""
     nodes = observed_nodes(scenario)
+    if _all_links(scenario):
+        return lambda a, b: a in nodes or b in nodes
     return lambda a, b: a in nodes and b in nodes
 
 

@@ -1,7 +1,10 @@
-"""The traffic between external nodes, as the chaos proxy saw it, for the run's checkers and trace.
+"""The traffic of external nodes, as the chaos proxy saw it, for the run's checkers and trace.
 
-External nodes (groups with a ``command``) run no probe: what they send each other is seen only
-by the ZMTP chaos proxy between them (`fault_injection.observe`). `ObservedTraffic` takes the
+External nodes (groups with a ``command``) run no probe: their side of what they send and get is
+seen only by the ZMTP chaos proxy between them and their peers (`fault_injection.observe`); of a
+message between an external node and one the harness runs, only the external side is passed on
+(the other is its probe's), before the receiver's probe reports its receipt
+(`LiveRuntime.catch_up_with`). `ObservedTraffic` takes the
 proxy's `Seen` reports and presents each as a probe would: a ``send`` event of the sender when
 the proxy read the message, a ``recv`` event of the receiver for each copy the proxy handed on
 (none for a message a rule dropped or a partition lost), with the socket's name, its frames as
@@ -58,11 +61,14 @@ class ObservedTraffic:
 
     def __init__(self, runtime: Any, observer: Observer | None, trace: TraceWriter | None,
                  record_frames: bool = True,
-                 notes: tuple[Codec, Callable[[Codec, list[bytes]], list[tuple[str, dict[str, Any]]]]] | None = None
-                 ) -> None:
+                 notes: tuple[Codec, Callable[[Codec, list[bytes]], list[tuple[str, dict[str, Any]]]]] | None = None,
+                 external: frozenset[str] | None = None) -> None:
         """``notes``: the run's codec and its package's ``wire_notes``: what a node's sends say
-        about it goes to the runtime (``note_observed``), for symbolic fault targets."""
+        about it goes to the runtime (``note_observed``), for symbolic fault targets.
+        ``external``: the nodes whose side of a message is passed on (None: every node's); the
+        other side of a message between an external node and one the harness runs is its probe's."""
         self.runtime = runtime
+        self.external = external
         self.notes = notes
         self.observer = observer
         self.trace = trace
@@ -103,6 +109,11 @@ class ObservedTraffic:
             self._posted = True
         self.runtime.post(self.drain)
 
+    @property
+    def pending(self) -> deque[Seen]:
+        """The reports the loop has not drained yet (`LiveRuntime.catch_up_with`)."""
+        return self._queue
+
     # ---- the loop thread ---------------------------------------------------------------------
     def drain(self) -> None:
         with self._lock:
@@ -139,6 +150,8 @@ class ObservedTraffic:
     def _one(self, seen: Seen, now: int, counted: bool = True) -> None:
         send = seen.kind == SEEN_SEND
         node, other = (seen.src, seen.dst) if send else (seen.dst, seen.src)
+        if self.external is not None and node not in self.external:
+            return  # a node the harness runs: its own probe reports what it sends and gets
         own_type = seen.src_type if send else seen.dst_type
         binds = seen.binder == node
         name = socket_name(seen.src_socket if send else seen.dst_socket, own_type, binds, other)
@@ -193,7 +206,7 @@ class ObservedTraffic:
         if not self.overflowed:
             return []
         return [Verdict("observation-complete", "", False,
-                        f"the checks saw only the first {self.sends} message(s) between external nodes: the run's "
+                        f"the checks saw only the first {self.sends} message(s) of external nodes: the run's "
                         f"loop fell {MAX_QUEUED} reports behind the proxy and observation stopped (a limit of the "
                         "harness, not necessarily a fault of the implementation)")]
 

@@ -75,7 +75,7 @@ class Scenario:
     targets: Targets
     record_frames: bool = True
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
-    # live runs: the chaos proxy reports the traffic between external nodes to the checkers
+    # live runs: the chaos proxy reports the external nodes' side of their traffic to the checkers
     # (``live: {observe: false}`` turns it off; harness.live_observe); by default it does for a
     # protocol whose checks were reviewed for it (`ProtocolPackage.observed_checks`)
     observe: bool = True

@@ -80,6 +80,9 @@ def test_roles_mutants_and_targets_hang_together(name: str) -> None:
     assert (pkg.resolve_target is not None) == bool(pkg.targets), "targets need a resolver and vice versa"
     for op in pkg.operations.values():
         assert set(op.roles) <= set(pkg.roles)
+    # what the chaos proxy reports of an external node: only where the checks were reviewed for it
+    assert pkg.observed_links in ("between", "all")
+    assert pkg.observed_links == "between" or pkg.observed_checks
 
 
 def test_zmq_harness_protocols_prints_what_each_has_and_lacks() -> None:

@@ -45,6 +45,7 @@ class ExactlyOnce(PpppCheck):
     name = "exactly-once"
     clause = "pppp.subscriber.exactly-once"
     unseen = "what it delivers is not on the wire"
+    unseen_observed = unseen
     judged_roles = frozenset({SUBSCRIBER})  # the publisher's part is judged from the subscribers' side
     kinds = frozenset({SEND, RECV, DELIVER, NOTE, CRASH, RESTART})
     roles = BOTH
@@ -71,6 +72,8 @@ class ExactlyOnce(PpppCheck):
         if ev.role == PUBLISHER:
             self._publisher(ev)
             return
+        if self.observed_event(ev):
+            return  # an external subscriber's messages: what it delivers is still not on the wire
         if ev.kind not in (CRASH, RESTART):  # the live runtime reports these of an external process too
             self.probed.add(ev.node)
         if ev.kind == SEND and self.publisher_external:
@@ -175,6 +178,7 @@ class AckTiming(PpppCheck):
     clause = "pppp.subscriber.ack-within-first-idle"
     kinds = frozenset({SEND, RECV, CRASH, PAUSE, RESUME, STALL, CLOCK})
     roles = SUB
+    timed = True
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
@@ -183,12 +187,19 @@ class AckTiming(PpppCheck):
         self.late: list[tuple[str, list[Event], str]] = []
         self.overdue: dict[tuple[str, bytes], list[tuple[int, int, bool, Event]]] = {}
         self.received = 0
+        self.watch_peer_crashes()
 
     def _active(self, node: str, t: int) -> int:
         """The node's clock without the time it spent paused (its credit is never cleared here)."""
         return t - self.credit(node, t)
 
     def on_event(self, ev: Event) -> None:
+        if ev.role != SUBSCRIBER:
+            if self.peer_crash(ev) is not None:  # an external subscriber's ACKs wait in its DEALER now
+                for table in (self.open, self.overdue):
+                    for key in [k for k in table if self.observed_node(k[0])]:
+                        del table[key]
+            return
         if self.paused_for(ev):
             return
         if ev.kind == CRASH:
@@ -215,7 +226,7 @@ class AckTiming(PpppCheck):
             still = []
             active = self._active(ev.node, ev.time_ns)
             for o in self.overdue.get(key, []):
-                if o[1] <= h and active - o[0] <= self.first_idle + self.tol:
+                if o[1] <= h and active - o[0] <= self.first_idle + self.tol_for(ev.node):
                     continue  # in time after all: a stall credited since it fell overdue (live)
                 if o[1] <= h:
                     what, clause = ("the duplicate ", "pppp.subscriber.ack-duplicates") if o[2] else ("", self.clause)
@@ -227,7 +238,7 @@ class AckTiming(PpppCheck):
             self.overdue[key] = still
 
     def _expire(self, key: tuple[str, bytes], now: int) -> None:
-        limit = self.first_idle + self.tol
+        limit = self.first_idle + self.tol_for(key[0])
         now = self._active(key[0], now)
         opened = self.open.get(key)
         if opened and opened[0][0] + limit < now:
@@ -262,6 +273,7 @@ class AckHighest(PpppCheck):
     clause = "pppp.subscriber.ack-highest"
     kinds = frozenset({SEND, RECV, CRASH})
     roles = SUB
+    observed_note = "; an ACK below a number handed on to it is not judged (it may not have read it yet)"
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
@@ -304,7 +316,9 @@ class AckHighest(PpppCheck):
         gaps = self.conv.get(key)
         conv_high = gaps.highest if gaps is not None else 0
         c = key[1]
-        if h < conv_high:
+        # (an external subscriber's receipts are when the proxy handed a message on: it may
+        # not have read the highest one yet when it sent this ACK)
+        if h < conv_high and not self.observed_event(ev):
             self.bad.append((f"{key[0]} ACKed {c!r} #{h}, but the highest it received in this conversation is "
                              f"#{conv_high}", [ev], self.clause))
         elif h > self.highest_ever.get(key, 0):
@@ -341,6 +355,7 @@ class Resubscribe(PpppCheck):
     clause = "pppp.subscriber.resubscribe"
     kinds = frozenset({SEND, RECV, CRASH, RESTART, PAUSE, RESUME, STALL, CLOCK})
     roles = SUB
+    timed = True
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
@@ -350,9 +365,14 @@ class Resubscribe(PpppCheck):
         self.subscribes: dict[str, list[tuple[int, bytes]]] = {}
         self.bad: list[tuple[str, list[Event], str]] = []
         self.silences = 0
+        self.watch_peer_crashes()
 
     def on_event(self, ev: Event) -> None:
         node = ev.node
+        if ev.role != SUBSCRIBER:
+            if self.peer_crash(ev) is not None:  # an external subscriber's SUBSCRIBE waits in its DEALER now
+                self.judged.update(n for n in self.heard if self.observed_node(n))
+            return
         if self.paused_for(ev):
             return
         if ev.kind == CRASH:
@@ -385,7 +405,7 @@ class Resubscribe(PpppCheck):
         start = self.heard.get(node)
         if start is None or node in self.judged:
             return
-        deadline = start + self.must_drop + self.credit(node, now)  # paused time moves it
+        deadline = start + self.must_drop + self.credit(node, now) + self.slack_for(node)  # paused time moves it
         if now <= deadline:
             return
         self.silences += 1
@@ -414,14 +434,21 @@ class SubscriberHeartbeats(PpppCheck):
     clause = "pppp.heartbeat.interval"
     kinds = frozenset({SEND, CRASH, PAUSE, RESUME, STALL, CLOCK})
     roles = SUB
+    timed = True
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
         self.last: dict[str, tuple[Event, bool]] = {}
         self.bad: list[tuple[str, list[Event], str]] = []
         self.sent = 0
+        self.watch_peer_crashes()
 
     def on_event(self, ev: Event) -> None:
+        if ev.role != SUBSCRIBER:
+            if self.peer_crash(ev) is not None:  # an external subscriber's messages wait in its DEALER now
+                for node in [n for n in self.last if self.observed_node(n)]:
+                    del self.last[node]
+            return
         if self.paused_for(ev):
             return
         if ev.kind == CRASH:
@@ -441,7 +468,7 @@ class SubscriberHeartbeats(PpppCheck):
             return
         before, was_hb = prev
         allowed = self.idle if was_hb else self.first_idle
-        if now - before.time_ns > allowed + self.tol + self.credit(node, now):  # not while paused
+        if now - before.time_ns > allowed + self.tol_for(node) + self.credit(node, now):  # not while paused
             clause = "pppp.heartbeat.interval" if was_hb else "pppp.heartbeat.first-idle"
             what = "a HEARTBEAT" if was_hb else f"its {before.msg_type or 'message'}"
             self.bad.append((f"{node} sent nothing for {(now - before.time_ns) / 1e6:.1f} ms after {what} at "

@@ -9,13 +9,21 @@ once 3 x the interval has passed (the earliest the other side may act).
 
 Subscribers are named by node on their own events and by ROUTER routing id on the
 publisher's; scenarios give every subscriber its node name as identity (`harness.packages.pppp`).
+
+External nodes seen by the chaos proxy (``observed``, `harness.live_observe`): a send's time is
+when the proxy read it, no earlier than the node sent it; a receipt's when the proxy handed it
+on, no later than the node took it in. A deadline of an external node therefore gets
+``external_slack_ms`` on top of the tolerance (the proxy's and a loaded host's scheduling; by
+default one ``idle`` interval, at most 1000 ms, the slack an external DCP broker's heartbeats get:
+a node that misses a deadline by a whole interval still fails), and a rule that a receipt handed
+on but not yet taken in could break is not applied to it (each check says which).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from harness.checkers.base import CLOCK, CRASH, PAUSE, RESTART, RESUME, STALL, Checker, ClockSkews, Event
+from harness.checkers.base import CLOCK, CRASH, PAUSE, RESTART, RESUME, STALL, VIA_PROXY, Checker, ClockSkews, Event
 from harness.checkers.external_wire import ExternalWire
 from harness.protocols.codec import Message
 from harness.protocols.pppp import cut_number
@@ -23,17 +31,24 @@ from harness.protocols.pppp import cut_number
 PUBLISHER, SUBSCRIBER = "publisher", "subscriber"
 MIN_MULTIPLE, MAX_MULTIPLE = 3, 5
 NS_PER_MS = 1_000_000
+EXTERNAL_SLACK_MS = 1000  # at most, on an observed external node's deadlines (see the module docstring)
 
 
 class PpppCheck(Checker):
     """Base of the PPPP checkers: the agreed-upon times in ns."""
 
     def __init__(self, first_idle_ms: int = 250, idle_ms: int = 1000, liveness: int = 3, grace_ms: int = 30_000,
-                 tolerance_ms: int = 25, external: dict[str, str] | None = None, **params: Any) -> None:
+                 tolerance_ms: int = 25, external: dict[str, str] | None = None, observed: bool = False,
+                 external_slack_ms: int | None = None, **params: Any) -> None:
         super().__init__(**params)
         # node -> role of the nodes run as external processes: no probe reports their sends,
         # receipts or deliveries, so a check names those of the roles it judges as not judged
         self.external = dict(external or {})
+        # whether the chaos proxy reports their messages (a live run's default); their deadlines'
+        # slack then (their deliveries and notes are still unseen)
+        self.observed = bool(observed) and bool(self.external)
+        slack_ms = min(int(idle_ms), EXTERNAL_SLACK_MS) if external_slack_ms is None else int(external_slack_ms)
+        self.slack = slack_ms * NS_PER_MS
         self.first_idle = int(first_idle_ms) * NS_PER_MS
         self.idle = int(idle_ms) * NS_PER_MS
         self.liveness = int(liveness)
@@ -47,6 +62,14 @@ class PpppCheck(Checker):
         # set) a node's clock lag counts, for nodes whose clock a fault set
         self._clocks = ClockSkews()
         self._clock_mark: dict[str, int] = {}
+
+    def slack_for(self, node: str) -> int:
+        """What a deadline of ``node`` gets on top of the tolerance: the slack of an observed
+        external node (see the module docstring), else nothing."""
+        return self.slack if self.observed_node(node) else 0
+
+    def tol_for(self, node: str) -> int:
+        return self.tol + self.slack_for(node)
 
     def _lag(self, node: str, now: int) -> int:
         """How far the node's clock fell behind real time since its mark (never negative: a
@@ -115,16 +138,62 @@ class PpppCheck(Checker):
 
     def not_judged(self) -> str:
         """The part of a verdict's detail that names the external nodes of the roles this check
-        judges (a check that learns a role's behaviour from its probe cannot see theirs)."""
+        judges (a check that learns a role's behaviour from its probe cannot see theirs; one that
+        judges messages judges theirs from what the chaos proxy saw, when it did)."""
         judged = self.roles if self.judged_roles is None else self.judged_roles
         names = [n for n, role in self.external.items() if judged is None or role in judged]
         if not names:
             return ""
         shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
-        return f"; not judged: {shown} (external: {self.unseen})"
+        if not self.observed:
+            return f"; not judged: {shown} (external: {self.unseen})"
+        if self.unseen_observed:
+            return f"; not judged: {shown} (external: {self.unseen_observed})"
+        later = f"; its deadlines {self.slack / NS_PER_MS:g} ms later" if self.timed else ""
+        return f"; judged from what the chaos proxy saw: {shown} (external{later}{self.observed_note})"
 
     unseen = "no probe reports what it does"  # why an external node of a judged role is not judged
+    # ... when the chaos proxy reports its messages ("": its messages are all the check needs)
+    unseen_observed = ""
+    observed_note = ""  # what judging an external node from the proxy's view leaves out, if anything
+    timed = False  # it judges deadlines (an observed external node's get the slack)
     judged_roles: frozenset[str] | None = None  # the roles whose duties it judges (None: its roles)
+
+    def watch_peer_crashes(self) -> None:
+        """Also hear the crashes of the other role's nodes (`peer_crash`), when an external node of
+        this check's roles is observed: messages between a node and a crashed peer do not cross
+        the wire as a probe would report them. An external publisher's ROUTER drops what it sends
+        a gone subscriber (no connection to read it from), and an external subscriber's DEALER
+        holds what it sends while the publisher is down, and the proxy reads it only once the
+        publisher is back. So what such a node owes a crashed peer, and the timing of its sends
+        across the peer's absence, are not judged."""
+        mine = type(self).roles or frozenset()
+        if self.observed and any(role in mine for role in self.external.values()):
+            self.roles = mine | {SUBSCRIBER if PUBLISHER in mine else PUBLISHER}
+
+    def peer_crash(self, ev: Event) -> str | None:
+        """For an event of the other role (`watch_peer_crashes`): the routing id of a crashed
+        subscriber, or "publisher" for a crashed publisher, when an observed external node of this
+        check's roles is at the other end; else None. Any such event is the caller's to drop."""
+        if ev.kind != CRASH:
+            return None
+        mine = type(self).roles or frozenset()
+        if ev.role == SUBSCRIBER and PUBLISHER in mine and self.observed_node(self._external_publisher()):
+            return ev.node
+        if ev.role == PUBLISHER and SUBSCRIBER in mine:
+            return PUBLISHER
+        return None
+
+    def _external_publisher(self) -> str:
+        return next((n for n, role in self.external.items() if role == PUBLISHER), "")
+
+    def observed_node(self, node: str) -> bool:
+        """An external node whose traffic the chaos proxy reports."""
+        return self.observed and node in self.external
+
+    def observed_event(self, ev: Event) -> bool:
+        """An event of an external node that the chaos proxy saw (its times are bounds only)."""
+        return ev.via == VIA_PROXY
 
     def done(self, bad: list[tuple[str, list[Event], str]], ok: str) -> list:
         """One verdict: ok, or the first problems with their evidence and the clause of the first."""

@@ -87,6 +87,8 @@ class ImplicitHeartbeat(PpppCheck):
         if ev.kind in (CRASH, RESTART):
             self.held.pop(node, None)
             self.last_in.pop(node, None)
+            if self.peer_crash(ev) is not None:  # an external publisher's sends to it vanish now
+                self.talks.pop(node.encode(), None)
             return
         if ev.kind == RECV:
             if message(ev) is not None:  # a malformed message is dropped unheard (E-PPPP-05)
@@ -176,6 +178,8 @@ class BacklogSync(PpppCheck):
     level = "MAY"
     kinds = frozenset({SEND, RECV, DELIVER, NOTE, CRASH, CLOCK})
     roles = frozenset({PUBLISHER})
+    timed = True
+    observed_note = "; a number it sends before the replay ends is not judged (when it was published is not certain)"
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
@@ -184,8 +188,15 @@ class BacklogSync(PpppCheck):
         self.replay: dict[tuple[bytes, bytes], tuple[Event, set[int]]] = {}
         self.bad: list[tuple[str, list[Event], str]] = []
         self.syncs = 0
+        self.watch_peer_crashes()
 
     def on_event(self, ev: Event) -> None:
+        if ev.role != PUBLISHER:
+            gone = self.peer_crash(ev)
+            if gone is not None:  # a replay to it now vanishes in the publisher's ROUTER
+                for key in [k for k in self.replay if k[0] == gone.encode()]:
+                    del self.replay[key]
+            return
         if self.clock_event(ev):
             return
         if ev.kind == CRASH:
@@ -220,7 +231,10 @@ class BacklogSync(PpppCheck):
             subscribe, left = got
             s = msg["sequence"]
             left.discard(s)
-            if left and self.ledger.first_seen.get((msg["channel"], s), 0) > subscribe.time_ns:
+            # (an external publisher's: when the proxy read it, and when it handed the SUBSCRIBE
+            # on, bound neither when it published it nor when it took the SUBSCRIBE in)
+            if left and not self.observed_event(ev) \
+                    and self.ledger.first_seen.get((msg["channel"], s), 0) > subscribe.time_ns:
                 self._fail(key, f"sent {ident!r} {msg['channel']!r} #{s}, published after its SUBSCRIBE", ev)
             if not left:
                 del self.replay[key]
@@ -232,8 +246,9 @@ class BacklogSync(PpppCheck):
 
     def _expire(self, now: int) -> None:
         for key, (subscribe, _) in list(self.replay.items()):
-            if now > subscribe.time_ns + self.idle + self.tol:
-                self._fail(key, f"no backlog replay to {key[0]!r} within {(self.idle + self.tol) / 1e6:g} ms", None)
+            bound = self.idle + self.tol_for(subscribe.node)
+            if now > subscribe.time_ns + bound:
+                self._fail(key, f"no backlog replay to {key[0]!r} within {bound / 1e6:g} ms", None)
 
     def finish(self, end_ns: int) -> list[Verdict]:
         self._expire(end_ns)
@@ -251,6 +266,7 @@ class CustomReply(PpppCheck):
     level = "MAY"
     kinds = frozenset({SEND, RECV, DELIVER, CRASH})
     roles = frozenset({PUBLISHER})
+    timed = True
 
     def __init__(self, reply_channel: bytes | None = None, **params: Any) -> None:
         super().__init__(**params)
@@ -286,10 +302,11 @@ class CustomReply(PpppCheck):
             self.waiting.pop(0)  # a new message: the reply to the oldest CUSTOM waiting
 
     def _expire(self, now: int) -> None:
-        while self.waiting and now > self.waiting[0].time_ns + self.first_idle + self.tol:
-            ev = self.waiting.pop(0)
+        while self.waiting and now > self.waiting[0].time_ns + self.first_idle + self.tol_for(self.waiting[0].node):
+            ev = self.waiting.pop(0)  # (the oldest is due first: the slack is one node's, the publisher's)
             where = f" on {self.reply_channel!r}" if self.reply_channel is not None else ""
-            self.bad.append((f"no message published{where} within {(self.first_idle + self.tol) / 1e6:g} ms of the "
+            bound = self.first_idle + self.tol_for(ev.node)
+            self.bad.append((f"no message published{where} within {bound / 1e6:g} ms of the "
                              f"CUSTOM from {peer_of(ev)!r} at {ev.time_ns / 1e6:.1f} ms", [ev], self.clause))
 
     def finish(self, end_ns: int) -> list[Verdict]:

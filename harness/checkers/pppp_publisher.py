@@ -117,6 +117,7 @@ class SequenceNumbers(PpppCheck):
     clause = "pppp.publisher.sequence-consecutive"
     kinds = frozenset({SEND, DELIVER})
     roles = PUB
+    observed_note = "; the numbering its application is told is not on the wire: never #0, one payload per number"
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
@@ -159,6 +160,7 @@ class PreserveUntilAcked(PpppCheck):
     clause = "pppp.publisher.preserve-until-acked"
     kinds = frozenset({SEND, RECV, DELIVER, NOTE, CLOCK})
     roles = PUB
+    unseen_observed = "what it releases is not on the wire; resend-nacked judges the NACKs it answers"
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
@@ -201,6 +203,7 @@ class ResendNacked(PpppCheck):
     clause = "pppp.publisher.resend-nacked"
     kinds = frozenset({SEND, RECV, DELIVER, NOTE, CRASH, CLOCK})
     roles = PUB
+    timed = True
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
@@ -215,8 +218,18 @@ class ResendNacked(PpppCheck):
         self.unjudged: dict[tuple[bytes, bytes], set[int]] = {}
         self.bad: list[tuple[str, list[Event], str]] = []
         self.asked = 0
+        self.watch_peer_crashes()
 
     def on_event(self, ev: Event) -> None:
+        if ev.role != PUBLISHER:
+            gone = self.peer_crash(ev)
+            if gone is not None:  # a resend to it now vanishes in the publisher's ROUTER
+                ident = gone.encode()
+                for key in [k for k in self.due if k[0] == ident]:
+                    del self.due[key]
+                for key in [k for k in self.on_silence if k[0] == ident]:
+                    del self.on_silence[key]
+            return
         if self.clock_event(ev):
             return
         if ev.kind == CRASH:
@@ -234,7 +247,11 @@ class ResendNacked(PpppCheck):
             sent = sub.sent.setdefault(c, set())
             answer = self.due.pop((ident, c, s), None) is not None or s in self.unjudged.get((ident, c), ())
             if not answer and s in sent and ev.time_ns > sub.subscribed_at:
-                self.on_silence[(ident, c)] = (s, self.ledger.top.get(c, s))  # a resend on silence (E-PPPP-15)
+                # a resend on silence (E-PPPP-15), with the last number published by then: the
+                # proxy may read a publisher's sends to two subscribers in another order than it
+                # sent them, so for an external one the last it sent this subscriber
+                last = max(sent) if self.observed_event(ev) else self.ledger.top.get(c, s)
+                self.on_silence[(ident, c)] = (s, last)
                 self.resent_on_silence(ev, ident, sub, c, s)
             sent.add(s)
         elif ev.kind == RECV and msg.name == "ACK":
@@ -251,7 +268,7 @@ class ResendNacked(PpppCheck):
             if s[2] <= h and not inside(s[2], ranges):
                 del self.due[s]  # it arrived after all
         implicit = self.on_silence.pop((ident, c), None)
-        deadline = ev.time_ns + self.idle + self.tol
+        deadline = ev.time_ns + self.idle + self.tol_for(ev.node)
         unjudged = self.unjudged[(ident, c)] = set()  # this ACK is what the subscriber asks for now
         for s in owed:
             if inside(s, ranges):
@@ -276,7 +293,7 @@ class ResendNacked(PpppCheck):
                 continue  # gone, or silent long enough to count as disconnected
             what = "implicitly NACKed" if clause != self.clause else "NACKed"
             self.bad.append((f"{key[0]!r} {what} {key[1]!r} #{key[2]} at {ack.time_ns / 1e6:.1f} ms; not resent "
-                             f"within {(self.idle + self.tol) / 1e6:g} ms", [ack], clause))
+                             f"within {(self.idle + self.tol_for(ack.node)) / 1e6:g} ms", [ack], clause))
 
     def finish(self, end_ns: int) -> list[Verdict]:
         self._expire(end_ns)
@@ -296,6 +313,7 @@ class StopToDisconnected(PpppCheck):
     level = "SHOULD"  # opt-in: a publisher that goes on sending to a silent subscriber breaks no MUST
     kinds = frozenset({SEND, RECV, PAUSE, RESUME, STALL, CRASH, RESTART, CLOCK})
     roles = PUB
+    timed = True
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
@@ -316,7 +334,7 @@ class StopToDisconnected(PpppCheck):
             return
         heard, credit = last
         paused = self.credit(ev.node, ev.time_ns) - credit
-        if ev.time_ns > heard + self.must_drop + paused:
+        if ev.time_ns > heard + self.must_drop + paused + self.slack_for(ev.node):
             self.bad.append((f"sent {ev.msg_type or 'a message'} to {ident!r} {(ev.time_ns - heard) / 1e6:.1f} ms "
                              f"after last hearing from it ({paused / 1e6:g} ms of it paused; disconnected after "
                              f"{self.must_drop / 1e6:g} ms at most)", [ev], self.clause))
@@ -340,6 +358,7 @@ class PublisherHeartbeats(PpppCheck):
     clause = "pppp.heartbeat.interval"
     kinds = frozenset({SEND, RECV, CRASH, PAUSE, RESUME, STALL, CLOCK})
     roles = PUB
+    timed = True
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
@@ -349,8 +368,15 @@ class PublisherHeartbeats(PpppCheck):
         self.excused: set[bytes] = set()
         self.bad: list[tuple[str, list[Event], str]] = []
         self.sent = 0
+        self.watch_peer_crashes()
 
     def on_event(self, ev: Event) -> None:
+        if ev.role != PUBLISHER:
+            gone = self.peer_crash(ev)
+            if gone is not None:  # what the publisher sends it now vanishes in its ROUTER
+                self.talking.discard(gone.encode())
+                self.last.pop(gone.encode(), None)
+            return
         if self.paused_for(ev):
             return
         if ev.kind == CRASH:
@@ -382,7 +408,7 @@ class PublisherHeartbeats(PpppCheck):
         if prev is None:
             return None
         paused = self.credit(prev[0].node, now) - prev[2] if now is not None else 0  # paused since that message
-        return prev[0].time_ns + (self.idle if prev[1] else self.first_idle) + self.tol + paused
+        return prev[0].time_ns + (self.idle if prev[1] else self.first_idle) + self.tol_for(prev[0].node) + paused
 
     def _judge(self, ident: bytes, now: int, ev: Event | None) -> None:
         due = self._deadline(ident, now)
@@ -396,7 +422,8 @@ class PublisherHeartbeats(PpppCheck):
         clause = "pppp.heartbeat.interval" if was_hb else "pppp.heartbeat.first-idle"
         self.bad.append((f"sent nothing to {ident!r} for {(now - before.time_ns) / 1e6:.1f} ms after "
                          f"{'a HEARTBEAT' if was_hb else 'its ' + (before.msg_type or 'message')} at "
-                         f"{before.time_ns / 1e6:.1f} ms (due within {(due - before.time_ns - self.tol) / 1e6:g} ms)",
+                         f"{before.time_ns / 1e6:.1f} ms (due within "
+                         f"{(due - before.time_ns - self.tol_for(before.node)) / 1e6:g} ms)",
                          [before] + ([ev] if ev else []), clause))
 
     def finish(self, end_ns: int) -> list[Verdict]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import time
+from collections.abc import Sized
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -132,6 +133,16 @@ class NodeIO:
         }
         # messages taken off a socket before a disconnect, delivered before it is read again
         self._taken: dict[zmq.Socket, list[list[bytes]]] = {}
+        # What the chaos proxy reported and the checks have not seen yet (`catch_up_with`)
+        self._reports: Sized | None = None
+        self._catch_up: Callable[[], None] = lambda: None
+
+    def catch_up_with(self, reports: Sized, drain: Callable[[], None]) -> None:
+        """Have ``drain`` run (on the loop thread) whenever ``reports`` is not empty before an
+        in-process node takes a message in. The chaos proxy reports an external node's send
+        before it hands the message on, but the loop may read the message before it runs the
+        drain posted for the report: the receiver's probe would report the receipt first."""
+        self._reports, self._catch_up = reports, drain
 
     # Provided by LiveRuntime.
     def _node_failed(self, slot: Slot, where: str, exc: BaseException) -> None:
@@ -176,6 +187,7 @@ class NodeIO:
         trace = self._trace
         clock = self._clock
         apply = self._apply
+        reports = self._reports
         taken = self._taken.pop(sock, None) if self._taken else None
         # when the node's timer was last asked for; when its last handler returned, counting only
         # the CPU time it took (the OS may stop the process inside a handler: no lateness of the node's)
@@ -196,6 +208,9 @@ class NodeIO:
                 frames = taken.pop(0) if taken else recv_multipart(sock)
             except zmq.Again:
                 break
+            if reports:  # its sender's send first, and the receipt no earlier
+                self._catch_up()
+                now = clock()
             self._handling = now
             if trace is not None:
                 peer = frames[0].hex() if is_router else slot.peers.get(sname, "")

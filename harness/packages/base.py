@@ -315,9 +315,13 @@ class ProtocolPackage:
     advertised: dict[str, str] = field(default_factory=dict)
     # Whether its checks were reviewed for the events the chaos proxy reports of external nodes
     # (their times bound a send from above and a receipt from below only, harness.live_observe):
-    # a live run observes the traffic between external nodes by default only then
+    # a live run observes the traffic of external nodes by default only then
     # (``live: {observe: true}`` asks for it anyway).
     observed_checks: bool = False
+    # Which traffic of an external node the proxy reports then: "between" external nodes only,
+    # or "all" of it, with the harness's nodes too (its checks were reviewed for an external
+    # node's sends to an in-process node being seen as its own as well as the receiver's receipt)
+    observed_links: str = "between"
     # What a message an external node sent (frames as its socket handed them over, without a
     # routing id) says about it, as notes a reference node would write: ``[(kind, data)]`` (Raft:
     # an AppendEntries of term T, ``("role", {"role": "leader", "term": T})``). The live runtime

@@ -113,10 +113,12 @@ def external_nodes(scenario: Any) -> dict[str, str]:
 def _timed(cls: type) -> Callable[..., Any]:
     extra = FROM_SCENARIO.get(cls.name, lambda scenario: {})
     return lambda scenario, **params: cls(**timing_of(scenario), **extra(scenario),
-                                          external=external_nodes(scenario), **params)
+                                          external=external_nodes(scenario), observed=scenario.observe, **params)
 
 
-TOLERANCE = {"tolerance": Setting("tolerance_ms", as_ms, "timing slack on top of the agreed times (default 25ms)")}
+TOLERANCE = {"tolerance": Setting("tolerance_ms", as_ms, "timing slack on top of the agreed times (default 25ms)"),
+             "external_slack": Setting("external_slack_ms", as_ms, "more slack on the deadlines of an external node, "
+                                       "judged from what the chaos proxy saw (default: idle, at most 1000ms)")}
 EXTRA_PARAMS = {"exactly-once": {"sync": Setting("sync", one_of("backlog", "full-dump"),
                                                  "how the publisher syncs a returning subscriber (default backlog)")}}
 
@@ -192,4 +194,6 @@ PACKAGE = ProtocolPackage(
     resolve_target=resolve_target,
     output=delivery_line,
     senders=senders_by_role({"publisher": ("subscriber",), "subscriber": ("publisher",)}),
+    observed_checks=True,
+    observed_links="all",
 )

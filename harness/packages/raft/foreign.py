@@ -51,7 +51,8 @@ class ForeignWrites(Listener):
 
     def request_sent(self, ev: Event, msg: Message) -> None:
         if ev.role == "client" and msg.name == "RequestUpdate":
-            self.own.add(msg["reqid"])
+            if not ev.via:  # (an external client's, as the chaos proxy saw it, is no reference client's)
+                self.own.add(msg["reqid"])
         elif ev.role == "peer" and msg.name == "AppendEntries":
             self._entries(ev, msg, 0, ev.time_ns)
 
