@@ -6,6 +6,7 @@ import os
 import socket
 import threading
 import time
+from collections import deque
 from typing import Any, Callable
 
 import pytest
@@ -552,3 +553,21 @@ def test_a_node_restarted_soon_after_a_crash_waits_out_the_gap(tmp_path: Any, no
     assert all(d >= RESTART_GAP_NS for d in down[:6])
     assert all("ms after its crash" in d for d in restarts[:6]), restarts
     assert restarts[6] == "incarnation 7"  # down longer than the gap: back at once
+
+
+def test_what_the_proxy_reported_is_drained_before_a_node_takes_a_message_in(no_thread_leak: None) -> None:
+    # The chaos proxy reports an external node's send before it hands the message on; the loop
+    # must feed that report to the checks before the receiver's probe reports the receipt
+    # (LiveRuntime.catch_up_with). A report is waiting when the first message arrives.
+    pending: deque[int] = deque([1])
+    drained: list[int] = []
+
+    def drain() -> None:
+        drained.append(len(pending))
+        pending.clear()
+
+    with LiveRuntime() as rt:
+        rt.catch_up_with(pending, drain)
+        echo_pair(rt, n=3)
+        rt.wait_for(lambda ds: len(kinds(ds, "reply")) == 3, timeout=5)
+    assert drained == [1], "drained once, when the first message came in and a report waited"
