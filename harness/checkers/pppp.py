@@ -187,20 +187,13 @@ class AckTiming(PpppCheck):
         self.late: list[tuple[str, list[Event], str]] = []
         self.overdue: dict[tuple[str, bytes], list[tuple[int, int, bool, Event]]] = {}
         self.received = 0
-        self.watch_peer_crashes()
 
     def _active(self, node: str, t: int) -> int:
         """The node's clock without the time it spent paused (its credit is never cleared here)."""
         return t - self.credit(node, t)
 
     def on_event(self, ev: Event) -> None:
-        if ev.role != SUBSCRIBER:
-            if self.peer_crash(ev) is not None:  # an external subscriber's ACKs wait in its DEALER now
-                for table in (self.open, self.overdue):
-                    for key in [k for k in table if self.observed_node(k[0])]:
-                        del table[key]
-            return
-        if self.paused_for(ev):
+        if self.of_peer(ev) or self.paused_for(ev):
             return
         if ev.kind == CRASH:
             for key in [k for k in self.open if k[0] == ev.node]:
@@ -236,6 +229,11 @@ class AckTiming(PpppCheck):
                 else:
                     still.append(o)
             self.overdue[key] = still
+
+    def forget_peer(self, peer: str) -> None:  # an external subscriber's ACKs wait in its DEALER now
+        for table in (self.open, self.overdue):
+            for key in [k for k in table if self.observed_node(k[0])]:
+                del table[key]
 
     def _expire(self, key: tuple[str, bytes], now: int) -> None:
         limit = self.first_idle + self.tol_for(key[0])
@@ -365,15 +363,13 @@ class Resubscribe(PpppCheck):
         self.subscribes: dict[str, list[tuple[int, bytes]]] = {}
         self.bad: list[tuple[str, list[Event], str]] = []
         self.silences = 0
-        self.watch_peer_crashes()
+
+    def forget_peer(self, peer: str) -> None:  # an external subscriber's SUBSCRIBE waits in its DEALER now
+        self.judged.update(n for n in self.heard if self.observed_node(n))
 
     def on_event(self, ev: Event) -> None:
         node = ev.node
-        if ev.role != SUBSCRIBER:
-            if self.peer_crash(ev) is not None:  # an external subscriber's SUBSCRIBE waits in its DEALER now
-                self.judged.update(n for n in self.heard if self.observed_node(n))
-            return
-        if self.paused_for(ev):
+        if self.of_peer(ev) or self.paused_for(ev):
             return
         if ev.kind == CRASH:
             self._judge(node, ev.time_ns)
@@ -441,15 +437,13 @@ class SubscriberHeartbeats(PpppCheck):
         self.last: dict[str, tuple[Event, bool]] = {}
         self.bad: list[tuple[str, list[Event], str]] = []
         self.sent = 0
-        self.watch_peer_crashes()
+
+    def forget_peer(self, peer: str) -> None:  # an external subscriber's messages wait in its DEALER now
+        for node in [n for n in self.last if self.observed_node(n)]:
+            del self.last[node]
 
     def on_event(self, ev: Event) -> None:
-        if ev.role != SUBSCRIBER:
-            if self.peer_crash(ev) is not None:  # an external subscriber's messages wait in its DEALER now
-                for node in [n for n in self.last if self.observed_node(n)]:
-                    del self.last[node]
-            return
-        if self.paused_for(ev):
+        if self.of_peer(ev) or self.paused_for(ev):
             return
         if ev.kind == CRASH:
             self.last.pop(ev.node, None)

@@ -62,6 +62,8 @@ class PpppCheck(Checker):
         # set) a node's clock lag counts, for nodes whose clock a fault set
         self._clocks = ClockSkews()
         self._clock_mark: dict[str, int] = {}
+        if type(self).forget_peer is not PpppCheck.forget_peer:
+            self._watch_peer_crashes()
 
     def slack_for(self, node: str) -> int:
         """What a deadline of ``node`` gets on top of the tolerance: the slack of an observed
@@ -159,20 +161,32 @@ class PpppCheck(Checker):
     timed = False  # it judges deadlines (an observed external node's get the slack)
     judged_roles: frozenset[str] | None = None  # the roles whose duties it judges (None: its roles)
 
-    def watch_peer_crashes(self) -> None:
-        """Also hear the crashes of the other role's nodes (`peer_crash`), when an external node of
-        this check's roles is observed: messages between a node and a crashed peer do not cross
-        the wire as a probe would report them. An external publisher's ROUTER drops what it sends
-        a gone subscriber (no connection to read it from), and an external subscriber's DEALER
-        holds what it sends while the publisher is down, and the proxy reads it only once the
-        publisher is back. So what such a node owes a crashed peer, and the timing of its sends
-        across the peer's absence, are not judged."""
+    def forget_peer(self, peer: str) -> None:
+        """What an observed external node of this check's roles owes the peer that just crashed
+        (a subscriber's routing id, or "publisher"), and the timing of its sends across the peer's
+        absence, are not judged: messages between a node and a crashed peer do not cross the wire
+        as a probe would report them. An external publisher's ROUTER drops what it sends a gone
+        subscriber (no connection to read it from), and an external subscriber's DEALER holds
+        what it sends while the publisher is down, which the proxy reads only once the publisher
+        is back. A check that overrides this hears the other role's crashes (`of_peer`)."""
+
+    def _watch_peer_crashes(self) -> None:
         mine = type(self).roles or frozenset()
         if self.observed and any(role in mine for role in self.external.values()):
             self.roles = mine | {SUBSCRIBER if PUBLISHER in mine else PUBLISHER}
 
+    def of_peer(self, ev: Event) -> bool:
+        """Whether ``ev`` is of the other role, heard only for its crashes (handed to
+        `forget_peer`): the caller then has nothing more to do with it."""
+        if ev.role in (type(self).roles or ()):
+            return False
+        gone = self.peer_crash(ev)
+        if gone is not None:
+            self.forget_peer(gone)
+        return True
+
     def peer_crash(self, ev: Event) -> str | None:
-        """For an event of the other role (`watch_peer_crashes`): the routing id of a crashed
+        """For an event of the other role (`forget_peer`): the routing id of a crashed
         subscriber, or "publisher" for a crashed publisher, when an observed external node of this
         check's roles is at the other end; else None. Any such event is the caller's to drop."""
         if ev.kind != CRASH:

@@ -188,16 +188,13 @@ class BacklogSync(PpppCheck):
         self.replay: dict[tuple[bytes, bytes], tuple[Event, set[int]]] = {}
         self.bad: list[tuple[str, list[Event], str]] = []
         self.syncs = 0
-        self.watch_peer_crashes()
+
+    def forget_peer(self, peer: str) -> None:  # a replay to it now vanishes in the publisher's ROUTER
+        for key in [k for k in self.replay if k[0] == peer.encode()]:
+            del self.replay[key]
 
     def on_event(self, ev: Event) -> None:
-        if ev.role != PUBLISHER:
-            gone = self.peer_crash(ev)
-            if gone is not None:  # a replay to it now vanishes in the publisher's ROUTER
-                for key in [k for k in self.replay if k[0] == gone.encode()]:
-                    del self.replay[key]
-            return
-        if self.clock_event(ev):
+        if self.of_peer(ev) or self.clock_event(ev):
             return
         if ev.kind == CRASH:
             self.replay.clear()
@@ -302,10 +299,13 @@ class CustomReply(PpppCheck):
             self.waiting.pop(0)  # a new message: the reply to the oldest CUSTOM waiting
 
     def _expire(self, now: int) -> None:
-        while self.waiting and now > self.waiting[0].time_ns + self.first_idle + self.tol_for(self.waiting[0].node):
-            ev = self.waiting.pop(0)  # (the oldest is due first: the slack is one node's, the publisher's)
-            where = f" on {self.reply_channel!r}" if self.reply_channel is not None else ""
+        while self.waiting:
+            ev = self.waiting[0]  # the oldest is due first (the slack is one node's, the publisher's)
             bound = self.first_idle + self.tol_for(ev.node)
+            if now <= ev.time_ns + bound:
+                return
+            self.waiting.pop(0)
+            where = f" on {self.reply_channel!r}" if self.reply_channel is not None else ""
             self.bad.append((f"no message published{where} within {bound / 1e6:g} ms of the "
                              f"CUSTOM from {peer_of(ev)!r} at {ev.time_ns / 1e6:.1f} ms", [ev], self.clause))
 

@@ -218,19 +218,14 @@ class ResendNacked(PpppCheck):
         self.unjudged: dict[tuple[bytes, bytes], set[int]] = {}
         self.bad: list[tuple[str, list[Event], str]] = []
         self.asked = 0
-        self.watch_peer_crashes()
+
+    def forget_peer(self, peer: str) -> None:  # a resend to it now vanishes in the publisher's ROUTER
+        for table in (self.due, self.on_silence):
+            for key in [k for k in table if k[0] == peer.encode()]:
+                del table[key]
 
     def on_event(self, ev: Event) -> None:
-        if ev.role != PUBLISHER:
-            gone = self.peer_crash(ev)
-            if gone is not None:  # a resend to it now vanishes in the publisher's ROUTER
-                ident = gone.encode()
-                for key in [k for k in self.due if k[0] == ident]:
-                    del self.due[key]
-                for key in [k for k in self.on_silence if k[0] == ident]:
-                    del self.on_silence[key]
-            return
-        if self.clock_event(ev):
+        if self.of_peer(ev) or self.clock_event(ev):
             return
         if ev.kind == CRASH:
             self.due.clear()  # a crashed publisher owes nothing until it talks again
@@ -368,16 +363,13 @@ class PublisherHeartbeats(PpppCheck):
         self.excused: set[bytes] = set()
         self.bad: list[tuple[str, list[Event], str]] = []
         self.sent = 0
-        self.watch_peer_crashes()
+
+    def forget_peer(self, peer: str) -> None:  # what the publisher sends it now vanishes in its ROUTER
+        self.talking.discard(peer.encode())
+        self.last.pop(peer.encode(), None)
 
     def on_event(self, ev: Event) -> None:
-        if ev.role != PUBLISHER:
-            gone = self.peer_crash(ev)
-            if gone is not None:  # what the publisher sends it now vanishes in its ROUTER
-                self.talking.discard(gone.encode())
-                self.last.pop(gone.encode(), None)
-            return
-        if self.paused_for(ev):
+        if self.of_peer(ev) or self.paused_for(ev):
             return
         if ev.kind == CRASH:
             self.talking.clear()
