@@ -244,6 +244,8 @@ def command_of(entry: Entry, variant: str) -> str:
     document alone (entries that have one)."""
     if variant.endswith("-sh"):
         return f"sh -c \"sleep 1; {command_of(entry, variant[:-3])}\""
+    if variant.startswith("mutant:"):  # the reference node broken on purpose (--mutants)
+        return f"{entry.reference} --mutant {variant.removeprefix('mutant:')}"
     if variant == "independent":
         if not entry.independent:
             raise ValueError(f"{entry.id} has no independent command")
@@ -267,6 +269,21 @@ def scenario_text(entry: Entry, variant: str) -> str:
         doc.pop("workload", None)
     doc["name"] = f"{doc['name']}-{entry.id}-{variant}"
     return yaml.safe_dump(doc, sort_keys=False)
+
+
+def role_of(entry: Entry) -> tuple[str, str]:
+    """(protocol, role) of the entry's external group."""
+    doc = yaml.safe_load((ROOT / "scenarios" / entry.file).read_text())
+    return entry.file.split("/")[0], doc["nodes"][entry.group]["role"]
+
+
+def mutants_of(entry: Entry, pattern: str) -> list[str]:
+    """The reference mutants of the entry's role whose names match ``pattern`` (a glob)."""
+    import importlib  # noqa: PLC0415 - only the mutant sweep needs the reference nodes
+
+    protocol, role = role_of(entry)
+    table = importlib.import_module(f"reference_nodes.{protocol}.mutants").MUTANTS
+    return [name for name, (r, _factory, _clause) in table.items() if r == role and fnmatch.fnmatch(name, pattern)]
 
 
 def run_one(entry: Entry, variant: str, seed: int) -> dict[str, Any]:
@@ -320,6 +337,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per run")
     ap.add_argument("--out", help="append one JSON line per run here")
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--mutants", metavar="GLOB", help="instead of the variants: each reference mutant of the "
+                    "entry's role (matching GLOB) as the external command; a run that passes is a mutant not caught")
     ap.add_argument("--one", nargs=3, metavar=("ID", "VARIANT", "SEED"), help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.one:
@@ -335,6 +354,8 @@ def main(argv: list[str]) -> int:
     runs = passed = 0
     for seed in seeds_of(a.seeds):
         for e in entries:
+            if a.mutants:
+                variants = [f"mutant:{m}" for m in mutants_of(e, a.mutants)]
             for variant in variants:
                 r = run_child(e.id, variant, seed, a.timeout)
                 runs, passed = runs + 1, passed + r["ok"]
