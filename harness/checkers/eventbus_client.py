@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.checkers.base import CRASH, SEND, START, Checker, Event, Verdict
-from harness.checkers.eventbus import CLIENT, decoded
+from harness.checkers.base import CRASH, RECV, SEND, START, Checker, Event, Verdict
+from harness.checkers.eventbus import CLIENT, SERVER, decoded, snapshot_message
 from harness.checkers.lives import SocketLife, SocketLives
 from harness.node import SocketSpec, SocketType
 
@@ -128,27 +128,47 @@ class SyncStartFirst(Checker):
     ordered against its SYNCSTART).
 
     Judged from the client's own sends, so no fault of the network can make a correct client
-    fail it. A client that runs as an external process is judged where a reference server
-    receives what it sent (``external-wire``: the server drops anything but a SYNCSTART on its
-    snapshot port) and by the conformance case ``syncstart-first``."""
+    fail it. A client that runs as an external process reports no sends: it is judged where a
+    reference server received what it sent on its snapshot port, per connection (the routing id
+    the server's ROUTER gave it) and per life of the server. A client sends nothing but SYNCSTARTs
+    there, so whatever a lost, duplicated or late message changes, the first message the server
+    took from a correct client is a SYNCSTART; one that does not decode is `external-wire`'s.
+    What an external server's replica connection sends is no client's: with an external server in
+    the run, what the servers received is not judged."""
 
     name = "syncstart-first"
     clause = "eventbus.client.syncstart-first"
-    kinds = frozenset({SEND, START, CRASH})  # a life starts at START, the probe's, before the node's first sends
-    roles = CLIENT
+    # a life starts at START, the probe's, before the node's first sends; servers: their receipts
+    kinds = frozenset({SEND, RECV, START, CRASH})
+    roles = CLIENT | SERVER
 
-    def __init__(self, **params: Any) -> None:
+    def __init__(self, in_process: frozenset[str] = frozenset(), external_clients: frozenset[str] = frozenset(),
+                 external_servers: bool = False, **params: Any) -> None:
         super().__init__(**params)
         # node -> socket -> its first send in this life; None once the socket's SYNCSTART was judged
         self.first: dict[str, dict[str, tuple[str, Event] | None]] = {}
         self.bad: list[tuple[Event, str, str]] = []
         self.judged = 0
+        # receipts: the identities of in-process nodes (clients and servers, whose sends are
+        # judged as sent), the external clients (judged as received), and whether that is sound
+        self.in_process = frozenset(n.encode() for n in in_process)
+        self.external_clients = external_clients
+        self.by_receipt = bool(external_clients) and not external_servers
+        self.received: set[tuple[str, bytes]] = set()  # (server, routing id) whose first message was judged
+        self.judged_received = 0
 
     def on_event(self, ev: Event) -> None:
         if ev.via:
             return  # the proxy names an external client's two DEALERs to one server alike
+        if ev.role == "server":
+            self._on_server(ev)
+            return
+        if ev.kind == RECV:
+            return
         if ev.kind != SEND:
             self.first.pop(ev.node, None)  # a new life starts its connections afresh
+            if ev.node in self.external_clients:  # its connections too (a correct client's receipts
+                self.received.clear()              # are SYNCSTARTs whatever is forgotten)
             return
         sockets = self.first.setdefault(ev.node, {})
         seen = sockets.get(ev.socket, ())
@@ -166,8 +186,40 @@ class SyncStartFirst(Checker):
         self.bad.append((first, f"{ev.node} sent {first_name} on {ev.socket} at {first.time_ns / 1e6:.1f} ms, "
                                 f"before its first SYNCSTART there ({ev.time_ns / 1e6:.1f} ms)", self.clause))
 
+    def _on_server(self, ev: Event) -> None:
+        """A reference server's receipt on its snapshot port from a connection no in-process node
+        made: an external client's (`by_receipt`)."""
+        if not self.by_receipt:
+            return
+        if ev.kind in (START, CRASH):
+            self.received = {k for k in self.received if k[0] != ev.node}  # a new ROUTER, new connections
+            return
+        if ev.kind != RECV or ev.socket != "snapshot" or not ev.frames or ev.frames[0] in self.in_process:
+            return
+        key = (ev.node, ev.frames[0])
+        if key in self.received:
+            return
+        got = snapshot_message(ev)
+        if got is None:
+            return  # it does not decode: external-wire's
+        self.received.add(key)
+        msg = got[1]
+        if msg.name == "SYNCSTART":
+            self.judged_received += 1
+            return
+        self.bad.append((ev, f"{ev.node} received {msg.name} on its snapshot port from the client with identity "
+                             f"{ev.frames[0]!r} (external) at {ev.time_ns / 1e6:.1f} ms, the first message of "
+                             "that connection: a client sends nothing but SYNCSTARTs there", self.clause))
+
     def finish(self, end_ns: int) -> list[Verdict]:
         if self.bad:
             return [self.first_problem(self.bad, "snapshot connection(s) not started by a SYNCSTART")]
-        return [self.ok(f"{self.judged} snapshot connection(s) (client sockets that carried a SYNCSTART), "
-                        f"each started by one")]
+        detail = (f"{self.judged} snapshot connection(s) (client sockets that carried a SYNCSTART), "
+                  f"each started by one")
+        if self.by_receipt:
+            detail += (f"; of external clients, {self.judged_received} connection(s) as the servers received them, "
+                       "each started by one")
+        elif self.external_clients:
+            detail += ("; not judged: the external clients (an external server's replica connection would be "
+                       "taken for one of theirs)")
+        return [self.ok(detail)]

@@ -10,9 +10,11 @@ from typing import Any
 
 import pytest
 
-from harness.checkers.base import Verdict
+from harness.checkers.base import CRASH, START, Checker, Event, Verdict
+from harness.checkers.eventbus_client import SyncStartFirst
 from harness.composition import RunResult, run_sim
 from harness.node import NodeContext
+from harness.packages.eventbus import in_process_identities
 from harness.scenario import parse_scenario
 from reference_nodes.eventbus.client import Client
 from reference_nodes.eventbus.mutants import MUTANTS
@@ -128,3 +130,57 @@ def test_a_client_that_sends_no_syncstart_is_not_judged_by_syncstart_first() -> 
     result = run(BASIC.read_text(), **{f"clients.{i}": PublishOnly for i in range(4)})
     v = verdict(result, "syncstart-first")
     assert v.ok and "1 snapshot connection(s)" in v.detail, v.detail
+
+
+# ---- syncstart-first of a client run as an external process: judged as the server received it --
+
+class Unprobed(Checker):
+    """Feeds ``inner`` what a live run reports of ``hidden`` run as an external process: its crashes
+    and starts (process faults), none of its sends or receipts."""
+
+    name = "unprobed"
+
+    def __init__(self, inner: Checker, hidden: str) -> None:
+        super().__init__()
+        self.inner, self.hidden = inner, hidden
+
+    def on_event(self, ev: Event) -> None:
+        if ev.node != self.hidden or ev.kind in (CRASH, START):
+            self.inner.on_event(ev)
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        return self.inner.finish(end_ns)
+
+
+def judged_as_external(text: str, external_servers: bool = False, **factories: Any) -> Verdict:
+    scenario = parse_scenario(text, "basic.yaml")
+    check = SyncStartFirst(in_process=in_process_identities(scenario) - {"clients.0"},
+                           external_clients=frozenset({"clients.0"}), external_servers=external_servers)
+    watcher = Unprobed(check, "clients.0")
+    run_sim(scenario, 1, factories=factories, observers=[watcher])
+    [v] = watcher.finish(scenario.duration_ns)
+    return v
+
+
+def test_an_external_client_that_greets_first_is_caught_where_the_server_received_it() -> None:
+    # before: judged by nobody: the server dropped the well-formed SYNCEND as unexpected, which
+    # external-wire does not count (it decodes), and this check read only the client's own sends
+    bad = judged_as_external(BASIC.read_text(), **{"clients.0": MUTANTS["hello-first"][1]})
+    assert not bad.ok and bad.clause == "eventbus.client.syncstart-first", bad.detail
+    assert "bus received SYNCEND on its snapshot port from the client with identity b'clients.0'" in bad.detail
+    # the reference passes, its connection judged as received
+    v = judged_as_external(BASIC.read_text())
+    assert v.ok and "of external clients, 1 connection(s) as the servers received them" in v.detail, v.detail
+    # an external server's replica connection cannot be told from a client's: not judged, and said so
+    v = judged_as_external(BASIC.read_text(), external_servers=True, **{"clients.0": MUTANTS["hello-first"][1]})
+    assert v.ok and "not judged: the external clients" in v.detail, v.detail
+
+
+def test_an_external_client_is_judged_afresh_in_each_life() -> None:
+    GreetsAfterRestart.started.clear()
+    text = BASIC.read_text().replace("check:", RESTARTS)
+    bad = judged_as_external(text, **{"clients.0": GreetsAfterRestart})
+    assert not bad.ok and "from the client with identity b'clients.0'" in bad.detail, bad.detail
+    assert bad.evidence[0]["time_ms"] >= 1300.0  # its second life
+    v = judged_as_external(text)
+    assert v.ok and "of external clients, 2 connection(s)" in v.detail, v.detail

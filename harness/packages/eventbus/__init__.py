@@ -30,7 +30,7 @@ from harness.protocols.eventbus_clauses import CATALOGUE
 from reference_nodes.eventbus.client import Client
 from reference_nodes.eventbus.common import subtrees_value
 from reference_nodes.eventbus.mutants import MUTANTS
-from reference_nodes.eventbus.server import FEED, REPLICA, Server
+from reference_nodes.eventbus.server import FEED, REPLICA, REPLICA_PREFIX, Server
 
 
 def _subtrees(v: Any) -> Any:
@@ -135,6 +135,14 @@ def external_servers(scenario: Any) -> dict[int, str]:
     return {i: n for i, n in enumerate(server_names(scenario)) if scenario.group_of(n).command}
 
 
+def in_process_identities(scenario: Any) -> frozenset[str]:
+    """The routing identities the nodes the harness runs give their DEALERs: a client its node
+    name (`wire`), a server's replica connection ``replica:<name>``."""
+    names = [n for n in scenario.node_names if not scenario.group_of(n).command]
+    replicas = [REPLICA_PREFIX.decode() + n for n in names if scenario.group_of(n).role == "server"]
+    return frozenset(names + replicas)
+
+
 def _with_external(cls: type) -> Callable[..., Any]:
     return lambda scenario, **params: cls(external=external_clients(scenario), **params)
 
@@ -170,7 +178,11 @@ CHECKS = {
                                 clients=[c for c in client_subtrees(scenario) if c not in external_clients(scenario)],
                                 external_servers=external_servers(scenario), damaged=corrupts(scenario),
                                 any_external=bool(scenario.external), **params)),
-    "syncstart-first": _check("syncstart-first", client_checks.SyncStartFirst),
+    "syncstart-first": _check("syncstart-first", client_checks.SyncStartFirst,
+                              lambda scenario, **params: client_checks.SyncStartFirst(
+                                  in_process=in_process_identities(scenario),
+                                  external_clients=frozenset(external_clients(scenario)),
+                                  external_servers=bool(external_servers(scenario)), **params)),
     # SHOULDs of the client, opt-in (never defaults): a file that names them says its clients claim them
     "client-subtrees": _check("client-subtrees", checks.ClientSubtrees, _with_clients(checks.ClientSubtrees)),
     "producer-id": _check("producer-id", client_checks.ProducerId),
