@@ -9,8 +9,11 @@ from typing import Any, Callable, Mapping
 
 from harness.protocols import DecodeError, codec, dialects
 
-# (frames, where) -> the message type; ``where`` is (connection number, direction) when the
-# caller follows conversations (the chaos proxy), so that a response is named by its request.
+# (frames, where, channels) -> the message type; ``where`` is (connection number, direction) when
+# the caller follows conversations (the chaos proxy), so that a response is named by its request;
+# ``channels`` are the names of the sockets at the two ends (without a ".N" suffix), which tell
+# apart messages that have the same frames (Event BUS: a PUB to a collector, a BROADCAST from a
+# publisher).
 Classifier = Callable[..., str]
 Where = tuple[int, str]
 OPPOSITE = {"to_binder": "to_connecter", "to_connecter": "to_binder"}
@@ -29,23 +32,29 @@ def codec_classifier(protocol: str, dialect: str = "strict") -> Classifier:
     caller says ``where`` a message goes (connection, direction): a request is remembered by
     its first frame, and a message coming back on the same connection with that first frame is
     named as its response, if it decodes as one. Without ``where``, or for a response to no
-    request seen, the codec's first candidate names it, as before."""
+    request seen, the codec's first candidate names it, as before.
+
+    Frames that more than one message has (the codec decodes them only on a channel) are named
+    as they decode on the first of ``channels`` that decodes them, as the nodes at either end name
+    them; with no channel that does, the codec's first candidate."""
     c = codec(protocol, dialect)
     answered = {m.answers for m in c.table.messages if m.answers}  # requests that have responses
     asked: dict[tuple[int, str, bytes], str] = {}  # (connection, direction, first frame) -> request
 
-    def plain(frames: list[bytes]) -> str:
+    def plain(frames: list[bytes], channels: tuple[str, ...] = ()) -> str:
         names = c.candidates(frames)  # cheap: a look-up on the identifying bytes
         if len(names) < 2:
             return names[0] if names else ""
-        try:
-            return c.decode(frames).name
-        except DecodeError:
-            return names[0]
+        for channel in (*channels, None):
+            try:
+                return c.decode(frames, channel=channel).name
+            except DecodeError:
+                continue
+        return names[0]
 
-    def classify(frames: list[bytes], where: Where | None = None) -> str:
+    def classify(frames: list[bytes], where: Where | None = None, channels: tuple[str, ...] = ()) -> str:
         if where is None or not answered or not frames:
-            return plain(frames)
+            return plain(frames, channels)
         request = asked.get((where[0], OPPOSITE.get(where[1], ""), frames[0]))
         if request is not None:
             response = request + "Response"
@@ -54,7 +63,7 @@ def codec_classifier(protocol: str, dialect: str = "strict") -> Classifier:
                 return response
             except DecodeError:
                 pass
-        name = plain(frames)
+        name = plain(frames, channels)
         if name in answered:
             if len(asked) >= ASKED_LIMIT:
                 del asked[next(iter(asked))]

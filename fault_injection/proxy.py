@@ -81,7 +81,7 @@ class ChaosProxy(Relay):
             raise ValueError(f"hostile must be 'pass' or 'cut', got {hostile!r}")
         self.faults = NetworkFaults(rules, seed)
         self.seed = seed
-        self.classify = classify or (lambda frames, where=None: "")
+        self.classify = classify or (lambda frames, where=None, channels=(): "")
         self.clock = clock or time.monotonic_ns
         self.host = host
         self.hostile = hostile

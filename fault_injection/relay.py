@@ -333,8 +333,10 @@ class Relay:
             return "zmq.subscribe" if frames[0][0] == 1 else "zmq.unsubscribe"
         if first and d.name == "to_connecter" and d.conn.welcome is not None and frames == [d.conn.welcome]:
             return "zmq.welcome"
+        other = d.conn.down if d is d.conn.up else d.conn.up
+        channels = tuple(name.split(".", 1)[0] for name in (d.socket, other.socket) if name)
         try:
-            return self.classify(frames, (d.conn.number, d.name))
+            return self.classify(frames, (d.conn.number, d.name), channels)
         except Exception:  # a classifier bug must not take the proxy down
             log.exception("proxy classifier failed")
             return ""
