@@ -67,6 +67,11 @@ class _Seen:
             role = self.roles.get(ev.node, "")
             (self.stores if role == "store" else self.consumers if role == "consumer" else set()).add(msg["sender"])
 
+    def addresses(self) -> set[str]:
+        """Every node address the run showed (stores, consumers, requestors, fetchers, partitions)."""
+        return self.stores | self.consumers | self.requestors | self.fetchers | \
+            {a for s in self.partitions.values() for a in s}
+
     def others(self, role: str) -> set[str]:
         """Addresses the run showed to belong to nodes that are not of ``role``."""
         parts = {a for s in self.partitions.values() for a in s}
@@ -205,6 +210,8 @@ class TopicFrames(Checker):
             return topic in seen.consumers or topic in seen.requestors or topic in seen.fetchers
         if msg.name in ("DIRECT-RECORD", "DIRECT-HEAD"):
             return any(topic in parts for parts in seen.partitions.values())
+        if msg.name == "GET-HEADS":  # G + a topic name: a node's address (its own, say) is none
+            return topic in seen.addresses()
         return msg.name in HELLOS  # (their rules already name only what the run showed)
 
     def _tapped(self, ev: Event) -> None:

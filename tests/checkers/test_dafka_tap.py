@@ -99,3 +99,25 @@ def test_a_tapped_answer_to_a_request_the_harness_never_saw_is_not_blamed() -> N
     events = [sent(1, "producer", record(0), "RECORD"), heard(2, "store", direct_record("P1"))]
     clauses, detail = judge(events, frozenset({"store"}))
     assert clauses == ["dafka.wire.topic-direct-record"], detail
+
+
+def get_heads(topic: str, address: str = "C1") -> list[bytes]:
+    return DAFKA.encode("GET-HEADS", {"topic": topic, "address": address})
+
+
+def consumer_hello(address: str = "C1") -> list[bytes]:
+    return DAFKA.encode("CONSUMER-HELLO", {"topic": "S1", "address": address, "subjects": ["orders"]})
+
+
+def test_a_tapped_consumers_get_heads_on_its_own_address_fails() -> None:
+    # before: judged only when its topic named a topic or a store, so the mutant heads-by-address
+    # run as an external consumer passed (eventbus/dafka mutant sweep, df-clean-late)
+    events = [heard(1, "early", get_heads("C1")), heard(2, "early", consumer_hello())]
+    clauses, detail = judge(events, frozenset({"early"}))
+    assert clauses == ["dafka.wire.topic-get-heads"], detail
+    assert "early sent GET-HEADS with topic 'C1' is no topic of the run" in detail
+    # a topic the harness does not know (the consumer's own subscription) is no address: not blamed
+    clauses, _ = judge([heard(1, "early", get_heads("invoices")), heard(2, "early", consumer_hello())],
+                       frozenset({"early"}))
+    assert clauses == []
+    assert judge([heard(1, "early", get_heads("orders"))], frozenset({"early"}))[0] == []

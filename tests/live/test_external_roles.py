@@ -140,10 +140,14 @@ STORE_RESTART = DAFKA.replace("duration: 2500ms", "duration: 6s").replace(
     (DAFKA.replace("--set records=20", "--set records=20 --mutant no-topic-frame"), "topic-frames",
      "dafka.wire.topic-frame"),
     (STORE_RESTART.replace("MUTANT", "--mutant ack-by-topic"), "topic-frames", "dafka.wire.topic-ack"),
+    # (a GET-HEADS on the consumer's own address, heard by the tap: judged since its address is
+    # none of the run's topics; before, only a topic or a store's address there was judged)
+    (DAFKA.replace('"' + DAFKA_CONSUMER + '"', '"' + DAFKA_CONSUMER + ' --mutant heads-by-address"'), "topic-frames",
+     "dafka.wire.topic-get-heads"),
 ], ids=["dcp-broker-alters-metadata", "dcp-worker-drops-metadata", "dcp-client-pings",
         "dafka-producer-skip-offset", "dafka-store-memory-store", "dafka-consumer-empty-hello",
         "dafka-producer-record-by-address", "dafka-producer-head-by-partition", "dafka-producer-no-topic-frame",
-        "dafka-store-ack-by-topic"])
+        "dafka-store-ack-by-topic", "dafka-consumer-heads-by-address"])
 def test_a_mutant_run_as_the_external_process_is_caught(text: str, check: str, clause: str, tmp_path: Path) -> None:
     r = run(text, "external-mutant", tmp_path)
     if "node dcp client" in text and "node dcp broker" not in text:  # judged at the reference broker
