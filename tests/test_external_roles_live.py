@@ -96,6 +96,9 @@ CAUGHT = [
     ("eventbus", "server", "no-sequence-filter", "snapshot-filter", "eventbus.server.sync-sequence-filter"),
     ("eventbus", "server", "syncend-no-subtrees", "snapshot-filter", "eventbus.server.syncend-subtree"),
     ("eventbus", "server", "syncend-latest", "syncend-sequence", "eventbus.server.syncend-sequence"),
+    # its publisher and collector ports swapped, it broadcasts nothing: before, nothing counted as
+    # accepted with the server external, so every check passed
+    ("eventbus", "server", "swapped-ports", "complete-delivery", "eventbus.server.broadcast"),
     ("pppp", "publisher", "ignores-nacks", "exactly-once", "pppp.publisher.resend-nacked"),
     # a well-formed SYNCEND before its SYNCSTART: the server drops it as unexpected, which no
     # check counted (it decodes); now judged as the server received it

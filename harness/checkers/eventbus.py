@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.checkers.base import CRASH, DELIVER, NOTE, RECV, RESTART, SEND, Checker, Event, Verdict
+from harness.checkers.base import CRASH, DELIVER, NOTE, PAUSE, RECV, RESTART, RESUME, SEND, Checker, Event, Verdict
 from harness.checkers.eventbus_views import VIA_CLIENT, ServerViews
 from harness.protocols import DecodeError
 from harness.protocols.codec import Message
@@ -396,6 +396,10 @@ class ClientSubtrees(Checker):
         return [self.ok(f"{self.applied} applied BROADCAST(s), each of the client's subtrees" + not_judged(self.external))]
 
 
+PUBLISH_SLACK = 2_000_000_000  # a PUB sent this close to the end may still be on its way back
+DISRUPTION = 1_000_000_000  # PUBs this close to a server's crash, restart, pause or resume are not counted
+
+
 class CompleteDelivery(_ClientHoldings):
     """Every event the bus accepted (an active server took its PUB, a server broadcast or synced
     it, or some client applied it) reaches every client subscribed to its topic that is up at
@@ -404,16 +408,33 @@ class CompleteDelivery(_ClientHoldings):
     server took is broadcast by some server, unless that server's life ended first (its probe
     shows both). A client run as an external process is not judged (what it applies is not on
     the wire; what reaches it depends on the faults and on choices the document leaves to it,
-    such as resynchronising): the verdict names it."""
+    such as resynchronising): the verdict names it.
+
+    When every server runs as an external process (``external_servers``), nothing shows what
+    they took, so an event they never broadcast would not count as accepted and nothing would be
+    owed: a server that swallows every PUB passed. Then an event a client the harness runs
+    published is owed too, once that client sent its PUB twice clear of the faults (at least
+    ``PUBLISH_SLACK`` before the end, and not within ``DISRUPTION`` of a server's crash, restart,
+    pause or resume), its topic is in some in-process client's subtrees, and yet no client of the
+    harness received it by BROADCAST or SYNC nor applied it. Where the scenario's faults may lose
+    a PUB (``pub_loss``: a rule that drops or damages PUBs, a partition), this is not judged and
+    the verdict says so."""
 
     name = "complete-delivery"
     clause = "eventbus.server.broadcast"
-    kinds = frozenset({SEND, RECV, DELIVER, NOTE, CRASH, RESTART})
+    kinds = frozenset({SEND, RECV, DELIVER, NOTE, CRASH, RESTART, PAUSE, RESUME})
     roles = CLIENTS_AND_SERVERS
 
     def __init__(self, subtrees: dict[str, list[str]] | None = None, servers: list[str] | None = None,
-                 external: list[str] | None = None, lossy: bool = False, **params: Any) -> None:
+                 external: list[str] | None = None, lossy: bool = False, external_servers: bool = False,
+                 pub_loss: str = "", **params: Any) -> None:
         super().__init__(subtrees, external, lossy, **params)
+        self.unseen_servers = external_servers  # every server external: what they took is not seen
+        self.pub_loss = pub_loss  # why the faults may lose a PUB ("": they cannot)
+        self.published: dict[str, tuple[str, str, list[int]]] = {}  # uuid -> (client, topic, its PUBs' times)
+        self.reached: set[str] = set()  # uuids an in-process client received by BROADCAST or SYNC
+        self.disruptions: list[list[int | None]] = []  # [start, end] of a server's crash..restart, pause..resume
+        self.open_disruption: dict[str, list[int | None]] = {}
         self.servers = servers or []  # in the clients' order (index 0: the primary)
         self.accepted: dict[str, tuple[str, int, str]] = {}  # uuid -> (topic, time, by)
         self.active: set[str] = set()
@@ -427,11 +448,13 @@ class CompleteDelivery(_ClientHoldings):
             self.accepted[str(uuid)] = (str(topic), ev.time_ns, ev.node)
 
     def on_event(self, ev: Event) -> None:
+        if self.unseen_servers:
+            self._watch_publishing(ev)
         if self.client_event(ev):
             if ev.kind == DELIVER and ev.msg_type == "event" and ev.data:
                 self._accept(ev.data.get("uuid"), ev.data.get("topic"), ev)
             return
-        if ev.role != "server":
+        if ev.role != "server" or ev.kind in (PAUSE, RESUME):
             return
         if ev.kind in (CRASH, RESTART):
             self.active.discard(ev.node)
@@ -455,6 +478,47 @@ class CompleteDelivery(_ClientHoldings):
                 self._accept(msg["uuid"], msg["topic"], ev)
                 self.broadcast.add(str(msg["uuid"]))
 
+    def _watch_publishing(self, ev: Event) -> None:
+        """What the in-process clients publish and receive, and when an external server was down
+        or stopped: what `_published_unseen` needs."""
+        if ev.role == "server":
+            if ev.kind in (CRASH, PAUSE):
+                window: list[int | None] = [ev.time_ns, None]
+                self.open_disruption[ev.node] = window
+                self.disruptions.append(window)
+            elif ev.kind in (RESTART, RESUME):
+                open_window = self.open_disruption.pop(ev.node, None)
+                if open_window is None:  # (a restart without a crash first: a moment's disruption)
+                    open_window = [ev.time_ns, None]
+                    self.disruptions.append(open_window)
+                open_window[1] = ev.time_ns
+            return
+        if ev.role != "client" or ev.kind not in (SEND, RECV) or ev.via or ev.node in self.external:
+            return
+        msg = decoded(ev)
+        if msg is None:
+            return
+        if ev.kind == SEND and msg.name == "PUB":
+            self.published.setdefault(str(msg["uuid"]), (ev.node, str(msg["topic"]), []))[2].append(ev.time_ns)
+        elif ev.kind == RECV and msg.name in ("BROADCAST", "SYNC"):
+            self.reached.add(str(msg["uuid"]))
+
+    def _disrupted(self, t: int) -> bool:
+        return any(start - DISRUPTION <= t and (end is None or t <= end + DISRUPTION)
+                   for start, end in self.disruptions if start is not None)
+
+    def _published_unseen(self, end_ns: int) -> list[str]:
+        """Events in-process clients published to external servers that no client got, though
+        their PUB went out twice clear of the faults (see the class docstring)."""
+        subscribed = [t for c, t in self.subtrees.items() if c not in self.external]
+        out = []
+        for uuid, (_, topic, times) in self.published.items():
+            if uuid in self.reached or uuid in self.accepted or not any(in_subtrees(topic, t) for t in subscribed):
+                continue
+            if sum(1 for t in times if t <= end_ns - PUBLISH_SLACK and not self._disrupted(t)) >= 2:
+                out.append(uuid)
+        return out
+
     def _exempt(self, client: str, accepted_at: int) -> bool:
         """The client's current incarnation synchronised only after its server restarted, and the
         event is older than that restart: E-EVENTBUS-09 does not require it in a snapshot."""
@@ -477,6 +541,12 @@ class CompleteDelivery(_ClientHoldings):
             topic, t, by = self.taken[lost[0]]
             problems.append(f"{by} took {len(lost)} PUB(s) it never broadcast, e.g. {lost[0]} on {topic!r} at "
                             f"{t / 1e6:.1f} ms")
+        unseen = self._published_unseen(end_ns) if self.unseen_servers and not self.pub_loss else []
+        if unseen:
+            client, topic, times = self.published[unseen[0]]
+            problems.append(f"{len(unseen)} published event(s) no client got from the servers (external), e.g. "
+                            f"{unseen[0]} on {topic!r}, whose PUB {client} sent {len(times)} time(s) from "
+                            f"{times[0] / 1e6:.1f} ms")
         problems += [f"{c} never synchronised" for c in unsynced]
         for c in judged:
             have = self.holds.get(c, {})
@@ -489,10 +559,18 @@ class CompleteDelivery(_ClientHoldings):
                 problems.append(f"{c} never got {len(lacking)} event(s), e.g. {lacking[0]} on {topic!r} "
                                 f"(accepted by {by} at {t / 1e6:.1f} ms)")
         unjudged = self.set_aside_note() + not_judged(self.external)
+        if self.unseen_servers and self.pub_loss:
+            unjudged += (f"; not judged: whether the servers (external) broadcast what the clients published "
+                         f"({self.pub_loss})")
         if not problems:
+            published = ""
+            if self.unseen_servers and not self.pub_loss:
+                came = sum(1 for u in self.published if u in self.reached or u in self.accepted)
+                published = (f"; of {len(self.published)} event(s) the clients published to the servers (external), "
+                             f"{came} came back to a client")
             return [self.ok(f"{len(self.accepted)} event(s) accepted, {len(self.taken)} PUB(s) taken by a reference "
                             f"server all broadcast; all {pairs} (client, event) deliveries made to {len(judged)} "
-                            f"client(s)" + unjudged)]
+                            f"client(s)" + published + unjudged)]
         return [self.fail(f"{len(problems)} problem(s) of delivery: " + "; ".join(problems[:3]) + unjudged)]
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.checkers.base import CRASH, DELIVER, NOTE, RECV, RESTART, SEND, Event, Verdict
+from harness.checkers.base import CRASH, DELIVER, NOTE, PAUSE, RECV, RESTART, RESUME, SEND, Event, Verdict
 from harness.checkers.eventbus import ClientSubtrees, CompleteDelivery, Convergence
 from harness.protocols import codec
 
@@ -334,3 +334,69 @@ def test_a_request_sent_before_the_external_bus_crashed_may_be_answered_after_it
     late = [ask(10, 60), *crash, ask(30, 85), end(41, 60), sync(50, 72)]
     v = verdict(SnapshotFilter(external_servers={0: "bus"}), late)
     assert not v.ok and "above 85: SYNC 72" in v.detail, v
+
+
+# ---- complete-delivery with every server external: what the clients published is owed too ----
+
+MS = 1_000_000
+END = 10_000 * MS
+
+
+def published(t_ms: int, i: int, node: str = "app") -> Event:
+    frames = C.encode("PUB", {"topic": "/w/x", "sequence": 0, "producer": node, "uuid": UUIDS[i],
+                              "timestamp": "2026-01-01T00:00:00.000Z", "data": b"\x80"})
+    return client_sends(t_ms * MS, node, "collector.0", frames)
+
+
+def came_back(t_ms: int, i: int, node: str = "app") -> Event:
+    frames = C.encode("BROADCAST", {"topic": "/w/x", "sequence": i, "producer": "app", "uuid": UUIDS[i],
+                                    "timestamp": "2026-01-01T00:00:00.000Z", "data": b"\x80"})
+    return client_gets(t_ms * MS, node, "publisher.0", frames)
+
+
+def delivery(events: list[Event], pub_loss: str = "", external_servers: bool = True) -> Verdict:
+    check = CompleteDelivery({"app": ["/w/"]}, servers=["bus"], external_servers=external_servers, pub_loss=pub_loss)
+    for ev in [synced(0, "app"), *events]:
+        check.on_event(ev)
+    [v] = check.finish(END)
+    return v
+
+
+def test_an_external_server_that_swallows_what_a_client_published_twice_fails() -> None:
+    # before: with the server external nothing counted as accepted, so a server that broadcast
+    # nothing passed (the mutant swapped-ports as the external server of server-restart.yaml)
+    lost = [published(100, 1), published(700, 1)]
+    v = delivery(lost)
+    assert not v.ok and v.clause == "eventbus.server.broadcast", v.detail
+    assert f"1 published event(s) no client got from the servers (external), e.g. {UUIDS[1]}" in v.detail
+    assert "whose PUB app sent 2 time(s) from 100.0 ms" in v.detail
+    # what came back by BROADCAST (or SYNC) is not owed again
+    v = delivery([*lost, came_back(710, 1)])
+    assert v.ok and "of 1 event(s) the clients published to the servers (external), 1 came back" in v.detail, v.detail
+    # with reference servers, their probe shows what they took: this rule does not apply
+    assert delivery(lost, external_servers=False).ok
+
+
+def test_a_pub_that_may_have_been_lost_is_not_owed() -> None:
+    assert delivery([published(100, 1)]).ok, "once: its one PUB may be lost"
+    assert delivery([published(8_500, 1), published(9_000, 1)]).ok, "near the end: it may still be on its way"
+    down = [published(100, 1), Event(600 * MS, "bus", "server", CRASH), published(700, 1),
+            Event(900 * MS, "bus", "server", RESTART)]
+    assert delivery(down).ok, "around the server's crash and restart"
+    paused = [Event(50 * MS, "bus", "server", PAUSE), published(100, 1), published(700, 1),
+              Event(800 * MS, "bus", "server", RESUME)]
+    assert delivery(paused).ok, "while the server was stopped"
+    assert not delivery([*down, published(3_000, 1), published(4_000, 1)]).ok, "twice well after the restart"
+    v = delivery([published(100, 1), published(700, 1)], pub_loss="the rules may drop or damage PUBs: rule-3")
+    assert v.ok and v.detail.endswith("not judged: whether the servers (external) broadcast what the clients "
+                                      "published (the rules may drop or damage PUBs: rule-3)"), v.detail
+
+
+def test_the_package_says_when_the_faults_may_lose_a_pub() -> None:
+    from harness.packages.eventbus import pub_loss
+    from harness.scenario import load_scenario
+
+    chaos = "scenarios/eventbus/chaos"
+    assert pub_loss(load_scenario(f"{chaos}/lossy.yaml")) == "the rules may drop or damage PUBs: rule-3"
+    assert pub_loss(load_scenario(f"{chaos}/partition-heal.yaml")) == "a partition may cut clients off"
+    assert pub_loss(load_scenario(f"{chaos}/server-restart.yaml")) == ""

@@ -14,8 +14,10 @@ whenever its state changes, and once at start, with S ``primary`` while it serve
 
 from __future__ import annotations
 
+import fnmatch
 from typing import Any, Callable
 
+from fault_injection.nemesis import Partition
 from harness.checkers import eventbus as checks
 from harness.checkers import eventbus_client as client_checks
 from harness.checkers import eventbus_server as server_checks
@@ -128,6 +130,18 @@ def _with_clients(cls: type) -> Callable[..., Any]:
                                           lossy=lossy(scenario), **params)
 
 
+def pub_loss(scenario: Any) -> str:
+    """Why the scenario's faults may lose a PUB ("" when they cannot): a message rule that drops
+    or damages PUBs, or a partition (`CompleteDelivery` with external servers)."""
+    rules = [r.name for r in scenario.rules.rules if getattr(r.effect, "name", "") in ("drop", "corrupt")
+             and fnmatch.fnmatchcase("PUB", r.match.msg_type)]
+    if rules:
+        return f"the rules may drop or damage PUBs: {', '.join(rules)}"
+    if any(isinstance(f, Partition) for f in scenario.faults):
+        return "a partition may cut clients off"
+    return ""
+
+
 def external_servers(scenario: Any) -> dict[int, str]:
     """Index in the clients' order (`server_names`) -> server node, of the servers that run as
     external processes: the server checks read them from what the in-process clients exchange
@@ -157,7 +171,9 @@ CHECKS = {
     "complete-delivery": _check("complete-delivery", checks.CompleteDelivery,
                                 lambda scenario, **params: checks.CompleteDelivery(
                                     subtrees=client_subtrees(scenario), servers=server_names(scenario),
-                                    external=external_clients(scenario), lossy=lossy(scenario), **params)),
+                                    external=external_clients(scenario), lossy=lossy(scenario),
+                                    external_servers=len(external_servers(scenario)) == len(server_names(scenario)),
+                                    pub_loss=pub_loss(scenario), **params)),
     "client-sequence": _check("client-sequence", checks.ClientSequence, _with_external(checks.ClientSequence)),
     "applied-once": _check("applied-once", checks.AppliedOnce, _with_external(checks.AppliedOnce)),
     "syncend-sequence": _check("syncend-sequence", checks.SyncEndSequence,
