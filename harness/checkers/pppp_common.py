@@ -14,9 +14,9 @@ External nodes seen by the chaos proxy (``observed``, `harness.live_observe`): a
 when the proxy read it, no earlier than the node sent it; a receipt's when the proxy handed it
 on, no later than the node took it in. A deadline of an external node therefore gets
 ``external_slack_ms`` on top of the tolerance (the proxy's and a loaded host's scheduling; by
-default one ``idle`` interval, at most 1000 ms, the slack an external DCP broker's heartbeats get:
-a node that misses a deadline by a whole interval still fails), and a rule that a receipt handed
-on but not yet taken in could break is not applied to it (each check says which).
+default half an ``idle`` interval, at most 1000 ms: a whole interval let a node that heartbeats
+every two intervals, or waits a whole interval for its first heartbeat, pass), and a rule that a
+receipt handed on but not yet taken in could break is not applied to it (each check says which).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ class PpppCheck(Checker):
         # whether the chaos proxy reports their messages (a live run's default); their deadlines'
         # slack then (their deliveries and notes are still unseen)
         self.observed = bool(observed) and bool(self.external)
-        slack_ms = min(int(idle_ms), EXTERNAL_SLACK_MS) if external_slack_ms is None else int(external_slack_ms)
+        slack_ms = min(int(idle_ms) // 2, EXTERNAL_SLACK_MS) if external_slack_ms is None else int(external_slack_ms)
         self.slack = slack_ms * NS_PER_MS
         self.first_idle = int(first_idle_ms) * NS_PER_MS
         self.idle = int(idle_ms) * NS_PER_MS

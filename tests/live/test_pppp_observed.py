@@ -55,6 +55,12 @@ def test_an_external_publisher_that_numbers_from_zero_fails_sequence_numbers(
     ("pp-lossy-subs", "heartbeat-first", "subscribe-first"),
     ("pp-lossy-subs", "never-acks", "ack-timing"),
     ("pp-lossy-subs", "subscriber-no-heartbeat", "subscriber-heartbeats"),
+    # a heartbeat every two intervals, or the first one after the whole idle time: caught in
+    # simulation, and live once the slack is half an interval (one interval let them pass)
+    ("pp-lossy-pub", "publisher-slow-heartbeat", "publisher-heartbeats"),
+    ("pp-lossy-pub", "publisher-slow-first-heartbeat", "publisher-heartbeats"),
+    ("pp-lossy-subs", "subscriber-slow-heartbeat", "subscriber-heartbeats"),
+    ("pp-lossy-subs", "subscriber-slow-first-heartbeat", "subscriber-heartbeats"),
     ("pp-pubrestart-pub", None, None),  # killed and started again: its last words come before its crash
     ("pp-subrestart-subs", None, None),
 ])
