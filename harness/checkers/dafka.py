@@ -129,7 +129,7 @@ class CompleteDelivery(Checker):
 
     def on_event(self, ev: Event) -> None:
         d = ev.data or {}
-        if ev.kind == SEND and ev.role == "producer" and ev.msg_type == "RECORD":
+        if ev.kind == SEND and ev.role == "producer" and ev.msg_type == "RECORD" and not ev.via:
             msg = ev.message()
             if msg is not None:
                 key = (msg["subject"], msg["address"])
