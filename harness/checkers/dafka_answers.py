@@ -337,15 +337,24 @@ class ProducerClaims(Checker):
     """What a producer's RECORDs and HEADs claim about its partition: a HEAD's sequence is the
     offset of the last record it published on that partition (``dafka.producer.head-sequence``,
     E-DAFKA-16), and the address of its RECORDs and HEADs is the identifier its beacons announce
-    in the same life (``dafka.partition.name-is-producer-uuid``, E-DAFKA-12)."""
+    in the same life (``dafka.partition.name-is-producer-uuid``, E-DAFKA-12).
+
+    An external producer the run observes is judged from the RECORDs and HEADs the tap heard on
+    its XPUB (one connection: in the order it published them) and the BEACONs the chaos proxy
+    saw; a HEAD is judged only once the tap heard a RECORD of its partition in that life (the tap
+    may connect after the first ones)."""
 
     name = "producer-claims"
     clause = "dafka.producer.head-sequence"
     kinds = frozenset({SEND, CRASH, START})
     roles = frozenset({"producer"})
 
-    def __init__(self, **params: Any) -> None:
+    def __init__(self, external: frozenset[str] = frozenset(), **params: Any) -> None:
         super().__init__(**params)
+        self.external = external  # observed external producers
+        if external:
+            self.roles = self.roles | {TAP}
+            self.kinds = self.kinds | {RECV}
         self.last: dict[tuple[str, str], int] = {}  # (producer, partition) -> last offset published in its life
         self.announced: dict[str, set[str]] = {}  # producer -> identifiers its beacons announced in its life
         self.claims: dict[str, list[tuple[Event, str]]] = {}  # producer -> (RECORD/HEAD, address) of its life
@@ -361,39 +370,49 @@ class ProducerClaims(Checker):
                                  "dafka.partition.name-is-producer-uuid"))
 
     def on_event(self, ev: Event) -> None:
-        if ev.via:
-            return  # an external node seen by the proxy: a partial view (harness.live_observe), not judged
+        node, tapped = ev.node, False
+        if ev.role == TAP:  # what an external producer published, straight from its XPUB
+            if ev.kind != RECV or ev.socket not in self.external:
+                return
+            node, tapped = ev.socket, True
+        elif ev.via:
+            if ev.node not in self.external or ev.msg_type != "BEACON":
+                return  # (its RECORDs and HEADs: as the tap heard them, in order)
         if ev.kind in (CRASH, START):
-            self._judge(ev.node)
-            for key in [k for k in self.last if k[0] == ev.node]:
+            self._judge(node)
+            for key in [k for k in self.last if k[0] == node]:
                 del self.last[key]
             return
-        if ev.msg_type not in ("BEACON", "RECORD", "HEAD"):
+        if not tapped and ev.msg_type not in ("BEACON", "RECORD", "HEAD"):
             return
         msg = ev.message()
-        if msg is None:
+        if msg is None or msg.name not in ("BEACON", "RECORD", "HEAD"):
             return
         if msg.name == "BEACON":
-            self.announced.setdefault(ev.node, set()).add(str(msg["sender"]))
+            self.announced.setdefault(node, set()).add(str(msg["sender"]))
             return
-        claims = self.claims.setdefault(ev.node, [])
+        claims = self.claims.setdefault(node, [])
         if not claims or claims[-1][1] != msg["address"]:  # one claim per change of address is enough
             claims.append((ev, msg["address"]))
-        key = (ev.node, msg["address"])
+        key = (node, msg["address"])
         if msg.name == "RECORD":
             self.last[key] = msg["sequence"]
-        elif msg.name == "HEAD":
+        elif msg.name == "HEAD" and (not tapped or key in self.last):
             self.heads += 1
             if msg["sequence"] != self.last.get(key, -1):
-                self.bad.append((ev, f"{ev.node} sent HEAD {msg['sequence']} with its last record at "
+                self.bad.append((ev, f"{node} sent HEAD {msg['sequence']} with its last record at "
                                      f"{self.last.get(key, 'none')}", self.clause))
 
     def finish(self, end_ns: int) -> list[Verdict]:
         for node in list(self.claims):
             self._judge(node)
+        note = (f"; external producers ({', '.join(sorted(self.external))}) as the tap heard them and the proxy saw "
+                "their BEACONs" if self.external else "")
         if self.bad:
-            return [self.first_problem(self.bad, "false claim(s)")]
-        return [self.ok(f"{self.heads} HEAD(s) at the last published offset, addresses as announced")]
+            v = self.first_problem(self.bad, "false claim(s)")
+            v.detail += note
+            return [v]
+        return [self.ok(f"{self.heads} HEAD(s) at the last published offset, addresses as announced{note}")]
 
 
 class HelloReply(Checker):

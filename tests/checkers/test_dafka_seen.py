@@ -1,15 +1,16 @@
-"""Dafka ``subscriptions``, ``tower-links``, ``intervals`` and ``answers`` of an external node, judged from what
-the chaos proxy saw of its sockets (harness.checkers.dafka_seen): the subscriptions each of its
-connections carried (``subscribe`` events with the peer and the connection, as
-harness.live_observe presents them), its BEACONs, its crashes and restarts, and what the tap heard
-on its XPUB. Events are fed as a live run produces them."""
+"""Dafka ``subscriptions``, ``tower-links``, ``intervals``, ``answers`` and ``producer-claims`` of
+an external node, judged from what the chaos proxy saw of its sockets
+(harness.checkers.dafka_seen): the subscriptions each of its connections carried (``subscribe``
+events with the peer and the connection, as harness.live_observe presents them), its BEACONs,
+its crashes and restarts, and what the tap heard on its XPUB. Events are fed as a live run
+produces them."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from harness.checkers.base import CRASH, PAUSE, RECV, RESTART, RESUME, SEND, SUBSCRIBE, VIA_PROXY, Event, Verdict
-from harness.checkers.dafka_answers import Answers, Intervals
+from harness.checkers.dafka_answers import Answers, Intervals, ProducerClaims
 from harness.checkers.dafka_links import Subscriptions, TowerLinks
 from harness.checkers.dafka_seen import SeenNodes
 from harness.protocols import codec
@@ -272,3 +273,20 @@ def test_an_external_producer_answers_get_heads_once_it_published() -> None:
     assert not v.ok and v.clause == "dafka.producer.direct-head-reply", v.detail
     assert answers_of([get_heads], {"extp": "producer"}).ok, "nothing owed before it published"
     assert answers_of([record, get_heads], {}).ok, "not observed: not judged"
+
+
+def test_an_external_producers_claims_as_the_tap_heard_them() -> None:
+    announce = beacon(100, "extp", "producer", "P1")
+
+    def claims(*events: Event) -> Verdict:
+        return judge(ProducerClaims(external=frozenset({"extp"})), [announce, *events])
+
+    assert claims(tapped(1000, "RECORD", sequence=0), tapped(1100, "HEAD", sequence=0)).ok
+    v = claims(tapped(1000, "RECORD", sequence=0), tapped(1100, "HEAD", sequence=1))
+    assert not v.ok and v.clause == "dafka.producer.head-sequence", v.detail
+    assert "extp sent HEAD 1 with its last record at 0" in v.detail
+    assert claims(tapped(1100, "HEAD", sequence=7)).ok, "no RECORD heard yet: the tap may have come late"
+    v = judge(ProducerClaims(external=frozenset({"extp"})), [beacon(100, "extp", "producer", "OTHER"),
+                                                             tapped(1000, "RECORD", sequence=0)])
+    assert not v.ok and v.clause == "dafka.partition.name-is-producer-uuid", v.detail
+    assert judge(ProducerClaims(), [beacon(100, "extp", "producer", "OTHER"), tapped(1000, "RECORD")]).ok

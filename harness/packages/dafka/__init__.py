@@ -177,6 +177,13 @@ def _answers(scenario: Any, **params: Any) -> Any:
     return check if seen is not None else noting_external(check, scenario, NODES, "their answers")
 
 
+def _producer_claims(scenario: Any, **params: Any) -> Any:
+    seen = _seen(scenario)
+    producers = external_nodes(scenario, "producer") if seen is not None else frozenset()
+    check = answers.ProducerClaims(external=producers, **params)
+    return check if seen is not None else noting_external(check, scenario, ("producer",), "their HEADs")
+
+
 def _intervals(scenario: Any, **params: Any) -> answers.Intervals:
     """Each node's beacon interval and each producer's HEAD interval, as configured."""
     configs = {n: g.config for g in scenario.groups.values() if g.role != "tower" for n in g.nodes}
@@ -254,7 +261,7 @@ CHECKS = {
     "tower-links": _check("tower-links", links.TowerLinks, _tower_links),
     "intervals": _check("intervals", answers.Intervals, _intervals),
     "answers": _check("answers", answers.Answers, _answers),
-    "producer-claims": _check("producer-claims", answers.ProducerClaims, unseen=(("producer",), "their HEADs")),
+    "producer-claims": _check("producer-claims", answers.ProducerClaims, _producer_claims),
     "store-input": _check("store-input", StoreInput, unseen=(("store",), "what they take in")),
     "hello-reply": _check("hello-reply", answers.HelloReply, _with_topics(answers.HelloReply),
                           (("consumer",), "their replies to STORE-HELLO")),
