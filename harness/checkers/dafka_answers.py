@@ -323,9 +323,13 @@ class Answers(Checker):
         note = ""
         if self.external:
             note = (f"; of external nodes ({', '.join(sorted(self.external))}), {self.ext_duties.met} judged as the "
-                    f"proxy and the tap saw them, within {self.ext_duties.within // MS} ms; not judged: a consumer's "
-                    "GET-HEADS (its start is not seen), a store's FETCH from a record it received (the proxy hands "
-                    "a record on before the store reads it)")
+                    f"proxy and the tap saw them, within {self.ext_duties.within // MS} ms")
+            roles = set(self.external.values())
+            unjudged = (["a consumer's GET-HEADS (its start is not seen)"] if "consumer" in roles else []) + (
+                ["a store's FETCH from a record it received (the proxy hands a record on before the store reads it)"]
+                if "store" in roles else [])
+            if unjudged:
+                note += "; not judged: " + ", ".join(unjudged)
         if bad:
             v = self.first_problem(bad, "missing or wrong answer(s)")
             v.detail += note

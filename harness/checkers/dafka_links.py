@@ -181,9 +181,10 @@ class _SeenSubscriptions:
     two SUBs). One needed later (its own address, from its first BEACON; a producer's partition,
     from its first RECORD) that no connection came up after is held on some connection within
     ``within`` of the need. A need for its own address is met by any of its addresses (a process
-    that is two nodes splits them). A consumer's topic is needed from when it first held it on
-    any connection (its application subscribes when it will), and held at some point in a life
-    of `TOWER_GRACE_NS` or more. Paused time does not count; a connection is judged only if the
+    that is two nodes splits them). A consumer's topics (the file's, and any it subscribed to
+    RECORDs or HEADs of) are needed from when it first held them on any connection (its
+    application subscribes when it will), and held at some point in a life of `TOWER_GRACE_NS`
+    or more. Paused time does not count; a connection is judged only if the
     node's life lasted until the bound."""
 
     def __init__(self, check: Subscriptions, end_ns: int) -> None:
@@ -218,8 +219,11 @@ class _SeenSubscriptions:
         the first subscription that held it, or None: never.)"""
         if life.role != "consumer":
             return []
-        prefixes = [(subscription(cmd, topic), clause, f"topic {topic!r}")
-                    for topic in self.check.config_topics.get(life.node, []) for cmd, clause in PER_TOPIC]
+        # its topics: the file's, and any it showed it wants (a RECORD or HEAD subscription on a topic)
+        topics = dict.fromkeys(self.check.config_topics.get(life.node, []))
+        topics.update(dict.fromkeys(life.topics(roles, tuple(subscription(cmd) for cmd, _ in PER_TOPIC))))
+        prefixes = [(subscription(cmd, topic), clause, f"topic {topic!r}") for topic in topics
+                    for cmd, clause in PER_TOPIC]
         return [(prefix, clause, why, life.first_holding(prefix, roles)) for prefix, clause, why in prefixes]
 
     def _due(self, node: str, since: int) -> int:

@@ -81,6 +81,16 @@ class SeenLife:
         found = [ev for c in self.peer_conns(roles) for _, on, p, ev in c.subs if on and prefix.startswith(p)]
         return min(found, key=lambda ev: ev.time_ns, default=None)
 
+    def topics(self, roles: dict[str, str], kinds: tuple[bytes, ...]) -> list[str]:
+        """The topics its peer subscriptions name after one of the command ids ``kinds`` (a
+        consumer's ``M`` + topic, ``H`` + topic), in the order first seen."""
+        found: dict[str, None] = {}
+        for c in self.peer_conns(roles):
+            for _, on, p, _ in c.subs:
+                if on and len(p) > 1 and p[:1] in kinds:
+                    found.setdefault(p[1:].decode("utf-8", "surrogateescape"), None)
+        return list(found)
+
     def tower_conns(self, roles: dict[str, str]) -> list[SeenConnection]:
         return [c for c in self.conns.values() if roles.get(c.peer) == TOWER]
 

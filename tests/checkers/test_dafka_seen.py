@@ -290,3 +290,12 @@ def test_an_external_producers_claims_as_the_tap_heard_them() -> None:
                                                              tapped(1000, "RECORD", sequence=0)])
     assert not v.ok and v.clause == "dafka.partition.name-is-producer-uuid", v.detail
     assert judge(ProducerClaims(), [beacon(100, "extp", "producer", "OTHER"), tapped(1000, "RECORD")]).ok
+
+
+def test_a_consumers_topics_are_also_those_it_showed_it_wants() -> None:
+    """Without the file's topics (its command line has them), a HEAD subscription on a topic says
+    it wants that topic: its RECORDs are owed too."""
+    without_records = tuple(p for p in CONSUMER_SUBS if p != b"Morders")
+    v = judge(Subscriptions(seen=seen()), life(subs=without_records))
+    assert not v.ok and v.clause == "dafka.subscription.consumer-record", v.detail
+    assert judge(Subscriptions(seen=seen()), life()).ok
