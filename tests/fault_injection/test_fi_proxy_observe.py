@@ -16,6 +16,7 @@ from fault_injection.observe import SEEN_RECV, SEEN_SEND, SUBSCRIBED, UNSUBSCRIB
 from fault_injection.proxy import LinkSpec
 from fault_injection.rules import RuleSet
 from fault_injection.zmtp import Greeting, encode_command, encode_message, ready_command
+from tests.fault_injection.conftest import xpub_and_sub
 from tests.fault_injection.test_fi_proxy import PING, REGISTER, drain, request
 from tests.fault_injection.zmtp_peers import RawServer, connect, handshake, recv_exactly, wait_until
 
@@ -109,20 +110,7 @@ def test_subscriptions_are_reported_as_the_subscribers_sends(ctx: zmq.Context, m
     welcome is not reported, and nothing of them as received."""
     reports = Reports()
     proxy = make_proxy(observe=lambda a, b: True, on_seen=reports)
-    xpub = ctx.socket(zmq.XPUB)
-    xpub.setsockopt(zmq.XPUB_VERBOSE, 1)
-    xpub.setsockopt(zmq.XPUB_WELCOME_MSG, b"W")
-    xpub.setsockopt(zmq.RCVTIMEO, 3000)
-    port = xpub.bind_to_random_port("tcp://127.0.0.1")
-    ep = proxy.add_link(LinkSpec(f"tcp://127.0.0.1:{port}", binder="pub", connecter="sub", welcome=b"W"))
-    proxy.start()
-    sub = ctx.socket(zmq.SUB)
-    sub.setsockopt(zmq.RCVTIMEO, 3000)
-    sub.setsockopt(zmq.SUBSCRIBE, b"W")
-    sub.setsockopt(zmq.SUBSCRIBE, b"topic")
-    sub.connect(ep)
-    assert sorted(xpub.recv_multipart() for _ in range(2)) == [[b"\x01W"], [b"\x01topic"]]
-    assert sub.recv_multipart() == [b"W"]
+    xpub, sub = xpub_and_sub(ctx, proxy)
     sub.setsockopt(zmq.UNSUBSCRIBE, b"topic")
     assert xpub.recv_multipart() == [b"\x00topic"]
     assert wait_until(lambda: len(reports.seen) == 3), reports.seen
@@ -154,5 +142,6 @@ def test_zmtp_31_subscribe_commands_are_reported_too(make_proxy: Callable[..., A
         assert wait_until(lambda: len(reports.seen) == 4), reports.seen
         client.close()
     subs = [s for s in reports.seen if s.msg_type.startswith("zmq.")]
-    assert [(s.src, s.msg_type, s.frames) for s in subs] == [("sub", SUBSCRIBED, (b"t",)), ("sub", UNSUBSCRIBED, (b"t",))]
+    assert [(s.src, s.msg_type, s.frames) for s in subs] == [("sub", SUBSCRIBED, (b"t",)),
+                                                             ("sub", UNSUBSCRIBED, (b"t",))]
     assert [s.kind for s in reports.seen if not s.msg_type.startswith("zmq.")] == [SEEN_SEND, SEEN_RECV]
