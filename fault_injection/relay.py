@@ -99,7 +99,7 @@ class Direction:
 
     __slots__ = ("conn", "name", "src", "dst", "socket", "rsock", "wsock", "stream", "out", "queue", "queued",
                  "last_at", "wire_free", "held", "stalled", "plain", "version", "latency", "bandwidth", "rng",
-                 "lat_rng", "label", "reading", "first", "peer_type", "dirty", "observed")
+                 "lat_rng", "label", "reading", "first", "peer_type", "dirty", "observed", "channels")
 
     def __init__(self, conn: Connection, name: str, src: str, dst: str, socket_name: str, rsock: socket.socket,
                  wsock: socket.socket, max_message: int) -> None:
@@ -127,6 +127,7 @@ class Direction:
         self.peer_type = ""  # socket type of the receiving side, from its READY
         self.dirty = False  # has bytes in ``out`` the loop has not tried to send yet
         self.observed = False  # its messages are reported (`fault_injection.observe`)
+        self.channels: tuple[str, ...] = ()  # the channel names of the sockets at both ends (the classifier's)
 
     def pending(self) -> int:
         return len(self.out) + self.queued + len(self.stalled)
@@ -149,6 +150,14 @@ class Connection:
         self.up = Direction(self, "to_binder", connecter, link.binder, connecter_socket, client, server, max_message)
         self.down = Direction(self, "to_connecter", link.binder, connecter, binder_socket, server, client, max_message)
         self.number = 0  # the proxy's count of connections when it was accepted
+        # (named once per connection: the classifier reads them for every message)
+        self.up.channels = _channels(connecter_socket, binder_socket)
+        self.down.channels = _channels(binder_socket, connecter_socket)
+
+
+def _channels(own: str, other: str) -> tuple[str, ...]:
+    """The socket names of a direction's sender and receiver, without a ``.N`` suffix."""
+    return tuple(name.split(".", 1)[0] for name in (own, other) if name)
 
 
 class Relay:
@@ -336,10 +345,8 @@ class Relay:
             return SUBSCRIBED if frames[0][0] == 1 else UNSUBSCRIBED
         if first and d.name == "to_connecter" and d.conn.welcome is not None and frames == [d.conn.welcome]:
             return "zmq.welcome"
-        other = d.conn.down if d is d.conn.up else d.conn.up
-        channels = tuple(name.split(".", 1)[0] for name in (d.socket, other.socket) if name)
         try:
-            return self.classify(frames, (d.conn.number, d.name), channels)
+            return self.classify(frames, (d.conn.number, d.name), d.channels)
         except Exception:  # a classifier bug must not take the proxy down
             log.exception("proxy classifier failed")
             return ""
