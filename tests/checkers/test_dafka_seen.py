@@ -1,4 +1,4 @@
-"""Dafka ``subscriptions``, ``tower-links``, ``intervals``, ``answers`` and ``producer-claims`` of
+"""Dafka ``subscriptions``, ``tower-links``, ``intervals``, ``answers``, ``producer-claims`` and ``offsets`` of
 an external node, judged from what the chaos proxy saw of its sockets
 (harness.checkers.dafka_seen): the subscriptions each of its connections carried (``subscribe``
 events with the peer and the connection, as harness.live_observe presents them), its BEACONs,
@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.checkers.base import CRASH, PAUSE, RECV, RESTART, RESUME, SEND, SUBSCRIBE, VIA_PROXY, Event, Verdict
+from harness.checkers.dafka import Offsets
 from harness.checkers.dafka_answers import Answers, Intervals, ProducerClaims
 from harness.checkers.dafka_links import Subscriptions, TowerLinks
 from harness.checkers.dafka_seen import SeenNodes
@@ -299,3 +300,20 @@ def test_a_consumers_topics_are_also_those_it_showed_it_wants() -> None:
     v = judge(Subscriptions(seen=seen()), life(subs=without_records))
     assert not v.ok and v.clause == "dafka.subscription.consumer-record", v.detail
     assert judge(Subscriptions(seen=seen()), life()).ok
+
+
+def test_an_external_producers_offsets_as_the_tap_heard_them() -> None:
+    def offsets(*events: Event) -> Verdict:
+        return judge(Offsets(external=frozenset({"extp"}), tapped=True), list(events))
+
+    v = offsets(*(tapped(1000 + 50 * k, "RECORD", sequence=k) for k in range(5, 9)))
+    assert v.ok and "4 RECORD(s) of external producers as the tap heard them" in v.detail, v.detail
+    v = offsets(tapped(1000, "RECORD", sequence=0), tapped(1050, "RECORD", sequence=1),
+                tapped(1100, "RECORD", sequence=3))
+    assert not v.ok and v.clause == "dafka.record.offset-increments", v.detail
+    assert "extp published offset 3 of partition P1 where 2 was due (heard by the tap)" in v.detail
+    v = offsets(tapped(1000, "RECORD", sequence=4), Event(1500 * MS, "extp", "producer", CRASH),
+                tapped(2500, "RECORD", sequence=0))
+    assert v.ok, "a crash starts a new life: it may start its partition again"
+    assert judge(Offsets(external=frozenset({"extp"})), [tapped(1000, "RECORD", sequence=3),
+                                                         tapped(1100, "RECORD", sequence=9)]).ok
