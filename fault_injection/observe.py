@@ -5,9 +5,13 @@ to its receiver (or not: a rule drops it, a partition loses it, a closed connect
 was delayed). Each message read is a ``send`` of the sender; each copy handed on is a ``recv``
 of the receiver, carrying the frames the receiver gets (damaged ones after a ``corrupt`` rule).
 A dropped message is therefore a send without a receive, a duplicated one a send with two, as
-in simulation. Socket-internal messages (subscriptions, an XPUB's welcome, ZMTP commands) are
-not reported: a node's probe does not report them either. Bytes the proxy cannot frame as ZMTP
-are not messages and are not reported.
+in simulation. Socket-internal messages (an XPUB's welcome, ZMTP commands) are not reported: a
+node's probe does not report them either. A subscription (a SUB's ``\x01`` message, or a ZMTP
+3.1 SUBSCRIBE or CANCEL command) is reported as a send of the subscriber, of type
+``zmq.subscribe`` or ``zmq.unsubscribe`` with the prefix as its one frame, and never as received
+(the publishing socket reads it, not its node): it is what a probe reports as a node's
+``Subscribe``, seen on one connection. Bytes the proxy cannot frame as ZMTP are not messages and
+are not reported.
 
 A `Seen` carries what a consumer needs to present the message as a node's probe would: the
 ZMTP socket types of both sides (from their READY commands) and the routing id each side has
@@ -22,6 +26,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 SEEN_SEND, SEEN_RECV = "send", "recv"
+SUBSCRIBED, UNSUBSCRIBED = "zmq.subscribe", "zmq.unsubscribe"  # the msg_type of a reported subscription
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +46,7 @@ class Seen:
     binder: str  # which of src and dst binds it
     msg_type: str
     frames: tuple[bytes, ...]
+    connection: int = -1  # the proxy's number of the connection (-1: not given)
 
 
 SeenHook = Callable[[Seen], None]
@@ -53,4 +59,4 @@ def made_up_id(connection: int) -> bytes:
     return b"\x00" + (connection & 0xFFFFFFFF).to_bytes(4, "big")
 
 
-__all__ = ["ObservePairs", "SEEN_RECV", "SEEN_SEND", "Seen", "SeenHook", "made_up_id"]
+__all__ = ["ObservePairs", "SEEN_RECV", "SEEN_SEND", "SUBSCRIBED", "Seen", "SeenHook", "UNSUBSCRIBED", "made_up_id"]

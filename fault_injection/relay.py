@@ -27,7 +27,9 @@ from typing import Any, Callable
 from fault_injection.damage import TypedMalformed, damage
 from fault_injection.naming import Classifier, FieldsOf
 from fault_injection.netfaults import UNKNOWN, FaultEvent, NetworkFaults, message_drop, message_fault
-from fault_injection.observe import SEEN_RECV, SEEN_SEND, ObservePairs, Seen, SeenHook, made_up_id
+from fault_injection.observe import (
+    SEEN_RECV, SEEN_SEND, SUBSCRIBED, UNSUBSCRIBED, ObservePairs, Seen, SeenHook, made_up_id,
+)
 from fault_injection.rules import PASS, Distribution
 from fault_injection.zmtp import CMD, MESSAGE, OPAQUE, Command, ZmtpStream, encode_message
 from harness.trace import DROP, FAULT
@@ -38,7 +40,8 @@ READ_SIZE = 256 * 1024
 HIGH_WATER = 8 * 1024 * 1024  # bytes waiting toward a peer before the proxy stops reading the sender
 LOW_WATER = 1024 * 1024
 SUB_TYPES = frozenset(("PUB", "XPUB"))  # a one-frame \x00/\x01 message to these is a subscription
-COMMAND_TYPES = {"SUBSCRIBE": "zmq.subscribe", "CANCEL": "zmq.unsubscribe"}
+COMMAND_TYPES = {"SUBSCRIBE": SUBSCRIBED, "CANCEL": UNSUBSCRIBED}
+SUBSCRIPTIONS = frozenset(COMMAND_TYPES.values())
 
 _READ, _WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
 # What travels with a message through the relay: its type, size, and when its direction is
@@ -96,7 +99,7 @@ class Direction:
 
     __slots__ = ("conn", "name", "src", "dst", "socket", "rsock", "wsock", "stream", "out", "queue", "queued",
                  "last_at", "wire_free", "held", "stalled", "plain", "version", "latency", "bandwidth", "rng",
-                 "lat_rng", "label", "reading", "first", "peer_type", "dirty", "observed")
+                 "lat_rng", "label", "reading", "first", "peer_type", "dirty", "observed", "channels")
 
     def __init__(self, conn: Connection, name: str, src: str, dst: str, socket_name: str, rsock: socket.socket,
                  wsock: socket.socket, max_message: int) -> None:
@@ -124,6 +127,7 @@ class Direction:
         self.peer_type = ""  # socket type of the receiving side, from its READY
         self.dirty = False  # has bytes in ``out`` the loop has not tried to send yet
         self.observed = False  # its messages are reported (`fault_injection.observe`)
+        self.channels: tuple[str, ...] = ()  # the channel names of the sockets at both ends (the classifier's)
 
     def pending(self) -> int:
         return len(self.out) + self.queued + len(self.stalled)
@@ -146,6 +150,14 @@ class Connection:
         self.up = Direction(self, "to_binder", connecter, link.binder, connecter_socket, client, server, max_message)
         self.down = Direction(self, "to_connecter", link.binder, connecter, binder_socket, server, client, max_message)
         self.number = 0  # the proxy's count of connections when it was accepted
+        # (named once per connection: the classifier reads them for every message)
+        self.up.channels = _channels(connecter_socket, binder_socket)
+        self.down.channels = _channels(binder_socket, connecter_socket)
+
+
+def _channels(own: str, other: str) -> tuple[str, ...]:
+    """The socket names of a direction's sender and receiver, without a ``.N`` suffix."""
+    return tuple(name.split(".", 1)[0] for name in (own, other) if name)
 
 
 class Relay:
@@ -330,13 +342,11 @@ class Relay:
         assert frames is not None
         first, d.first = d.first, False
         if d.peer_type in SUB_TYPES and len(frames) == 1 and frames[0][:1] in (b"\x00", b"\x01"):
-            return "zmq.subscribe" if frames[0][0] == 1 else "zmq.unsubscribe"
+            return SUBSCRIBED if frames[0][0] == 1 else UNSUBSCRIBED
         if first and d.name == "to_connecter" and d.conn.welcome is not None and frames == [d.conn.welcome]:
             return "zmq.welcome"
-        other = d.conn.down if d is d.conn.up else d.conn.up
-        channels = tuple(name.split(".", 1)[0] for name in (d.socket, other.socket) if name)
         try:
-            return self.classify(frames, (d.conn.number, d.name), channels)
+            return self.classify(frames, (d.conn.number, d.name), d.channels)
         except Exception:  # a classifier bug must not take the proxy down
             log.exception("proxy classifier failed")
             return ""
@@ -349,11 +359,14 @@ class Relay:
         faults = self.faults
         size = len(raw)
         info: Info = (msg_type, size, None, 0)
-        if d.observed and frames is not None and not msg_type.startswith("zmq."):
-            seen = tuple(frames)
-            self._seen_count += 1
-            info = (msg_type, size, seen, self._seen_count)
-            self._report(d, SEEN_SEND, info)
+        if d.observed:
+            if frames is not None and not msg_type.startswith("zmq."):
+                seen = tuple(frames)
+                self._seen_count += 1
+                info = (msg_type, size, seen, self._seen_count)
+                self._report(d, SEEN_SEND, info)
+            elif msg_type in SUBSCRIPTIONS:
+                self._report_subscription(d, msg_type, frames, cmd)
         # As in the simulator: the rules judge a message when it is sent (drawing from the
         # path's generator even on a cut path), a partition loses it when it would arrive.
         rules = faults.rules
@@ -508,10 +521,19 @@ class Relay:
         try:
             hook(Seen(kind, info[3], self.clock(), d.src, d.dst, d.socket, other.socket,
                       src_ready.socket_type if src_ready is not None else "", d.peer_type, src_id, dst_id,
-                      conn.link.target, conn.link.binder, info[0], info[2]))
+                      conn.link.target, conn.link.binder, info[0], info[2], conn.number))
         except Exception:  # a consumer's bug must not take the proxy down: loud, and no more reports
             log.exception("proxy on_seen callback failed; no more messages are reported")
             self.on_seen = None
+
+    def _report_subscription(self, d: Direction, msg_type: str, frames: list[bytes] | None,
+                             cmd: Command | None) -> None:
+        """A subscriber's (un)subscription, as a send of the subscriber with the prefix as its one
+        frame (a probe reports what a node subscribes to; the proxy, what its socket sent). It is
+        not reported as received: the subscribing socket, not the node, reads it."""
+        prefix = cmd.data if cmd is not None else (frames[0][1:] if frames else b"")
+        self._seen_count += 1
+        self._report(d, SEEN_SEND, (msg_type, len(prefix), (bytes(prefix),), self._seen_count))
 
     def _write(self, d: Direction, raw: bytes) -> None:
         """Hand bytes to dst; the loop sends everything a turn produced with one send call."""

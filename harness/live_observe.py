@@ -9,8 +9,13 @@ proxy's `Seen` reports and presents each as a probe would: a ``send`` event of t
 the proxy read the message, a ``recv`` event of the receiver for each copy the proxy handed on
 (none for a message a rule dropped or a partition lost), with the socket's name, its frames as
 the application hands them over or gets them (a ROUTER's routing id in front), and the message
-type. The events go to the run's `Observer` and rows to its trace, on the runtime's loop thread
-(reports are queued by the proxy's thread and drained there in the order the proxy saw them), so
+type. A subscription an external node's socket sent on a connection becomes a ``subscribe`` (or
+``unsubscribe``) event of that node, as a probe reports a node's ``Subscribe``, with the prefix,
+the peer and the proxy's connection number in its data; one that reached an external node's
+XPUB, from any node, a receipt of that XPUB (the ``\x01``/``\x00`` message its application
+gets). The events go to the run's `Observer`
+and rows to its trace, on the runtime's loop thread (reports are queued by the proxy's thread
+and drained there in the order the proxy saw them), so
 checkers see them in one time order with the in-process nodes' events. Their time is the
 runtime's clock when they are drained: a few hundred microseconds after the proxy saw them, never
 before an event that came earlier.
@@ -37,8 +42,8 @@ import time
 from collections import deque
 from typing import Any, Callable
 
-from fault_injection.observe import SEEN_SEND, Seen
-from harness.checkers.base import RECV, SEND, VIA_PROXY, Observer, Verdict
+from fault_injection.observe import SEEN_SEND, SUBSCRIBED, UNSUBSCRIBED, Seen
+from harness.checkers.base import RECV, SEND, SUBSCRIBE, UNSUBSCRIBE, VIA_PROXY, Observer, Verdict
 from harness.node import SocketSpec, SocketType
 from harness.protocols.codec import Codec
 from harness.trace import TraceWriter, pack_frames
@@ -75,6 +80,7 @@ class ObservedTraffic:
         self.record_frames = record_frames
         self.sends = 0  # reported to the checkers
         self.receives = 0
+        self.subscriptions = 0  # (un)subscriptions reported
         self.after_end = 0  # reports that came after the checks were judged (not fed)
         self.overflowed = False  # the loop fell too far behind: observation stopped (see push)
         self.by_node: dict[str, int] = {}  # messages sent, per external node
@@ -150,12 +156,17 @@ class ObservedTraffic:
     def _one(self, seen: Seen, now: int, counted: bool = True) -> None:
         send = seen.kind == SEEN_SEND
         node, other = (seen.src, seen.dst) if send else (seen.dst, seen.src)
+        if seen.msg_type in (SUBSCRIBED, UNSUBSCRIBED) and seen.dst_type == "XPUB":
+            self._xpub_receipt(seen, now)
         if self.external is not None and node not in self.external:
             return  # a node the harness runs: its own probe reports what it sends and gets
         own_type = seen.src_type if send else seen.dst_type
         binds = seen.binder == node
         name = socket_name(seen.src_socket if send else seen.dst_socket, own_type, binds, other)
         self._declare(node, name, own_type, binds, seen.endpoint)
+        if seen.msg_type in (SUBSCRIBED, UNSUBSCRIBED):
+            self._subscription(seen, node, other, name, now, counted)
+            return
         frames = list(seen.frames)
         if own_type == "ROUTER":  # the peer's routing id in front, as ZeroMQ hands it over
             frames.insert(0, seen.dst_id if send else seen.src_id)
@@ -174,6 +185,36 @@ class ObservedTraffic:
             self.trace.emit(node, kind, now, socket=name, msg_type=seen.msg_type or None, peer=other,
                             msg_id=seen.number, size=sum(map(len, seen.frames)), detail="seen by the proxy",
                             frames=pack_frames(frames) if self.record_frames else None)
+
+    def _subscription(self, seen: Seen, node: str, other: str, name: str, now: int, counted: bool) -> None:
+        """A subscription the node's socket sent ``other`` on one connection: a probe's
+        ``subscribe``/``unsubscribe`` event, with the peer and the connection in its data (a
+        socket sends its subscriptions again on each connection it makes)."""
+        kind = SUBSCRIBE if seen.msg_type == SUBSCRIBED else UNSUBSCRIBE
+        topic = seen.frames[0] if seen.frames else b""
+        if counted:
+            self.subscriptions += 1
+        if self.observer is not None:
+            self.observer.emit(now, node, kind, socket=name, data={"topic": topic, "peer": other,
+                                                                   "connection": seen.connection}, via=VIA_PROXY)
+        if self.trace is not None and not self.trace.closed:
+            self.trace.subscription(node, kind, now, name, topic)
+
+    def _xpub_receipt(self, seen: Seen, now: int) -> None:
+        """A subscription that reached an external node's XPUB: what ZeroMQ hands its application
+        (the subscription message, ``\x01`` or ``\x00`` and the prefix), as a probe reports an
+        XPUB's receipt; whoever subscribed (a node the harness runs, too)."""
+        node = seen.dst
+        if self.external is not None and node not in self.external:
+            return
+        name = socket_name(seen.dst_socket, "XPUB", seen.binder == node, seen.src)
+        self._declare(node, name, "XPUB", seen.binder == node, seen.endpoint)
+        frames = [(b"\x01" if seen.msg_type == SUBSCRIBED else b"\x00") + (seen.frames[0] if seen.frames else b"")]
+        if self.observer is not None:
+            self.observer.emit(now, node, RECV, socket=name, frames=frames, via=VIA_PROXY)
+        if self.trace is not None and not self.trace.closed:
+            self.trace.local(node, now, name, seen.msg_type, seen.src, len(frames[0]), "seen by the proxy",
+                             pack_frames(frames) if self.record_frames else None)
 
     def _declare(self, node: str, name: str, own_type: str, binds: bool, endpoint: str) -> None:
         key = (node, name, own_type, binds, endpoint)
@@ -198,7 +239,8 @@ class ObservedTraffic:
 
     def summary(self) -> dict[str, Any]:
         """For the run's stats: how many messages of external nodes were observed."""
-        return {"sends": self.sends, "receives": self.receives, "by_node": dict(sorted(self.by_node.items())),
+        return {"sends": self.sends, "receives": self.receives, "subscriptions": self.subscriptions,
+                "by_node": dict(sorted(self.by_node.items())),
                 "after_end": self.after_end, "stopped_behind": self.overflowed}
 
     def verdicts(self) -> list[Verdict]:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import harness.live_observe as live_observe
-from fault_injection.observe import SEEN_RECV, SEEN_SEND, Seen
+from fault_injection.observe import SEEN_RECV, SEEN_SEND, SUBSCRIBED, UNSUBSCRIBED, Seen
 from harness.checkers.base import Checker, Event, Observer, Verdict
 from harness.composition import run_live
 from harness.live.runtime import LiveRuntime
@@ -261,3 +261,38 @@ def test_crash_leader_names_the_external_peer_the_proxy_saw_lead(tmp_path: Path,
            and r["detail"] == "seen by the proxy" and r["time_ns"] < crash["time_ns"]}
     assert crash["node"] in led, (crash, sorted(led))
     assert [r["node"] for r in rows if r["kind"] == "restart"] == [crash["node"]]
+
+
+def test_a_reported_subscription_becomes_the_subscribers_subscribe_event() -> None:
+    recorder = Recorder()
+    runtime = LiveRuntime()
+    traffic = ObservedTraffic(runtime, Observer([recorder], None, {"a": "consumer", "b": "store"}), None,
+                              external=frozenset({"a"}))
+    sub = Seen(SEEN_SEND, 1, 0, "a", "b", "", "", "SUB", "XPUB", b"\x00\x00\x00\x00\x01", b"\x00\x00\x00\x00\x02",
+               "tcp://127.0.0.1:9", "b", SUBSCRIBED, (b"Rtopic",), 7)
+    traffic.push(sub)
+    traffic.push(Seen(SEEN_SEND, 2, 0, "a", "b", "", "", "SUB", "XPUB", b"", b"", "tcp://127.0.0.1:9", "b",
+                      UNSUBSCRIBED, (b"Rtopic",), 7))
+    traffic.close()
+    on, off = recorder.events
+    assert (on.node, on.kind, on.socket, on.via, on.data) == (
+        "a", "subscribe", "sub", "proxy", {"topic": b"Rtopic", "peer": "b", "connection": 7})
+    assert (off.kind, off.data["topic"]) == ("unsubscribe", b"Rtopic")
+    assert recorder.sockets == {"a": [SocketSpec("sub", SocketType.SUB, connect=("tcp://127.0.0.1:9",))]}
+    assert traffic.summary()["subscriptions"] == 2 and traffic.summary()["sends"] == 0
+
+
+def test_a_subscription_to_an_external_xpub_is_that_xpubs_receipt() -> None:
+    """Whoever subscribes (here a node the harness runs), the external XPUB's application gets the
+    subscription message: reported as its receipt, as a probe would."""
+    recorder = Recorder()
+    traffic = ObservedTraffic(LiveRuntime(), Observer([recorder], None, {"a": "consumer", "b": "store"}), None,
+                              external=frozenset({"b"}))
+    traffic.push(Seen(SEEN_SEND, 1, 0, "a", "b", "", "", "SUB", "XPUB", b"", b"", "tcp://127.0.0.1:9", "b",
+                      SUBSCRIBED, (b"Lc0ffee",), 3))
+    traffic.push(Seen(SEEN_SEND, 2, 0, "a", "b", "", "", "SUB", "PUB", b"", b"", "tcp://127.0.0.1:8", "b",
+                      SUBSCRIBED, (b"x",), 4))  # a PUB's application gets nothing
+    traffic.close()
+    [got] = recorder.events
+    assert (got.node, got.kind, got.socket, got.frames, got.via) == ("b", "recv", "xpub", [b"\x01Lc0ffee"], "proxy")
+    assert recorder.sockets == {"b": [SocketSpec("xpub", SocketType.XPUB, bind=("tcp://127.0.0.1:9",))]}

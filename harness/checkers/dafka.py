@@ -8,13 +8,16 @@ from harness.checkers.base import COMMAND, CRASH, DELIVER, NOTE, RECV, RESTART, 
 from harness.checkers.external import not_judged
 
 PRODUCER, STORE, CONSUMER = frozenset({"producer"}), frozenset({"store"}), frozenset({"consumer"})
+TAP = "tap"  # the role of the passive listener on external nodes' XPUBs (reference_nodes.dafka.tap)
 
 
 class Offsets(Checker):
     """Per partition, offsets start at 0 and each RECORD's offset is the previous one plus 1.
-    Judged on what the producers the harness runs publish: an external producer's RECORDs, seen
+    Judged on what the producers the harness runs publish. An external producer's RECORDs, seen
     by the chaos proxy only while someone subscribes (a PUB socket sends the others nowhere), are
-    not judged."""
+    judged as the tap (``tapped``: the run has one) hears them on its XPUB, in the order it
+    published them: each the previous one plus 1 from the first it heard in a life (the tap may
+    connect after the first records, so where its offsets start is not judged)."""
 
     name = "offsets"
     clause = "dafka.record.offset-increments"
@@ -23,14 +26,23 @@ class Offsets(Checker):
     capture_note = ("a capture misses the RECORDs a producer published while nobody subscribed (a PUB socket "
                     "sends them nowhere), so its first offset and its gaps cannot be judged from the wire")
 
-    def __init__(self, external: frozenset[str] = frozenset(), **params: Any) -> None:
+    def __init__(self, external: frozenset[str] = frozenset(), tapped: bool = False, **params: Any) -> None:
         super().__init__(**params)
         self.external = external  # external producers
+        self.tapped = tapped and bool(external)
+        if self.tapped:
+            self.roles = self.roles | {TAP}
+            self.kinds = frozenset({SEND, RECV, CRASH})
         self.next: dict[str, int] = {}
+        self.heard: dict[tuple[str, str], int] = {}  # (external producer, partition) -> next offset the tap awaits
         self.bad: list[tuple[Event, str, str]] = []
         self.records = 0
+        self.tapped_records = 0
 
     def on_event(self, ev: Event) -> None:
+        if self.tapped and ev.kind != SEND:
+            self._tap(ev)
+            return
         if ev.msg_type != "RECORD" or ev.via:
             return
         msg = ev.message()
@@ -44,8 +56,28 @@ class Offsets(Checker):
             self.bad.append((ev, clause, f"partition {part}: offset {seq} where {want} was due"))
         self.next[part] = seq + 1
 
+    def _tap(self, ev: Event) -> None:
+        if ev.kind == CRASH:  # a new life: it may start a new partition, or go on
+            for key in [k for k in self.heard if k[0] == ev.node]:
+                del self.heard[key]
+            return
+        if ev.role != TAP or ev.kind != RECV or ev.socket not in self.external or not ev.frames:
+            return
+        msg = ev.message()
+        if msg is None or msg.name != "RECORD":
+            return
+        self.tapped_records += 1
+        key = (ev.socket, msg["address"])
+        want, seq = self.heard.get(key), msg["sequence"]
+        if want is not None and seq != want:
+            self.bad.append((ev, self.clause, f"{ev.socket} published offset {seq} of partition {key[1]} where "
+                                              f"{want} was due (heard by the tap)"))
+        self.heard[key] = seq + 1
+
     def finish(self, end_ns: int) -> list[Verdict]:
-        unseen = not_judged("the offsets of what they publish", self.external)
+        unseen = (f"; {self.tapped_records} RECORD(s) of external producers as the tap heard them, from the first "
+                  "it heard (where their offsets start: not judged)" if self.tapped
+                  else not_judged("the offsets of what they publish", self.external))
         if not self.bad:
             return [self.ok(f"{self.records} record(s) over {len(self.next)} partition(s), offsets 0, 1, 2, ...{unseen}")]
         ev, clause, what = self.bad[0]
@@ -129,7 +161,7 @@ class CompleteDelivery(Checker):
 
     def on_event(self, ev: Event) -> None:
         d = ev.data or {}
-        if ev.kind == SEND and ev.role == "producer" and ev.msg_type == "RECORD":
+        if ev.kind == SEND and ev.role == "producer" and ev.msg_type == "RECORD" and not ev.via:
             msg = ev.message()
             if msg is not None:
                 key = (msg["subject"], msg["address"])

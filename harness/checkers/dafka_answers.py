@@ -20,6 +20,10 @@ from harness.protocols.dafka import COMMAND_IDS, PEER
 MS = 1_000_000
 FACTOR = 3  # E-DAFKA-14: a gap of more than 3 x the interval breaks "a regular interval"
 SLACK_MS = 1000  # scheduling stalls of a loaded host in live runs (one loop thread runs every in-process node)
+# An external node may not take the file's interval settings: it is held to zeromq/dafka's
+# default (E-DAFKA-14) when the file configures a shorter one.
+EXTERNAL_INTERVAL_MS = 1000
+TAP = "tap"  # the role of the passive listener on external nodes' XPUBs (reference_nodes.dafka.tap)
 STORE_HELLO_ID = COMMAND_IDS["STORE-HELLO"]
 STORE_HELLO_SUB = b"\x01" + STORE_HELLO_ID
 # What a role's receipts owe (a store's records, a producer's GET-HEADS), by command id.
@@ -40,7 +44,12 @@ class Intervals(Checker):
     (``dafka.interconnect.address-beacon``) and a producer sends HEAD at a regular interval from
     its first record on (``dafka.producer.head-interval``): no gap, in a node's life, longer than
     3 x its configured interval (E-DAFKA-14) plus 1 s for a loaded host, counting from its start (its
-    first RECORD for HEAD) to its crash or the end of the run; paused time does not count."""
+    first RECORD for HEAD) to its crash or the end of the run; paused time does not count.
+
+    An external node the run observes is judged from its BEACONs as the chaos proxy read them on
+    their way to the towers (per address: a process may be two nodes) and its HEADs and RECORDs as
+    the tap heard them on its XPUB, from its first BEACON (RECORD) of a life on, against at least
+    `EXTERNAL_INTERVAL_MS` (it may not take the file's setting)."""
 
     name = "intervals"
     clause = "dafka.interconnect.address-beacon"
@@ -48,9 +57,16 @@ class Intervals(Checker):
     roles = frozenset({"producer", "store", "consumer"})
 
     def __init__(self, beacon_ms: dict[str, int] | None = None, head_ms: dict[str, int] | None = None,
-                 factor: float = FACTOR, slack_ms: int = SLACK_MS, **params: Any) -> None:
+                 factor: float = FACTOR, slack_ms: int = SLACK_MS, external: frozenset[str] = frozenset(),
+                 **params: Any) -> None:
         super().__init__(**params)
         self.beacon_ms, self.head_ms = beacon_ms or {}, head_ms or {}
+        # external nodes the proxy observes: BEACONs as it saw them, HEADs and RECORDs as the tap heard them
+        self.external = external
+        self.heard: set[str] = set()  # external nodes the tap heard
+        if external:
+            self.roles = self.roles | {TAP}
+            self.kinds = self.kinds | {RECV}
         self.factor, self.slack = factor, slack_ms * MS
         self.pauses = Pauses()
         self.gaps: dict[tuple[str, str], _Gap] = {}  # (node, "BEACON" | "HEAD") -> the current gap
@@ -60,7 +76,9 @@ class Intervals(Checker):
         self.sends = 0
 
     def _limit(self, node: str, kind: str) -> int:
-        ms = (self.beacon_ms if kind == "BEACON" else self.head_ms).get(node, 1000)
+        ms = (self.beacon_ms if kind.startswith("BEACON") else self.head_ms).get(node, 1000)
+        if node in self.external:  # it may not take the setting: held to zeromq/dafka's default at least
+            ms = max(ms, EXTERNAL_INTERVAL_MS)
         return int(self.factor * ms * MS * self.stretch.get(node, 1.0)) + self.slack
 
     def _close(self, node: str, kind: str, now: int) -> None:
@@ -69,19 +87,22 @@ class Intervals(Checker):
             return
         took = now - gap.last - self.pauses.between(node, gap.last, now)
         if took > gap.limit:
-            clause = self.clause if kind == "BEACON" else "dafka.producer.head-interval"
-            self.bad.append((gap.event, f"{node} sent no {kind} for {took / MS:.0f} ms (bound {gap.limit / MS:.0f} ms)",
-                             clause))
+            beacon = kind.startswith("BEACON")
+            clause = self.clause if beacon else "dafka.producer.head-interval"
+            what = "BEACON" if beacon else kind
+            self.bad.append((gap.event, f"{node} sent no {what} for {took / MS:.0f} ms (bound {gap.limit / MS:.0f} ms)"
+                             + (" (seen by the chaos proxy and the tap)" if node in self.external else ""), clause))
 
     def _open(self, node: str, kind: str, ev: Event) -> None:
         self.gaps[(node, kind)] = _Gap(ev.time_ns, self._limit(node, kind), ev)
 
     def on_event(self, ev: Event) -> None:
-        if ev.via:
-            return  # an external node seen by the proxy: a partial view (harness.live_observe), not judged
+        if ev.via or ev.role == TAP:
+            self._external(ev)
+            return
         if ev.kind in (CRASH, START):
-            for kind in ("BEACON", "HEAD"):
-                self._close(ev.node, kind, ev.time_ns)
+            for node, kind in [k for k in self.gaps if k[0] == ev.node]:
+                self._close(node, kind, ev.time_ns)
         self.pauses.on_event(ev)
         if ev.kind == START:
             self._open(ev.node, "BEACON", ev)
@@ -97,6 +118,29 @@ class Intervals(Checker):
             self._close(ev.node, kind, ev.time_ns)
             self._open(ev.node, kind, ev)
 
+    def _external(self, ev: Event) -> None:
+        """An external node's BEACON as the proxy read it on its way to a tower (one gap per
+        address: a process may be two nodes), or what the tap heard on its XPUB: every HEAD
+        and RECORD it published, straight from it. A process's start is not seen, so a gap
+        opens at its first BEACON (first RECORD for HEAD) of a life; its crash closes it."""
+        if ev.node in self.external and ev.via and ev.kind == SEND and ev.msg_type == "BEACON":
+            msg = ev.message()
+            if msg is not None and msg.name == "BEACON":
+                self._sent(ev.node, f"BEACON {msg['sender']}", ev)
+        elif ev.role == TAP and ev.kind == RECV and ev.socket in self.external and ev.frames:
+            node = ev.socket
+            self.heard.add(node)
+            msg = ev.message()
+            if msg is None or msg.name not in ("HEAD", "RECORD"):
+                return
+            if msg.name == "HEAD" or (node, "HEAD") not in self.gaps:  # (HEADs are due from its first RECORD on)
+                self._sent(node, "HEAD", ev, counted=msg.name == "HEAD")
+
+    def _sent(self, node: str, kind: str, ev: Event, counted: bool = True) -> None:
+        self.sends += counted
+        self._close(node, kind, ev.time_ns)
+        self.gaps[(node, kind)] = _Gap(ev.time_ns, self._limit(node, kind), ev)
+
     def _clock(self, ev: Event) -> None:
         """The simulator's clock: node time = virtual + offset + drift x virtual. A fault that
         moves it back makes the node's timers wait until it reads their time again, at its rate."""
@@ -111,9 +155,18 @@ class Intervals(Checker):
     def finish(self, end_ns: int) -> list[Verdict]:
         for node, kind in list(self.gaps):
             self._close(node, kind, end_ns)
+        note = ""
+        if self.external:
+            note = (f"; external nodes ({', '.join(sorted(self.external))}) held to at least "
+                    f"{EXTERNAL_INTERVAL_MS} ms intervals, their BEACONs as the proxy saw them, their HEADs as "
+                    "the tap heard them")
+            if self.external - self.heard:
+                note += f"; the tap heard nothing of {', '.join(sorted(self.external - self.heard))}"
         if self.bad:
-            return [self.first_problem(self.bad, "interval(s) too long")]
-        return [self.ok(f"{self.sends} BEACON/HEAD(s), none late")]
+            v = self.first_problem(self.bad, "interval(s) too long")
+            v.detail += note
+            return [v]
+        return [self.ok(f"{self.sends} BEACON/HEAD(s), none late{note}")]
 
 
 class Answers(Checker):
@@ -125,7 +178,13 @@ class Answers(Checker):
     answers each GET-HEADS for its topic with a DIRECT-HEAD to the requestor
     (``dafka.producer.direct-head-reply``, E-DAFKA-15); a store that receives a record above one
     it never received FETCHes the first missed one (``dafka.fetch.on-gap``) and never FETCHes
-    from a record it received in that life (``dafka.fetch.first-missed-and-count``)."""
+    from a record it received in that life (``dafka.fetch.first-missed-and-count``).
+
+    An external node the run observes is judged from what the chaos proxy handed it and read
+    from it, and what the tap heard it publish, with ``external_slack_ms`` (default 1000) more
+    time: the subscriptions its XPUB got, the GET-HEADS and records it received, its answers.
+    Not judged of it: a consumer's GET-HEADS (its start is not seen), and a store's FETCH from a
+    record it received (the proxy hands a record on before the store reads it)."""
 
     name = "answers"
     clause = "dafka.store.hello-on-subscription"
@@ -133,24 +192,42 @@ class Answers(Checker):
     roles = frozenset({"producer", "store", "consumer"})
 
     def __init__(self, topics: dict[str, list[str]] | None = None, within_ms: int | None = None,
-                 **params: Any) -> None:
+                 external: dict[str, str] | None = None, external_slack_ms: int = SLACK_MS, **params: Any) -> None:
         super().__init__(**params)
         self.config_topics = topics or {}
-        self.duties = Duties(DEFAULT_WITHIN_NS if within_ms is None else int(within_ms) * MS)
+        within = DEFAULT_WITHIN_NS if within_ms is None else int(within_ms) * MS
+        self.duties = Duties(within)
+        # observed external nodes (name -> role): their duties as the proxy and the tap saw them,
+        # with more time (a receipt's time is when the proxy handed it on, a send's when it read it)
+        self.external = external or {}
+        self.ext_duties = Duties(within + external_slack_ms * MS)
+        if self.external:
+            self.roles = self.roles | {TAP}
         self.topics: dict[str, list[str]] = {}  # consumer -> topics of its life
         self.published: dict[str, str] = {}  # producer -> the topic it published on in its life
-        self.address: dict[str, str] = {}  # store -> its address (beacon)
+        self.address: dict[str, set[str]] = {}  # store -> its addresses (beacons; a process may be two nodes)
         self.held: dict[tuple[str, str, str], set[int]] = {}  # (store, topic, partition) -> offsets ever received
         self.low: dict[tuple[str, str, str], int] = {}  # ... -> the lowest offset never received
         self.life_held: dict[tuple[str, str, str], set[int]] = {}  # ... received in its current life
         self.fetched: dict[tuple[str, str, str], list[tuple[int, int]]] = {}  # FETCH ranges of its life
         self.bad: list[Problem] = []
 
+    def _of(self, node: str) -> Duties:
+        return self.ext_duties if node in self.external else self.duties
+
     def on_event(self, ev: Event) -> None:
-        if ev.via:
-            return  # an external node seen by the proxy: a partial view (harness.live_observe), not judged
+        if ev.role == TAP:  # what an external node published, straight from its XPUB: its send
+            if ev.kind == RECV and ev.socket in self.external and ev.frames:
+                msg = ev.message()
+                if msg is not None:
+                    self._sent(Event(ev.time_ns, ev.socket, self.external[ev.socket], SEND, "xpub", ev.frames,
+                                     msg.name, codec=ev.codec), msg)
+            return
+        if ev.via and ev.node not in self.external:
+            return
         if ev.kind in Duties.kinds:
             self.duties.on_event(ev)
+            self.ext_duties.on_event(ev)
             if ev.kind in (CRASH, START):
                 self._new_life(ev)
             return
@@ -163,8 +240,8 @@ class Answers(Checker):
         if ev.kind == RECV and len(frames) == 1 and frames[0][:2] == STORE_HELLO_SUB and ev.role == "store":
             consumer = frames[0][2:].decode("utf-8", "surrogateescape")
             if consumer:
-                self.duties.owe(ev.node, ("STORE-HELLO", consumer), ev, f"owed a STORE-HELLO to {consumer[:8]}..",
-                                "dafka.store.hello-on-subscription")
+                self._of(ev.node).owe(ev.node, ("STORE-HELLO", consumer), ev,
+                                      f"owed a STORE-HELLO to {consumer[:8]}..", "dafka.store.hello-on-subscription")
             return
         if ev.kind == SEND:
             msg = ev.message()
@@ -196,68 +273,92 @@ class Answers(Checker):
 
     def _sent(self, ev: Event, msg: Message) -> None:
         name = msg.name
+        duties = self._of(ev.node)
         if name == "BEACON":
-            self.address.setdefault(ev.node, str(msg["sender"]))
+            self.address.setdefault(ev.node, set()).add(str(msg["sender"]))
         elif name in ("STORE-HELLO", "GET-HEADS", "DIRECT-HEAD"):
-            self.duties.discharge(ev.node, (name, msg["topic"]), ev.time_ns)
+            duties.discharge(ev.node, (name, msg["topic"]), ev.time_ns)
         elif name == "RECORD" and ev.role == "producer":
             self.published.setdefault(ev.node, msg["subject"])
         elif name == "FETCH" and ev.role == "store":
             key = (ev.node, msg["subject"], msg["topic"])
             first, upto = msg["sequence"], msg["sequence"] + msg["count"]
-            if first in self.life_held.get(key, ()):
+            # (an external store may not have read yet what the proxy handed on: not judged of it)
+            if first in self.life_held.get(key, ()) and ev.node not in self.external:
                 self.bad.append((ev, f"{ev.node} FETCHed {msg['topic'][:8]}.. from {first}, which it received",
                                  "dafka.fetch.first-missed-and-count"))
             self.fetched.setdefault(key, []).append((first, upto))
-            for k in [k for k in self.duties.owed.get(ev.node, {}) if k[:3] == ("FETCH",) + key[1:]]:
+            for k in [k for k in duties.owed.get(ev.node, {}) if k[:3] == ("FETCH",) + key[1:]]:
                 if first <= k[3] < upto:
-                    self.duties.discharge(ev.node, k, ev.time_ns)
+                    duties.discharge(ev.node, k, ev.time_ns)
 
     def _received(self, ev: Event, msg: Message) -> None:
         name = msg.name
         if name == "GET-HEADS" and ev.role == "producer" and self.published.get(ev.node) == msg["topic"]:
-            self.duties.owe(ev.node, ("DIRECT-HEAD", msg["address"]), ev,
+            self._of(ev.node).owe(ev.node, ("DIRECT-HEAD", msg["address"]), ev,
                             f"owed a DIRECT-HEAD to {msg['address'][:8]}..", "dafka.producer.direct-head-reply")
         elif ev.role == "store" and (name == "RECORD" and msg["topic"] == msg["subject"] or
-                                     name == "DIRECT-RECORD" and msg["topic"] == self.address.get(ev.node)):
+                                     name == "DIRECT-RECORD" and msg["topic"] in self.address.get(ev.node, ())):
             self._stored(ev, (ev.node, msg["subject"], msg["address"]), msg["sequence"])
 
     def _stored(self, ev: Event, key: tuple[str, str, str], offset: int) -> None:
+        duties = self._of(ev.node)
         held = self.held.setdefault(key, set())
         held.add(offset)
         self.life_held.setdefault(key, set()).add(offset)
-        self.duties.discharge(ev.node, ("FETCH",) + key[1:] + (offset,), ev.time_ns)
+        duties.discharge(ev.node, ("FETCH",) + key[1:] + (offset,), ev.time_ns)
         missed = self.low.get(key, 0)
         while missed in held:
             missed += 1
         self.low[key] = missed
-        if missed >= offset or self.duties.owes(ev.node, ("FETCH",) + key[1:] + (missed,)):
+        if missed >= offset or duties.owes(ev.node, ("FETCH",) + key[1:] + (missed,)):
             return
         if any(a <= missed < b for a, b in self.fetched.get(key, ())):
             return  # asked for already in this life
-        self.duties.owe(ev.node, ("FETCH",) + key[1:] + (missed,), ev,
+        duties.owe(ev.node, ("FETCH",) + key[1:] + (missed,), ev,
                         f"owed a FETCH of {key[2][:8]}.. from offset {missed} (got {offset})", "dafka.fetch.on-gap")
 
     def finish(self, end_ns: int) -> list[Verdict]:
-        bad = self.bad + self.duties.finish(end_ns)
+        bad = self.bad + self.duties.finish(end_ns) + self.ext_duties.finish(end_ns)
+        note = ""
+        if self.external:
+            note = (f"; of external nodes ({', '.join(sorted(self.external))}), {self.ext_duties.met} judged as the "
+                    f"proxy and the tap saw them, within {self.ext_duties.within // MS} ms")
+            roles = set(self.external.values())
+            unjudged = (["a consumer's GET-HEADS (its start is not seen)"] if "consumer" in roles else []) + (
+                ["a store's FETCH from a record it received (the proxy hands a record on before the store reads it)"]
+                if "store" in roles else [])
+            if unjudged:
+                note += "; not judged: " + ", ".join(unjudged)
         if bad:
-            return [self.first_problem(bad, "missing or wrong answer(s)")]
-        return [self.ok(f"{self.duties.met} answer(s) owed, each given in time")]
+            v = self.first_problem(bad, "missing or wrong answer(s)")
+            v.detail += note
+            return [v]
+        return [self.ok(f"{self.duties.met + self.ext_duties.met} answer(s) owed, each given in time{note}")]
 
 
 class ProducerClaims(Checker):
     """What a producer's RECORDs and HEADs claim about its partition: a HEAD's sequence is the
     offset of the last record it published on that partition (``dafka.producer.head-sequence``,
     E-DAFKA-16), and the address of its RECORDs and HEADs is the identifier its beacons announce
-    in the same life (``dafka.partition.name-is-producer-uuid``, E-DAFKA-12)."""
+    in the same life (``dafka.partition.name-is-producer-uuid``, E-DAFKA-12).
+
+    An external producer the run observes is judged from the RECORDs and HEADs the tap heard on
+    its XPUB (one connection: in the order it published them) and the BEACONs the chaos proxy
+    saw; a HEAD is judged only once the tap heard a RECORD of its partition in that life (the tap
+    may connect after the first ones)."""
 
     name = "producer-claims"
     clause = "dafka.producer.head-sequence"
     kinds = frozenset({SEND, CRASH, START})
     roles = frozenset({"producer"})
 
-    def __init__(self, **params: Any) -> None:
+    def __init__(self, external: frozenset[str] = frozenset(), **params: Any) -> None:
         super().__init__(**params)
+        self.external = external  # observed external producers
+        if external:
+            self.roles = self.roles | {TAP}
+            self.kinds = self.kinds | {RECV}
         self.last: dict[tuple[str, str], int] = {}  # (producer, partition) -> last offset published in its life
         self.announced: dict[str, set[str]] = {}  # producer -> identifiers its beacons announced in its life
         self.claims: dict[str, list[tuple[Event, str]]] = {}  # producer -> (RECORD/HEAD, address) of its life
@@ -273,39 +374,49 @@ class ProducerClaims(Checker):
                                  "dafka.partition.name-is-producer-uuid"))
 
     def on_event(self, ev: Event) -> None:
-        if ev.via:
-            return  # an external node seen by the proxy: a partial view (harness.live_observe), not judged
+        node, tapped = ev.node, False
+        if ev.role == TAP:  # what an external producer published, straight from its XPUB
+            if ev.kind != RECV or ev.socket not in self.external:
+                return
+            node, tapped = ev.socket, True
+        elif ev.via:
+            if ev.node not in self.external or ev.msg_type != "BEACON":
+                return  # (its RECORDs and HEADs: as the tap heard them, in order)
         if ev.kind in (CRASH, START):
-            self._judge(ev.node)
-            for key in [k for k in self.last if k[0] == ev.node]:
+            self._judge(node)
+            for key in [k for k in self.last if k[0] == node]:
                 del self.last[key]
             return
-        if ev.msg_type not in ("BEACON", "RECORD", "HEAD"):
+        if not tapped and ev.msg_type not in ("BEACON", "RECORD", "HEAD"):
             return
         msg = ev.message()
-        if msg is None:
+        if msg is None or msg.name not in ("BEACON", "RECORD", "HEAD"):
             return
         if msg.name == "BEACON":
-            self.announced.setdefault(ev.node, set()).add(str(msg["sender"]))
+            self.announced.setdefault(node, set()).add(str(msg["sender"]))
             return
-        claims = self.claims.setdefault(ev.node, [])
+        claims = self.claims.setdefault(node, [])
         if not claims or claims[-1][1] != msg["address"]:  # one claim per change of address is enough
             claims.append((ev, msg["address"]))
-        key = (ev.node, msg["address"])
+        key = (node, msg["address"])
         if msg.name == "RECORD":
             self.last[key] = msg["sequence"]
-        elif msg.name == "HEAD":
+        elif msg.name == "HEAD" and (not tapped or key in self.last):
             self.heads += 1
             if msg["sequence"] != self.last.get(key, -1):
-                self.bad.append((ev, f"{ev.node} sent HEAD {msg['sequence']} with its last record at "
+                self.bad.append((ev, f"{node} sent HEAD {msg['sequence']} with its last record at "
                                      f"{self.last.get(key, 'none')}", self.clause))
 
     def finish(self, end_ns: int) -> list[Verdict]:
         for node in list(self.claims):
             self._judge(node)
+        note = (f"; external producers ({', '.join(sorted(self.external))}) as the tap heard them and the proxy saw "
+                "their BEACONs" if self.external else "")
         if self.bad:
-            return [self.first_problem(self.bad, "false claim(s)")]
-        return [self.ok(f"{self.heads} HEAD(s) at the last published offset, addresses as announced")]
+            v = self.first_problem(self.bad, "false claim(s)")
+            v.detail += note
+            return [v]
+        return [self.ok(f"{self.heads} HEAD(s) at the last published offset, addresses as announced{note}")]
 
 
 class HelloReply(Checker):

@@ -2,8 +2,10 @@
 every ``Subscribe``/``Unsubscribe``/``Connect``/``Disconnect`` of a node and the sockets each of
 its lives declares), clause by clause of ZeroMQ Subscriptions and the Interconnection Model.
 
-Only nodes the harness runs in-process (reference nodes and mutants) report these actions; an
-implementation under test is judged by the conformance suites instead.
+Nodes the harness runs in-process (reference nodes and mutants) report these actions. An
+external node's are judged from what the chaos proxy saw of its sockets when the run observes it
+(`harness.checkers.dafka_seen`): the subscriptions each of its connections carried, and whether
+its beacons and a subscription to the towers' beacons reached a tower.
 """
 
 from __future__ import annotations
@@ -11,9 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 from harness.checkers.base import (
-    COMMAND, SEND, START, SUBSCRIBE, UNSUBSCRIBE, Checker, Event, Verdict,
+    COMMAND, RESTART, SEND, START, SUBSCRIBE, UNSUBSCRIBE, Checker, Event, Pauses, Verdict,
 )
-from harness.checkers.dafka_duties import DEFAULT_WITHIN_NS, Duties
+from harness.checkers.dafka_duties import DEFAULT_WITHIN_NS, Duties, Problem
+from harness.checkers.dafka_seen import SeenConnection, SeenLife, SeenNodes
 from harness.checkers.lives import SocketLife, SocketLives
 from harness.node import SocketSpec, SocketType
 from harness.protocols.dafka import subscription
@@ -37,6 +40,10 @@ REQUIRED: dict[str, tuple[tuple[str, bool, str], ...]] = {
               ("CONSUMER-HELLO", True, "dafka.subscription.store-consumer-hello")),
 }
 PER_TOPIC = (("RECORD", "dafka.subscription.consumer-record"), ("HEAD", "dafka.subscription.consumer-head"))
+MS = 1_000_000
+# An external process's start or restart, before its tower links are due: it is not seen to
+# start, and a slow one (a shell first, an interpreter) takes seconds.
+TOWER_GRACE_NS = 4000 * MS
 
 
 class _Life:
@@ -75,12 +82,16 @@ class Subscriptions(Checker):
     roles = frozenset({"producer", "store", "consumer"})
 
     def __init__(self, topics: dict[str, list[str]] | None = None, within_ms: int | None = None,
-                 **params: Any) -> None:
+                 seen: SeenNodes | None = None, **params: Any) -> None:
         super().__init__(**params)
         self.config_topics = topics or {}
         self.duties = Duties(DEFAULT_WITHIN_NS if within_ms is None else int(within_ms) * 1_000_000)
         self.declared: dict[str, list[SocketSpec]] = {}
         self.lives: dict[str, _Life] = {}
+        self.seen = seen  # the external nodes, as the proxy saw them (None: not observed)
+        if seen is not None:
+            self.kinds = self.kinds | SeenNodes.kinds
+        self.pauses = Pauses()
 
     def on_sockets(self, node: str, sockets: list[SocketSpec]) -> None:
         self.declared[node] = list(sockets)
@@ -92,8 +103,11 @@ class Subscriptions(Checker):
             self.duties.owe(ev.node, prefix, ev, f"did not subscribe to {prefix!r} ({why})", clause)
 
     def on_event(self, ev: Event) -> None:
+        if self.seen is not None:
+            self.seen.on_event(ev)
+            self.pauses.on_event(ev)
         if ev.via:
-            return  # an external node seen by the proxy: a partial view (harness.live_observe), not judged
+            return  # an external node: judged from `seen` at the end
         if ev.kind in Duties.kinds:
             self.duties.on_event(ev)
             if ev.kind == START:
@@ -149,9 +163,139 @@ class Subscriptions(Checker):
 
     def finish(self, end_ns: int) -> list[Verdict]:
         bad = self.duties.finish(end_ns)
+        seen = ""
+        if self.seen is not None:
+            judged = _SeenSubscriptions(self, end_ns)
+            bad = bad + judged.bad
+            seen = judged.summary()
         if bad:
             return [self.first_problem(bad, "missing subscription(s)")]
-        return [self.ok(f"{self.duties.met} required subscription(s) in place")]
+        return [self.ok(f"{self.duties.met} required subscription(s) in place{seen}")]
+
+
+class _SeenSubscriptions:
+    """The subscriptions of the external nodes, judged from their connections (``seen``), peer by
+    peer: a connection to a peer that came up once the node needed a subscription carries it
+    within ``within`` of coming up, or another of the node's connections to that peer does (a
+    SUB socket sends what it holds on each new connection; a process that is two Dafka nodes has
+    two SUBs). One needed later (its own address, from its first BEACON; a producer's partition,
+    from its first RECORD) that no connection came up after is held on some connection within
+    ``within`` of the need. A need for its own address is met by any of its addresses (a process
+    that is two nodes splits them). A consumer's topics (the file's, and any it subscribed to
+    RECORDs or HEADs of) are needed from when it first held them on any connection (its
+    application subscribes when it will), and held at some point in a life of `TOWER_GRACE_NS`
+    or more. Paused time does not count; a connection is judged only if the
+    node's life lasted until the bound."""
+
+    def __init__(self, check: Subscriptions, end_ns: int) -> None:
+        assert check.seen is not None
+        self.check = check
+        self.within = check.duties.within
+        self.bad: list[Problem] = []
+        self.met = 0
+        self.nodes: set[str] = set()
+        self.unseen: set[str] = set()  # external nodes with no peer connection seen
+        for life in check.seen.all_lives(end_ns):
+            self._judge(life, check.seen.roles)
+
+    def _needs(self, life: SeenLife) -> list[tuple[tuple[bytes, ...], str, str, Event | None]]:
+        """(prefixes, any of which will do; clause; why; the event that made it needed, or None:
+        from the start)."""
+        needs: list[tuple[tuple[bytes, ...], str, str, Event | None]] = []
+        for cmd, own, clause in REQUIRED.get(life.role, ()):
+            if not own:
+                needs.append(((subscription(cmd),), clause, "every one", None))
+            elif life.role != "producer" and life.addresses:
+                needs.append((tuple(subscription(cmd, a) for a in life.addresses), clause, "its own address",
+                              life.beacon))
+            elif life.role == "producer":
+                needs.extend(((subscription(cmd, part),), clause, "its partition", ev)
+                             for part, ev in life.partitions.items())
+        return needs
+
+    def _topic_needs(self, life: SeenLife, roles: dict[str, str]) -> list[tuple[bytes, str, str, Event | None]]:
+        """A consumer's topics: its application subscribes when it will (zeromq/dafka's console
+        consumer a second after it starts), which the harness does not see. (prefix, clause, why,
+        the first subscription that held it, or None: never.)"""
+        if life.role != "consumer":
+            return []
+        # its topics: the file's, and any it showed it wants (a RECORD or HEAD subscription on a topic)
+        topics = dict.fromkeys(self.check.config_topics.get(life.node, []))
+        topics.update(dict.fromkeys(life.topics(roles, tuple(subscription(cmd) for cmd, _ in PER_TOPIC))))
+        prefixes = [(subscription(cmd, topic), clause, f"topic {topic!r}") for topic in topics
+                    for cmd, clause in PER_TOPIC]
+        return [(prefix, clause, why, life.first_holding(prefix, roles)) for prefix, clause, why in prefixes]
+
+    def _due(self, node: str, since: int) -> int:
+        """``since`` + ``within`` of the node's unpaused time."""
+        due = since + self.within
+        for _ in range(8):  # (a pause that runs past the bound moves it again)
+            later = since + self.within + self.check.pauses.between(node, since, due)
+            if later == due:
+                break
+            due = later
+        return due
+
+    @staticmethod
+    def _held(conns: list[SeenConnection], prefixes: tuple[bytes, ...], by_ns: int) -> bool:
+        return any(c.covers(p, by_ns) for c in conns for p in prefixes)
+
+    def _judge(self, life: SeenLife, roles: dict[str, str]) -> None:
+        by_peer = life.by_peer(roles)
+        if not by_peer:
+            self.unseen.add(life.node)
+            return
+        self.nodes.add(life.node)
+        end = life.end
+        assert end is not None
+        for prefixes, clause, why, since in self._needs(life):
+            need = since.time_ns if since is not None else None
+            what = f"{life.node} did not subscribe to {' or '.join(map(repr, prefixes))} ({why})"
+            problem = self._on_connect(life, by_peer, prefixes, need, end, what, clause)
+            everything = [c for cs in by_peer.values() for c in cs]
+            if problem is None and since is not None and not any(c.first >= since.time_ns for c in everything):
+                due = self._due(life.node, since.time_ns)
+                if due <= end and not self._held(everything, prefixes, due):
+                    problem = (since, f"{what} within {self.within // MS} ms of needing it, on any of its "
+                                      f"{len(everything)} connection(s) to peers (seen by the proxy)", clause)
+            self._count(problem)
+        for prefix, clause, why, first in self._topic_needs(life, roles):
+            what = f"{life.node} did not subscribe to {prefix!r} ({why})"
+            if first is None:  # never: a failure once its life was long enough to have done it
+                long_enough = end - life.start >= TOWER_GRACE_NS
+                conn = min((c for cs in by_peer.values() for c in cs), key=lambda c: c.first)
+                self._count((conn.event, f"{what} on any of its connections to peers (seen by the proxy)", clause)
+                            if long_enough else None)
+            else:  # once it holds it, each connection that comes up carries it
+                self._count(self._on_connect(life, by_peer, (prefix,), first.time_ns, end, what, clause))
+
+    def _count(self, problem: Problem | None) -> None:
+        if problem is not None:
+            self.bad.append(problem)
+        else:
+            self.met += 1
+
+    def _on_connect(self, life: SeenLife, by_peer: dict[str, list[SeenConnection]], prefixes: tuple[bytes, ...],
+                    need: int | None, end: int, what: str, clause: str) -> Problem | None:
+        for peer, conns in by_peer.items():
+            for c in conns:
+                if need is not None and c.first < need:
+                    continue
+                due = self._due(life.node, c.first)
+                if due <= end and not self._held(conns, prefixes, due):
+                    return (c.event, f"{what} on its connection to {peer}: not within {self.within // MS} ms of it "
+                                     "coming up (seen by the proxy)", clause)
+        return None
+
+    def summary(self) -> str:
+        out = ""
+        if self.nodes:
+            out += (f"; {self.met} more of the external nodes {', '.join(sorted(self.nodes))}, judged from their "
+                    "connections as the proxy saw them")
+        if self.unseen - self.nodes:
+            out += ("; not judged: no connection to a peer seen (external: "
+                    f"{', '.join(sorted(self.unseen - self.nodes))})")
+        return out
 
 
 class TowerLinks(Checker):
@@ -165,19 +309,28 @@ class TowerLinks(Checker):
     kinds = SocketLives.kinds
     roles = frozenset({"producer", "store", "consumer"})
 
-    def __init__(self, within_ms: int | None = None, **params: Any) -> None:
+    def __init__(self, within_ms: int | None = None, seen: SeenNodes | None = None,
+                 cut_from_towers: frozenset[str] = frozenset(), cut_off: frozenset[str] = frozenset(),
+                 **params: Any) -> None:
         super().__init__(**params)
         self.within = DEFAULT_WITHIN_NS if within_ms is None else int(within_ms) * 1_000_000
         self.lives = SocketLives(self.within)
         self.bad: list[tuple[Event, str, str]] = []
         self.judged = 0
+        self.seen = seen  # the external nodes, as the proxy saw them (None: not observed)
+        self.cut_from_towers = cut_from_towers  # external nodes a partition may cut off the towers
+        self.cut_off = cut_off  # ... or off any other node
+        if seen is not None:
+            self.kinds = self.kinds | SeenNodes.kinds
 
     def on_sockets(self, node: str, sockets: list[SocketSpec]) -> None:
         self.lives.declare(node, sockets)
 
     def on_event(self, ev: Event) -> None:
+        if self.seen is not None:
+            self.seen.on_event(ev)
         if ev.via:
-            return  # an external node seen by the proxy: a partial view (harness.live_observe), not judged
+            return  # an external node: judged from `seen` at the end
         ended = self.lives.on_event(ev)
         if ended is not None:
             self._judge(ended)
@@ -196,9 +349,57 @@ class TowerLinks(Checker):
             self.bad.append((ev, f"{node} connected no SUB socket for the towers' beacons to a tower",
                              "dafka.interconnect.tower-sub-connect"))
 
+    def _judge_seen(self, life: SeenLife, roles: dict[str, str]) -> str | None:
+        """An external node's life: within `TOWER_GRACE_NS` of its start (or restart), a BEACON
+        of it and a subscription to the towers' beacons on a connection to a tower reached the
+        proxy, and (unless a partition may cut it off) its SUB connected to a peer it heard of.
+        Returns why it was not judged, if it was not."""
+        end = life.end
+        assert end is not None
+        if end - life.start < TOWER_GRACE_NS:
+            return "a life too short to judge"
+        if life.node in self.cut_from_towers:
+            return "a partition may cut it off the towers"
+        due = life.start + TOWER_GRACE_NS
+        self.judged += 1
+        sub = any(c.covers(TOWER_BEACON, due) for c in life.tower_conns(roles))
+        pub = life.beacon is not None and life.beacon.time_ns <= due
+        first_conn = min(life.conns.values(), key=lambda c: c.first, default=None)
+        ev = life.beacon or (first_conn.event if first_conn is not None else None)
+        where = f" (seen by the proxy, within {TOWER_GRACE_NS // MS} ms of its {'re' if life.start else ''}start)"
+        if not pub and not sub:
+            self._seen_problem(ev, life, f"{life.node} connected no socket to any tower: no BEACON and no "
+                                         f"subscription to {TOWER_BEACON!r} reached one{where}",
+                               "dafka.interconnect.tower-sockets")
+        elif not pub:
+            self._seen_problem(ev, life, f"{life.node} sent no BEACON to a tower{where}",
+                               "dafka.interconnect.tower-pub-connect")
+        elif not sub:
+            self._seen_problem(ev, life, f"{life.node} subscribed to no tower's beacons ({TOWER_BEACON!r}){where}",
+                               "dafka.interconnect.tower-sub-connect")
+        elif life.node not in self.cut_off and not life.peer_conns(roles):
+            # it heard the towers' beacons, so of the other nodes, and connected to none of them
+            self._seen_problem(ev, life, f"{life.node} connected its SUB to no peer it heard of from the towers"
+                                         f"{where}", "dafka.interconnect.connect-on-discovery")
+        return None
+
+    def _seen_problem(self, ev: Event | None, life: SeenLife, detail: str, clause: str) -> None:
+        if ev is None:  # nothing of this life was seen: the evidence is the detail alone
+            ev = Event(life.start, life.node, life.role, RESTART if life.start else START)
+        self.bad.append((ev, detail, clause))
+
     def finish(self, end_ns: int) -> list[Verdict]:
         for life in self.lives.finish(end_ns):
             self._judge(life)
+        unjudged: dict[str, str] = {}
+        if self.seen is not None:
+            for seen_life in self.seen.all_lives(end_ns):
+                why = self._judge_seen(seen_life, self.seen.roles)
+                if why is not None:
+                    unjudged.setdefault(seen_life.node, why)
+        note = "".join(f"; not judged: {node} ({why})" for node, why in sorted(unjudged.items()))
         if self.bad:
-            return [self.first_problem(self.bad, "node life(s) without tower links")]
-        return [self.ok(f"{self.judged} node life(s) linked to the towers both ways")]
+            v = self.first_problem(self.bad, "node life(s) with links missing")
+            v.detail += note
+            return [v]
+        return [self.ok(f"{self.judged} node life(s) linked to the towers both ways{note}")]

@@ -64,3 +64,25 @@ def router_link(ctx: zmq.Context, make_proxy: Callable[..., ChaosProxy]) -> Call
         return proxy, router, dealers
 
     return build
+
+
+def xpub_and_sub(ctx: zmq.Context, proxy: ChaosProxy) -> tuple[zmq.Socket, zmq.Socket]:
+    """A verbose XPUB (node "pub", welcome ``W``) behind the proxy, which is started, and a SUB
+    (node "sub") connected through it, subscribed to ``W`` and ``topic``; both sides have seen
+    the two subscriptions and the welcome."""
+    xpub = ctx.socket(zmq.XPUB)
+    xpub.setsockopt(zmq.XPUB_VERBOSE, 1)
+    xpub.setsockopt(zmq.XPUB_WELCOME_MSG, b"W")  # sent once the XPUB's own thread attaches the peer
+    xpub.setsockopt(zmq.RCVTIMEO, 3000)
+    port = xpub.bind_to_random_port("tcp://127.0.0.1")
+    ep = proxy.add_link(LinkSpec(f"tcp://127.0.0.1:{port}", binder="pub", connecter="sub", welcome=b"W"))
+    proxy.start()
+    sub = ctx.socket(zmq.SUB)
+    sub.setsockopt(zmq.RCVTIMEO, 3000)
+    sub.setsockopt(zmq.SUBSCRIBE, b"W")
+    sub.setsockopt(zmq.SUBSCRIBE, b"topic")
+    sub.connect(ep)
+    assert sorted(xpub.recv_multipart() for _ in range(2)) == [[b"\x01W"], [b"\x01topic"]]
+    assert sub.recv_multipart() == [b"W"]
+    return xpub, sub
+

@@ -13,6 +13,7 @@ from fault_injection.proxy import ChaosProxy, LinkSpec
 from fault_injection.rules import RuleSet
 from harness.protocols import codec
 from fault_injection.zmtp import Greeting, encode_command, encode_message, ready_command
+from tests.fault_injection.conftest import xpub_and_sub
 from tests.fault_injection.zmtp_peers import RawServer, connect, handshake, recv_exactly, wait_until
 
 pytestmark = [pytest.mark.live, pytest.mark.timeout(60)]
@@ -167,20 +168,7 @@ def test_connecters_named_by_source_address(ctx: zmq.Context, make_proxy: Callab
 def test_xpub_sees_subscriptions_cancels_and_sends_its_welcome(ctx: zmq.Context,
                                                                make_proxy: Callable[..., ChaosProxy]) -> None:
     proxy = make_proxy(rules=WITH_RULE)
-    xpub = ctx.socket(zmq.XPUB)
-    xpub.setsockopt(zmq.XPUB_VERBOSE, 1)
-    xpub.setsockopt(zmq.XPUB_WELCOME_MSG, b"W")  # sent once the XPUB's own thread attaches the peer
-    xpub.setsockopt(zmq.RCVTIMEO, 3000)
-    port = xpub.bind_to_random_port("tcp://127.0.0.1")
-    ep = proxy.add_link(LinkSpec(f"tcp://127.0.0.1:{port}", binder="pub", connecter="sub", welcome=b"W"))
-    proxy.start()
-    sub = ctx.socket(zmq.SUB)
-    sub.setsockopt(zmq.RCVTIMEO, 3000)
-    sub.setsockopt(zmq.SUBSCRIBE, b"W")
-    sub.setsockopt(zmq.SUBSCRIBE, b"topic")
-    sub.connect(ep)
-    assert sorted(xpub.recv_multipart() for _ in range(2)) == [[b"\x01W"], [b"\x01topic"]]
-    assert sub.recv_multipart() == [b"W"]
+    xpub, sub = xpub_and_sub(ctx, proxy)
     xpub.send_multipart([b"other", b"x"])
     xpub.send_multipart([b"topic", b"y" * 1000])
     assert sub.recv_multipart() == [b"topic", b"y" * 1000], "the SUB filters what the proxy passed"

@@ -1,6 +1,7 @@
 """The chaos proxy reports the messages of observed connections (fault_injection.observe): a send
 per message read, a receive per copy handed on, none for a dropped one, the damaged frames for a
-corrupted one, socket types and routing ids from the handshake; nothing for unobserved pairs."""
+corrupted one, socket types and routing ids from the handshake; a subscription as a send of the
+subscriber; nothing for unobserved pairs."""
 
 from __future__ import annotations
 
@@ -8,12 +9,16 @@ import threading
 from typing import Any, Callable
 
 import pytest
+import zmq
 
 from fault_injection.naming import codec_malformed
-from fault_injection.observe import SEEN_RECV, SEEN_SEND, Seen
+from fault_injection.observe import SEEN_RECV, SEEN_SEND, SUBSCRIBED, UNSUBSCRIBED, Seen
+from fault_injection.proxy import LinkSpec
 from fault_injection.rules import RuleSet
+from fault_injection.zmtp import Greeting, encode_command, encode_message, ready_command
+from tests.fault_injection.conftest import xpub_and_sub
 from tests.fault_injection.test_fi_proxy import PING, REGISTER, drain, request
-from tests.fault_injection.zmtp_peers import wait_until
+from tests.fault_injection.zmtp_peers import RawServer, connect, handshake, recv_exactly, wait_until
 
 pytestmark = [pytest.mark.live, pytest.mark.timeout(60)]
 
@@ -97,3 +102,46 @@ def test_a_failing_consumer_stops_the_reports_not_the_proxy(router_link: Callabl
         dealer.send_multipart(REGISTER)
         assert router.recv_multipart() == [b"d0", *REGISTER]
     assert proxy.on_seen is None
+
+
+def test_subscriptions_are_reported_as_the_subscribers_sends(ctx: zmq.Context, make_proxy: Callable[..., Any]) -> None:
+    """A SUB's subscriptions and cancels on an observed connection reach ``on_seen`` as sends of
+    the subscriber with the prefix as the one frame, on the connection's number; the XPUB's
+    welcome is not reported, and nothing of them as received."""
+    reports = Reports()
+    proxy = make_proxy(observe=lambda a, b: True, on_seen=reports)
+    xpub, sub = xpub_and_sub(ctx, proxy)
+    sub.setsockopt(zmq.UNSUBSCRIBE, b"topic")
+    assert xpub.recv_multipart() == [b"\x00topic"]
+    assert wait_until(lambda: len(reports.seen) == 3), reports.seen
+    assert [(s.kind, s.src, s.dst, s.msg_type, s.frames) for s in reports.seen] == [
+        (SEEN_SEND, "sub", "pub", SUBSCRIBED, (b"W",)), (SEEN_SEND, "sub", "pub", SUBSCRIBED, (b"topic",)),
+        (SEEN_SEND, "sub", "pub", UNSUBSCRIBED, (b"topic",))]
+    assert {(s.src_type, s.dst_type) for s in reports.seen} == {("SUB", "XPUB")}
+    assert len({s.connection for s in reports.seen}) == 1 and reports.seen[0].connection >= 0, "one connection"
+    assert proxy.stats().observed_receives == 0
+    sub.close(linger=0)
+    xpub.close(linger=0)
+
+
+def test_zmtp_31_subscribe_commands_are_reported_too(make_proxy: Callable[..., Any]) -> None:
+    reports = Reports()
+    proxy = make_proxy(observe=lambda a, b: True, on_seen=reports)
+    with RawServer() as srv:
+        ep = proxy.add_link(LinkSpec(srv.endpoint, binder="pub", connecter="sub"))
+        proxy.start()
+        client = connect(ep)
+        client.sendall(Greeting(3, 1).encode() + ready_command({"Socket-Type": b"SUB"}))
+        server = srv.accept()
+        handshake(server, b"XPUB", minor=1)
+        recv_exactly(client, 64 + len(ready_command({"Socket-Type": b"XPUB"})))
+        subscriptions = encode_command("SUBSCRIBE", b"t") + encode_command("CANCEL", b"t")
+        client.sendall(subscriptions)
+        assert recv_exactly(server, len(subscriptions)) == subscriptions
+        server.sendall(encode_message([b"t", b"x"]))
+        assert wait_until(lambda: len(reports.seen) == 4), reports.seen
+        client.close()
+    subs = [s for s in reports.seen if s.msg_type.startswith("zmq.")]
+    assert [(s.src, s.msg_type, s.frames) for s in subs] == [("sub", SUBSCRIBED, (b"t",)),
+                                                             ("sub", UNSUBSCRIBED, (b"t",))]
+    assert [s.kind for s in reports.seen if not s.msg_type.startswith("zmq.")] == [SEEN_SEND, SEEN_RECV]

@@ -14,7 +14,9 @@ from harness.checkers import dafka as checks
 from harness.checkers.external import corrupts, external_nodes, noting_external
 from harness.checkers import dafka_answers as answers
 from harness.checkers.dafka_input import StoreInput
+from fault_injection import nemesis
 from harness.checkers import dafka_links as links
+from harness.checkers.dafka_seen import SeenNodes, starts_of
 from harness.checkers import dafka_topics as topic_checks
 from harness.packages.base import (
     CaptureHints, Check, Operation, ProtocolPackage, Role, Setting, as_bool, as_int, as_ms, as_str, one_of,
@@ -123,11 +125,78 @@ def _senders(role: str, socket: str, frames: list[bytes]) -> tuple[str, ...] | s
     return socket if role == TAP_ROLE else _BY_ROLE(role, socket, frames)
 
 
+def _seen(scenario: Any) -> SeenNodes | None:
+    """The external nodes as the chaos proxy will see them, when the run observes them."""
+    external = frozenset().union(*(external_nodes(scenario, r) for r in NODES))
+    if not external or not scenario.observe:
+        return None
+    return SeenNodes(_roles(scenario), external, starts_of(scenario, external))
+
+
+def _partitioned(scenario: Any) -> tuple[frozenset[str], frozenset[str]]:
+    """The nodes some partition of the scenario may put on another side than a tower, and than
+    any other node."""
+    roles = _roles(scenario)
+    cut: set[str] = set()
+    apart: set[str] = set()
+    for f in scenario.faults:
+        if not isinstance(f, nemesis.Partition):
+            continue
+        sides = []
+        for side in f.sides:
+            named: set[str] = set()
+            for target in side:  # (``rest``, ``any:``, ``random:``: any node, for all this knows)
+                static = None if target == nemesis.REST or ":" in target else scenario.targets.static(target)
+                named |= set(roles) if static is None else set(static)
+            sides.append(named)
+        for i, side in enumerate(sides):
+            if any(roles.get(n) == "tower" for n in side):
+                cut |= {n for j, other in enumerate(sides) if j != i for n in other}
+            apart |= side
+    return frozenset(cut), frozenset(apart)
+
+
+def _subscriptions(scenario: Any, **params: Any) -> Any:
+    seen = _seen(scenario)
+    check = links.Subscriptions(topics=_consumer_topics(scenario), seen=seen, **params)
+    return check if seen is not None else noting_external(check, scenario, NODES, "their subscriptions")
+
+
+def _tower_links(scenario: Any, **params: Any) -> Any:
+    seen = _seen(scenario)
+    cut_from_towers, cut_off = _partitioned(scenario)
+    check = links.TowerLinks(seen=seen, cut_from_towers=cut_from_towers, cut_off=cut_off, **params)
+    return check if seen is not None else noting_external(check, scenario, NODES, "their sockets to the towers")
+
+
+def _answers(scenario: Any, **params: Any) -> Any:
+    seen = _seen(scenario)
+    roles = _roles(scenario)
+    external = {n: roles[n] for n in seen.external} if seen is not None else None
+    check = answers.Answers(topics=_consumer_topics(scenario), external=external, **params)
+    return check if seen is not None else noting_external(check, scenario, NODES, "their answers")
+
+
+def _offsets(scenario: Any, **params: Any) -> checks.Offsets:
+    """An external producer's RECORDs as the tap hears them (a live run with external nodes has one)."""
+    return checks.Offsets(external=external_nodes(scenario, "producer"), tapped=True, **params)
+
+
+def _producer_claims(scenario: Any, **params: Any) -> Any:
+    seen = _seen(scenario)
+    producers = external_nodes(scenario, "producer") if seen is not None else frozenset()
+    check = answers.ProducerClaims(external=producers, **params)
+    return check if seen is not None else noting_external(check, scenario, ("producer",), "their HEADs")
+
+
 def _intervals(scenario: Any, **params: Any) -> answers.Intervals:
     """Each node's beacon interval and each producer's HEAD interval, as configured."""
     configs = {n: g.config for g in scenario.groups.values() if g.role != "tower" for n in g.nodes}
-    return answers.Intervals(beacon_ms={n: c.get("beacon_ms", DEFAULT_BEACON_MS) for n, c in configs.items()},
-                             head_ms={n: c.get("head_ms", DEFAULT_HEAD_MS) for n, c in configs.items()}, **params)
+    seen = _seen(scenario)
+    check = answers.Intervals(beacon_ms={n: c.get("beacon_ms", DEFAULT_BEACON_MS) for n, c in configs.items()},
+                              head_ms={n: c.get("head_ms", DEFAULT_HEAD_MS) for n, c in configs.items()},
+                              external=seen.external if seen is not None else frozenset(), **params)
+    return check if seen is not None else noting_external(check, scenario, NODES, "their BEACON and HEAD intervals")
 
 
 def _check(name: str, cls: type, factory: Callable[..., Any] | None = None,
@@ -183,7 +252,7 @@ OPERATIONS = {
 }
 
 CHECKS = {
-    "offsets": _check("offsets", checks.Offsets, _of_external(checks.Offsets, "producer")),
+    "offsets": _check("offsets", checks.Offsets, _offsets),
     "consumer-order": _check("consumer-order", checks.ConsumerOrder, _of_external(checks.ConsumerOrder, "consumer")),
     "complete-delivery": _check("complete-delivery", checks.CompleteDelivery, _complete),
     "acked-retrievable": _check("acked-retrievable", checks.AckedRetrievable,
@@ -193,12 +262,11 @@ CHECKS = {
                               _of_external(checks.FetchAscending, "producer", "store")),
     "topic-frames": _check("topic-frames", topic_checks.TopicFrames, _topic_frames),
     "hello-subjects": _check("hello-subjects", topic_checks.HelloSubjects, _hello_subjects),
-    "subscriptions": _check("subscriptions", links.Subscriptions, _with_topics(links.Subscriptions),
-                            (NODES, "their subscriptions")),
-    "tower-links": _check("tower-links", links.TowerLinks, unseen=(NODES, "their sockets to the towers")),
-    "intervals": _check("intervals", answers.Intervals, _intervals, (NODES, "their BEACON and HEAD intervals")),
-    "answers": _check("answers", answers.Answers, _with_topics(answers.Answers), (NODES, "their answers")),
-    "producer-claims": _check("producer-claims", answers.ProducerClaims, unseen=(("producer",), "their HEADs")),
+    "subscriptions": _check("subscriptions", links.Subscriptions, _subscriptions),
+    "tower-links": _check("tower-links", links.TowerLinks, _tower_links),
+    "intervals": _check("intervals", answers.Intervals, _intervals),
+    "answers": _check("answers", answers.Answers, _answers),
+    "producer-claims": _check("producer-claims", answers.ProducerClaims, _producer_claims),
     "store-input": _check("store-input", StoreInput, unseen=(("store",), "what they take in")),
     "hello-reply": _check("hello-reply", answers.HelloReply, _with_topics(answers.HelloReply),
                           (("consumer",), "their replies to STORE-HELLO")),
@@ -292,4 +360,8 @@ PACKAGE = ProtocolPackage(
     # (what a message is does not narrow it: a broken node may send any command id)
     senders=_senders,
     tap=tap,  # judges what external nodes publish that no node subscribes to
+    # the proxy reports an external node's side of all its traffic, its subscriptions too
+    # (harness.live_observe): the checks were reviewed for it
+    observed_checks=True,
+    observed_links="all",
 )
