@@ -1,4 +1,4 @@
-"""The shipped Dafka, Event BUS and PPPP chaos files with one group run as an external process:
+"""The shipped Dafka, Event BUS, PPPP and DCP chaos files with one group run as an external process:
 the independent stand-in of its role (tests/standins/) and, as a baseline, the reference node
 as the same kind of external command. The file's faults and checks are kept; a workload that
 names the external group is dropped (an external node publishes by itself: its command says how
@@ -225,7 +225,41 @@ DAFKA = [
        independent=di_consumer()),
 ]
 
-ENTRIES = {e.id: e for e in EVENTBUS + PPPP + DAFKA}
+# ---- DCP ---------------------------------------------------------------------------------------
+DCP_STANDIN = "{python} tests/standins/dcp_standin.py"
+
+
+def dcp_broker(heartbeat_ms: int, liveness: int) -> tuple[str, str]:
+    """The broker, with the file's heartbeat and liveness."""
+    return (f"{DCP_STANDIN} broker --bind {{endpoint}} --heartbeat-ms {heartbeat_ms} --liveness {liveness}",
+            f"{{zmq_harness}} node dcp broker --bind {{endpoint}} --set heartbeat={heartbeat_ms}ms "
+            f"--set liveness={liveness}")
+
+
+def dcp_worker(heartbeat_ms: int, liveness: int, behaviour: str, service_time_ms: int) -> tuple[str, str]:
+    """A worker of service ``echo`` as the file's workers behave (the broker's heartbeat agreed)."""
+    return (f"{DCP_STANDIN} worker --connect {{connect}} --service echo --behaviour {behaviour} "
+            f"--service-time-ms {service_time_ms} --heartbeat-ms {heartbeat_ms} --liveness {liveness}",
+            f"{{zmq_harness}} node dcp worker --connect {{connect}} --identity {{name}} --set service=echo "
+            f"--set behaviour={behaviour} --set service_time={service_time_ms}ms --set heartbeat={heartbeat_ms}ms "
+            f"--set liveness={liveness}")
+
+
+def dc(id_: str, file: str, group: str, commands: tuple[str, str]) -> Entry:
+    return Entry(f"dc-{id_}", f"dcp/{file}.yaml", group, *commands)
+
+
+DCP = [
+    dc("clean-broker", "clean", "broker", dcp_broker(250, 3)),
+    dc("clean-workers", "clean", "workers", dcp_worker(250, 3, "echo", 2)),
+    dc("lossy-broker", "lossy", "broker", dcp_broker(100, 5)),
+    dc("lossy-workers", "lossy", "workers", dcp_worker(100, 5, "echo", 2)),
+    dc("workercrash-workers", "worker-crash", "workers", dcp_worker(200, 3, "echo", 20)),
+    dc("brokerrestart-broker", "broker-restart", "broker", dcp_broker(200, 3)),
+    dc("partition-broker", "partition-heal", "broker", dcp_broker(250, 3)),
+]
+
+ENTRIES = {e.id: e for e in EVENTBUS + PPPP + DAFKA + DCP}
 DF_TOWER = "{zmq_harness} node dafka tower --name {name} --set bind_sub={bind_sub} --set bind_pub={bind_pub}"
 DI_TOWER = f"{DI} tower --bind-sub {{bind_sub}} --bind-pub {{bind_pub}}"
 

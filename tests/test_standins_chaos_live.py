@@ -24,6 +24,8 @@ KEPT = [
     "df-storerestart-store",  # the stand-in store killed and restarted from its database
     "df-partition-cut",  # a stand-in consumer cut off from the producer and the store
     "df-lossy-producer",  # the stand-in producer's records and heads lost on the way
+    "dc-brokerrestart-broker",  # the stand-in DCP broker killed and started again while requests flow
+    "dc-lossy-workers",  # four stand-in DCP workers behind lossy, duplicating, delaying links
 ]
 
 
