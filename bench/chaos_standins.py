@@ -28,7 +28,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
@@ -72,8 +72,17 @@ EB_SERVER = ("{python} tests/standins/eventbus_server.py --host 127.0.0.1 --port
              "{zmq_harness} node eventbus server --bind {endpoint} --data-dir {data_dir}")
 
 
-def eb(id_: str, file: str, group: str, commands: tuple[str, str]) -> Entry:
-    return Entry(f"eb-{id_}", f"eventbus/chaos/{file}.yaml", group, *commands)
+def entries_of(prefix: str, folder: str, **extra: Any) -> Callable[..., Entry]:
+    """A protocol's entry builder: ``(ID, FILE, GROUP, (standin, reference), **more)`` -> the entry
+    ``PREFIX-ID`` of ``scenarios/FOLDER/FILE.yaml`` (``extra``: fields every entry of it has)."""
+
+    def entry(id_: str, file: str, group: str, commands: tuple[str, str], **more: Any) -> Entry:
+        return Entry(f"{prefix}-{id_}", f"{folder}/{file}.yaml", group, *commands, **extra, **more)
+
+    return entry
+
+
+eb = entries_of("eb", "eventbus/chaos")
 
 
 EVENTBUS = [
@@ -123,8 +132,7 @@ def pp_subscriber(channels: str = "news,weather", idle: int = 200, first_idle: i
             f"--set channels={channels} {r}")
 
 
-def pp(id_: str, file: str, group: str, commands: tuple[str, str]) -> Entry:
-    return Entry(f"pp-{id_}", f"pppp/chaos/{file}.yaml", group, *commands)
+pp = entries_of("pp", "pppp/chaos")
 
 
 PPPP = [
@@ -198,10 +206,7 @@ def di_consumer(offset_reset: str = "earliest", peer_expiry_ms: int | None = Non
     return f"{DI} consumer {DI_COMMON} --topics orders --offset-reset {offset_reset} --fetch-retry-ms 300{expiry}"
 
 
-def df(id_: str, file: str, group: str, commands: tuple[str, str], towers: str | None = None,
-       independent: str = "") -> Entry:
-    return Entry(f"df-{id_}", f"dafka/chaos/{file}.yaml", group, *commands, ready_line=True, towers=towers,
-                 independent=independent)
+df = entries_of("df", "dafka/chaos", ready_line=True)  # (with ``towers=``, ``independent=`` where it has them)
 
 
 DAFKA = [
@@ -245,8 +250,7 @@ def dcp_worker(heartbeat_ms: int, liveness: int, behaviour: str, service_time_ms
             f"--set liveness={liveness}")
 
 
-def dc(id_: str, file: str, group: str, commands: tuple[str, str]) -> Entry:
-    return Entry(f"dc-{id_}", f"dcp/{file}.yaml", group, *commands)
+dc = entries_of("dc", "dcp")
 
 
 DCP = [

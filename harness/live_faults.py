@@ -74,7 +74,7 @@ def observed_pairs(scenario: Scenario) -> Callable[[str, str], bool]:
     return lambda a, b: a in nodes and b in nodes
 
 
-def _nodes_of(scenario: Scenario, target: str) -> set[str]:
+def nodes_of(scenario: Scenario, target: str) -> set[str]:
     """The nodes a target may name when its fault fires: all of them for a dynamic one."""
     if target == nemesis.REST:
         return set(scenario.node_names)
@@ -92,9 +92,9 @@ def pair_touched(scenario: Scenario) -> Callable[[str, str], bool]:
     joined: list[tuple[set[str], set[str]]] = []
     for f in scenario.faults:
         if isinstance(f, nemesis.Partition):
-            apart.append([set().union(*(_nodes_of(scenario, t) for t in side)) for side in f.sides])
+            apart.append([set().union(*(nodes_of(scenario, t) for t in side)) for side in f.sides])
         elif isinstance(f, nemesis.SlowLink):
-            joined.append((_nodes_of(scenario, f.src), _nodes_of(scenario, f.dst)))
+            joined.append((nodes_of(scenario, f.src), nodes_of(scenario, f.dst)))
 
     def one_way(a: str, b: str) -> bool:
         return (any(fnmatch.fnmatchcase(a, r.match.src) and fnmatch.fnmatchcase(b, r.match.dst) for r in rules)
@@ -310,5 +310,5 @@ def proxy_stats(proxy: ChaosProxy) -> dict[str, Any]:
             "observed_sends": s.observed_sends, "observed_receives": s.observed_receives}
 
 
-__all__ = ["ProxyPlacement", "connection_owner", "needs_proxy", "observed_nodes", "observed_pairs", "pair_touched",
-           "place_for_run", "place_proxy", "proxy_stats", "stop_proxy", "take_rows_back"]
+__all__ = ["ProxyPlacement", "connection_owner", "needs_proxy", "nodes_of", "observed_nodes", "observed_pairs",
+           "pair_touched", "place_for_run", "place_proxy", "proxy_stats", "stop_proxy", "take_rows_back"]

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from harness.checkers.base import COMMAND, CRASH, DELIVER, NOTE, RECV, RESTART, SEND, Checker, Event, Verdict
+from harness.checkers.dafka_topics import TAP, tapped_from
 from harness.checkers.external import not_judged
 
 PRODUCER, STORE, CONSUMER = frozenset({"producer"}), frozenset({"store"}), frozenset({"consumer"})
-TAP = "tap"  # the role of the passive listener on external nodes' XPUBs (reference_nodes.dafka.tap)
 
 
 class Offsets(Checker):
@@ -61,16 +61,15 @@ class Offsets(Checker):
             for key in [k for k in self.heard if k[0] == ev.node]:
                 del self.heard[key]
             return
-        if ev.role != TAP or ev.kind != RECV or ev.socket not in self.external or not ev.frames:
-            return
-        msg = ev.message()
+        node = tapped_from(ev, self.external)
+        msg = ev.message() if node else None
         if msg is None or msg.name != "RECORD":
             return
         self.tapped_records += 1
-        key = (ev.socket, msg["address"])
+        key = (node, msg["address"])
         want, seq = self.heard.get(key), msg["sequence"]
         if want is not None and seq != want:
-            self.bad.append((ev, self.clause, f"{ev.socket} published offset {seq} of partition {key[1]} where "
+            self.bad.append((ev, self.clause, f"{node} published offset {seq} of partition {key[1]} where "
                                               f"{want} was due (heard by the tap)"))
         self.heard[key] = seq + 1
 

@@ -14,6 +14,7 @@ from typing import Any
 from harness.checkers.base import CLOCK, COMMAND, CRASH, RECV, SEND, START, Checker, ClockSkews, Event, Verdict
 from harness.checkers.base import Pauses
 from harness.checkers.dafka_duties import DEFAULT_WITHIN_NS, Duties, Problem
+from harness.checkers.dafka_topics import TAP, tapped_from
 from harness.protocols.codec import Message
 from harness.protocols.dafka import COMMAND_IDS, PEER
 
@@ -23,7 +24,6 @@ SLACK_MS = 1000  # scheduling stalls of a loaded host in live runs (one loop thr
 # An external node may not take the file's interval settings: it is held to zeromq/dafka's
 # default (E-DAFKA-14) when the file configures a shorter one.
 EXTERNAL_INTERVAL_MS = 1000
-TAP = "tap"  # the role of the passive listener on external nodes' XPUBs (reference_nodes.dafka.tap)
 STORE_HELLO_ID = COMMAND_IDS["STORE-HELLO"]
 STORE_HELLO_SUB = b"\x01" + STORE_HELLO_ID
 # What a role's receipts owe (a store's records, a producer's GET-HEADS), by command id.
@@ -114,9 +114,7 @@ class Intervals(Checker):
                 return  # HEADs are due from the first record of a life on
             if ev.msg_type == "RECORD" and ev.role != "producer":
                 return
-            self.sends += ev.msg_type != "RECORD"
-            self._close(ev.node, kind, ev.time_ns)
-            self._open(ev.node, kind, ev)
+            self._sent(ev.node, kind, ev, counted=ev.msg_type != "RECORD")
 
     def _external(self, ev: Event) -> None:
         """An external node's BEACON as the proxy read it on its way to a tower (one gap per
@@ -127,8 +125,7 @@ class Intervals(Checker):
             msg = ev.message()
             if msg is not None and msg.name == "BEACON":
                 self._sent(ev.node, f"BEACON {msg['sender']}", ev)
-        elif ev.role == TAP and ev.kind == RECV and ev.socket in self.external and ev.frames:
-            node = ev.socket
+        elif node := tapped_from(ev, self.external):
             self.heard.add(node)
             msg = ev.message()
             if msg is None or msg.name not in ("HEAD", "RECORD"):
@@ -137,9 +134,10 @@ class Intervals(Checker):
                 self._sent(node, "HEAD", ev, counted=msg.name == "HEAD")
 
     def _sent(self, node: str, kind: str, ev: Event, counted: bool = True) -> None:
+        """A BEACON or HEAD (``counted``) or a first RECORD: the gap before it ends, the next begins."""
         self.sends += counted
         self._close(node, kind, ev.time_ns)
-        self.gaps[(node, kind)] = _Gap(ev.time_ns, self._limit(node, kind), ev)
+        self._open(node, kind, ev)
 
     def _clock(self, ev: Event) -> None:
         """The simulator's clock: node time = virtual + offset + drift x virtual. A fault that
@@ -217,11 +215,11 @@ class Answers(Checker):
 
     def on_event(self, ev: Event) -> None:
         if ev.role == TAP:  # what an external node published, straight from its XPUB: its send
-            if ev.kind == RECV and ev.socket in self.external and ev.frames:
-                msg = ev.message()
-                if msg is not None:
-                    self._sent(Event(ev.time_ns, ev.socket, self.external[ev.socket], SEND, "xpub", ev.frames,
-                                     msg.name, codec=ev.codec), msg)
+            node = tapped_from(ev, self.external)
+            msg = ev.message() if node else None
+            if node and msg is not None:
+                self._sent(Event(ev.time_ns, node, self.external[node], SEND, "xpub", ev.frames, msg.name,
+                                 codec=ev.codec), msg)
             return
         if ev.via and ev.node not in self.external:
             return
@@ -376,9 +374,10 @@ class ProducerClaims(Checker):
     def on_event(self, ev: Event) -> None:
         node, tapped = ev.node, False
         if ev.role == TAP:  # what an external producer published, straight from its XPUB
-            if ev.kind != RECV or ev.socket not in self.external:
+            heard_from = tapped_from(ev, self.external)
+            if heard_from is None:
                 return
-            node, tapped = ev.socket, True
+            node, tapped = heard_from, True
         elif ev.via:
             if ev.node not in self.external or ev.msg_type != "BEACON":
                 return  # (its RECORDs and HEADs: as the tap heard them, in order)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.checkers.base import (
-    COMMAND, RESTART, SEND, START, SUBSCRIBE, UNSUBSCRIBE, Checker, Event, Pauses, Verdict,
+    COMMAND, RESTART, SEND, START, SUBSCRIBE, UNSUBSCRIBE, Checker, Event, Verdict,
 )
 from harness.checkers.dafka_duties import DEFAULT_WITHIN_NS, Duties, Problem
 from harness.checkers.dafka_seen import SeenConnection, SeenLife, SeenNodes
@@ -91,7 +91,6 @@ class Subscriptions(Checker):
         self.seen = seen  # the external nodes, as the proxy saw them (None: not observed)
         if seen is not None:
             self.kinds = self.kinds | SeenNodes.kinds
-        self.pauses = Pauses()
 
     def on_sockets(self, node: str, sockets: list[SocketSpec]) -> None:
         self.declared[node] = list(sockets)
@@ -105,10 +104,9 @@ class Subscriptions(Checker):
     def on_event(self, ev: Event) -> None:
         if self.seen is not None:
             self.seen.on_event(ev)
-            self.pauses.on_event(ev)
         if ev.via:
             return  # an external node: judged from `seen` at the end
-        if ev.kind in Duties.kinds:
+        if ev.kind in Duties.kinds:  # (every node's, external ones' too: their pauses count)
             self.duties.on_event(ev)
             if ev.kind == START:
                 self._start(ev)
@@ -226,15 +224,9 @@ class _SeenSubscriptions:
                     for cmd, clause in PER_TOPIC]
         return [(prefix, clause, why, life.first_holding(prefix, roles)) for prefix, clause, why in prefixes]
 
-    def _due(self, node: str, since: int) -> int:
-        """``since`` + ``within`` of the node's unpaused time."""
-        due = since + self.within
-        for _ in range(8):  # (a pause that runs past the bound moves it again)
-            later = since + self.within + self.check.pauses.between(node, since, due)
-            if later == due:
-                break
-            due = later
-        return due
+    def _due(self, node: str, since: int) -> int | None:
+        """When the node has run ``within`` unpaused since ``since`` (None: a pause held it to the end)."""
+        return self.check.duties.pauses.deadline(node, since, self.within)
 
     @staticmethod
     def _held(conns: list[SeenConnection], prefixes: tuple[bytes, ...], by_ns: int) -> bool:
@@ -248,14 +240,14 @@ class _SeenSubscriptions:
         self.nodes.add(life.node)
         end = life.end
         assert end is not None
+        everything = life.peer_conns(roles)  # oldest first
         for prefixes, clause, why, since in self._needs(life):
             need = since.time_ns if since is not None else None
             what = f"{life.node} did not subscribe to {' or '.join(map(repr, prefixes))} ({why})"
             problem = self._on_connect(life, by_peer, prefixes, need, end, what, clause)
-            everything = [c for cs in by_peer.values() for c in cs]
             if problem is None and since is not None and not any(c.first >= since.time_ns for c in everything):
                 due = self._due(life.node, since.time_ns)
-                if due <= end and not self._held(everything, prefixes, due):
+                if due is not None and due <= end and not self._held(everything, prefixes, due):
                     problem = (since, f"{what} within {self.within // MS} ms of needing it, on any of its "
                                       f"{len(everything)} connection(s) to peers (seen by the proxy)", clause)
             self._count(problem)
@@ -263,9 +255,8 @@ class _SeenSubscriptions:
             what = f"{life.node} did not subscribe to {prefix!r} ({why})"
             if first is None:  # never: a failure once its life was long enough to have done it
                 long_enough = end - life.start >= TOWER_GRACE_NS
-                conn = min((c for cs in by_peer.values() for c in cs), key=lambda c: c.first)
-                self._count((conn.event, f"{what} on any of its connections to peers (seen by the proxy)", clause)
-                            if long_enough else None)
+                self._count((everything[0].event, f"{what} on any of its connections to peers (seen by the proxy)",
+                             clause) if long_enough else None)
             else:  # once it holds it, each connection that comes up carries it
                 self._count(self._on_connect(life, by_peer, (prefix,), first.time_ns, end, what, clause))
 
@@ -282,7 +273,7 @@ class _SeenSubscriptions:
                 if need is not None and c.first < need:
                     continue
                 due = self._due(life.node, c.first)
-                if due <= end and not self._held(conns, prefixes, due):
+                if due is not None and due <= end and not self._held(conns, prefixes, due):
                     return (c.event, f"{what} on its connection to {peer}: not within {self.within // MS} ms of it "
                                      "coming up (seen by the proxy)", clause)
         return None

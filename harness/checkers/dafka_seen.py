@@ -52,17 +52,20 @@ class SeenConnection:
 class SeenLife:
     """One life of an external node: its connections, its address, its partitions."""
 
-    __slots__ = ("node", "role", "start", "end", "conns", "addresses", "beacon", "partitions", "seen")
+    __slots__ = ("node", "role", "start", "end", "conns", "addresses", "partitions")
 
     def __init__(self, node: str, role: str, start: int) -> None:
         self.node, self.role = node, role
         self.start = start
         self.end: int | None = None  # its crash (None: it lived to the end of the run)
         self.conns: dict[int, SeenConnection] = {}  # proxy connection number -> connection
-        self.addresses: dict[str, Event] = {}  # address -> its first BEACON
-        self.beacon: Event | None = None  # its first BEACON
+        self.addresses: dict[str, Event] = {}  # address -> its first BEACON, in the order seen
         self.partitions: dict[str, Event] = {}  # partition -> its first RECORD
-        self.seen = 0  # events of it the proxy reported
+
+    @property
+    def beacon(self) -> Event | None:
+        """Its first BEACON."""
+        return next(iter(self.addresses.values()), None)
 
     def peer_conns(self, roles: dict[str, str]) -> list[SeenConnection]:
         """The connections of the SUB that listens to peers (not to the towers), oldest first."""
@@ -123,7 +126,6 @@ class SeenNodes:
             return
         if not ev.via or life.end is not None:
             return  # (what a killed process's connections still carried belongs to no life)
-        life.seen += 1
         if ev.kind in (SUBSCRIBE, UNSUBSCRIBE):
             d = ev.data or {}
             number = int(d.get("connection", -1))
@@ -137,8 +139,6 @@ class SeenNodes:
                 return
             if msg.name == "BEACON":
                 life.addresses.setdefault(str(msg["sender"]), ev)
-                if life.beacon is None:
-                    life.beacon = ev
             elif msg.name == "RECORD" and life.role == "producer":
                 life.partitions.setdefault(str(msg["address"]), ev)
 

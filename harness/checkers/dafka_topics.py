@@ -29,6 +29,12 @@ LEARNED_IDS = frozenset(COMMAND_IDS[n] for n in ("RECORD", "HEAD", "DIRECT-RECOR
                                                  "GET-HEADS", "CONSUMER-HELLO", "STORE-HELLO"))
 ANY_ID = frozenset(COMMAND_IDS.values())
 TAP = "tap"  # the role of the passive listener on external nodes' XPUBs (reference_nodes.dafka.tap)
+
+
+def tapped_from(ev: Event, nodes: frozenset[str] | dict[str, str]) -> str | None:
+    """The node of ``nodes`` whose XPUB the tap heard ``ev`` on (its socket is named after it),
+    or None when ``ev`` is no receipt of the tap from one of them."""
+    return ev.socket if ev.role == TAP and ev.kind == RECV and ev.socket in nodes and ev.frames else None
 TAPPED: dict[str, Any] = {"tapped": True}  # the data of a send as the tap heard it
 
 
@@ -168,7 +174,7 @@ class TopicFrames(Checker):
         if not ev.frames:
             return
         if ev.role == TAP:
-            if ev.kind == RECV and ev.socket in self.tapped:
+            if tapped_from(ev, self.tapped):
                 self._tapped(ev)
             return
         if self.external_producers and ev.frames[0][:1] in BY_SUBJECT and not ev.via:

@@ -135,20 +135,16 @@ def _seen(scenario: Any) -> SeenNodes | None:
 
 def _partitioned(scenario: Any) -> tuple[frozenset[str], frozenset[str]]:
     """The nodes some partition of the scenario may put on another side than a tower, and than
-    any other node."""
+    any other node (each side: the nodes its targets may name, as the proxy's placement reads them)."""
+    from harness.live_faults import nodes_of  # noqa: PLC0415 - it imports the registry, which imports this
+
     roles = _roles(scenario)
     cut: set[str] = set()
     apart: set[str] = set()
     for f in scenario.faults:
         if not isinstance(f, nemesis.Partition):
             continue
-        sides = []
-        for side in f.sides:
-            named: set[str] = set()
-            for target in side:  # (``rest``, ``any:``, ``random:``: any node, for all this knows)
-                static = None if target == nemesis.REST or ":" in target else scenario.targets.static(target)
-                named |= set(roles) if static is None else set(static)
-            sides.append(named)
+        sides = [set().union(*(nodes_of(scenario, t) for t in side)) for side in f.sides]
         for i, side in enumerate(sides):
             if any(roles.get(n) == "tower" for n in side):
                 cut |= {n for j, other in enumerate(sides) if j != i for n in other}
@@ -156,25 +152,32 @@ def _partitioned(scenario: Any) -> tuple[frozenset[str], frozenset[str]]:
     return frozenset(cut), frozenset(apart)
 
 
-def _subscriptions(scenario: Any, **params: Any) -> Any:
-    seen = _seen(scenario)
-    check = links.Subscriptions(topics=_consumer_topics(scenario), seen=seen, **params)
-    return check if seen is not None else noting_external(check, scenario, NODES, "their subscriptions")
+def _unless_observed(make: Callable[..., Any], roles: tuple[str, ...], what: str) -> Callable[..., Any]:
+    """A check built by ``make(scenario, seen, **params)`` that judges the external nodes of
+    ``roles`` from what the proxy sees of them when the run observes them (``seen``), and names
+    ``what`` it does not judge of them when it does not."""
+
+    def factory(scenario: Any, **params: Any) -> Any:
+        seen = _seen(scenario)
+        check = make(scenario, seen, **params)
+        return check if seen is not None else noting_external(check, scenario, roles, what)
+
+    return factory
 
 
-def _tower_links(scenario: Any, **params: Any) -> Any:
-    seen = _seen(scenario)
+def _subscriptions(scenario: Any, seen: SeenNodes | None, **params: Any) -> links.Subscriptions:
+    return links.Subscriptions(topics=_consumer_topics(scenario), seen=seen, **params)
+
+
+def _tower_links(scenario: Any, seen: SeenNodes | None, **params: Any) -> links.TowerLinks:
     cut_from_towers, cut_off = _partitioned(scenario)
-    check = links.TowerLinks(seen=seen, cut_from_towers=cut_from_towers, cut_off=cut_off, **params)
-    return check if seen is not None else noting_external(check, scenario, NODES, "their sockets to the towers")
+    return links.TowerLinks(seen=seen, cut_from_towers=cut_from_towers, cut_off=cut_off, **params)
 
 
-def _answers(scenario: Any, **params: Any) -> Any:
-    seen = _seen(scenario)
+def _answers(scenario: Any, seen: SeenNodes | None, **params: Any) -> answers.Answers:
     roles = _roles(scenario)
     external = {n: roles[n] for n in seen.external} if seen is not None else None
-    check = answers.Answers(topics=_consumer_topics(scenario), external=external, **params)
-    return check if seen is not None else noting_external(check, scenario, NODES, "their answers")
+    return answers.Answers(topics=_consumer_topics(scenario), external=external, **params)
 
 
 def _offsets(scenario: Any, **params: Any) -> checks.Offsets:
@@ -182,21 +185,16 @@ def _offsets(scenario: Any, **params: Any) -> checks.Offsets:
     return checks.Offsets(external=external_nodes(scenario, "producer"), tapped=True, **params)
 
 
-def _producer_claims(scenario: Any, **params: Any) -> Any:
-    seen = _seen(scenario)
-    producers = external_nodes(scenario, "producer") if seen is not None else frozenset()
-    check = answers.ProducerClaims(external=producers, **params)
-    return check if seen is not None else noting_external(check, scenario, ("producer",), "their HEADs")
+def _producer_claims(scenario: Any, seen: SeenNodes | None, **params: Any) -> answers.ProducerClaims:
+    return answers.ProducerClaims(external=external_nodes(scenario, "producer") if seen else frozenset(), **params)
 
 
-def _intervals(scenario: Any, **params: Any) -> answers.Intervals:
+def _intervals(scenario: Any, seen: SeenNodes | None, **params: Any) -> answers.Intervals:
     """Each node's beacon interval and each producer's HEAD interval, as configured."""
     configs = {n: g.config for g in scenario.groups.values() if g.role != "tower" for n in g.nodes}
-    seen = _seen(scenario)
-    check = answers.Intervals(beacon_ms={n: c.get("beacon_ms", DEFAULT_BEACON_MS) for n, c in configs.items()},
-                              head_ms={n: c.get("head_ms", DEFAULT_HEAD_MS) for n, c in configs.items()},
-                              external=seen.external if seen is not None else frozenset(), **params)
-    return check if seen is not None else noting_external(check, scenario, NODES, "their BEACON and HEAD intervals")
+    return answers.Intervals(beacon_ms={n: c.get("beacon_ms", DEFAULT_BEACON_MS) for n, c in configs.items()},
+                             head_ms={n: c.get("head_ms", DEFAULT_HEAD_MS) for n, c in configs.items()},
+                             external=seen.external if seen is not None else frozenset(), **params)
 
 
 def _check(name: str, cls: type, factory: Callable[..., Any] | None = None,
@@ -262,11 +260,15 @@ CHECKS = {
                               _of_external(checks.FetchAscending, "producer", "store")),
     "topic-frames": _check("topic-frames", topic_checks.TopicFrames, _topic_frames),
     "hello-subjects": _check("hello-subjects", topic_checks.HelloSubjects, _hello_subjects),
-    "subscriptions": _check("subscriptions", links.Subscriptions, _subscriptions),
-    "tower-links": _check("tower-links", links.TowerLinks, _tower_links),
-    "intervals": _check("intervals", answers.Intervals, _intervals),
-    "answers": _check("answers", answers.Answers, _answers),
-    "producer-claims": _check("producer-claims", answers.ProducerClaims, _producer_claims),
+    "subscriptions": _check("subscriptions", links.Subscriptions,
+                            _unless_observed(_subscriptions, NODES, "their subscriptions")),
+    "tower-links": _check("tower-links", links.TowerLinks,
+                          _unless_observed(_tower_links, NODES, "their sockets to the towers")),
+    "intervals": _check("intervals", answers.Intervals,
+                        _unless_observed(_intervals, NODES, "their BEACON and HEAD intervals")),
+    "answers": _check("answers", answers.Answers, _unless_observed(_answers, NODES, "their answers")),
+    "producer-claims": _check("producer-claims", answers.ProducerClaims,
+                              _unless_observed(_producer_claims, ("producer",), "their HEADs")),
     "store-input": _check("store-input", StoreInput, unseen=(("store",), "what they take in")),
     "hello-reply": _check("hello-reply", answers.HelloReply, _with_topics(answers.HelloReply),
                           (("consumer",), "their replies to STORE-HELLO")),
