@@ -171,14 +171,18 @@ _EXTERNAL = {
     "raft": "protocol: raft\nname: x\nduration: 1s\nLIVE\nnodes:\n  peers: {role: peer, count: 3, command: \"p {endpoint}\"}\n",
     "dcp": ("protocol: dcp\nname: x\nduration: 1s\nLIVE\nnodes:\n  broker: {role: broker, command: \"b {endpoint}\"}\n"
             "  workers: {role: worker, count: 2, command: \"w {connect}\"}\n"),
+    "eventbus": ("protocol: eventbus\nname: x\nduration: 1s\nLIVE\nnodes:\n  servers: {role: server, count: 2, "
+                 "command: \"s {endpoint}\"}\n  clients: {role: client, count: 2, command: \"c\"}\n"),
 }
 
 
 @pytest.mark.parametrize("protocol, live, observed", [
     ("raft", "", True),  # its checks were reviewed for what the proxy reports
     ("raft", "live: {observe: false}", False),
-    ("dcp", "", False),  # not reviewed: the proxy's times bound sends from above only (heartbeat gaps)
-    ("dcp", "live: {observe: true}", True),
+    ("dcp", "", True),  # reviewed too: worker-interval leaves the proxy's view out (it bounds a send from above only)
+    ("dcp", "live: {observe: false}", False),
+    ("eventbus", "", False),  # not reviewed for it
+    ("eventbus", "live: {observe: true}", True),
 ])
 def test_the_traffic_between_external_nodes_is_observed_by_default_where_the_checks_allow(
         protocol: str, live: str, observed: bool) -> None:

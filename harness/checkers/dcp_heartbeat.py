@@ -42,6 +42,7 @@ class HeartbeatAnswers(Checker):
         super().__init__(**params)
         self.external_clients = {n.encode(): n for n in sorted(external_clients)}  # identity -> node
         self.ever_registered: set[bytes] = set()  # peers that REGISTERed with any broker
+        self.registered_clients: set[str] = set()  # clients that sent a REGISTER (workers, then)
         self.registered: dict[str, set[bytes]] = {}  # broker -> peers that REGISTERed in this life
         self.confirmed: dict[str, set[bytes]] = {}  # broker -> peers it sent a REGISTER back
         self.pending: dict[tuple[str, bytes], list[Event]] = {}  # (broker, peer) -> its PINGs since an answer
@@ -57,8 +58,11 @@ class HeartbeatAnswers(Checker):
                 self.confirmed.pop(ev.node, None)
                 self.pending = {k: v for k, v in self.pending.items() if k[0] != ev.node}
             return
-        if ev.role == "client" and ev.kind == SEND and ev.msg_type == "PING":
-            self.bad.append((ev, f"client {ev.node} sent a PING", "dcp.heartbeat.client-no-heartbeat"))
+        if ev.role == "client" and ev.kind == SEND:
+            if ev.msg_type == "REGISTER":  # a client that registers is a worker (dcp.client.may-register)
+                self.registered_clients.add(ev.node)
+            elif ev.msg_type == "PING" and ev.node not in self.registered_clients:
+                self.bad.append((ev, f"client {ev.node} sent a PING", "dcp.heartbeat.client-no-heartbeat"))
             return
         if ev.role != "broker" or not ev.frames or ev.via:
             return  # (the proxy's view of an external broker has no routing identities)

@@ -68,7 +68,8 @@ def test_a_clean_capture_names_nodes_and_roles_and_passes(tmp_path: Path) -> Non
     assert got[("metadata-unchanged", "dcp.worker.metadata-copied")]
     assert got[("wire-conformance", "dcp.wire.grammar")]
     # heartbeat-answers needs restarts ("PONGs only peers that registered since it started")
-    assert [c for c, _ in r.not_applicable] == ["exactly-once", "worker-expiry", "heartbeat-answers", "reply-unchanged", "worker-interval"]
+    assert [c for c, _ in r.not_applicable] == ["exactly-once", "worker-expiry", "heartbeat-answers", "reply-unchanged", "worker-interval",
+                                                 "worker-registers"]
     assert "4 repl" not in str(r.verdicts) and "2 request(s) given to workers" in str(r.verdicts)
 
 
@@ -87,7 +88,8 @@ def test_the_trace_has_a_send_and_a_recv_row_per_message(tmp_path: Path) -> None
     kinds = set(t["kind"].to_pylist())
     assert {"connect", "send", "recv", "verdict"} <= kinds
     skipped = t.filter(pc.equal(t["verdict"], "skipped"))["msg_type"].to_pylist()
-    assert skipped == ["exactly-once", "worker-expiry", "heartbeat-answers", "reply-unchanged", "worker-interval"]
+    assert skipped == ["exactly-once", "worker-expiry", "heartbeat-answers", "reply-unchanged", "worker-interval",
+                       "worker-registers"]
 
 
 def test_a_broker_that_overloads_a_worker_is_caught_from_the_capture_alone(tmp_path: Path) -> None:

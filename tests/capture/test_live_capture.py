@@ -71,7 +71,8 @@ def test_the_capture_of_a_live_run_gives_the_same_verdicts(tmp_path: Path) -> No
     got, want = by_check(captured), by_check(live)
     for check in ("metadata-unchanged", "one-request-per-worker"):
         assert got[check] == want[check]  # the same verdict, with the same counts in its detail
-    assert {c for c, _ in captured.not_applicable} == {"exactly-once", "worker-expiry", "heartbeat-answers", "reply-unchanged", "worker-interval"}
+    assert {c for c, _ in captured.not_applicable} == {"exactly-once", "worker-expiry", "heartbeat-answers", "reply-unchanged", "worker-interval",
+                                                                 "worker-registers"}
     assert captured.nodes == {"broker": "broker", "workers.0": "worker", "workers.1": "worker",
                               "clients.0": "client", "clients.1": "client", "clients.2": "client"}
     assert sends(captured.trace_path) == sends(live.trace_path)  # every request and reply, by the same node

@@ -12,6 +12,7 @@ import pytest
 
 from harness.composition import RunResult, run_live
 from harness.scenario import parse_scenario
+from harness.trace import read_trace
 
 pytestmark = pytest.mark.live
 
@@ -35,7 +36,8 @@ nodes:
   app: {role: client, command: "CLIENT"APP_READY}
 workload:
   - {nodes: clients, op: request, service: echo, rate: 10/s, from: 300ms, until: 1500ms, size: 32}
-check: [exactly-once, metadata-unchanged, one-request-per-worker, worker-expiry, heartbeat-answers, reply-unchanged]
+check: [exactly-once, metadata-unchanged, one-request-per-worker, worker-expiry, heartbeat-answers, reply-unchanged,
+        worker-registers]
 """
 IN_PROCESS_BROKER = "{role: broker, config: {heartbeat: 200ms, liveness: 3}}"
 
@@ -89,8 +91,10 @@ def test_dcp_worker_and_client_as_external_processes_pass_and_are_named(tmp_path
     said = details(r)
     assert "not judged: the requests and replies of their applications (external: app)" in said["exactly-once"]
     assert "(external: outside)" in said["exactly-once"]
-    # (a plain pyzmq client: its routing identity is its own, not its node name)
-    assert "not judged: the replies they received" in said["metadata-unchanged"]
+    # (a plain pyzmq client, its routing identity its own: judged from what the proxy saw of it)
+    assert "not judged" not in said["metadata-unchanged"], said["metadata-unchanged"]
+    assert said["worker-registers"].startswith("2 worker lives, each registered"), said["worker-registers"]
+    assert "not judged" not in said["worker-registers"], said["worker-registers"]
 
 
 @pytest.mark.slow  # (the default suite runs the same file: the example of docs/live.md)
@@ -171,6 +175,8 @@ def test_external_dafka_nodes_observed_pass_and_are_judged(tmp_path: Path) -> No
     (dcp(broker="--mutant alters-metadata"), "metadata-unchanged", "dcp.worker.metadata-copied"),
     (dcp(worker="--mutant drops-metadata"), "metadata-unchanged", "dcp.worker.metadata-copied"),
     (dcp(client="--mutant pings"), "heartbeat-answers", "dcp.heartbeat.client-no-heartbeat"),
+    # (its PING, as the proxy saw it, came first; the reference broker's RECONNECT told it to register)
+    (dcp(worker="--mutant no-register"), "worker-registers", "dcp.worker.register"),
     (DAFKA.replace("--set records=20", "--set records=20 --mutant skip-offset"), "complete-delivery",
      "dafka.fetch.on-gap"),
     (STORE_RESTART.replace("MUTANT", "--mutant memory-store"), "complete-delivery", "dafka.fetch.on-gap"),
@@ -193,7 +199,7 @@ def test_external_dafka_nodes_observed_pass_and_are_judged(tmp_path: Path) -> No
     # none of the run's topics; before, only a topic or a store's address there was judged)
     (DAFKA.replace('"' + DAFKA_CONSUMER + '"', '"' + DAFKA_CONSUMER + ' --mutant heads-by-address"'), "topic-frames",
      "dafka.wire.topic-get-heads"),
-], ids=["dcp-broker-alters-metadata", "dcp-worker-drops-metadata", "dcp-client-pings",
+], ids=["dcp-broker-alters-metadata", "dcp-worker-drops-metadata", "dcp-client-pings", "dcp-worker-no-register",
         "dafka-producer-skip-offset", "dafka-store-memory-store", "dafka-consumer-empty-hello",
         "dafka-producer-record-by-address", "dafka-producer-head-by-partition", "dafka-producer-no-topic-frame",
         "dafka-store-ack-by-topic", "dafka-consumer-heads-by-address"])
@@ -222,25 +228,46 @@ PRODUCER_ALONE = DAFKA.replace(
     "  early: {role: consumer, config: {topics: orders, offset_reset: earliest, beacon: 200ms, fetch_retry: 200ms}}")
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("text,sender,clause", [
+UNOBSERVED = "live: {observe: false}\n"  # (before ``nodes:``)
+
+
+def unobserved(text: str) -> str:
+    return text.replace("nodes:\n", UNOBSERVED + "nodes:\n", 1)
+
+
+MALFORMED = [
     (dcp(worker="--mutant worker-wrong-header"), "outside", "dcp.wire.header"),
     (dcp(client="--mutant client-wrong-version"), "app", "dcp.wire.version"),
-    # (observation off: judged as received; observed, as Dafka runs are by default, the proxy's
-    # copy of what it sent is decoded as a probed node's send)
-    (PRODUCER_ALONE.replace("--set records=20", "--set records=20 --mutant wrong-version").replace(
-        "check:", "live: {observe: false}\ncheck:"), "producer", "dafka.wire.version"),
-], ids=["dcp-worker-wrong-header", "dcp-client-wrong-version", "dafka-producer-wrong-version"])
+    (PRODUCER_ALONE.replace("--set records=20", "--set records=20 --mutant wrong-version"), "producer",
+     "dafka.wire.version"),
+]
+MALFORMED_IDS = ["dcp-worker-wrong-header", "dcp-client-wrong-version", "dafka-producer-wrong-version"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("text,sender,clause", MALFORMED, ids=MALFORMED_IDS)
 def test_a_malformed_message_of_the_external_process_is_caught_as_the_harness_receives_it(
         text: str, sender: str, clause: str, tmp_path: Path) -> None:
     """No probe sees what the process sends, and a lenient receiver (or a DCP broker, which only
-    drops it) does not say it was malformed: wire-conformance decodes it as the harness's node
-    received it (harness/checkers/wire_receipts.py) and names the sender."""
-    r = run(text, "external-malformed", tmp_path)
+    drops it) does not say it was malformed: with observation off, wire-conformance decodes it as
+    the harness's node received it (harness/checkers/wire_receipts.py) and names the sender."""
+    r = run(unobserved(text), "external-malformed", tmp_path)
     failed = [v for v in r.failed if v.check == "wire-conformance"]
     assert [v.clause for v in failed] == [clause], [v.to_dict() for v in r.verdicts]
     assert {e["node"] for e in failed[0].evidence} == {sender}, failed[0].evidence
     assert f"sent by {sender} (external)" in failed[0].detail
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("text,sender,clause", MALFORMED, ids=MALFORMED_IDS)
+def test_a_malformed_message_of_the_observed_external_process_is_caught_as_its_send(
+        text: str, sender: str, clause: str, tmp_path: Path) -> None:
+    """Observed (the default for DCP and Dafka), the proxy's copy of what the process sent is
+    decoded as a probed node's send, and the evidence names the process."""
+    r = run(text, "external-malformed-observed", tmp_path)
+    failed = [v for v in r.failed if v.check == "wire-conformance"]
+    assert [v.clause for v in failed] == [clause], [v.to_dict() for v in r.verdicts]
+    assert {e["node"] for e in failed[0].evidence} == {sender}, failed[0].evidence
 
 
 @pytest.mark.slow
@@ -284,10 +311,24 @@ def standin_dcp(role: str, standin_dialect: str, run_dialect: str) -> str:
                                           ("worker", "dcp:dagbox")])
 def test_an_independent_external_dcp_node_passes_wire_conformance_in_its_dialect(role: str, dialect: str,
                                                                                  tmp_path: Path) -> None:
-    r = run(standin_dcp(role, dialect, dialect), "standin", tmp_path)
+    r = run(unobserved(standin_dcp(role, dialect, dialect)), "standin", tmp_path)
     assert r.ok, [v.to_dict() for v in r.failed]
     sender = "broker" if role == "broker" else "outside"
     assert f"from external nodes: {sender} " in details(r)["wire-conformance"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("role", ["broker", "worker"])
+def test_an_observed_independent_external_dcp_node_passes_every_check(role: str, tmp_path: Path) -> None:
+    """Observed, its sends are judged as sends: by wire-conformance, and a worker's by worker-registers."""
+    r = run(standin_dcp(role, "strict", "strict"), "standin-observed", tmp_path)
+    assert r.ok, [v.to_dict() for v in r.failed]
+    sender = "broker" if role == "broker" else "outside"
+    rows = read_trace(r.trace_path).to_pylist()  # type: ignore[arg-type]
+    assert any(x["node"] == sender and x["kind"] == "send" for x in rows), "no send of the stand-in was observed"
+    if role == "worker":
+        said = details(r)["worker-registers"]
+        assert said.startswith("2 worker lives, each registered") and "not judged" not in said, said
 
 
 @pytest.mark.slow

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from harness.checkers.dcp_heartbeat import HeartbeatAnswers, WorkerInterval
+from harness.checkers.dcp_register import Registers
 from harness.checkers import dcp as checks
 from harness.checkers import dcp_external as wire_checks
 from harness.checkers.external import external_nodes, noting_external
@@ -76,6 +77,10 @@ def _worker_interval(scenario: Any, **params: Any) -> WorkerInterval:
     heartbeats = {n: g.config.get("heartbeat_ms", default) for g in scenario.groups.values() if g.role == "worker"
                   for n in g.nodes}
     return WorkerInterval(heartbeat_ms=heartbeats, default_ms=default, **params)
+
+
+def _registers(scenario: Any, **params: Any) -> Registers:
+    return Registers(external_workers=external_nodes(scenario, "worker"), observed=scenario.observe, **params)
 
 
 def _metadata_unchanged(scenario: Any, **params: Any) -> checks.MetadataUnchanged:
@@ -181,6 +186,7 @@ CHECKS = {
         "factor": Setting("factor", _factor, "the tolerance factor on the agreed interval (default 2.5)"),
         "tolerance": Setting("tolerance_ms", as_ms, "slack for a live run's scheduling (default 20ms)")},
         unseen=("worker", "the gaps between their messages")),
+    "worker-registers": _check("worker-registers", Registers, _registers),
 }
 
 
@@ -241,7 +247,7 @@ PACKAGE = ProtocolPackage(
     checks=CHECKS,
     # exactly-once, one-request-per-worker and worker-expiry judge SHOULDs: opt-in (every shipped
     # file names them)
-    default_checks=("metadata-unchanged", "heartbeat-answers", "reply-unchanged"),
+    default_checks=("metadata-unchanged", "heartbeat-answers", "reply-unchanged", "worker-registers"),
     mutants=MUTANTS,
     suites=SUITES,
     wire=wire,
@@ -250,4 +256,8 @@ PACKAGE = ProtocolPackage(
     resolve_target=resolve_target,
     capture=CaptureHints(channels={("DEALER", "ROUTER"): "to-broker"}, role=wire_role),
     senders=senders_by_role({"broker": ("worker", "client"), "worker": ("broker",), "client": ("broker",)}),
+    # Every check reads an external node's traffic as the chaos proxy saw it, or leaves it out
+    # (``ev.via``): an external worker's own sends are how ``worker-registers`` judges it.
+    observed_checks=True,
+    observed_links="all",
 )
