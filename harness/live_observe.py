@@ -9,7 +9,8 @@ proxy's `Seen` reports and presents each as a probe would: a ``send`` event of t
 the proxy read the message, a ``recv`` event of the receiver for each copy the proxy handed on
 (none for a message a rule dropped or a partition lost), with the socket's name, its frames as
 the application hands them over or gets them (a ROUTER's routing id in front), and the message
-type. A subscription an external node's socket sent on a connection becomes a ``subscribe`` (or
+type, and in its data the other node (``peer``) and the proxy's number of the connection
+(``connection``). A subscription an external node's socket sent on a connection becomes a ``subscribe`` (or
 ``unsubscribe``) event of that node, as a probe reports a node's ``Subscribe``, with the prefix,
 the peer and the proxy's connection number in its data; one that reached an external node's
 XPUB, from any node, a receipt of that XPUB (the ``\x01``/``\x00`` message its application
@@ -180,7 +181,8 @@ class ObservedTraffic:
         elif counted:
             self.receives += 1
         if self.observer is not None:
-            self.observer.emit(now, node, kind, socket=name, frames=frames, msg_type=seen.msg_type, via=VIA_PROXY)
+            self.observer.emit(now, node, kind, socket=name, frames=frames, msg_type=seen.msg_type,
+                               data={"peer": other, "connection": seen.connection}, via=VIA_PROXY)
         if self.trace is not None and not self.trace.closed:
             self.trace.emit(node, kind, now, socket=name, msg_type=seen.msg_type or None, peer=other,
                             msg_id=seen.number, size=sum(map(len, seen.frames)), detail="seen by the proxy",

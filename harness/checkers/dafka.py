@@ -353,9 +353,15 @@ class KeepUntilAck(Checker):
 
 
 class FetchAscending(Checker):
-    """The DIRECT-RECORDs a node sends in answer to FETCHes come in ascending offset order. Not
-    judged of an external producer or store: the chaos proxy sees a FETCH and its answers on two
-    connections, in no reliable order."""
+    """The DIRECT-RECORDs a node sends in answer to FETCHes come in ascending offset order. An
+    external producer or store the run observes is judged from what the chaos proxy saw: the
+    FETCHes it handed on to the node and, on each connection, the DIRECT-RECORDs the node sent
+    there (the order within a connection is the node's). The proxy hands a FETCH on before the
+    node reads it and reads an answer after the node sent it, so answers to the FETCH before may
+    still come after a FETCH was handed on: each FETCH handed on excuses one step down on a
+    connection, and only a step down beyond them fails (a node answers one FETCH at a time, as the
+    rule for the nodes the harness runs reads it). Of one the run does not observe, the verdict
+    names the order of its answers as not judged."""
 
     name = "fetch-ascending"
     clause = "dafka.fetch.ascending-order"
@@ -364,15 +370,24 @@ class FetchAscending(Checker):
     capture_note = ("on the wire a new FETCH can arrive before the node has read it and finished answering the "
                     "previous one, so a capture would see a correct node's answers as out of order")
 
-    def __init__(self, external: frozenset[str] = frozenset(), **params: Any) -> None:
+    def __init__(self, external: frozenset[str] = frozenset(), observed: bool = False, **params: Any) -> None:
         super().__init__(**params)
         self.external = external  # external producers and stores
+        self.observed = observed  # whether the proxy reports their traffic
         self.last: dict[tuple[str, str, str], int] = {}
+        self.fetched: dict[tuple[str, str, str], int] = {}  # (external node, requestor, partition) -> FETCHes handed on
+        # (external node, requestor, partition, connection) -> [last offset, steps down]
+        self.streams: dict[tuple[str, str, str, int], list[int]] = {}
         self.bad: list[tuple[Event, str]] = []
         self.answers = 0
+        self.observed_answers = 0
 
     def on_event(self, ev: Event) -> None:
-        if ev.msg_type not in ("", "FETCH", "DIRECT-RECORD") or ev.via:
+        if ev.msg_type not in ("", "FETCH", "DIRECT-RECORD"):
+            return
+        if ev.via:
+            if self.observed:
+                self._observed(ev)
             return
         msg = ev.message()
         if msg is None:
@@ -388,9 +403,34 @@ class FetchAscending(Checker):
                 self.bad.append((ev, f"{ev.node} sent offset {msg['sequence']} after {prev} to {msg['topic'][:8]}.."))
             self.last[key] = msg["sequence"]
 
+    def _observed(self, ev: Event) -> None:
+        """An external node's FETCH as the proxy handed it on, or its answer as the proxy read it."""
+        msg = ev.message()
+        if msg is None:
+            return
+        if ev.kind == RECV and msg.name == "FETCH":
+            key = (ev.node, msg["address"], msg["topic"])
+            self.fetched[key] = self.fetched.get(key, 0) + 1
+        elif ev.kind == SEND and msg.name == "DIRECT-RECORD":
+            self.answers += 1
+            self.observed_answers += 1
+            key = (ev.node, msg["topic"], msg["address"])
+            stream = self.streams.setdefault((*key, int((ev.data or {}).get("connection", -1))), [-1, 0])
+            prev, stream[0] = stream[0], msg["sequence"]
+            if prev < 0 or msg["sequence"] > prev:
+                return
+            stream[1] += 1
+            handed = self.fetched.get(key, 0)
+            if stream[1] > handed - 1:
+                self.bad.append((ev, f"{ev.node} sent offset {msg['sequence']} after {prev} to {msg['topic'][:8]}.. "
+                                     f"(seen by the proxy on one connection: {stream[1]} step(s) down there, "
+                                     f"{handed} FETCH(es) of that partition handed on to it)"))
+
     def finish(self, end_ns: int) -> list[Verdict]:
-        unseen = not_judged("the order of their answers to FETCH", self.external)
+        unseen = "" if self.observed else not_judged("the order of their answers to FETCH", self.external)
+        of_external = (f" ({self.observed_answers} of them by external nodes, as the chaos proxy saw them)"
+                       if self.observed_answers else "")
         if not self.bad:
-            return [self.ok(f"{self.answers} DIRECT-RECORD(s), ascending within each FETCH{unseen}")]
+            return [self.ok(f"{self.answers} DIRECT-RECORD(s), ascending within each FETCH{of_external}{unseen}")]
         return [self.fail(f"{len(self.bad)} out-of-order answer(s); first: {self.bad[0][1]}{unseen}",
                           [e.describe() for e, _ in self.bad[:5]])]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.checkers.base import CRASH, PAUSE, RECV, RESTART, RESUME, SEND, SUBSCRIBE, VIA_PROXY, Event, Verdict
-from harness.checkers.dafka import Offsets
+from harness.checkers.dafka import FetchAscending, Offsets
 from harness.checkers.dafka_answers import Answers, Intervals, ProducerClaims
 from harness.checkers.dafka_links import Subscriptions, TowerLinks
 from harness.checkers.dafka_seen import SeenNodes
@@ -317,3 +317,61 @@ def test_an_external_producers_offsets_as_the_tap_heard_them() -> None:
     assert v.ok, "a crash starts a new life: it may start its partition again"
     assert judge(Offsets(external=frozenset({"extp"})), [tapped(1000, "RECORD", sequence=3),
                                                          tapped(1100, "RECORD", sequence=9)]).ok
+
+
+# ---- fetch-ascending of an external store: FETCHes as the proxy handed them on, answers per connection
+
+
+def fetch(t_ms: float, sequence: int, count: int = 3, node: str = "ext", requestor: str = ADDR) -> Event:
+    frames = C.encode("FETCH", {"topic": "P1", "address": requestor, "subject": "orders", "sequence": sequence,
+                                "count": count})
+    return via(Event(int(t_ms * MS), node, "store", RECV, "sub", frames, "FETCH", codec=C,
+                     data={"peer": "consumer", "connection": 20}))
+
+
+def answer(t_ms: float, sequence: int, connection: int = 21, node: str = "ext", requestor: str = ADDR) -> Event:
+    frames = C.encode("DIRECT-RECORD", {"topic": requestor, "address": "P1", "subject": "orders",
+                                        "sequence": sequence, "content": b"x"})
+    return via(Event(int(t_ms * MS), node, "store", SEND, "pub", frames, "DIRECT-RECORD", codec=C,
+                     data={"peer": "consumer", "connection": connection}))
+
+
+def ascending(*events: Event, observed: bool = True) -> Verdict:
+    check = FetchAscending(external=frozenset({"ext"}), observed=observed)
+    for e in events:
+        check.on_event(e)
+    return check.finish(10_000 * MS)[0]
+
+
+def test_an_external_store_answering_a_fetch_in_descending_order_fails() -> None:
+    v = ascending(fetch(10, 0), answer(11, 2), answer(11.1, 1), answer(11.2, 0))
+    assert not v.ok and v.clause == "dafka.fetch.ascending-order"
+    assert "ext sent offset 1 after 2" in v.detail and "1 FETCH(es) of that partition handed on to it" in v.detail
+    assert v.evidence[0]["seen_by"] == "proxy" and v.evidence[0]["data"]["connection"] == 21
+
+
+def test_each_fetch_handed_on_excuses_one_step_down() -> None:
+    """The second FETCH was handed on before the proxy read the first one's last answers: the
+    answers to it start lower, once."""
+    assert ascending(fetch(10, 0), fetch(10.5, 0), answer(11, 0), answer(11.1, 1), answer(11.2, 2),
+                     answer(11.3, 0), answer(11.4, 1), answer(11.5, 2)).ok
+    v = ascending(fetch(10, 0), fetch(10.5, 0), answer(11, 0), answer(11.1, 2), answer(11.2, 1), answer(11.3, 0))
+    assert not v.ok and "2 step(s) down there, 2 FETCH(es)" in v.detail
+
+
+def test_answers_are_ordered_per_connection_and_per_requestor() -> None:
+    """Two connections carry the same answers in their own time; another requestor's answers are
+    another run."""
+    assert ascending(fetch(10, 0), answer(11, 0, connection=21), answer(11.1, 1, connection=21),
+                     answer(11.2, 0, connection=22), answer(11.3, 2, connection=21), answer(11.4, 1, connection=22)).ok
+    assert ascending(fetch(10, 0), fetch(10, 0, requestor="BEEF01"), answer(11, 1), answer(11.1, 0, requestor="BEEF01"),
+                     answer(11.2, 2)).ok
+
+
+def test_an_unobserved_external_store_is_named_not_judged() -> None:
+    v = ascending(fetch(10, 0), answer(11, 2), answer(11.1, 1), observed=False)
+    assert v.ok and v.detail == ("0 DIRECT-RECORD(s), ascending within each FETCH; not judged: the order of their "
+                                 "answers to FETCH (external: ext)")
+    seen_ok = ascending(fetch(10, 0), answer(11, 0), answer(11.1, 1))
+    assert seen_ok.detail == ("2 DIRECT-RECORD(s), ascending within each FETCH (2 of them by external nodes, as the "
+                              "chaos proxy saw them)")

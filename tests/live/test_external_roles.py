@@ -180,6 +180,9 @@ def test_external_dafka_nodes_observed_pass_and_are_judged(tmp_path: Path) -> No
     (DAFKA.replace("--set records=20", "--set records=20 --mutant skip-offset"), "complete-delivery",
      "dafka.fetch.on-gap"),
     (STORE_RESTART.replace("MUTANT", "--mutant memory-store"), "complete-delivery", "dafka.fetch.on-gap"),
+    # (the late consumer's FETCH, as the proxy handed it on, and the answers on its connection, highest first)
+    (STORE_RESTART.replace("MUTANT", "--mutant descending-fetch-store"), "fetch-ascending",
+     "dafka.fetch.ascending-order"),
     # (the store greets the consumer, which was up first, as soon as it sees its subscription: 4 of
     # 4 runs on 2026-11-27; with the tower external too, or the consumer started later, it was lost
     # in 8 of 9 runs: the reference store subscribes to every CONSUMER-HELLO, so none is sent again)
@@ -200,7 +203,8 @@ def test_external_dafka_nodes_observed_pass_and_are_judged(tmp_path: Path) -> No
     (DAFKA.replace('"' + DAFKA_CONSUMER + '"', '"' + DAFKA_CONSUMER + ' --mutant heads-by-address"'), "topic-frames",
      "dafka.wire.topic-get-heads"),
 ], ids=["dcp-broker-alters-metadata", "dcp-worker-drops-metadata", "dcp-client-pings", "dcp-worker-no-register",
-        "dafka-producer-skip-offset", "dafka-store-memory-store", "dafka-consumer-empty-hello",
+        "dafka-producer-skip-offset", "dafka-store-memory-store", "dafka-store-descending-fetch",
+        "dafka-consumer-empty-hello",
         "dafka-producer-record-by-address", "dafka-producer-head-by-partition", "dafka-producer-no-topic-frame",
         "dafka-store-ack-by-topic", "dafka-consumer-heads-by-address"])
 def test_a_mutant_run_as_the_external_process_is_caught(text: str, check: str, clause: str, tmp_path: Path) -> None:
@@ -219,6 +223,8 @@ def test_the_external_reference_store_across_a_restart_passes(tmp_path: Path) ->
     mutant, not the file."""
     r = run(STORE_RESTART.replace(" MUTANT", ""), "external-store", tmp_path)
     assert r.ok, [v.to_dict() for v in r.failed]
+    said = details(r)["fetch-ascending"]
+    assert "of them by external nodes, as the chaos proxy saw them" in said and "not judged" not in said, said
 
 
 # The external producer alone (the consumer in the harness): what it sends the store and the

@@ -94,6 +94,11 @@ def _of_external(cls: type, *roles: str) -> Callable[..., Any]:
                                           **params)
 
 
+def _fetch_ascending(scenario: Any, **params: Any) -> checks.FetchAscending:
+    external = frozenset().union(*(external_nodes(scenario, r) for r in ("producer", "store")))
+    return checks.FetchAscending(external=external, observed=_seen(scenario) is not None, **params)
+
+
 def _hello_subjects(scenario: Any, **params: Any) -> topic_checks.HelloSubjects:
     external = external_nodes(scenario, "consumer")  # (what they send is judged as received, unless corrupted)
     hello = topic_checks.HelloSubjects(topics=_consumer_topics(scenario), external=frozenset() if corrupts(scenario)
@@ -256,8 +261,7 @@ CHECKS = {
     "acked-retrievable": _check("acked-retrievable", checks.AckedRetrievable,
                                 _of_external(checks.AckedRetrievable, "store")),
     "keep-until-ack": _check("keep-until-ack", checks.KeepUntilAck, _of_external(checks.KeepUntilAck, "producer")),
-    "fetch-ascending": _check("fetch-ascending", checks.FetchAscending,
-                              _of_external(checks.FetchAscending, "producer", "store")),
+    "fetch-ascending": _check("fetch-ascending", checks.FetchAscending, _fetch_ascending),
     "topic-frames": _check("topic-frames", topic_checks.TopicFrames, _topic_frames),
     "hello-subjects": _check("hello-subjects", topic_checks.HelloSubjects, _hello_subjects),
     "subscriptions": _check("subscriptions", links.Subscriptions,
