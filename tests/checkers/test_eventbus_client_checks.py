@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from harness.checkers.base import CRASH, START, Checker, Event, Verdict
+from harness.checkers.base import CRASH, START, Verdict
 from harness.checkers.eventbus_client import SyncStartFirst
 from harness.composition import RunResult, run_sim
 from harness.node import NodeContext
@@ -18,6 +18,7 @@ from harness.packages.eventbus import in_process_identities
 from harness.scenario import parse_scenario
 from reference_nodes.eventbus.client import Client
 from reference_nodes.eventbus.mutants import MUTANTS
+from tests.checkers.unprobed import Unprobed
 
 BASIC = Path("scenarios/eventbus/explore/basic.yaml")
 NEW_CHECKS = ("producer-id", "client-connections")
@@ -134,29 +135,11 @@ def test_a_client_that_sends_no_syncstart_is_not_judged_by_syncstart_first() -> 
 
 # ---- syncstart-first of a client run as an external process: judged as the server received it --
 
-class Unprobed(Checker):
-    """Feeds ``inner`` what a live run reports of ``hidden`` run as an external process: its crashes
-    and starts (process faults), none of its sends or receipts."""
-
-    name = "unprobed"
-
-    def __init__(self, inner: Checker, hidden: str) -> None:
-        super().__init__()
-        self.inner, self.hidden = inner, hidden
-
-    def on_event(self, ev: Event) -> None:
-        if ev.node != self.hidden or ev.kind in (CRASH, START):
-            self.inner.on_event(ev)
-
-    def finish(self, end_ns: int) -> list[Verdict]:
-        return self.inner.finish(end_ns)
-
-
 def judged_as_external(text: str, external_servers: bool = False, **factories: Any) -> Verdict:
     scenario = parse_scenario(text, "basic.yaml")
     check = SyncStartFirst(in_process=in_process_identities(scenario) - {"clients.0"},
                            external_clients=frozenset({"clients.0"}), external_servers=external_servers)
-    watcher = Unprobed(check, "clients.0")
+    watcher = Unprobed(check, "clients.0", passed=frozenset({CRASH, START}))  # (process faults)
     run_sim(scenario, 1, factories=factories, observers=[watcher])
     [v] = watcher.finish(scenario.duration_ns)
     return v

@@ -29,7 +29,7 @@ from harness.registry import package
 from harness.scenario import parse_scenario
 from reference_nodes.raft.mutants import MUTANTS
 from tests.checkers.test_raft_checkers import SCENARIOS
-from tests.checkers.test_raft_unprobed_leader import Unprobed
+from tests.checkers.unprobed import Unprobed
 
 RAFT = codec("raft")
 

@@ -15,32 +15,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.checkers.base import Checker, Event, Verdict
+from harness.checkers.base import Verdict
 from harness.checkers.raft import CommitRule
 from harness.composition import run_sim
 from harness.scenario import parse_scenario
 from reference_nodes.raft.mutants import MUTANTS
 from tests.checkers.test_raft_checkers import SCENARIOS
-
-
-class Unprobed(Checker):
-    """Feeds ``inner`` every event but those of ``hidden`` (what a probe of it would report)."""
-
-    name = "unprobed"
-
-    def __init__(self, inner: Checker, hidden: str) -> None:
-        super().__init__()
-        self.inner, self.hidden = inner, hidden
-
-    def on_event(self, ev: Event) -> None:
-        if ev.node != self.hidden:
-            self.inner.on_event(ev)
-
-    def on_sockets(self, node: str, sockets: Any) -> None:
-        self.inner.on_sockets(node, sockets)
-
-    def finish(self, end_ns: int) -> list[Verdict]:
-        return self.inner.finish(end_ns)
+from tests.checkers.unprobed import Unprobed
 
 
 def _judge(name: str, hidden: str, seed: int, **kw: Any) -> list[Verdict]:
