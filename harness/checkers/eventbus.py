@@ -433,8 +433,8 @@ class CompleteDelivery(_ClientHoldings):
         self.pub_loss = pub_loss  # why the faults may lose a PUB ("": they cannot)
         self.published: dict[str, tuple[str, str, list[int]]] = {}  # uuid -> (client, topic, its PUBs' times)
         self.reached: set[str] = set()  # uuids an in-process client received by BROADCAST or SYNC
-        self.disruptions: list[list[int | None]] = []  # [start, end] of a server's crash..restart, pause..resume
-        self.open_disruption: dict[str, list[int | None]] = {}
+        # server -> its [start, end] windows of crash..restart and pause..resume (end None: still open)
+        self.disruptions: dict[str, list[list[int | None]]] = {}
         self.servers = servers or []  # in the clients' order (index 0: the primary)
         self.accepted: dict[str, tuple[str, int, str]] = {}  # uuid -> (topic, time, by)
         self.active: set[str] = set()
@@ -482,16 +482,14 @@ class CompleteDelivery(_ClientHoldings):
         """What the in-process clients publish and receive, and when an external server was down
         or stopped: what `_published_unseen` needs."""
         if ev.role == "server":
-            if ev.kind in (CRASH, PAUSE):
-                window: list[int | None] = [ev.time_ns, None]
-                self.open_disruption[ev.node] = window
-                self.disruptions.append(window)
+            windows = self.disruptions.setdefault(ev.node, [])
+            open_ = bool(windows) and windows[-1][1] is None
+            if ev.kind in (CRASH, PAUSE) and not open_:  # (a crash while paused: one window, to the restart)
+                windows.append([ev.time_ns, None])
             elif ev.kind in (RESTART, RESUME):
-                open_window = self.open_disruption.pop(ev.node, None)
-                if open_window is None:  # (a restart without a crash first: a moment's disruption)
-                    open_window = [ev.time_ns, None]
-                    self.disruptions.append(open_window)
-                open_window[1] = ev.time_ns
+                if not open_:  # (a restart without a crash first: a moment's disruption)
+                    windows.append([ev.time_ns, None])
+                windows[-1][1] = ev.time_ns
             return
         if ev.role != "client" or ev.kind not in (SEND, RECV) or ev.via or ev.node in self.external:
             return
@@ -504,8 +502,8 @@ class CompleteDelivery(_ClientHoldings):
             self.reached.add(str(msg["uuid"]))
 
     def _disrupted(self, t: int) -> bool:
-        return any(start - DISRUPTION <= t and (end is None or t <= end + DISRUPTION)
-                   for start, end in self.disruptions if start is not None)
+        return any(start - DISRUPTION <= t and (end is None or t <= end + DISRUPTION)  # type: ignore[operator]
+                   for windows in self.disruptions.values() for start, end in windows)
 
     def _published_unseen(self, end_ns: int) -> list[str]:
         """Events in-process clients published to external servers that no client got, though

@@ -387,6 +387,13 @@ def test_a_pub_that_may_have_been_lost_is_not_owed() -> None:
               Event(800 * MS, "bus", "server", RESUME)]
     assert delivery(paused).ok, "while the server was stopped"
     assert not delivery([*down, published(3_000, 1), published(4_000, 1)]).ok, "twice well after the restart"
+    # a crash while paused is one window, from the pause to the restart (it stays open no longer)
+    paused_then_killed = [Event(50 * MS, "bus", "server", PAUSE), Event(200 * MS, "bus", "server", CRASH),
+                          Event(900 * MS, "bus", "server", RESTART)]
+    assert delivery([*paused_then_killed, published(400, 1), published(1_500, 1)]).ok, "within 1 s of the restart"
+    assert not delivery([*paused_then_killed, published(2_000, 1), published(2_600, 1)]).ok, "well after it"
+    assert delivery([published(100, 1), Event(600 * MS, "bus", "server", RESTART), published(700, 1)]).ok, \
+        "a restart the run saw without its crash: a moment's disruption"
     v = delivery([published(100, 1), published(700, 1)], pub_loss="the rules may drop or damage PUBs: rule-3")
     assert v.ok and v.detail.endswith("not judged: whether the servers (external) broadcast what the clients "
                                       "published (the rules may drop or damage PUBs: rule-3)"), v.detail
