@@ -68,7 +68,9 @@ def test_scenario_examples_are_valid_and_pass(where: str, text: str, tmp_path: P
         result = run_live(scenario, 1, str(tmp_path))
     else:
         result = run_sim(scenario, 1, str(tmp_path))
-    assert result.ok, [v.to_dict() for v in result.failed]
+    if not result.ok:  # (every detail in full: pytest shortens a long assertion message)
+        pytest.fail("\n".join(f"{v.check} [{v.clause}]: {v.detail}\n  evidence: {v.evidence[:4]}"
+                               for v in result.failed))
 
 
 def test_relative_links_land_and_no_merge_leftovers() -> None:
