@@ -22,25 +22,35 @@ GRACE_MS = 2000  # running time after its first message by which a worker has re
 
 
 class WorkerLife:
-    """What one life of a worker has sent so far."""
+    """What one life of a worker has sent so far, and the RECONNECT it has not yet answered."""
 
-    __slots__ = ("first", "registered", "messages")
+    __slots__ = ("first", "registered", "messages", "told")
 
     def __init__(self, first: Event) -> None:
         self.first = first  # its first DCP message of the life
         self.registered = kind_of(first) == "REGISTER"
         self.messages = 1
+        self.told: Event | None = None  # the first RECONNECT it got since its last REGISTER
+
+
+REREGISTER = "dcp.worker.reregister-on-reconnect"
 
 
 class Registers(Checker):
-    """Each life of a worker (from its start or restart) registers without being asked: it sends
-    a REGISTER before a RECONNECT it gets after its first message (the broker's answer to a
-    heartbeat of a worker it does not know), and within ``grace`` (default 2 s) of running
-    time after its first message (``dcp.worker.register``: the worker MUST send the
-    registration; a RECONNECT is how a broker that lost it asks again, E-DCP-13). A worker that
-    first pings and registers only when told fails. An external worker is judged from its sends
-    as the chaos proxy sees them; one the run does not observe, or of which no message was seen,
-    is named as not judged."""
+    """Each life of a worker (from its start or restart) registers without being asked, and
+    again whenever it is asked:
+
+    * it sends a REGISTER before a RECONNECT it gets after its first message (the broker's answer
+      to a heartbeat of a worker it does not know), and within ``grace`` (default 2 s) of running
+      time after its first message (``dcp.worker.register``: the worker MUST send the
+      registration). A worker that first pings and registers only when told fails;
+    * after each RECONNECT it gets, it sends a REGISTER within ``grace`` of running time
+      (``dcp.worker.reregister-on-reconnect``, E-DCP-13: on either connection). A life that ends
+      sooner, or a run that ends sooner, owes nothing.
+
+    An external worker is judged from its sends as the chaos proxy saw them, and its RECONNECTs as
+    the proxy handed them on (it took them in later); one the run does not observe, or of which no
+    message was seen, is named as not judged."""
 
     name = "worker-registers"
     clause = "dcp.worker.register"
@@ -59,19 +69,28 @@ class Registers(Checker):
         self.seen: set[str] = set()  # workers with a message seen
         self.bad: list[tuple[Event, str, str]] = []
         self.judged = 0
+        self.reconnects = 0
 
     def on_event(self, ev: Event) -> None:
         node = ev.node
         if ev.kind in (START, CRASH, RESTART):
-            self.lives.pop(node, None)
+            life = self.lives.pop(node, None)
+            if life is not None:
+                self._overdue(life, node, ev.time_ns)
         self.pauses.on_event(ev)
         if ev.kind == SEND:
             self._sent(ev)
         elif ev.kind == RECV and kind_of(ev) == "RECONNECT":
             life = self.lives.get(node)
-            if life is not None and not life.registered:
-                self._fail(life, ev, f"{node} was told to register (RECONNECT at {ev.time_ns / 1e6:.1f} ms) "
-                                     f"before it registered on its own")
+            if life is None:
+                return  # (it sent nothing in this life: the RECONNECT answers nothing of it)
+            self.reconnects += 1
+            if not life.registered:
+                self._fail(life.first, ev, f"{node} was told to register (RECONNECT at {ev.time_ns / 1e6:.1f} ms) "
+                                           f"before it registered on its own", self.clause)
+                life.registered = True  # (one failure per life)
+            if life.told is None:
+                life.told = ev
 
     def _sent(self, ev: Event) -> None:
         kind = kind_of(ev)
@@ -85,29 +104,50 @@ class Registers(Checker):
             self.judged += 1
             return
         life.messages += 1
+        self._overdue(life, node, ev.time_ns)
         if kind == "REGISTER":
             life.registered = True
+            life.told = None
         elif not life.registered:
-            running = ev.time_ns - life.first.time_ns - self.pauses.between(node, life.first.time_ns, ev.time_ns)
+            running = self._running(node, life.first.time_ns, ev.time_ns)
             if running > self.grace:
-                self._fail(life, ev, f"{node} sent {life.messages} messages over {running / NS_PER_MS:.0f} ms of "
-                                     f"running time and no REGISTER")
+                self._fail(life.first, ev, f"{node} sent {life.messages} messages over {running / NS_PER_MS:.0f} ms "
+                                           f"of running time and no REGISTER", self.clause)
+                life.registered = True
 
-    def _fail(self, life: WorkerLife, ev: Event, why: str) -> None:
-        first = life.first
-        self.bad.append((first, f"{why} (its first message of that life: a {kind_of(first)} at "
-                                f"{first.time_ns / 1e6:.1f} ms)", self.clause))
-        self.bad.append((ev, why, self.clause))
-        life.registered = True  # (one failure per life)
+    def _running(self, node: str, since: int, until: int) -> int:
+        return until - since - self.pauses.between(node, since, until)
+
+    def _overdue(self, life: WorkerLife, node: str, now: int) -> None:
+        """A RECONNECT of the life still unanswered by a REGISTER after ``grace`` of running time."""
+        told = life.told
+        if told is None:
+            return
+        running = self._running(node, told.time_ns, now)
+        if running > self.grace:
+            self._fail(told, None, f"{node} sent no REGISTER in the {running / NS_PER_MS:.0f} ms of running time "
+                                   f"after the RECONNECT it got at {told.time_ns / 1e6:.1f} ms", REREGISTER)
+            life.told = None  # (one failure per RECONNECT left unanswered)
+
+    def _fail(self, first: Event, then: Event | None, why: str, clause: str) -> None:
+        if then is not None:
+            why += f" (its first message of that life: a {kind_of(first)} at {first.time_ns / 1e6:.1f} ms)"
+        self.bad.append((first, why, clause))
+        if then is not None:
+            self.bad.append((then, why, clause))
 
     def finish(self, end_ns: int) -> list[Verdict]:
+        for node, life in self.lives.items():
+            self._overdue(life, node, end_ns)
         unseen = not_judged("their registrations (the run does not observe them)" if not self.observed
                             else "their registrations (no message of theirs seen)",
                             self.external if not self.observed else self.external - self.seen)
         if not self.bad:
             lives = "life" if self.judged == 1 else "lives"
-            return [self.ok(f"{self.judged} worker {lives}, each registered before anything told it to{unseen}")]
-        verdict = self.first_problem(self.bad[::2], "worker life(s) that did not register on their own")
-        verdict.evidence = [e.describe() for e, _, _ in self.bad[:6]]
-        verdict.detail += unseen
+            told = f"; {self.reconnects} RECONNECT(s) each answered with a REGISTER" if self.reconnects else ""
+            return [self.ok(f"{self.judged} worker {lives}, each registered before anything told it to{told}"
+                            f"{unseen}")]
+        problems = list(dict.fromkeys((detail, clause) for _, detail, clause in self.bad))
+        verdict = self.fail(f"{len(problems)} registration problem(s); first: {problems[0][0]}{unseen}",
+                            [e.describe() for e, _, _ in self.bad[:6]], clause=problems[0][1])
         return [verdict]

@@ -74,7 +74,8 @@ def test_each_life_is_judged_apart() -> None:
     first = [ev(0, SEND, "REGISTER"), ev(250, SEND, "PING"), ev(300, CRASH, "")]
     v = judge(*first, ev(800, RESTART, ""), ev(900, SEND, "PING"), ev(902, RECV, "RECONNECT"))
     assert not v.ok and "RECONNECT at 902.0 ms" in v.detail and "a PING at 900.0 ms" in v.detail
-    assert judge(*first, ev(800, RESTART, ""), ev(900, SEND, "REGISTER"), ev(902, RECV, "RECONNECT")).ok
+    assert judge(*first, ev(800, RESTART, ""), ev(900, SEND, "REGISTER"), ev(902, RECV, "RECONNECT"),
+                 ev(903, SEND, "REGISTER")).ok
 
 
 def test_an_external_worker_is_judged_from_what_the_proxy_saw() -> None:
@@ -99,3 +100,33 @@ def test_a_client_that_registers_may_ping() -> None:
     check.on_event(ev(300, SEND, "PING", node="clients.1", role="client", via=VIA_PROXY))
     v = check.finish(MS * 1000)[0]
     assert not v.ok and v.clause == "dcp.heartbeat.client-no-heartbeat" and "clients.1 sent a PING" in v.detail
+
+
+BROKER_RESTART = Path("scenarios/dcp/broker-restart.yaml").read_text()
+
+
+def test_a_worker_registers_again_when_told() -> None:
+    """broker-restart.yaml: the broker comes back without its workers; each worker's next PING gets
+    a RECONNECT, and it registers again. The mutant that ignores a RECONNECT fails."""
+    scenario = parse_scenario(BROKER_RESTART, "broker-restart.yaml")
+    good = next(v for v in run_sim(scenario, 1).verdicts if v.check == "worker-registers")
+    assert good.ok and "RECONNECT(s) each answered with a REGISTER" in good.detail, good.detail
+    bad = next(v for v in run_sim(scenario, 1, factories={"workers.1": mutants.NoReregisterWorker}).verdicts
+               if v.check == "worker-registers")
+    assert not bad.ok and bad.clause == "dcp.worker.reregister-on-reconnect", bad.detail
+    assert "workers.1 sent no REGISTER in the" in bad.detail and "after the RECONNECT it got at" in bad.detail
+
+
+def test_a_reconnect_is_owed_a_register_within_the_grace_of_running_time() -> None:
+    told = [ev(0, SEND, "REGISTER"), ev(1000, SEND, "PING"), ev(1001, RECV, "RECONNECT")]
+    assert judge(*told, ev(1002, SEND, "REGISTER")).ok
+    v = judge(*told, ev(1250, SEND, "PING"), ev(3100, SEND, "PING"))
+    assert not v.ok and v.clause == "dcp.worker.reregister-on-reconnect"
+    assert "workers.0 sent no REGISTER in the 2099 ms of running time after the RECONNECT it got at 1001.0 ms" in v.detail
+    assert judge(*told, ev(1100, PAUSE, ""), ev(2500, RESUME, ""), ev(2600, SEND, "REGISTER")).ok, "paused"
+    assert judge(*told, ev(2000, CRASH, ""), ev(5000, RESTART, ""), ev(5001, SEND, "REGISTER")).ok, "its life ended"
+    check = Registers()
+    for e in told:
+        check.on_event(e)
+    assert check.finish(2500 * MS)[0].ok, "the run ended first"
+    assert not check.finish(3500 * MS)[0].ok

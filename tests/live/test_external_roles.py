@@ -216,6 +216,26 @@ def test_a_mutant_run_as_the_external_process_is_caught(text: str, check: str, c
     assert failed[check].clause == clause, failed[check].detail
 
 
+def broker_forgets(text: str) -> str:
+    """The DCP file with the in-process broker down for 300 ms at 1 s (less than the workers'
+    600 ms liveness: they do not notice, and the broker's RECONNECT answers their next PING),
+    and 4 s to run (2 s to answer it)."""
+    return text.replace("duration: 2s", "duration: 4s").replace(
+        "check:", "faults:\n  - {at: 1s, crash: broker, restart_after: 300ms}\ncheck:")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mutant", ["", "--mutant no-reregister"], ids=["reference", "no-reregister"])
+def test_an_external_worker_must_register_again_when_told(mutant: str, tmp_path: Path) -> None:
+    r = run(broker_forgets(dcp(worker=mutant)), "external-reregister", tmp_path)
+    v = next(v for v in r.verdicts if v.check == "worker-registers")
+    if not mutant:
+        assert v.ok and "RECONNECT(s) each answered with a REGISTER" in v.detail, v.detail
+        return
+    assert not v.ok and v.clause == "dcp.worker.reregister-on-reconnect", v.detail
+    assert "outside sent no REGISTER" in v.detail, v.detail
+
+
 @pytest.mark.slow
 def test_the_external_reference_store_across_a_restart_passes(tmp_path: Path) -> None:
     """The same file with the reference store (durable in its data_dir) and the reference tower
@@ -324,10 +344,11 @@ def test_an_independent_external_dcp_node_passes_wire_conformance_in_its_dialect
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("role", ["broker", "worker"])
-def test_an_observed_independent_external_dcp_node_passes_every_check(role: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("role,dialect", [("broker", "strict"), ("worker", "strict"), ("worker", "dcp:dagbox")])
+def test_an_observed_independent_external_dcp_node_passes_every_check(role: str, dialect: str,
+                                                                      tmp_path: Path) -> None:
     """Observed, its sends are judged as sends: by wire-conformance, and a worker's by worker-registers."""
-    r = run(standin_dcp(role, "strict", "strict"), "standin-observed", tmp_path)
+    r = run(standin_dcp(role, dialect, dialect), "standin-observed", tmp_path)
     assert r.ok, [v.to_dict() for v in r.failed]
     sender = "broker" if role == "broker" else "outside"
     rows = read_trace(r.trace_path).to_pylist()  # type: ignore[arg-type]
