@@ -122,7 +122,8 @@ def test_a_reconnect_is_owed_a_register_within_the_grace_of_running_time() -> No
     assert judge(*told, ev(1002, SEND, "REGISTER")).ok
     v = judge(*told, ev(1250, SEND, "PING"), ev(3100, SEND, "PING"))
     assert not v.ok and v.clause == "dcp.worker.reregister-on-reconnect"
-    assert "workers.0 sent no REGISTER in the 2099 ms of running time after the RECONNECT it got at 1001.0 ms" in v.detail
+    assert ("workers.0 sent no REGISTER in the 2099 ms of running time after the RECONNECT it got at 1001.0 ms"
+            in v.detail)
     assert judge(*told, ev(1100, PAUSE, ""), ev(2500, RESUME, ""), ev(2600, SEND, "REGISTER")).ok, "paused"
     assert judge(*told, ev(2000, CRASH, ""), ev(5000, RESTART, ""), ev(5001, SEND, "REGISTER")).ok, "its life ended"
     check = Registers()
