@@ -25,6 +25,14 @@ peer sends the others shows only as their receipts.
 
     python -m bench.raft_external --mixed --impl standin --seeds 1-3
 
+``--mutant GLOB`` runs, instead of ``--impl``, each reference peer mutant whose name matches
+(``zmq-harness node raft peer ... --mutant NAME``, `reference_nodes/raft/mutants.py`) as the
+external peers (every peer, or with ``--mixed`` the one): a run that passes is a mutant the
+chaos checks did not catch with the peers external.
+
+    python -m bench.raft_external --file leader-crash --mutant '*' --seeds 1
+    python -m bench.raft_external --file leader-crash --mixed --mutant 'vote-*' --seeds 1
+
 ``--compact N`` switches log compaction on in every file run (the peer group's ``snapshot_every``,
 which the stand-in takes as ``--compact-every``; snapshot-install.yaml compacts already).
 
@@ -96,6 +104,31 @@ def command_is_standin(impl: str) -> bool:
     return impl.startswith("standin")
 
 
+MUTANT = "mutant:"  # an impl ``mutant:NAME``: the reference peer broken on purpose
+
+
+def command_of(impl: str) -> str:
+    """The command line of ``impl``: one of `COMMANDS`, or ``mutant:NAME``."""
+    if impl.startswith(MUTANT):
+        return COMMANDS["reference"] + f" --mutant {impl.removeprefix(MUTANT)}"
+    return COMMANDS[impl]
+
+
+def base_impl(impl: str) -> str:
+    """What the command's settings and readiness follow: a mutant runs as the reference does."""
+    return "reference" if impl.startswith(MUTANT) else impl
+
+
+def peer_mutants(pattern: str) -> list[str]:
+    """The reference peer mutants whose names match ``pattern`` (a glob), as impls."""
+    import fnmatch
+
+    from reference_nodes.raft.mutants import MUTANTS
+
+    return [MUTANT + name for name, (role, _f, _c) in MUTANTS.items() if role == "peer"
+            and fnmatch.fnmatch(name, pattern)]
+
+
 def external_text(name: str, impl: str, command: str | None = None,
                   compact: int | None = None) -> tuple[str, list[str]]:
     """The chaos file ``name`` as YAML with its peer group run by ``command`` (default: the
@@ -105,9 +138,10 @@ def external_text(name: str, impl: str, command: str | None = None,
     group = data["nodes"]["peers"]
     if compact:
         group["config"] = {**(group.get("config") or {}), "snapshot_every": compact}
-    group["command"] = (command or COMMANDS[impl]) + peer_settings(group.get("config") or {}, impl)
-    if impl in READY:
-        group["ready"] = READY[impl]
+    group["command"] = (command or command_of(impl)) + peer_settings(group.get("config") or {}, base_impl(impl))
+    if base_impl(impl) in READY:
+        group["ready"] = READY[base_impl(impl)]
+
     def peers_clock(f: dict[str, Any]) -> bool:  # a skew of the peers' clocks: the processes read the host's
         return "clock_skew" in f and not str(f["clock_skew"]).startswith("clients")
 
@@ -135,9 +169,9 @@ def mixed_text(name: str, impl: str, command: str | None = None, compact: int | 
     last = f"peers.{group['count'] - 1}"
     group["count"] -= 1
     ext = {"role": "peer", "config": {**(group.get("config") or {}), **(config or {})}}
-    ext["command"] = (command or COMMANDS[impl]) + peer_settings(ext["config"], impl)
-    if impl in READY:
-        ext["ready"] = READY[impl]
+    ext["command"] = (command or command_of(impl)) + peer_settings(ext["config"], base_impl(impl))
+    if base_impl(impl) in READY:
+        ext["ready"] = READY[base_impl(impl)]
     data["nodes"] = {k: v for n, g in data["nodes"].items()
                      for k, v in ([(n, g), (MIXED_NODE, ext)] if n == "peers" else [(n, g)])}
 
@@ -184,10 +218,26 @@ class Run:
 
     def line(self) -> str:
         what = self.file + (f" compact {self.compact}" if self.compact else "")
-        head = f"{what:33} {self.impl:15} seed {self.seed:<3} try {self.attempt} " \
+        head = f"{what:33} {self.impl:24} seed {self.seed:<3} try {self.attempt} " \
                f"{'pass' if self.ok else 'FAIL'} {self.wall_s:6.1f} s"
         tail = "".join(f"\n    {v['check']}: {v['detail'][:300]}" for v in self.failed)
         return head + tail
+
+
+def run_sim_mutant(name: str, impl: str, seed: int, mixed: bool = False) -> Run:
+    """The baseline of a mutant's live run: the chaos file as shipped, in simulation, with the
+    same peers broken (every peer, or with ``mixed`` the last)."""
+    from harness.composition import run_sim
+    from harness.scenario import load_scenario
+    from reference_nodes.raft.mutants import MUTANTS
+
+    scenario = load_scenario(str(CHAOS / f"{name}.yaml"))
+    peers = scenario.groups["peers"].nodes
+    factory = MUTANTS[impl.removeprefix(MUTANT)][1]
+    started = time.monotonic()
+    result = run_sim(scenario, seed, factories={n: factory for n in (peers[-1:] if mixed else peers)})
+    return Run(name, impl + " (sim)", seed, result.ok, round(time.monotonic() - started, 1),
+               [{"check": v.check, "clause": v.clause, "detail": v.detail} for v in result.failed])
 
 
 def run_one(name: str, impl: str, seed: int, out_dir: str, attempt: int = 1, command: str | None = None,
@@ -205,11 +255,15 @@ def run_one(name: str, impl: str, seed: int, out_dir: str, attempt: int = 1, com
 
 
 def sweep(names: list[str], impls: list[str], seeds: list[int], out_dir: str, rerun: bool = False,
-          echo: Any = print, compact: int | None = None, mixed: bool = False) -> list[Run]:
+          echo: Any = print, compact: int | None = None, mixed: bool = False, sim: bool = False) -> list[Run]:
     runs = []
     for name in names:
         for seed in seeds:
             for impl in impls:
+                if sim and impl.startswith(MUTANT):  # the same mutant in simulation first: the baseline
+                    base = run_sim_mutant(name, impl, seed, mixed)
+                    runs.append(base)
+                    echo(base.line())
                 run = run_one(name, impl, seed, out_dir, compact=compact, mixed=mixed)
                 runs.append(run)
                 echo(run.line())
@@ -238,14 +292,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", help="write every run's verdicts here")
     ap.add_argument("--compact", type=int, help="compact the peers' logs every N applied entries (snapshot_every)")
     ap.add_argument("--mixed", action="store_true", help="one external peer beside the harness's reference peers")
+    ap.add_argument("--mutant", metavar="GLOB", help="instead of --impl: each reference peer mutant matching GLOB "
+                    "as the external peers (a run that passes is a mutant not caught)")
+    ap.add_argument("--sim", action="store_true", help="with --mutant: run each mutant in simulation first, on the "
+                    "file as shipped (a mutant simulation catches and the live run does not is a gap)")
     args = ap.parse_args(argv)
     out = args.out or tempfile.mkdtemp(prefix="raft-external-")
     started = time.monotonic()
-    runs = sweep(args.file or files(), args.impl or ["standin", "reference"], seed_list(args.seeds), out, args.rerun,
-                 compact=args.compact, mixed=args.mixed)
+    impls = peer_mutants(args.mutant) if args.mutant else (args.impl or ["standin", "reference"])
+    runs = sweep(args.file or files(), impls, seed_list(args.seeds), out, args.rerun,
+                 compact=args.compact, mixed=args.mixed, sim=args.sim)
     for note in sorted({n for r in runs for n in r.left_out}):
         print(f"left out (a process reads the host's clock): {note}")
-    firsts = [r for r in runs if r.attempt == 1]
+    firsts = [r for r in runs if r.attempt == 1 and not r.impl.endswith("(sim)")]
     print(f"{sum(r.ok for r in firsts)}/{len(firsts)} passed at the first try, "
           f"{sum(r.ok for r in runs if r.attempt == 2)}/{sum(r.attempt == 2 for r in runs)} reruns passed; "
           f"{time.monotonic() - started:.0f} s; traces in {out}")
