@@ -357,11 +357,13 @@ class FetchAscending(Checker):
     external producer or store the run observes is judged from what the chaos proxy saw: the
     FETCHes it handed on to the node and, on each connection, the DIRECT-RECORDs the node sent
     there (the order within a connection is the node's). The proxy hands a FETCH on before the
-    node reads it and reads an answer after the node sent it, so answers to the FETCH before may
-    still come after a FETCH was handed on: each FETCH handed on excuses one step down on a
-    connection, and only a step down beyond them fails (a node answers one FETCH at a time, as the
-    rule for the nodes the harness runs reads it). Of one the run does not observe, the verdict
-    names the order of its answers as not judged."""
+    node reads it and reads an answer after the node sent it, so the answers to the next FETCH
+    may follow on the connection before the proxy reads them: a step down (offset o after p) is
+    a new FETCH's answers unless one FETCH alone can be the request of both, the only FETCH of
+    that partition and requestor handed on to the node before the proxy read each answer whose
+    range (sequence, count) holds its offset (a node answers one FETCH at a time, in one
+    ascending run, as the rule for the nodes the harness runs reads it). Of one the run does not
+    observe, the verdict names the order of its answers as not judged."""
 
     name = "fetch-ascending"
     clause = "dafka.fetch.ascending-order"
@@ -375,9 +377,10 @@ class FetchAscending(Checker):
         self.external = external  # external producers and stores
         self.observed = observed  # whether the proxy reports their traffic
         self.last: dict[tuple[str, str, str], int] = {}
-        self.fetched: dict[tuple[str, str, str], int] = {}  # (external node, requestor, partition) -> FETCHes handed on
-        # (external node, requestor, partition, connection) -> [last offset, steps down]
-        self.streams: dict[tuple[str, str, str, int], list[int]] = {}
+        # (external node, requestor, partition) -> the FETCHes handed on to it: (when, first offset, count)
+        self.fetched: dict[tuple[str, str, str], list[tuple[int, int, int]]] = {}
+        # (external node, requestor, partition, connection) -> the last answer there: (offset, when read)
+        self.streams: dict[tuple[str, str, str, int], tuple[int, int]] = {}
         self.bad: list[tuple[Event, str]] = []
         self.answers = 0
         self.observed_answers = 0
@@ -409,22 +412,26 @@ class FetchAscending(Checker):
         if msg is None:
             return
         if ev.kind == RECV and msg.name == "FETCH":
-            key = (ev.node, msg["address"], msg["topic"])
-            self.fetched[key] = self.fetched.get(key, 0) + 1
+            self.fetched.setdefault((ev.node, msg["address"], msg["topic"]), []).append(
+                (ev.time_ns, msg["sequence"], msg["count"]))
         elif ev.kind == SEND and msg.name == "DIRECT-RECORD":
             self.answers += 1
             self.observed_answers += 1
             key = (ev.node, msg["topic"], msg["address"])
-            stream = self.streams.setdefault((*key, int((ev.data or {}).get("connection", -1))), [-1, 0])
-            prev, stream[0] = stream[0], msg["sequence"]
-            if prev < 0 or msg["sequence"] > prev:
+            stream = (*key, int((ev.data or {}).get("connection", -1)))
+            offset, before = msg["sequence"], self.streams.get(stream)
+            self.streams[stream] = (offset, ev.time_ns)
+            if before is None or offset > before[0]:
                 return
-            stream[1] += 1
-            handed = self.fetched.get(key, 0)
-            if stream[1] > handed - 1:
-                self.bad.append((ev, f"{ev.node} sent offset {msg['sequence']} after {prev} to {msg['topic'][:8]}.. "
-                                     f"(seen by the proxy on one connection: {stream[1]} step(s) down there, "
-                                     f"{handed} FETCH(es) of that partition handed on to it)"))
+            prev, read = before
+            asked = self.fetched.get(key, [])
+            for_prev = [f for f in asked if f[0] <= read and f[1] <= prev < f[1] + f[2]]
+            for_this = [f for f in asked if f[0] <= ev.time_ns and f[1] <= offset < f[1] + f[2]]
+            if len(for_prev) == 1 and for_this == for_prev:
+                at, first, count = for_prev[0]
+                self.bad.append((ev, f"{ev.node} sent offset {offset} after {prev} to {msg['topic'][:8]}.., both "
+                                     f"answers to the one FETCH of offsets {first}-{first + count - 1} handed on "
+                                     f"to it (at {at / 1e6:.1f} ms; seen by the proxy on one connection)"))
 
     def finish(self, end_ns: int) -> list[Verdict]:
         unseen = "" if self.observed else not_judged("the order of their answers to FETCH", self.external)
