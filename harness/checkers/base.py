@@ -32,6 +32,9 @@ STALL = "stall"
 # time bounds a send from above and a receive from below only, and across two connections of a
 # node the order need not be the order the node sent them in (harness.live_observe).
 VIA_PROXY = "proxy"
+# The role of a live run's passive listener on what external nodes publish (reference_nodes.tap):
+# its receipt on the socket named after a node is that node's publication, heard after it was sent.
+TAP = "tap"
 
 
 @dataclass(slots=True)  # slots: built for most sends and receives of a run, read by every checker

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
-from harness.checkers.base import COMMAND, RECV, SEND, START, Checker, Event, Verdict
+from harness.checkers.base import COMMAND, RECV, SEND, START, TAP, Checker, Event, Verdict
 from harness.checkers.external import not_judged
 from harness.protocols.codec import Message
 from harness.protocols.dafka import COMMAND_IDS, PEER, TOPIC_RULES
@@ -28,7 +28,6 @@ BY_SUBJECT = frozenset(COMMAND_IDS[n] for n in ("RECORD", "HEAD"))  # on the top
 LEARNED_IDS = frozenset(COMMAND_IDS[n] for n in ("RECORD", "HEAD", "DIRECT-RECORD", "DIRECT-HEAD", "FETCH",
                                                  "GET-HEADS", "CONSUMER-HELLO", "STORE-HELLO"))
 ANY_ID = frozenset(COMMAND_IDS.values())
-TAP = "tap"  # the role of the passive listener on external nodes' XPUBs (reference_nodes.dafka.tap)
 
 
 def tapped_from(ev: Event, nodes: frozenset[str] | dict[str, str]) -> str | None:

@@ -18,29 +18,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.node import Action, BaseNode, NodeContext, SocketSpec, SocketType
 from reference_nodes.dafka.common import PROTOCOL
+from reference_nodes.tap import ROLE, Tap as _Tap
 
-ROLE = "tap"
 
-
-class Tap(BaseNode):
+class Tap(_Tap):
     protocol = PROTOCOL
-    role = ROLE
-
-    def __init__(self, ctx: NodeContext) -> None:
-        super().__init__(ctx)
-        self.targets: dict[str, str] = dict(self.config.get("targets", {}))
-
-    def sockets(self) -> list[SocketSpec]:
-        return [SocketSpec(name, SocketType.SUB, connect=(endpoint,), subscribe=(b"",))
-                for name, endpoint in self.targets.items()]
-
-    def receive(self, socket: str, frames: list[bytes], now: int) -> list[Action]:
-        return []  # the probe reports the receipt to the checks; nothing to do
-
-    def command(self, request: dict[str, Any], now: int) -> list[Action]:
-        return []
 
 
 def tap_of(configs: dict[str, tuple[str, dict[str, Any]]], external: frozenset[str]) -> dict[str, Any] | None:
@@ -48,3 +31,6 @@ def tap_of(configs: dict[str, tuple[str, dict[str, Any]]], external: frozenset[s
     targets = {n: cfg["bind"] for n, (role, cfg) in configs.items()
                if n in external and role in ("producer", "store", "consumer") and cfg.get("bind")}
     return {"targets": targets} if targets else None
+
+
+__all__ = ["ROLE", "Tap", "tap_of"]

@@ -77,6 +77,21 @@ def test_independent_peers_pass_every_check_of_a_shipped_chaos_file(name: str, t
     assert result.stats["observed_traffic"]["sends"] > 0
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("impl", ["reference", "mutant:apply-uncommitted"])
+def test_the_state_broadcasts_of_external_peers_are_judged_as_the_tap_hears_them(impl: str, tmp_path: Path) -> None:
+    """Before the tap (reference_nodes/raft/tap.py) nothing subscribed to an external peer's PUB:
+    broadcast-state judged "0 StateBroadcast(s)" and this mutant, which simulation catches, passed."""
+    scenario, _ = external_scenario("leader-crash", impl)
+    result = run_live(scenario, 1, str(tmp_path))
+    v = next(v for v in result.verdicts if v.check == "broadcast-state")
+    if impl == "reference":
+        assert v.ok and int(v.detail.split()[0]) > 0, v.detail
+        return
+    assert not v.ok and "beyond the highest commit index" in v.detail, v.detail
+
+
 LEADER_CRASHES = """
 protocol: raft
 name: raft-leader-crashes

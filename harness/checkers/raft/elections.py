@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.checkers.base import NOTE, RECV, SEND, VIA_PROXY, Checker, Event, Verdict
-from harness.checkers.raft.wire import PEER_RESPONSES, PEER_RPCS, Listener, Tracker, only, show, unseen_sender
+from harness.checkers.base import NOTE, RECV, SEND, TAP, VIA_PROXY, Checker, Event, Verdict
+from harness.checkers.raft.wire import PEER_RESPONSES, PEER_RPCS, PUB, Listener, Tracker, only, show, unseen_sender
 from harness.protocols.codec import Message
 
 
@@ -40,7 +40,7 @@ class RaftChecker(Checker, Listener):
     def on_event(self, ev: Event) -> None:
         kind = ev.kind
         if kind == SEND or kind == RECV:
-            self.tracker.feed(ev)
+            self.tracker.feed(as_published(ev) if ev.role == TAP else ev)
             return
         fns = self._others.get(kind)
         if fns is None:  # in the order they joined; a member that does not override on_other has nothing to do
@@ -67,6 +67,13 @@ class RaftChecker(Checker, Listener):
     def verdict_of(self, problems: list[tuple[str, list[dict[str, Any]], str]], ok: str) -> list[Verdict]:
         """`verdict` of problems that each name their clause; the verdict names the first's."""
         return self.verdict([(p, evs) for p, evs, _ in problems], ok, problems[0][2] if problems else None)
+
+
+def as_published(ev: Event) -> Event:
+    """The tap's receipt of an external peer's StateBroadcast (its socket is named after the peer:
+    reference_nodes.raft.tap) as that peer's send on its PUB, seen from outside: its time bounds
+    the send from above only, as the chaos proxy's does (``via``)."""
+    return Event(ev.time_ns, ev.socket, "peer", SEND, PUB, ev.frames, ev.msg_type, None, ev.codec, via=VIA_PROXY)
 
 
 LINK_PREFIX = "peer:"  # a probed (reference) peer's DEALER to the peer of id ID is "peer:ID"

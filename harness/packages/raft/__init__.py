@@ -29,6 +29,7 @@ from reference_nodes.raft.client import Client
 from reference_nodes.raft.common import DEFAULT_ELECTION_MAX_MS, DEFAULT_ELECTION_MIN_MS, peer_list
 from reference_nodes.raft.mutants import MUTANTS
 from reference_nodes.raft.peer import ROUTER as PEER_ROUTER, Peer
+from reference_nodes.raft.tap import ROLE as TAP_ROLE, Tap, tap_of
 
 
 def leader(view: TargetView) -> list[str]:
@@ -207,10 +208,18 @@ CAPTURE = CaptureHints(channels={("PUB", "SUB"): "broadcast", ("PUB", "XSUB"): "
 
 
 
+def tap(configs: dict[str, tuple[str, dict[str, Any]]], external: frozenset[str]) -> tuple[str, Any, dict] | None:
+    """A live run's passive listener on its external peers' StateBroadcast PUBs (reference_nodes.raft.tap)."""
+    cfg = tap_of(configs, external)
+    return (TAP_ROLE, Tap, cfg) if cfg is not None else None
+
+
 def raft_senders(role: str, socket: str, frames: list[bytes]) -> tuple[str, ...] | str:
     """Who may send a Raft node what it received there: a peer's ROUTER hears peers and clients;
     its DEALER ``peer:<ID>`` the peer with that id (`wire` makes the node name the id); a client's
-    sockets hear peers."""
+    sockets hear peers; the tap's socket is named after the one peer it listens to."""
+    if role == TAP_ROLE:
+        return socket
     if role != "peer":
         return ("peer",)
     if socket == PEER_ROUTER:
@@ -236,4 +245,5 @@ PACKAGE = ProtocolPackage(
     observed_checks=True,
     wire_notes=wire_notes,  # tests/test_live_observe.py, tests/checkers/test_raft_term_update_*.py
     senders=raft_senders,
+    tap=tap,  # hears the StateBroadcasts of external peers (broadcast-state judges them)
 )

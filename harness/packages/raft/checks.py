@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 from fault_injection import nemesis
 from harness.checkers import raft as checkers
-from harness.checkers.external import corrupts
+from harness.checkers.external import corrupts, noting_external
 from harness.checkers.base import COMMAND, DELIVER, NOTE, RECV, SEND, Event, Verdict
 from harness.checkers.linearizability import Linearizable
 from harness.packages.base import Check, Setting, as_ms, as_positive_int
@@ -131,9 +131,22 @@ def _factory(cls: type) -> Callable[..., Any]:
             if "default_within_ms" not in params:  # E-RAFT-14: a client waits SERVER_ELECTION_GRACE_MS to ask again
                 grace = role_config(scenario, "client", "election_grace_ms", DEFAULT_ELECTION_GRACE_MS)
                 params["within"] = {n: max(1000, 2 * ms) for n, ms in grace.items()}
-        return _share(scenario, cls(**params))
+        checker = _share(scenario, cls(**params))
+        unseen = UNSEEN_OF_EXTERNAL.get(cls)
+        return noting_external(checker, scenario, ("peer",), unseen) if unseen else checker
 
     return make
+
+
+# What a check leaves out of an external peer's sends, which the chaos proxy (or the tap) sees
+# only after they left it: the verdict names it (harness.checkers.external.noting_external).
+UNSEEN_OF_EXTERNAL = {
+    checkers.LeaderHeartbeat: "the gaps between their AppendEntries (the chaos proxy's read time bounds a send "
+                              "from above only)",
+    checkers.BroadcastHeartbeat: "the gaps between their StateBroadcasts (heard after they were sent)",
+    checkers.BroadcastEntries: "whether their StateBroadcasts carry what they apply (their sends are seen from "
+                               "outside, after they left them)",
+}
 
 
 def _check(name: str, cls: type, params: dict[str, Setting] | None = None) -> Check:
