@@ -440,6 +440,7 @@ class CommitRule(CommitBound):
         self.checked = 0
         self.from_receipts = 0  # of them, announced by a leader seen only in its followers' receipts
         self.unjudged = 0  # such announcements a majority of seen acknowledgements could not settle
+        self.answers_seen: set[tuple[bytes, ...]] = set()  # RequestEntries answers seen sent, by their frames
 
     def count(self, key: tuple[str, int], c: int, received: bool) -> None:
         self.checked += 1
@@ -506,13 +507,30 @@ class CommitRule(CommitBound):
     def response_sent(self, ev: Event, request: Message, msg: Message) -> None:
         if msg.name != "RequestEntriesResponse" or msg["status"] not in (1, 2) or self.peers < 2:
             return
-        first, raws = entries_of(ev, msg, _skip(ev))
-        last = first + len(raws) - 1
-        if not raws or last <= self.justified or sum(len(p) for p in self.problems.values()) >= 50:
+        skip = _skip(ev)
+        self.answers_seen.add(tuple(ev.frames[skip:]) if ev.frames else ())
+        first, raws = entries_of(ev, msg, skip)
+        self._committed_only(ev, msg, first + len(raws) - 1 if raws else 0, f"{ev.node} answered RequestEntries")
+
+    @only("RequestEntriesResponse")
+    def response_received(self, ev: Event, request: Message, msg: Message) -> None:
+        """A client's receipt of an answer no peer was seen sending (an external peer's, whose
+        link to the client nothing observes): judged as received, against the bound by then
+        (higher than when it was sent, so never stricter)."""
+        if (msg.name != "RequestEntriesResponse" or ev.role != "client" or ev.via or not self.receipts
+                or msg["status"] not in (1, 2) or self.peers < 2 or tuple(ev.frames or ()) in self.answers_seen):
+            return
+        first, raws = entries_of(ev, msg)
+        self._committed_only(ev, msg, first + len(raws) - 1 if raws else 0,
+                             f"a peer whose sends nothing reports answered {ev.node}'s RequestEntries (as {ev.node} "
+                             "received it)")
+
+    def _committed_only(self, ev: Event, msg: Message, last: int, who: str) -> None:
+        if not last or last <= self.justified or sum(len(p) for p in self.problems.values()) >= 50:
             return
         self.problems.setdefault("raft.entries.committed-only", []).append((
-            f"{ev.node} answered RequestEntries with entries up to {last}, beyond the highest commit index "
-            f"{self.justified} any leader had reached", [show(ev, msg, committed=self.justified)]))
+            f"{who} with entries up to {last}, beyond the highest commit index {self.justified} any leader had "
+            f"reached", [show(ev, msg, committed=self.justified)]))
 
     def finish(self, end_ns: int) -> list[Verdict]:
         if not self.problems:
