@@ -359,11 +359,13 @@ class FetchAscending(Checker):
     there (the order within a connection is the node's). The proxy hands a FETCH on before the
     node reads it and reads an answer after the node sent it, so the answers to the next FETCH
     may follow on the connection before the proxy reads them: a step down (offset o after p) is
-    a new FETCH's answers unless one FETCH alone can be the request of both, the only FETCH of
-    that partition and requestor handed on to the node before the proxy read each answer whose
-    range (sequence, count) holds its offset (a node answers one FETCH at a time, in one
-    ascending run, as the rule for the nodes the harness runs reads it). Of one the run does not
-    observe, the verdict names the order of its answers as not judged."""
+    a new FETCH's answers unless the wire rules that out. It does when a connection shows more
+    steps down than FETCHes (of that partition and requestor) were handed on to the node, less
+    one, by then; or when one FETCH alone can be the request of both answers, the only one
+    handed on before the proxy read each whose range (sequence, count) holds its offset (a node
+    answers one FETCH at a time, in one ascending run, as the rule for the nodes the harness runs
+    reads it). Of one the run does not observe, the verdict names the order of its answers as
+    not judged."""
 
     name = "fetch-ascending"
     clause = "dafka.fetch.ascending-order"
@@ -379,8 +381,9 @@ class FetchAscending(Checker):
         self.last: dict[tuple[str, str, str], int] = {}
         # (external node, requestor, partition) -> the FETCHes handed on to it: (when, first offset, count)
         self.fetched: dict[tuple[str, str, str], list[tuple[int, int, int]]] = {}
-        # (external node, requestor, partition, connection) -> the last answer there: (offset, when read)
-        self.streams: dict[tuple[str, str, str, int], tuple[int, int]] = {}
+        # (external node, requestor, partition, connection) -> the last answer there (offset, when read)
+        # and the steps down there so far
+        self.streams: dict[tuple[str, str, str, int], tuple[int, int, int]] = {}
         self.bad: list[tuple[Event, str]] = []
         self.answers = 0
         self.observed_answers = 0
@@ -420,18 +423,24 @@ class FetchAscending(Checker):
             key = (ev.node, msg["topic"], msg["address"])
             stream = (*key, int((ev.data or {}).get("connection", -1)))
             offset, before = msg["sequence"], self.streams.get(stream)
-            self.streams[stream] = (offset, ev.time_ns)
             if before is None or offset > before[0]:
+                self.streams[stream] = (offset, ev.time_ns, before[2] if before else 0)
                 return
-            prev, read = before
-            asked = self.fetched.get(key, [])
+            prev, read, steps = before
+            steps += 1
+            self.streams[stream] = (offset, ev.time_ns, steps)
+            asked = [f for f in self.fetched.get(key, []) if f[0] <= ev.time_ns]
             for_prev = [f for f in asked if f[0] <= read and f[1] <= prev < f[1] + f[2]]
-            for_this = [f for f in asked if f[0] <= ev.time_ns and f[1] <= offset < f[1] + f[2]]
-            if len(for_prev) == 1 and for_this == for_prev:
+            for_this = [f for f in asked if f[1] <= offset < f[1] + f[2]]
+            what = (f"{ev.node} sent offset {offset} after {prev} to {msg['topic'][:8]}.. (seen by the proxy on one "
+                    "connection)")
+            if steps + 1 > len(asked):  # each step down starts the answers to another FETCH
+                self.bad.append((ev, f"{what}: {steps} step(s) down there, and only {len(asked)} FETCH(es) of that "
+                                     f"partition handed on to it"))
+            elif len(for_prev) == 1 and for_this == for_prev:
                 at, first, count = for_prev[0]
-                self.bad.append((ev, f"{ev.node} sent offset {offset} after {prev} to {msg['topic'][:8]}.., both "
-                                     f"answers to the one FETCH of offsets {first}-{first + count - 1} handed on "
-                                     f"to it (at {at / 1e6:.1f} ms; seen by the proxy on one connection)"))
+                self.bad.append((ev, f"{what}: both answers to the one FETCH of offsets {first}-{first + count - 1} "
+                                     f"handed on to it (at {at / 1e6:.1f} ms)"))
 
     def finish(self, end_ns: int) -> list[Verdict]:
         unseen = "" if self.observed else not_judged("the order of their answers to FETCH", self.external)
