@@ -1,5 +1,6 @@
-"""A DCP worker registers on its own (``dcp.worker.register``, E-DCP-12), judged from what the
-worker sends: its own probe's sends, or an external worker's as the chaos proxy saw them.
+"""A DCP worker registers on its own (``dcp.worker.register``, E-DCP-12) and again when a broker
+asks it to (``dcp.worker.reregister-on-reconnect``, E-DCP-13), judged from what the worker sends
+and gets: its own probe's events, or an external worker's as the chaos proxy saw them.
 
 The network plays no part: the rule reads only the worker's sends and the RECONNECTs it got,
 which the broker sends only in answer to something the worker sent. On one connection the proxy

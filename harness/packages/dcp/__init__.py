@@ -186,7 +186,9 @@ CHECKS = {
         "factor": Setting("factor", _factor, "the tolerance factor on the agreed interval (default 2.5)"),
         "tolerance": Setting("tolerance_ms", as_ms, "slack for a live run's scheduling (default 20ms)")},
         unseen=("worker", "the gaps between their messages")),
-    "worker-registers": _check("worker-registers", Registers, _registers),
+    "worker-registers": _check("worker-registers", Registers, _registers, {
+        "grace": Setting("grace_ms", as_ms, "running time a worker has to register, after its first message or a "
+                                            "RECONNECT (default 2s)")}),
 }
 
 
