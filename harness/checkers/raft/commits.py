@@ -356,6 +356,10 @@ class KnowledgeChecker(RaftChecker):
 
 UNSEEN = 1 << 62  # the index an unreported acknowledgement may reach: any
 COMMIT_CLAUSES = ("raft.algorithm.commit-majority", "raft.algorithm.commit-current-term", "raft.entries.committed-only")
+ENTRIES_CLAUSE = COMMIT_CLAUSES[2]
+# Problems kept per clause: a broken leader's answers to clients (its consequence) must not crowd
+# out its commits without a majority (the cause) in the evidence.
+PROBLEMS_KEPT = 50
 
 
 class CommitBound(KnowledgeChecker):
@@ -469,17 +473,19 @@ class CommitRule(CommitBound):
         self.count(key, c, received)
         if not justified:  # what it commits beyond a majority is no commitment to hold later leaders to
             self.kb.doubt(lead, c, n if n is not None and term_n == lead.term else 0)
-        if justified or sum(len(p) for p in self.problems.values()) >= 50:
+        old_term = n is not None and n >= c
+        clause = "raft.algorithm.commit-current-term" if old_term else "raft.algorithm.commit-majority"
+        if justified or len(self.problems.get(clause, ())) >= PROBLEMS_KEPT:
             return
         ref = show(ev, msg, acknowledged=dict(lead.matches), majority=majority)
         if received:
             ref["seen_as"] = f"received by {ev.node} (the leader's sends are reported by nothing)"
-        if n is not None and n >= c:
-            self.problems.setdefault("raft.algorithm.commit-current-term", []).append((
+        if old_term:
+            self.problems.setdefault(clause, []).append((
                 f"{lead.node}, leader of term {lead.term}, committed {c} by counting replicas of entry {n} "
                 f"of the earlier term {term_n}", [ref]))
         else:
-            self.problems.setdefault("raft.algorithm.commit-majority", []).append((
+            self.problems.setdefault(clause, []).append((
                 f"{lead.node}, leader of term {lead.term}, sent commit index {c}, held by no majority "
                 f"(acknowledged: {sorted(lead.matches.values(), reverse=True)}, majority {majority})", [ref]))
 
@@ -526,9 +532,9 @@ class CommitRule(CommitBound):
                              "received it)")
 
     def _committed_only(self, ev: Event, msg: Message, last: int, who: str) -> None:
-        if not last or last <= self.justified or sum(len(p) for p in self.problems.values()) >= 50:
+        if not last or last <= self.justified or len(self.problems.get(ENTRIES_CLAUSE, ())) >= PROBLEMS_KEPT:
             return
-        self.problems.setdefault("raft.entries.committed-only", []).append((
+        self.problems.setdefault(ENTRIES_CLAUSE, []).append((
             f"{who} with entries up to {last}, beyond the highest commit index {self.justified} any leader had "
             f"reached", [show(ev, msg, committed=self.justified)]))
 
