@@ -105,6 +105,12 @@ class Event:
         return out
 
 
+def tapped_from(ev: Event, nodes: frozenset[str] | dict[str, str]) -> str | None:
+    """The node of ``nodes`` the tap heard ``ev`` from (its socket is named after that node), or
+    None when ``ev`` is no receipt of the tap from one of them."""
+    return ev.socket if ev.role == TAP and ev.kind == RECV and ev.socket in nodes and ev.frames else None
+
+
 @dataclass
 class Verdict:
     check: str

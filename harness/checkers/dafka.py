@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.checkers.base import COMMAND, CRASH, DELIVER, NOTE, RECV, RESTART, SEND, Checker, Event, Verdict
-from harness.checkers.dafka_topics import TAP, tapped_from
+from harness.checkers.base import (
+    COMMAND, CRASH, DELIVER, NOTE, RECV, RESTART, SEND, TAP, Checker, Event, Verdict, tapped_from,
+)
 from harness.checkers.external import not_judged
 
 PRODUCER, STORE, CONSUMER = frozenset({"producer"}), frozenset({"store"}), frozenset({"consumer"})
@@ -429,7 +430,7 @@ class FetchAscending(Checker):
             prev, read, steps = before
             steps += 1
             self.streams[stream] = (offset, ev.time_ns, steps)
-            asked = [f for f in self.fetched.get(key, []) if f[0] <= ev.time_ns]
+            asked = self.fetched.get(key, [])  # (all handed on before now: events come in time order)
             for_prev = [f for f in asked if f[0] <= read and f[1] <= prev < f[1] + f[2]]
             for_this = [f for f in asked if f[1] <= offset < f[1] + f[2]]
             what = (f"{ev.node} sent offset {offset} after {prev} to {msg['topic'][:8]}.. (seen by the proxy on one "

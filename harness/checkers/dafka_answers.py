@@ -12,9 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from harness.checkers.base import CLOCK, COMMAND, CRASH, RECV, SEND, START, Checker, ClockSkews, Event, Verdict
-from harness.checkers.base import Pauses
+from harness.checkers.base import TAP, Pauses, tapped_from
 from harness.checkers.dafka_duties import DEFAULT_WITHIN_NS, Duties, Problem
-from harness.checkers.dafka_topics import TAP, tapped_from
 from harness.protocols.codec import Message
 from harness.protocols.dafka import COMMAND_IDS, PEER
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
-from harness.checkers.base import COMMAND, RECV, SEND, START, TAP, Checker, Event, Verdict
+from harness.checkers.base import COMMAND, RECV, SEND, START, TAP, Checker, Event, Verdict, tapped_from
 from harness.checkers.external import not_judged
 from harness.protocols.codec import Message
 from harness.protocols.dafka import COMMAND_IDS, PEER, TOPIC_RULES
@@ -29,11 +29,6 @@ LEARNED_IDS = frozenset(COMMAND_IDS[n] for n in ("RECORD", "HEAD", "DIRECT-RECOR
                                                  "GET-HEADS", "CONSUMER-HELLO", "STORE-HELLO"))
 ANY_ID = frozenset(COMMAND_IDS.values())
 
-
-def tapped_from(ev: Event, nodes: frozenset[str] | dict[str, str]) -> str | None:
-    """The node of ``nodes`` whose XPUB the tap heard ``ev`` on (its socket is named after it),
-    or None when ``ev`` is no receipt of the tap from one of them."""
-    return ev.socket if ev.role == TAP and ev.kind == RECV and ev.socket in nodes and ev.frames else None
 TAPPED: dict[str, Any] = {"tapped": True}  # the data of a send as the tap heard it
 
 

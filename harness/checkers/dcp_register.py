@@ -68,7 +68,7 @@ class Registers(Checker):
         self.pauses = Pauses()
         self.lives: dict[str, WorkerLife] = {}  # worker -> its current life, once it sent something
         self.seen: set[str] = set()  # workers with a message seen
-        self.bad: list[tuple[Event, str, str]] = []
+        self.problems: list[tuple[str, str, list[Event]]] = []  # (detail, clause, evidence)
         self.judged = 0
         self.reconnects = 0
 
@@ -87,9 +87,8 @@ class Registers(Checker):
                 return  # (it sent nothing in this life: the RECONNECT answers nothing of it)
             self.reconnects += 1
             if not life.registered:
-                self._fail(life.first, ev, f"{node} was told to register (RECONNECT at {ev.time_ns / 1e6:.1f} ms) "
-                                           f"before it registered on its own", self.clause)
-                life.registered = True  # (one failure per life)
+                self._unregistered(life, ev, f"{node} was told to register (RECONNECT at {ev.time_ns / 1e6:.1f} "
+                                             f"ms) before it registered on its own")
             if life.told is None:
                 life.told = ev
 
@@ -112,9 +111,8 @@ class Registers(Checker):
         elif not life.registered:
             running = self._running(node, life.first.time_ns, ev.time_ns)
             if running > self.grace:
-                self._fail(life.first, ev, f"{node} sent {life.messages} messages over {running / NS_PER_MS:.0f} ms "
-                                           f"of running time and no REGISTER", self.clause)
-                life.registered = True
+                self._unregistered(life, ev, f"{node} sent {life.messages} messages over {running / NS_PER_MS:.0f} "
+                                             f"ms of running time and no REGISTER")
 
     def _running(self, node: str, since: int, until: int) -> int:
         return until - since - self.pauses.between(node, since, until)
@@ -126,16 +124,16 @@ class Registers(Checker):
             return
         running = self._running(node, told.time_ns, now)
         if running > self.grace:
-            self._fail(told, None, f"{node} sent no REGISTER in the {running / NS_PER_MS:.0f} ms of running time "
-                                   f"after the RECONNECT it got at {told.time_ns / 1e6:.1f} ms", REREGISTER)
+            self.problems.append((f"{node} sent no REGISTER in the {running / NS_PER_MS:.0f} ms of running time "
+                                  f"after the RECONNECT it got at {told.time_ns / 1e6:.1f} ms", REREGISTER, [told]))
             life.told = None  # (one failure per RECONNECT left unanswered)
 
-    def _fail(self, first: Event, then: Event | None, why: str, clause: str) -> None:
-        if then is not None:
-            why += f" (its first message of that life: a {kind_of(first)} at {first.time_ns / 1e6:.1f} ms)"
-        self.bad.append((first, why, clause))
-        if then is not None:
-            self.bad.append((then, why, clause))
+    def _unregistered(self, life: WorkerLife, ev: Event, why: str) -> None:
+        """The life did not register on its own (one failure per life)."""
+        first = life.first
+        self.problems.append((f"{why} (its first message of that life: a {kind_of(first)} at "
+                              f"{first.time_ns / 1e6:.1f} ms)", self.clause, [first, ev]))
+        life.registered = True
 
     def finish(self, end_ns: int) -> list[Verdict]:
         for node, life in self.lives.items():
@@ -143,12 +141,12 @@ class Registers(Checker):
         unseen = not_judged("their registrations (the run does not observe them)" if not self.observed
                             else "their registrations (no message of theirs seen)",
                             self.external if not self.observed else self.external - self.seen)
-        if not self.bad:
+        if not self.problems:
             lives = "life" if self.judged == 1 else "lives"
             told = f"; {self.reconnects} RECONNECT(s) each answered with a REGISTER" if self.reconnects else ""
             return [self.ok(f"{self.judged} worker {lives}, each registered before anything told it to{told}"
                             f"{unseen}")]
-        problems = list(dict.fromkeys((detail, clause) for _, detail, clause in self.bad))
-        verdict = self.fail(f"{len(problems)} registration problem(s); first: {problems[0][0]}{unseen}",
-                            [e.describe() for e, _, _ in self.bad[:6]], clause=problems[0][1])
-        return [verdict]
+        detail, clause, _ = self.problems[0]
+        evidence = [e.describe() for _, _, events in self.problems for e in events][:6]
+        return [self.fail(f"{len(self.problems)} registration problem(s); first: {detail}{unseen}", evidence,
+                          clause=clause)]

@@ -480,14 +480,10 @@ class CommitRule(CommitBound):
         ref = show(ev, msg, acknowledged=dict(lead.matches), majority=majority)
         if received:
             ref["seen_as"] = f"received by {ev.node} (the leader's sends are reported by nothing)"
-        if old_term:
-            self.problems.setdefault(clause, []).append((
-                f"{lead.node}, leader of term {lead.term}, committed {c} by counting replicas of entry {n} "
-                f"of the earlier term {term_n}", [ref]))
-        else:
-            self.problems.setdefault(clause, []).append((
-                f"{lead.node}, leader of term {lead.term}, sent commit index {c}, held by no majority "
-                f"(acknowledged: {sorted(lead.matches.values(), reverse=True)}, majority {majority})", [ref]))
+        what = (f"committed {c} by counting replicas of entry {n} of the earlier term {term_n}" if old_term else
+                f"sent commit index {c}, held by no majority (acknowledged: "
+                f"{sorted(lead.matches.values(), reverse=True)}, majority {majority})")
+        self.problems.setdefault(clause, []).append((f"{lead.node}, leader of term {lead.term}, {what}", [ref]))
 
     def held(self, lead: Leadership, c: int, unseen: int) -> tuple[int | None, int | None, bool]:
         """The leader's majority index (with ``unseen`` followers taken to hold everything), its
