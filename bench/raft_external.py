@@ -3,6 +3,8 @@ processes: the same faults and checks, live, with the peer group's ``command`` o
 
 * ``standin``: tests/standins/raft_peer.py, a peer written from the document alone (other
   choices than the reference wherever the document leaves one; see its docstring);
+* ``standin-replay``: the same stand-in answering a repeated AppendEntries or InstallSnapshot
+  from a cache of its last reply, whatever its term is by then (node-zmq-raft's debounce);
 * ``standin-harness``: the same stand-in writing its snapshots in the harness's documented
   ``zmq-harness/raft-snapshot-1`` format (``standin`` writes JSON of its own shape);
 * ``reference``: ``zmq-harness node raft peer`` (the reference peer as an outside program: the
@@ -66,6 +68,10 @@ COMMANDS = {
     "standin-harness": (f"{{python}} {shlex.quote(str(STANDIN))} --id {{id}} --endpoint {{endpoint}} --peers {{peers}} "
                         "--data-dir {data_dir} --election-min {election_min_ms} --election-max {election_max_ms} "
                         "--seed {seed} --broadcast {broadcast} --snapshot-format harness"),
+    # node-zmq-raft's debounce: a repeated AppendEntries or InstallSnapshot gets the last reply, whatever the term
+    "standin-replay": (f"{{python}} {shlex.quote(str(STANDIN))} --id {{id}} --endpoint {{endpoint}} --peers {{peers}} "
+                       "--data-dir {data_dir} --election-min {election_min_ms} --election-max {election_max_ms} "
+                       "--seed {seed} --broadcast {broadcast} --replay-cache"),
     "reference": ("{zmq_harness} node raft peer --set id={id} --set endpoint={endpoint} --set peers={peers} "
                   "--set broadcast_url={broadcast} --set election_min={election_min_ms}ms "
                   "--set election_max={election_max_ms}ms --data-dir {data_dir}"),

@@ -73,3 +73,40 @@ def test_an_answer_to_a_request_handed_on_before_the_term_was_taken_in_is_not() 
     answer = ev(301, "peers.1", SEND, "router", "RequestVoteResponse", route=b"p2", message_id=5005, term=5,
                 vote_granted=False)
     assert judge([request] + took_in_term_8(VIA_PROXY) + [answer]) == []
+
+
+def append(msg_id: int, term: int) -> dict[str, Any]:
+    return {"message_id": msg_id, "cluster": b"c", "peer_id": "x", "term": term, "prev_log_index": 0,
+            "prev_log_term": 0, "commit_index": 0, "entries": []}
+
+
+def cached_reply_after_term_8(via: str, replayed_term: int = 5) -> list[Event]:
+    """peers.1 answers an AppendEntries of term 5 from p0, takes in term 8 from peers.0's vote
+    request, then gets the AppendEntries again (a retry, same id and bytes) and answers it."""
+    request = append(3, 5)
+    first = dict(message_id=3, term=5, success=True, conflict_index=None, conflict_term=None)
+    again = dict(first, term=replayed_term) if replayed_term != 5 else first
+    return [ev(50, "peers.1", RECV, "router", "AppendEntries", via, route=b"p0", **request),
+            ev(51, "peers.1", SEND, "router", "AppendEntriesResponse", via, route=b"p0", **first),
+            *took_in_term_8(via),
+            ev(300, "peers.1", RECV, "router", "AppendEntries", via, route=b"p0", **request),
+            ev(301, "peers.1", SEND, "router", "AppendEntriesResponse", via, route=b"p0", **again)]
+
+
+def test_a_reply_replayed_from_the_debounce_cache_is_not_judged_again() -> None:
+    # E-RAFT-04: the responder may answer a repeated id from a cache of its last reply;
+    # node-zmq-raft replays its last AppendEntries reply whatever its term is now
+    for via in (VIA_PROXY, ""):
+        check = TermUpdate()
+        for e in cached_reply_after_term_8(via):
+            check.on_event(e)
+        [verdict] = check.finish(10_000 * MS)
+        assert verdict.ok, verdict.detail
+        assert "1 replayed response(s) not judged again" in verdict.detail
+
+
+def test_a_new_answer_to_a_repeated_request_behind_the_term_is_still_judged() -> None:
+    # not the cached bytes: the peer answered the repeat anew, with a term it had left behind
+    for via in (VIA_PROXY, ""):
+        [detail] = judge(cached_reply_after_term_8(via, replayed_term=6))
+        assert "sent AppendEntriesResponse with term 6 after taking in term 8" in detail

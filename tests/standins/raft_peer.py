@@ -10,7 +10,9 @@ retried updates its log held: every client retry found its reqid in the log, so 
 new term ever came to commit them — raft.algorithm.availability, Raft paper 5.4.2); a refused AppendEntries carries no conflict hints; ``false`` is
 the byte 0x00 (the reference sends an empty frame); RequestUpdate is answered once, when
 committed (no "accepted" answer first); RequestEntries with nothing new answers at once with no
-entries; a repeated request is processed again (not answered from a cache); the leader's
+entries; a repeated request is processed again (not answered from a cache; with
+``--replay-cache`` a repeated AppendEntries or InstallSnapshot gets its last reply again,
+whatever the term is by then, as node-zmq-raft does); the leader's
 heartbeat is 100 ms; durable state is one JSON file replaced atomically before every answer
 that depends on it.
 
@@ -131,6 +133,8 @@ class Peer:
     def __init__(self, args: argparse.Namespace) -> None:
         self.id = args.id
         self.checkpoints = not args.no_checkpoint
+        # --replay-cache: requester identity -> (id of its last AppendEntries/InstallSnapshot, our reply)
+        self.replay_cache: dict[bytes, tuple[bytes, list[bytes] | None]] | None = {} if args.replay_cache else None
         self.cluster = args.cluster.encode()  # E-RAFT-10: a peer request of another cluster is ignored
         self.peers = [tuple(p.split("=", 1)) for p in args.peers.split(",")]
         self.others = [p for p, _ in self.peers if p != self.id]
@@ -269,10 +273,22 @@ class Peer:
     # ---- requests arriving at the ROUTER ----
     def on_router(self, frames: list[bytes]) -> None:
         ident, body = frames[0], frames[1:]
+        cached = self.replay_cache is not None and len(body) > 1 and body[1] in (b"+", b"$")
+        if cached:
+            assert self.replay_cache is not None
+            last = self.replay_cache.get(ident)
+            if last is not None and last[0] == body[0]:
+                # a repeat of the last request: the last reply again, whatever our term is now
+                if last[1] is not None:
+                    self.router.send_multipart([ident] + last[1])
+                return
         try:
             reply = self.handle(body, ident)
         except (ValueError, IndexError, KeyError, UnicodeDecodeError, msgpack.UnpackException):
             return  # malformed: dropped
+        if cached:
+            assert self.replay_cache is not None
+            self.replay_cache[ident] = (body[0], reply)
         if reply is not None:
             self.router.send_multipart([ident] + reply)
 
@@ -581,6 +597,9 @@ def main() -> None:
     ap.add_argument("--no-checkpoint", action="store_true",
                     help="broken on purpose: never append a checkpoint entry (how it was before a restarted "
                          "cluster showed it never committing retried updates again)")
+    ap.add_argument("--replay-cache", action="store_true",
+                    help="answer a repeated AppendEntries or InstallSnapshot (same requester, same id) with the last "
+                         "reply to it, whatever its term is now, as node-zmq-raft's debounce cache does (E-RAFT-04)")
     ap.add_argument("--break", dest="breaks", action="append", default=[], choices=("commit-no-majority",),
                     help="broken on purpose: commit-no-majority commits every entry of its term as soon as it "
                          "holds it (raft.algorithm.commit-majority)")

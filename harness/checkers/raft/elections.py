@@ -202,7 +202,12 @@ class TermUpdate(RaftChecker):
     sender had answered term 8). Certain are: the order on one connection (a send is compared
     with the terms taken in on the same connection), and an answer's place after its request
     reached the peer, which was after the proxy handed it on (an answer is compared with the
-    terms the peer had answered before that)."""
+    terms the peer had answered before that).
+
+    A response byte for byte the same as the last one the peer sent that requester with the same
+    message id is a replay from its debounce cache (E-RAFT-04 allows it; node-zmq-raft replays
+    its last AppendEntries or InstallSnapshot reply whatever its term is now): it says what the
+    peer knew when it first answered, so it is not judged again."""
 
     name = "term-update"
     clause = "raft.algorithm.higher-term"
@@ -215,6 +220,9 @@ class TermUpdate(RaftChecker):
         self.seen_on: dict[tuple[str, str, bytes], tuple[int, int, tuple[Event, Message]]] = {}
         # requests the proxy handed to an external peer: (node, routing id, id frame) -> when
         self.handed: dict[tuple[str, bytes, bytes], int] = {}
+        # the last responses each peer sent each requester: (node, routing id) -> message id -> its frames
+        self.replied: dict[tuple[str, bytes], dict[bytes, tuple[bytes, ...]]] = {}
+        self.replays = 0
         self.problems: list[tuple[str, list[dict[str, Any]]]] = []
         self.checked = 0
 
@@ -254,6 +262,8 @@ class TermUpdate(RaftChecker):
     def response_sent(self, ev: Event, request: Message, msg: Message) -> None:
         if request.name not in PEER_RPCS:
             return
+        if self.replay(ev):
+            return
         if ev.via == VIA_PROXY:
             frames = ev.frames or []
             self.sent(ev, msg, self.handed.pop((ev.node, frames[0], frames[1]), None) if len(frames) > 1 else None)
@@ -271,8 +281,30 @@ class TermUpdate(RaftChecker):
         if not hist or request["term"] > hist[-1][0]:
             hist.append((request["term"], ev.time_ns, (ev, msg)))  # proxy-seen: taken in by then at the latest
 
+    def replay(self, ev: Event) -> bool:
+        """Whether this response repeats the last one its peer sent the same requester (see the
+        class docstring); books it as the last one otherwise."""
+        frames = ev.frames or []
+        if len(frames) < 2:
+            return False
+        last = self.replied.setdefault((ev.node, frames[0]), {})
+        body = tuple(frames[1:])
+        if last.get(frames[1]) == body:
+            self.replays += 1
+            return True
+        last.pop(frames[1], None)
+        last[frames[1]] = body
+        if len(last) > REPLIES_KEPT:
+            del last[next(iter(last))]
+        return False
+
     def finish(self, end_ns: int) -> list[Verdict]:
-        return self.verdict(self.problems, f"{self.checked} peer message(s) sent, none behind a term taken in")
+        replays = f"; {self.replays} replayed response(s) not judged again" if self.replays else ""
+        return self.verdict(self.problems, f"{self.checked} peer message(s) sent, none behind a term taken in"
+                            + replays)
+
+
+REPLIES_KEPT = 8  # responses per (peer, requester) a replay is looked up in: a cache keeps the latest
 
 
 def _connection(ev: Event) -> tuple[str, str, bytes]:
