@@ -3,8 +3,11 @@ processes: the same faults and checks, live, with the peer group's ``command`` o
 
 * ``standin``: tests/standins/raft_peer.py, a peer written from the document alone (other
   choices than the reference wherever the document leaves one; see its docstring);
-* ``standin-replay``: the same stand-in answering a repeated AppendEntries or InstallSnapshot
-  from a cache of its last reply, whatever its term is by then (node-zmq-raft's debounce);
+* ``standin-zmq-raft``: the same stand-in with two habits of node-zmq-raft's: its debounce cache
+  (a repeated AppendEntries or InstallSnapshot gets the last reply again, whatever the term is by
+  then, E-RAFT-04) and its default ``preventSpiralElections`` (a candidate that has not heard
+  from a majority disregards higher terms in vote requests and answers, and starts no new
+  election; E-RAFT-34);
 * ``standin-harness``: the same stand-in writing its snapshots in the harness's documented
   ``zmq-harness/raft-snapshot-1`` format (``standin`` writes JSON of its own shape);
 * ``reference``: ``zmq-harness node raft peer`` (the reference peer as an outside program: the
@@ -61,17 +64,13 @@ ROOT = Path(__file__).resolve().parents[1]
 CHAOS = ROOT / "scenarios" / "raft" / "chaos"
 STANDIN = ROOT / "tests" / "standins" / "raft_peer.py"
 
+_STANDIN = (f"{{python}} {shlex.quote(str(STANDIN))} --id {{id}} --endpoint {{endpoint}} --peers {{peers}} "
+            "--data-dir {data_dir} --election-min {election_min_ms} --election-max {election_max_ms} "
+            "--seed {seed} --broadcast {broadcast}")
 COMMANDS = {
-    "standin": (f"{{python}} {shlex.quote(str(STANDIN))} --id {{id}} --endpoint {{endpoint}} --peers {{peers}} "
-                "--data-dir {data_dir} --election-min {election_min_ms} --election-max {election_max_ms} "
-                "--seed {seed} --broadcast {broadcast}"),
-    "standin-harness": (f"{{python}} {shlex.quote(str(STANDIN))} --id {{id}} --endpoint {{endpoint}} --peers {{peers}} "
-                        "--data-dir {data_dir} --election-min {election_min_ms} --election-max {election_max_ms} "
-                        "--seed {seed} --broadcast {broadcast} --snapshot-format harness"),
-    # node-zmq-raft's debounce: a repeated AppendEntries or InstallSnapshot gets the last reply, whatever the term
-    "standin-replay": (f"{{python}} {shlex.quote(str(STANDIN))} --id {{id}} --endpoint {{endpoint}} --peers {{peers}} "
-                       "--data-dir {data_dir} --election-min {election_min_ms} --election-max {election_max_ms} "
-                       "--seed {seed} --broadcast {broadcast} --replay-cache"),
+    "standin": _STANDIN,
+    "standin-harness": _STANDIN + " --snapshot-format harness",
+    "standin-zmq-raft": _STANDIN + " --replay-cache --prevent-spiral",  # node-zmq-raft's habits (see above)
     "reference": ("{zmq_harness} node raft peer --set id={id} --set endpoint={endpoint} --set peers={peers} "
                   "--set broadcast_url={broadcast} --set election_min={election_min_ms}ms "
                   "--set election_max={election_max_ms}ms --data-dir {data_dir}"),

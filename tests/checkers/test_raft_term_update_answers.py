@@ -110,3 +110,41 @@ def test_a_new_answer_to_a_repeated_request_behind_the_term_is_still_judged() ->
     for via in (VIA_PROXY, ""):
         [detail] = judge(cached_reply_after_term_8(via, replayed_term=6))
         assert "sent AppendEntriesResponse with term 6 after taking in term 8" in detail
+
+
+def vote_answer(term: int, granted: bool) -> Event:
+    return ev(301, "peers.1", SEND, "router", "RequestVoteResponse", route=b"p2", message_id=9009, term=term,
+              vote_granted=granted)
+
+
+def test_a_vote_request_of_a_higher_term_answered_with_the_own_term_and_no_vote_is_disregarded() -> None:
+    # E-RAFT-34: node-zmq-raft's preventSpiralElections, the Raft thesis's disruptive-server rule
+    request = ev(300, "peers.1", RECV, "router", "RequestVote", route=b"p2", **vote(9009, 9))
+    check = TermUpdate()
+    for e in took_in_term_8(VIA_PROXY) + [request, vote_answer(8, False)]:
+        check.on_event(e)
+    [verdict] = check.finish(10_000 * MS)
+    assert verdict.ok and "1 RequestVote(s) of a higher term disregarded" in verdict.detail, verdict.detail
+
+
+def test_a_vote_granted_in_a_lower_term_than_the_request_is_a_violation() -> None:
+    request = ev(300, "peers.1", RECV, "router", "RequestVote", route=b"p2", **vote(9009, 9))
+    [detail] = judge(took_in_term_8(VIA_PROXY) + [request, vote_answer(8, True)])
+    assert "answered a RequestVote of term 9 with term 8" in detail
+
+
+def test_an_append_entries_of_a_higher_term_is_never_disregarded() -> None:
+    request = ev(300, "peers.1", RECV, "router", "AppendEntries", route=b"p2", **append(9009, 9))
+    answer = ev(301, "peers.1", SEND, "router", "AppendEntriesResponse", route=b"p2", message_id=9009, term=8,
+                success=False, conflict_index=None, conflict_term=None)
+    [detail] = judge(took_in_term_8(VIA_PROXY) + [request, answer])
+    assert "answered a AppendEntries of term 9 with term 8" in detail
+
+
+def test_a_disregarded_vote_request_is_not_a_term_taken_in() -> None:
+    # its term stays 8: a later answer of term 8 is no step back
+    request = ev(300, "peers.1", RECV, "router", "RequestVote", route=b"p2", **vote(9009, 9))
+    later = ev(500, "peers.1", RECV, "router", "RequestVote", route=b"p0", **vote(8010, 8))
+    later_answer = ev(501, "peers.1", SEND, "router", "RequestVoteResponse", route=b"p0", message_id=8010, term=8,
+                      vote_granted=False)
+    assert judge(took_in_term_8(VIA_PROXY) + [request, vote_answer(8, False), later, later_answer]) == []

@@ -12,7 +12,9 @@ the byte 0x00 (the reference sends an empty frame); RequestUpdate is answered on
 committed (no "accepted" answer first); RequestEntries with nothing new answers at once with no
 entries; a repeated request is processed again (not answered from a cache; with
 ``--replay-cache`` a repeated AppendEntries or InstallSnapshot gets its last reply again,
-whatever the term is by then, as node-zmq-raft does); the leader's
+whatever the term is by then, as node-zmq-raft does; with ``--prevent-spiral`` a candidate
+that has not heard from a majority disregards higher terms of vote requests and answers and
+starts no new election, node-zmq-raft's default); the leader's
 heartbeat is 100 ms; durable state is one JSON file replaced atomically before every answer
 that depends on it.
 
@@ -162,6 +164,9 @@ class Peer:
         self.sending: dict[str, tuple[int, int, bytes] | None] = {}  # per follower: the snapshot going out
         self.reads: dict[tuple[bytes, bytes], list[Any]] = {}  # RequestEntries sending a snapshot
         self.votes: set[str] = set()
+        # --prevent-spiral: the peers that answered this candidacy's RequestVote, itself included
+        self.prevent_spiral = args.prevent_spiral
+        self.responded: set[str] = set()
         self.ctx = zmq.Context()
         self.router = self.ctx.socket(zmq.ROUTER)
         self.router.setsockopt(zmq.LINGER, 0)
@@ -299,6 +304,8 @@ class Peer:
         if kind == b"?" and len(b) == 7:
             read_uint(b[0], 3)  # the message id must be a valid number
             cand, term, lidx, lterm = b[3].decode(), read_uint(b[4]), read_uint(b[5]), read_uint(b[6])
+            if self.spiral_guard():
+                return [b[0], uint(self.term), boolean(False)]  # its own term, no vote
             self.adopt(term)
             my_idx, my_term = self.last()
             ok = term == self.term and self.vote in (None, cand) and (lterm, lidx) >= (my_term, my_idx)
@@ -443,12 +450,18 @@ class Peer:
         self.state, self.term, self.vote, self.leader = "candidate", self.term + 1, self.id, None
         self.save()
         self.votes = {self.id}
+        self.responded = {self.id}
         self.reset_timer()
         if len(self.votes) >= self.majority:
             return self.become_leader()
         idx, t = self.last()
         for p in self.others:
             self.send(p, [self.next_id(p), b"?", self.cluster, self.id.encode(), uint(self.term), uint(idx), uint(t)])
+
+    def spiral_guard(self) -> bool:
+        """node-zmq-raft's preventSpiralElections: a candidate that has not heard from a majority
+        ignores higher terms in vote requests and answers, and starts no new election (E-RAFT-34)."""
+        return self.prevent_spiral and self.state == "candidate" and len(self.responded) < self.majority
 
     def become_leader(self) -> None:
         self.state, self.leader = "leader", self.id
@@ -509,6 +522,10 @@ class Peer:
         if out is None or mid != out[0]:
             return  # not the answer to this peer's outstanding request
         self.outstanding[p] = None
+        if out[1][1] == b"?":
+            self.responded.add(p)
+        if term > self.term and self.spiral_guard():
+            return
         if term > self.term:
             self.adopt(term)
             return
@@ -545,6 +562,9 @@ class Peer:
             self.pub.send_multipart([self.cluster, uint(self.term), uint(self.commit)])
             self.next_beat = now + CLIENT_HEARTBEAT
         if self.state != "leader" and now >= self.deadline:
+            if self.spiral_guard():
+                self.reset_timer()  # no new term while no majority has answered this one
+                return
             self.start_election()
             return
         for p in self.others:
@@ -597,6 +617,10 @@ def main() -> None:
     ap.add_argument("--no-checkpoint", action="store_true",
                     help="broken on purpose: never append a checkpoint entry (how it was before a restarted "
                          "cluster showed it never committing retried updates again)")
+    ap.add_argument("--prevent-spiral", action="store_true",
+                    help="a candidate that has not heard from a majority answers a vote request of any term with "
+                         "its own and no vote, ignores higher terms in vote answers and starts no new election, "
+                         "as node-zmq-raft's preventSpiralElections does (E-RAFT-34)")
     ap.add_argument("--replay-cache", action="store_true",
                     help="answer a repeated AppendEntries or InstallSnapshot (same requester, same id) with the last "
                          "reply to it, whatever its term is now, as node-zmq-raft's debounce cache does (E-RAFT-04)")

@@ -207,7 +207,13 @@ class TermUpdate(RaftChecker):
     A response byte for byte the same as the last one the peer sent that requester with the same
     message id is a replay from its debounce cache (E-RAFT-04 allows it; node-zmq-raft replays
     its last AppendEntries or InstallSnapshot reply whatever its term is now): it says what the
-    peer knew when it first answered, so it is not judged again."""
+    peer knew when it first answered, so it is not judged again.
+
+    A RequestVote of a higher term may be disregarded (E-RAFT-34: the Raft thesis's protection
+    against disruptive servers, node-zmq-raft's ``preventSpiralElections``): an answer with the
+    peer's own, lower term that grants no vote is not a violation, and the request's term is not
+    counted as taken in. An AppendEntries or InstallSnapshot of a higher term, a leader's, is never
+    disregarded, nor may a vote be granted in a term the answer does not carry."""
 
     name = "term-update"
     clause = "raft.algorithm.higher-term"
@@ -223,6 +229,7 @@ class TermUpdate(RaftChecker):
         # the last responses each peer sent each requester: (node, routing id) -> message id -> its frames
         self.replied: dict[tuple[str, bytes], dict[bytes, tuple[bytes, ...]]] = {}
         self.replays = 0
+        self.disregarded = 0  # vote requests of a higher term answered with the peer's own term, no vote
         self.problems: list[tuple[str, list[dict[str, Any]]]] = []
         self.checked = 0
 
@@ -269,17 +276,23 @@ class TermUpdate(RaftChecker):
             self.sent(ev, msg, self.handed.pop((ev.node, frames[0], frames[1]), None) if len(frames) > 1 else None)
         else:
             self.sent(ev, msg, ev.time_ns)
+        taken_in = request["term"]
         if msg["term"] < request["term"]:
-            self.problem(f"{ev.node} answered a {request.name} of term {request['term']} with term {msg['term']}",
-                         [show(ev, msg, request_term=request["term"])])
+            if request.name == "RequestVote" and not msg["vote_granted"]:
+                # disregarded (E-RAFT-34): as safe as a vote request the network lost; it holds its own term
+                self.disregarded += 1
+                taken_in = msg["term"]
+            else:
+                self.problem(f"{ev.node} answered a {request.name} of term {request['term']} with term {msg['term']}",
+                             [show(ev, msg, request_term=request["term"])])
         if ev.via == VIA_PROXY:
             key = _connection(ev)
             taken = self.seen_on.get(key)
-            if taken is None or request["term"] > taken[0]:
-                self.seen_on[key] = (request["term"], ev.time_ns, (ev, msg))
+            if taken is None or taken_in > taken[0]:
+                self.seen_on[key] = (taken_in, ev.time_ns, (ev, msg))
         hist = self.seen.setdefault(ev.node, [])
-        if not hist or request["term"] > hist[-1][0]:
-            hist.append((request["term"], ev.time_ns, (ev, msg)))  # proxy-seen: taken in by then at the latest
+        if not hist or taken_in > hist[-1][0]:
+            hist.append((taken_in, ev.time_ns, (ev, msg)))  # proxy-seen: taken in by then at the latest
 
     def replay(self, ev: Event) -> bool:
         """Whether this response repeats the last one its peer sent the same requester (see the
@@ -300,6 +313,8 @@ class TermUpdate(RaftChecker):
 
     def finish(self, end_ns: int) -> list[Verdict]:
         replays = f"; {self.replays} replayed response(s) not judged again" if self.replays else ""
+        if self.disregarded:
+            replays += f"; {self.disregarded} RequestVote(s) of a higher term disregarded (no vote, E-RAFT-34)"
         return self.verdict(self.problems, f"{self.checked} peer message(s) sent, none behind a term taken in"
                             + replays)
 
