@@ -789,6 +789,18 @@ CATALOGUE = Catalogue(
             "",
         ),
         Clause(
+            "raft.algorithm.keep-matching-entries",
+            MUST,
+            _RAFT,
+            _ALGORITHM + "(Figure 2, AppendEntries receiver implementation, 3 and 4) Only an existing"
+            " entry that conflicts with a new one is deleted, with all that follow it; \"Append any new"
+            " entries not already in the log\": an AppendEntries whose entries the log already holds"
+            " (a late or repeated one) deletes nothing.",
+            WIRE,
+            PEER,
+            "",
+        ),
+        Clause(
             "raft.algorithm.higher-term",
             MUST,
             _RAFT,

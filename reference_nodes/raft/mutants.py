@@ -108,6 +108,18 @@ class KeepConflictsPeer(Peer):
                 return
 
 
+class TruncateOnAppendPeer(Peer):
+    """Breaks ``raft.algorithm.keep-matching-entries``: cuts its log after the previous entry of
+    every AppendEntries it accepts and writes the entries there, also when it held them all (as
+    node-zmq-raft's FileLog does), so a late AppendEntries drops entries it acknowledged."""
+
+    def append_from_leader(self, prev: int, raws: list[bytes]) -> None:
+        start = max(prev + 1, self.log.snapshot_index + 1)
+        if start <= self.log.last_index:
+            self.truncate_log(start)
+        self.append_entries_local(raws[start - prev - 1:])
+
+
 class WrongPrevTermPeer(Peer):
     """Breaks ``raft.safety.log-matching``: an off-by-one in its AppendEntries, whose
     prev_log_term is the term of the first entry sent rather than the term at prev_log_index
@@ -523,6 +535,7 @@ MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
     "commit-no-majority": ("peer", CommitNoMajorityPeer, "raft.algorithm.commit-majority"),
     "commit-old-term": ("peer", CommitOldTermPeer, "raft.algorithm.commit-current-term"),
     "keep-conflicts": ("peer", KeepConflictsPeer, "raft.algorithm.truncate-conflicts"),
+    "truncate-on-append": ("peer", TruncateOnAppendPeer, "raft.algorithm.keep-matching-entries"),
     "wrong-prev-term": ("peer", WrongPrevTermPeer, "raft.safety.log-matching"),
     "ignore-higher-term": ("peer", IgnoreHigherTermPeer, "raft.algorithm.higher-term"),
     "reapply-reqid": ("peer", ReapplyReqidPeer, "raft.update.idempotent"),
@@ -561,10 +574,12 @@ MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
 }
 
 # Mutants only the conformance suites judge (a wire behaviour of one peer no chaos check reads);
-# tests/checkers/test_raft_checkers.py leaves them out.
+# tests/checkers/test_raft_checkers.py leaves them out. truncate-on-append shows only on an
+# AppendEntries that arrives after a later one, which the reference leader (one request per
+# follower at a time, repeated byte for byte) never causes on an ordered link.
 SUITE_ONLY = ("slow-election", "dies-on-malformed", "hides-leader",
               "indexless-update", "reqid-not-in-entry",
-              "ignores-redirect", "client-dies-on-malformed")
+              "ignores-redirect", "client-dies-on-malformed", "truncate-on-append")
 # Mutants that crash (the suite reports harness.robustness whichever step was waiting).
 CRASHES = ("dies-on-malformed", "client-dies-on-malformed")
 

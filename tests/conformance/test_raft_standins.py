@@ -131,6 +131,31 @@ def test_the_client_standin_breaking_a_reading_rule_fails_its_case(broken: str, 
         {c.id: ("fail", clause) if c.id in failing else ("pass", "") for c in cases}, [r.reason for r in results]
 
 
+# The cases node-zmq-raft's habits reach (E-RAFT-04, E-RAFT-34): a reply replayed from its debounce
+# cache, higher terms a candidate that has not heard from a majority disregards, no new election
+# while it has not (election-timeout waited for one with every vote request unanswered)
+ZMQ_RAFT_HABITS = ("election-timeout", "higher-term", "vote-once", "response-id", "append-retry-bound",
+                   "keep-matching-entries")
+
+
+@pytest.mark.live
+@pytest.mark.timeout(180)
+def test_the_standin_with_node_zmq_raft_habits_passes_the_cases_they_reach() -> None:
+    _run(ZMQ_RAFT_HABITS, cmd=CMD + " --replay-cache --prevent-spiral")
+
+
+@pytest.mark.live
+@pytest.mark.timeout(120)
+def test_the_standin_that_cuts_its_log_on_every_append_fails_keep_matching_entries() -> None:
+    """node-zmq-raft's FileLog cuts the log after an AppendEntries' previous entry whatever it
+    held; a late AppendEntries then drops entries the follower acknowledged."""
+    cases = [c for c in load_suite("raft", "peer") if c.id in ("keep-matching-entries", "truncate-conflicts")]
+    results = run_suite(cases, cmd=CMD + " --break truncate-on-append")
+    assert {r.case.id: (r.verdict, r.clause if r.verdict == "fail" else "") for r in results} == \
+        {"keep-matching-entries": ("fail", "raft.algorithm.keep-matching-entries"),
+         "truncate-conflicts": ("pass", "")}, [r.reason for r in results]
+
+
 def test_a_peer_without_broadcast_url_in_its_command_line_skips_the_broadcast_cases() -> None:
     """The BroadcastStateMachine is optional (E-RAFT-27): the stand-in started without
     ``--broadcast {broadcast_url}`` has none, and the cases that need it are skipped, not failed

@@ -229,7 +229,13 @@ NOT_FOUND: dict[str, dict[str, str]] = {
                              "2026-11-26) has not been repeated since: 0 of 30 runs each of basic, leader-change, "
                              "partitions, redirects, retries and votes on 2026-11-28, and no run check judges "
                              "what a follower names; the conformance cases 'request-config' and 'update-redirect' "
-                             "catch it, right after the follower accepted the leader's AppendEntries"},
+                             "catch it, right after the follower accepted the leader's AppendEntries",
+             "truncate-on-append": "it cuts its log only where an AppendEntries arrives after a later one; the "
+                                   "reference leader keeps one request per follower in flight and repeats it "
+                                   "byte for byte (a repeat is answered from the debounce cache), so no schedule "
+                                   "reaches it: 0 of 30 runs each of retries, basic, leader-change and "
+                                   "partitions on 2026-11-29. The conformance case 'keep-matching-entries' "
+                                   "catches it"},
 }
 
 

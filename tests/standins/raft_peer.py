@@ -332,6 +332,8 @@ class Peer:
             # below the snapshot every entry is committed, hence the leader's too (log matching)
             if prev > self.last_index() or (prev >= self.base and prev > 0 and self.term_at(prev) != pterm):
                 return [b[0], uint(self.term), boolean(False)]
+            if "truncate-on-append" in self.breaks and prev + 1 > self.base:
+                del self.log[prev + 1 - self.base - 1:]  # broken on purpose: node-zmq-raft's FileLog cut
             for k, e in enumerate(entries):
                 i = prev + 1 + k
                 if i <= self.base:
@@ -624,9 +626,12 @@ def main() -> None:
     ap.add_argument("--replay-cache", action="store_true",
                     help="answer a repeated AppendEntries or InstallSnapshot (same requester, same id) with the last "
                          "reply to it, whatever its term is now, as node-zmq-raft's debounce cache does (E-RAFT-04)")
-    ap.add_argument("--break", dest="breaks", action="append", default=[], choices=("commit-no-majority",),
+    ap.add_argument("--break", dest="breaks", action="append", default=[],
+                    choices=("commit-no-majority", "truncate-on-append"),
                     help="broken on purpose: commit-no-majority commits every entry of its term as soon as it "
-                         "holds it (raft.algorithm.commit-majority)")
+                         "holds it (raft.algorithm.commit-majority); truncate-on-append cuts its log after the "
+                         "previous entry of every AppendEntries it accepts, as node-zmq-raft's FileLog does "
+                         "(raft.algorithm.keep-matching-entries)")
     Peer(ap.parse_args()).run()
 
 
