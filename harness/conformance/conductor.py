@@ -393,12 +393,17 @@ class Conductor(PubSubPeers, BaseNode):
     def _next_came_first(self, step: Step) -> bool:
         """Whether a message of the type the next expect at the same peer waits for (past sends
         and other `maybe` expects) is already waiting there, unconsumed."""
+        waiting = {msg.name for _, msg, _ in self.buffers[step.peer] if msg is not None}
         for nxt in self.case.steps[self.i + 1:]:
-            if nxt.kind == "send" or (nxt.kind == "expect" and nxt.maybe):
+            if nxt.kind == "send":
+                continue
+            if nxt.kind == "expect" and nxt.maybe:
+                if nxt.peer == step.peer and nxt.message in waiting:
+                    return True  # what a later message that may come waits for came first
                 continue
             if nxt.kind != "expect" or nxt.peer != step.peer:
                 return False
-            return any(msg is not None and msg.name == nxt.message for _, msg, _ in self.buffers[step.peer])
+            return nxt.message in waiting
         return False
 
     def _not_applicable(self, step: Step) -> bool:

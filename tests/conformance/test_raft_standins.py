@@ -100,7 +100,8 @@ def test_the_client_standin_reading_the_log_back_is_judged_and_passes_the_readin
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("dialect", ["strict", "raft:zmq-raft"])
 @pytest.mark.parametrize("flags", ["--read end", "--read each", "--read end --read-count 3 --stop-after 1",
-                                   "--read end --log-info true --read-from 1 --redirect-read new", "--read start"])
+                                   "--read end --log-info true --read-from 1 --redirect-read new", "--read start",
+                                   "--read end --confirm-leader"])
 def test_the_client_standin_reader_passes_every_client_case(dialect: str, flags: str) -> None:
     """Its lawful choices (when it reads, from where, with a count, stopping, RequestLogInfo first,
     a new RPC after "not the leader") in both dialects: every case judged and passed, entries-snapshot-follow-up in strict only.
@@ -129,6 +130,18 @@ def test_the_client_standin_breaking_a_reading_rule_fails_its_case(broken: str, 
     clause = "raft.entries.not-leader" if broken == "ignore-not-leader" else "raft.entries.follow-up"
     assert {r.case.id: (r.verdict, r.clause if r.verdict == "fail" else "") for r in results} == \
         {c.id: ("fail", clause) if c.id in failing else ("pass", "") for c in cases}, [r.reason for r in results]
+
+
+@pytest.mark.live
+@pytest.mark.timeout(120)
+def test_a_client_that_asks_the_named_leader_for_the_config_passes_every_client_case() -> None:
+    """node-zmq-raft's client takes a RequestConfig answer only from the leader: told by a that b
+    leads, it asks b first. find-leader, transit-state, survives-malformed and
+    broadcast-url-after-leader left that request unanswered and failed it (or skipped it as not
+    subscribing); each now answers it as the leader (``maybe:``)."""
+    results = _run(None, "client", f"{CLIENT_CMD} --confirm-leader")
+    assert {r.case.id for r in results if r.verdict == "pass"} >= {
+        "find-leader", "transit-state", "survives-malformed", "broadcast-url-after-leader"}
 
 
 # The cases node-zmq-raft's habits reach (E-RAFT-04, E-RAFT-34): a reply replayed from its debounce

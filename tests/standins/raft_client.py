@@ -8,6 +8,9 @@ a peer answers it committed (it reads the log back only with ``--read each``); i
 cluster state again after 200 ms when no leader is known (the reference waits
 SERVER_ELECTION_GRACE_MS); its update data is MessagePack of its own shape; it exits 0 when its
 work is done (and, with ``--subscribe true``, it holds a SUB on the leader's broadcast URL).
+With ``--confirm-leader`` it takes a RequestConfig answer as node-zmq-raft's client does, only
+from the leader itself: told by another peer that X leads, it asks X (RequestConfig) and follows
+X once X answers as the leader (every peer again if X does not answer in time).
 
 With ``--subscribe true`` it follows the StateBroadcast as the RequestBroadcastStateUrl section
 says: once a leader is established it asks that peer for the URL; an answer without the 2nd
@@ -134,6 +137,7 @@ class Client:
         self.config_id: bytes | None = None
         self.config_at: float | None = None
         self.leader_known = False
+        self.confirming = False  # --confirm-leader: asking the peer named leader whether it leads
         self.pending: list[bytes] | None = None  # the request in flight, frame for frame
         self.kind = ""  # "update", "entries" or "info"
         self.deadline: float | None = None  # its response timeout, or the end of a grace period
@@ -234,6 +238,14 @@ class Client:
         if isinstance(peers, list) and peers and all(isinstance(p, list) and len(p) >= 2 for p in peers):
             self.peers = {str(p[0]): str(p[1]) for p in peers}
         self.config_id = None
+        is_leader = len(frames) > 1 and frames[1][:1] not in (b"", b"\x00")
+        self.confirming = False
+        if isinstance(leader, str) and leader in self.peers and self.args.confirm_leader and not is_leader:
+            # node-zmq-raft's client: only the leader's own answer is authoritative; ask it
+            self.connect_only([self.peers[leader]])
+            self.confirming = True
+            self.ask_config()
+            return
         if isinstance(leader, str) and leader in self.peers:
             self.config_at = None
             self.follow(leader)
@@ -417,6 +429,9 @@ class Client:
         if self.url_at is not None and now >= self.url_at:
             self.url_id = self.url_at = None  # unanswered: given up
         if self.config_at is not None and now >= self.config_at:
+            if self.confirming:  # the peer named leader did not answer: every peer again
+                self.connect_only(list(self.peers.values()))
+                self.confirming = False
             self.ask_config()
         if self.deadline is not None and now >= self.deadline:
             if self.waiting_grace:
@@ -437,6 +452,9 @@ def main() -> None:
     ap.add_argument("--read-from", type=int, default=0, help="--read end, start: the previous LOG INDEX to read from")
     ap.add_argument("--read-count", type=int, default=None, help="entries wanted (count frame); none: all")
     ap.add_argument("--stop-after", type=int, default=None, help="end a read with count 0 after K answers")
+    ap.add_argument("--confirm-leader", action="store_true",
+                    help="told by another peer which peer leads, ask that peer RequestConfig and follow it only "
+                         "once it answers as the leader, as node-zmq-raft's client does")
     ap.add_argument("--log-info", choices=("true", "false"), default="false")
     ap.add_argument("--redirect-read", choices=("same", "new"), default="same",
                     help="after 'not the leader': the same request again, or a new RPC from where it is")
