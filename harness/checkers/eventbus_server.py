@@ -15,7 +15,7 @@ from typing import Any
 
 from harness.checkers.base import CRASH, RECV, RESTART, SEND, Event, Verdict
 from harness.checkers.eventbus import SERVER, decoded, in_subtrees, snapshot_message
-from harness.checkers.eventbus_views import ServerViews
+from harness.checkers.eventbus_views import VIA_CLIENT, ServerViews
 from harness.checkers.external_wire import ExternalWire
 from harness.protocols.codec import Message
 
@@ -34,8 +34,12 @@ class SnapshotFilter(ServerViews):
 
     A client may ask again before the answer came (its timeout; its periodic resynchronisation):
     the answers to the requests still open may then interleave with each other as the client
-    sees them, so a SYNC must fit one of them, and a SYNCEND closes the oldest it echoes. Seen
-    from the client (an external server), a crash of the server closes none: ZeroMQ holds a
+    sees them, so a SYNC must fit one of them, and a SYNCEND closes the oldest it echoes. An
+    external server (seen from the client) need not answer in the order it was asked: the
+    deployed bus answers each SYNCSTART from its own asynchronous query, so a catch-up may be
+    answered before an older request from 0. Of the requests its SYNCEND echoes, it then closes
+    the one asking for the least (the highest sequence): the one that lets more SYNCs through
+    stays open. Seen from the client, a crash of the server closes none either: ZeroMQ holds a
     request it had not written yet and sends it to the restarted server."""
 
     name = "snapshot-filter"
@@ -90,10 +94,12 @@ class SnapshotFilter(ServerViews):
 
     def _judge_end(self, ev: Event, msg: Message, open_: list[tuple[bytes, list[str], int]]) -> None:
         self.snapshots += 1
-        for i, (frame, subtrees, since) in enumerate(open_):
-            if (ev.frames[2] == frame if self.strict and ev.frames else list(msg["subtrees"]) == subtrees):
-                del open_[i]
-                return
+        echoed = [i for i, (frame, subtrees, _) in enumerate(open_)
+                  if (ev.frames[2] == frame if self.strict and ev.frames else list(msg["subtrees"]) == subtrees)]
+        if echoed:
+            # a probed server (ours) answers in the order asked; one seen from its clients may not
+            del open_[max(echoed, key=lambda i: open_[i][2]) if ev.via == VIA_CLIENT else echoed[0]]
+            return
         frame, subtrees, since = open_.pop(0)
         got = ev.frames[2] if ev.frames else b""
         self.bad.append((ev, f"{self._who(ev, subtrees, since)}: SYNCEND names {got!r}, the request "
