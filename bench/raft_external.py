@@ -7,7 +7,8 @@ processes: the same faults and checks, live, with the peer group's ``command`` o
   (a repeated AppendEntries or InstallSnapshot gets the last reply again, whatever the term is by
   then, E-RAFT-04) and its default ``preventSpiralElections`` (a candidate that has not heard
   from a majority disregards higher terms in vote requests and answers, and starts no new
-  election; E-RAFT-34);
+  election; E-RAFT-34), and its leader's way to end a snapshot transfer (only an answer without
+  an offset ends it);
 * ``standin-harness``: the same stand-in writing its snapshots in the harness's documented
   ``zmq-harness/raft-snapshot-1`` format (``standin`` writes JSON of its own shape);
 * ``reference``: ``zmq-harness node raft peer`` (the reference peer as an outside program: the
@@ -70,7 +71,8 @@ _STANDIN = (f"{{python}} {shlex.quote(str(STANDIN))} --id {{id}} --endpoint {{en
 COMMANDS = {
     "standin": _STANDIN,
     "standin-harness": _STANDIN + " --snapshot-format harness",
-    "standin-zmq-raft": _STANDIN + " --replay-cache --prevent-spiral",  # node-zmq-raft's habits (see above)
+    # node-zmq-raft's habits (see above)
+    "standin-zmq-raft": _STANDIN + " --replay-cache --prevent-spiral --done-without-offset",
     "reference": ("{zmq_harness} node raft peer --set id={id} --set endpoint={endpoint} --set peers={peers} "
                   "--set broadcast_url={broadcast} --set election_min={election_min_ms}ms "
                   "--set election_max={election_max_ms}ms --data-dir {data_dir}"),

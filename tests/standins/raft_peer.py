@@ -14,7 +14,8 @@ entries; a repeated request is processed again (not answered from a cache; with
 ``--replay-cache`` a repeated AppendEntries or InstallSnapshot gets its last reply again,
 whatever the term is by then, as node-zmq-raft does; with ``--prevent-spiral`` a candidate
 that has not heard from a majority disregards higher terms of vote requests and answers and
-starts no new election, node-zmq-raft's default); the leader's
+starts no new election, node-zmq-raft's default; with ``--done-without-offset`` a leader takes a
+snapshot transfer as done only on an answer without an offset, as node-zmq-raft's does); the leader's
 heartbeat is 100 ms; durable state is one JSON file replaced atomically before every answer
 that depends on it.
 
@@ -166,6 +167,7 @@ class Peer:
         self.votes: set[str] = set()
         # --prevent-spiral: the peers that answered this candidacy's RequestVote, itself included
         self.prevent_spiral = args.prevent_spiral
+        self.done_without_offset = args.done_without_offset
         self.responded: set[str] = set()
         self.ctx = zmq.Context()
         self.router = self.ctx.socket(zmq.ROUTER)
@@ -541,7 +543,9 @@ class Peer:
             if sending is None:
                 return
             nxt = read_uint(frames[2]) if len(frames) > 2 else out[3] + out[4]
-            if nxt < len(sending[2]):
+            if nxt < len(sending[2]) or (self.done_without_offset and len(frames) > 2):
+                # --done-without-offset: node-zmq-raft's leader takes a transfer as done only on an
+                # answer to its last chunk without an offset; any offset gets a chunk from there
                 return self.send_snapshot(p, nxt)
             self.sending[p] = None
             self.match[p] = max(self.match[p], sending[0])
@@ -623,6 +627,9 @@ def main() -> None:
                     help="a candidate that has not heard from a majority answers a vote request of any term with "
                          "its own and no vote, ignores higher terms in vote answers and starts no new election, "
                          "as node-zmq-raft's preventSpiralElections does (E-RAFT-34)")
+    ap.add_argument("--done-without-offset", action="store_true",
+                    help="as leader, take a snapshot transfer as done only on an answer to its last chunk without "
+                         "an offset, and send a chunk from any offset named (node-zmq-raft's leader)")
     ap.add_argument("--replay-cache", action="store_true",
                     help="answer a repeated AppendEntries or InstallSnapshot (same requester, same id) with the last "
                          "reply to it, whatever its term is now, as node-zmq-raft's debounce cache does (E-RAFT-04)")
