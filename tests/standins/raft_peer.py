@@ -335,6 +335,8 @@ class Peer:
             if prev > self.last_index() or (prev >= self.base and prev > 0 and self.term_at(prev) != pterm):
                 return [b[0], uint(self.term), boolean(False)]
             if "truncate-on-append" in self.breaks and prev + 1 > self.base:
+                if prev < self.commit:  # node-zmq-raft's sanity check before the cut: the process ends
+                    raise SystemExit(f"cowardly refusing to truncate log to {prev} before commit index {self.commit}")
                 del self.log[prev + 1 - self.base - 1:]  # broken on purpose: node-zmq-raft's FileLog cut
             for k, e in enumerate(entries):
                 i = prev + 1 + k
@@ -638,7 +640,7 @@ def main() -> None:
                     help="broken on purpose: commit-no-majority commits every entry of its term as soon as it "
                          "holds it (raft.algorithm.commit-majority); truncate-on-append cuts its log after the "
                          "previous entry of every AppendEntries it accepts, as node-zmq-raft's FileLog does "
-                         "(raft.algorithm.keep-matching-entries)")
+                         "(raft.algorithm.keep-matching-entries), and exits where that is below its commit index")
     Peer(ap.parse_args()).run()
 
 
