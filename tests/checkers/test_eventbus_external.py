@@ -273,6 +273,21 @@ def test_server_sequence_reads_an_external_bus_from_the_clients_only_where_the_w
     assert checker("lossy", drop_rules=True).from_clients
 
 
+def ask(t: int, since: int) -> Event:
+    """app asks its (external) server for a snapshot of /w/ above ``since``."""
+    return client_sends(t, "app", "snapshot", C.encode("SYNCSTART", {"subtrees": ["/w/"], "sequence": since}))
+
+
+def sync(t: int, seq: int, topic: str = "/w/x") -> Event:
+    return client_gets(t, "app", "snapshot", C.encode("SYNC", {
+        "topic": topic, "sequence": seq, "producer": "app", "timestamp": "2026-01-01T00:00:00.000Z",
+        "uuid": UUIDS[seq % 10], "data": b"\x80"}))
+
+
+def end(t: int, seq: int) -> Event:
+    return client_gets(t, "app", "snapshot", C.encode("SYNCEND", {"subtrees": ["/w/"], "sequence": seq}))
+
+
 def test_answers_to_a_request_asked_again_may_interleave_at_the_client() -> None:
     # The reference client asks again when no SYNCEND comes in time, and resynchronises
     # periodically: the SYNCs of the older request may arrive after the newer request went out.
@@ -281,17 +296,6 @@ def test_answers_to_a_request_asked_again_may_interleave_at_the_client() -> None
     # snapshot of the reference bus run as the process (with --mutant broadcast-twice, whose snapshots
     # are the reference's: server-restart.yaml, seed 1)
     from harness.checkers.eventbus_server import SnapshotFilter
-
-    def ask(t: int, since: int) -> Event:
-        return client_sends(t, "app", "snapshot", C.encode("SYNCSTART", {"subtrees": ["/w/"], "sequence": since}))
-
-    def sync(t: int, seq: int, topic: str = "/w/x") -> Event:
-        return client_gets(t, "app", "snapshot", C.encode("SYNC", {
-            "topic": topic, "sequence": seq, "producer": "app", "timestamp": "2026-01-01T00:00:00.000Z",
-            "uuid": UUIDS[seq % 10], "data": b"\x80"}))
-
-    def end(t: int, seq: int) -> Event:
-        return client_gets(t, "app", "snapshot", C.encode("SYNCEND", {"subtrees": ["/w/"], "sequence": seq}))
 
     interleaved = [ask(10, 100), ask(20, 184), sync(30, 117), end(31, 117), sync(40, 190), end(41, 190)]
     v = verdict(SnapshotFilter(external_servers={0: "bus"}), interleaved)
@@ -315,17 +319,6 @@ def test_an_external_bus_may_answer_a_catch_up_before_an_older_request() -> None
     # "snapshot for ['/w/'] above 184: SYNC 150, not above the requested sequence"
     from harness.checkers.eventbus_server import SnapshotFilter
 
-    def ask(t: int, since: int) -> Event:
-        return client_sends(t, "app", "snapshot", C.encode("SYNCSTART", {"subtrees": ["/w/"], "sequence": since}))
-
-    def sync(t: int, seq: int) -> Event:
-        return client_gets(t, "app", "snapshot", C.encode("SYNC", {
-            "topic": "/w/x", "sequence": seq, "producer": "app", "timestamp": "2026-01-01T00:00:00.000Z",
-            "uuid": UUIDS[seq % 10], "data": b"\x80"}))
-
-    def end(t: int, seq: int) -> Event:
-        return client_gets(t, "app", "snapshot", C.encode("SYNCEND", {"subtrees": ["/w/"], "sequence": seq}))
-
     out_of_order = [ask(10, 100), ask(20, 184), sync(30, 190), end(31, 190), sync(40, 150), sync(41, 190),
                     end(42, 190)]
     v = verdict(SnapshotFilter(external_servers={0: "bus"}), out_of_order)
@@ -344,17 +337,6 @@ def test_a_request_sent_before_the_external_bus_crashed_may_be_answered_after_it
     # "snapshot for ['/a/', '/b/'] above 85: SYNC 72, not above the requested sequence"
     # (server-restart.yaml, bench/chaos_standins.py eb-restart-bus, reference, seed 1)
     from harness.checkers.eventbus_server import SnapshotFilter
-
-    def ask(t: int, since: int) -> Event:
-        return client_sends(t, "app", "snapshot", C.encode("SYNCSTART", {"subtrees": ["/w/"], "sequence": since}))
-
-    def sync(t: int, seq: int) -> Event:
-        return client_gets(t, "app", "snapshot", C.encode("SYNC", {
-            "topic": "/w/x", "sequence": seq, "producer": "app", "timestamp": "2026-01-01T00:00:00.000Z",
-            "uuid": UUIDS[seq % 10], "data": b"\x80"}))
-
-    def end(t: int, seq: int) -> Event:
-        return client_gets(t, "app", "snapshot", C.encode("SYNCEND", {"subtrees": ["/w/"], "sequence": seq}))
 
     crash = [Event(15, "bus", "server", CRASH), Event(20, "bus", "server", RESTART)]
     events = [ask(10, 60), *crash, ask(30, 85), sync(40, 72), end(41, 72), sync(50, 90), end(51, 90)]

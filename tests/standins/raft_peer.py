@@ -280,10 +280,9 @@ class Peer:
     # ---- requests arriving at the ROUTER ----
     def on_router(self, frames: list[bytes]) -> None:
         ident, body = frames[0], frames[1:]
-        cached = self.replay_cache is not None and len(body) > 1 and body[1] in (b"+", b"$")
-        if cached:
-            assert self.replay_cache is not None
-            last = self.replay_cache.get(ident)
+        cache = self.replay_cache if len(body) > 1 and body[1] in (b"+", b"$") else None
+        if cache is not None:
+            last = cache.get(ident)
             if last is not None and last[0] == body[0]:
                 # a repeat of the last request: the last reply again, whatever our term is now
                 if last[1] is not None:
@@ -293,9 +292,8 @@ class Peer:
             reply = self.handle(body, ident)
         except (ValueError, IndexError, KeyError, UnicodeDecodeError, msgpack.UnpackException):
             return  # malformed: dropped
-        if cached:
-            assert self.replay_cache is not None
-            self.replay_cache[ident] = (body[0], reply)
+        if cache is not None:
+            cache[ident] = (body[0], reply)
         if reply is not None:
             self.router.send_multipart([ident] + reply)
 
@@ -337,7 +335,7 @@ class Peer:
             if "truncate-on-append" in self.breaks and prev + 1 > self.base:
                 if prev < self.commit:  # node-zmq-raft's sanity check before the cut: the process ends
                     raise SystemExit(f"cowardly refusing to truncate log to {prev} before commit index {self.commit}")
-                del self.log[prev + 1 - self.base - 1:]  # broken on purpose: node-zmq-raft's FileLog cut
+                del self.log[prev - self.base:]  # broken on purpose: node-zmq-raft's FileLog cut
             for k, e in enumerate(entries):
                 i = prev + 1 + k
                 if i <= self.base:
