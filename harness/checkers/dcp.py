@@ -26,7 +26,15 @@ class ExactlyOnce(Checker):
     never requested ``dcp.client.track-by-metadata``; reply data other than what the reference
     service computes ``dcp.broker.data-unmodified`` (E-DCP-14). Only the clients the harness
     runs are seen making requests and taking replies: an external client's application is not
-    judged, nor the data of a service an external worker may serve (what it computes is its own)."""
+    judged, nor the data of a service an external worker may serve (what it computes is its own).
+
+    A run is finite: a request made late, whose attempts a lossy file lawfully took, may still be
+    retried when the run ends. Such a request is in flight, not lost, and is counted apart, not
+    judged: its client is one whose path the file's faults may cut (``timeouts_ms`` names those,
+    with their timeouts), it was made less than ``IN_FLIGHT_TIMEOUTS`` timeouts before the end,
+    and the client, which has not given up, sent its latest attempt less than a timeout before the
+    end (a quarter more for a live run's lateness). A client that stopped retrying, or a broker
+    that loses every request, is still caught on the requests made earlier."""
 
     name = "exactly-once"
     clause = "dcp.client.retry"
@@ -35,8 +43,10 @@ class ExactlyOnce(Checker):
     roles = CLIENT  # (the requests, replies, crashes and sends it reads are the harness's clients')
 
     def __init__(self, behaviours: dict[str, str] | None = None, external_clients: frozenset[str] = frozenset(),
-                 external_workers: frozenset[str] = frozenset(), **params: Any) -> None:
+                 external_workers: frozenset[str] = frozenset(), timeouts_ms: dict[str, int] | None = None,
+                 **params: Any) -> None:
         super().__init__(**params)
+        self.timeouts_ms = timeouts_ms or {}  # lossy client -> its retry timeout; one not named is always judged
         # service -> reference behaviour, to verify reply data; none when an external worker may serve it
         self.behaviours = {} if external_workers else (behaviours or {})
         self.external_clients, self.external_workers = external_clients, external_workers
@@ -84,11 +94,24 @@ class ExactlyOnce(Checker):
         return (f"request {key[1]} of {key[0]} was never answered (sent {times} time(s), the last "
                 f"{(end_ns - last) / 1e6:.0f} ms before the run ended)")
 
+    def _still_in_flight(self, key: tuple[str, str], req: Event, end_ns: int) -> bool:
+        """Whether an unanswered request was made too late to judge and its client was still at it."""
+        timeout_ms = self.timeouts_ms.get(key[0])
+        times, last = self.sends.get(key, (0, 0))
+        if timeout_ms is None or not times:
+            return False
+        timeout_ns = timeout_ms * 1_000_000
+        return end_ns - req.time_ns < IN_FLIGHT_TIMEOUTS * timeout_ns and end_ns - last <= timeout_ns * 5 // 4
+
     def finish(self, end_ns: int) -> list[Verdict]:
         bad: list[tuple[Event, str, str]] = []
+        in_flight = 0  # unanswered requests still being retried when the run ended
+        given_up = {(ev.node, str((ev.data or {}).get("id"))) for ev in self.failed}
         for key, req in self.requests.items():
             got = self.replies.get(key, [])
-            if not got:
+            if not got and key not in given_up and self._still_in_flight(key, req, end_ns):
+                in_flight += 1
+            elif not got:
                 bad.append((req, self._unanswered(key, end_ns), RETRY))
             elif len(got) > 1:
                 bad += [(e, f"request {key[1]} of {key[0]} was answered {len(got)} times", TRACK) for e in (req, *got)]
@@ -105,9 +128,13 @@ class ExactlyOnce(Checker):
             bad.append((ev, f"{ev.node} gave up on request {(ev.data or {}).get('id')}", RETRY))
         unseen = (not_judged("the requests and replies of their applications", self.external_clients)
                   + not_judged("the reply data of the services they may serve", self.external_workers))
+        if in_flight:
+            unseen += (f"; {in_flight} request(s) not judged: still in flight when the run ended (made less "
+                       f"than {IN_FLIGHT_TIMEOUTS} client timeouts before it, the latest attempt within its timeout)")
         if not bad:
             lost = f" ({self.abandoned} more lost with clients that crashed)" if self.abandoned else ""
-            return [self.ok(f"{len(self.requests)} request(s), each answered exactly once{lost}{unseen}")]
+            judged = len(self.requests) - in_flight
+            return [self.ok(f"{judged} request(s), each answered exactly once{lost}{unseen}")]
         problems = list(dict.fromkeys(detail for _, detail, _ in bad))  # (one per request, in order)
         verdict = self.first_problem(bad, "event(s) of failed requests")
         verdict.detail = f"{len(problems)} problem(s): " + "; ".join(problems[:3]) + unseen
@@ -115,6 +142,9 @@ class ExactlyOnce(Checker):
 
 
 RETRY, TRACK, DATA = "dcp.client.retry", "dcp.client.track-by-metadata", "dcp.broker.data-unmodified"
+# A request made less than this many client timeouts before the end had at most two attempts
+# before the one in flight: a lossy file may lawfully have taken them.
+IN_FLIGHT_TIMEOUTS = 3
 
 
 def expected_reply(request: dict[str, Any], behaviours: dict[str, str]) -> list[bytes] | None:

@@ -76,6 +76,42 @@ def test_exactly_once_says_how_often_an_unanswered_request_went_out() -> None:
         v.detail
 
 
+HORIZON = """\
+protocol: dcp
+name: horizon
+duration: 3s
+nodes:
+  broker: {role: broker, config: {heartbeat: 250ms}}
+  workers: {role: worker, config: {service: echo}}
+  clients: {role: client, count: 2, config: {timeout: 400ms, max_attempts: 20}}
+workload:
+  - {nodes: clients, op: request, service: echo, rate: 10/s, from: 200ms, until: 2800ms}
+faults:
+  - {from: CUT, until: 3s, partition: [[clients.0], [broker]]}
+check: [exactly-once]
+"""
+
+
+def test_exactly_once_does_not_judge_requests_still_in_flight_when_the_run_ends() -> None:
+    """A request made in the last three client timeouts, its latest attempt still awaiting an answer,
+    was lost to the run's horizon, not by the client (the docs' live example once failed so on a
+    request made 783 ms before the end, its two attempts taken by the file's 2% losses)."""
+    v = verdict(run(HORIZON.replace("CUT", "2400ms")), "exactly-once")
+    assert v.ok, v.detail
+    found = re.search(r"; (\d+) request\(s\) not judged: still in flight when the run ended", v.detail)
+    assert found and int(found[1]) >= 3, v.detail
+
+
+@pytest.mark.parametrize("cut,clients", [("1s", {}), ("2400ms", {"clients__0": mutants.NoRetryClient})],
+                         ids=["lost-long-before-the-end", "no-retry"])
+def test_exactly_once_still_fails_requests_lost_earlier_or_given_up(cut: str, clients: dict) -> None:
+    """Cut off 2 s before the end, clients.0's early requests were lost, not in flight; a client that
+    gives up at the first timeout says so before the end."""
+    v = verdict(run(HORIZON.replace("CUT", cut), **clients), "exactly-once")
+    assert not v.ok and v.clause == "dcp.client.retry", v.detail
+    assert "never answered" in v.detail or "gave up" in v.detail, v.detail
+
+
 BROKER_RESTART = Path("scenarios/dcp/broker-restart.yaml").read_text()
 
 
@@ -248,3 +284,20 @@ def test_a_worker_the_broker_dropped_while_cut_off_needs_no_second_expiry() -> N
     v = verdict(run(text), "worker-expiry")
     assert v.ok and v.detail.startswith("1 dead worker(s) detected in time"), v.detail
     assert not verdict(run(text, broker=mutants.NeverExpireBroker), "worker-expiry").ok
+
+
+@pytest.mark.parametrize("faults,lossy", [
+    ("", False),
+    ("  - {at: 1s, crash: clients.0, restart_after: 100ms}\n", False),  # clients.1's own path stays whole
+    ("  - rule: {drop: 2%}\n", True),
+    ("  - rule: {message: REPLY, to: clients.1, drop: 5%}\n", True),
+    ("  - {from: 1s, until: 2s, partition: [[clients.1], [broker]]}\n", True),
+    ("  - {pause: workers, from: 1s, until: 1200ms}\n", True),
+    ("  - {at: 1s, crash: broker, restart_after: 100ms}\n", True),
+])
+def test_a_request_is_in_flight_at_the_end_only_where_the_files_faults_may_take_it(faults: str, lossy: bool) -> None:
+    from harness.packages.dcp.paths import may_lose_requests
+    text = HORIZON.replace("  - {from: CUT, until: 3s, partition: [[clients.0], [broker]]}\n", faults)
+    if not faults:
+        text = text.replace("faults:\n", "")
+    assert bool(may_lose_requests(parse_scenario(text, "t.yaml"), "clients.1")) is lossy

@@ -17,12 +17,14 @@ from harness.packages.base import (
     CaptureHints, Check, Operation, ProtocolPackage, Role, Setting, TargetView, as_int, as_ms, as_positive_int,
     as_str, running_with_role, senders_by_role,
 )
-from harness.packages.dcp.paths import COUNT_DAMAGE, LOSS, REPLY_DAMAGE, fault_between, rule_touching
+from harness.packages.dcp.paths import (
+    COUNT_DAMAGE, LOSS, REPLY_DAMAGE, fault_between, may_lose_requests, rule_touching,
+)
 from harness.packages.dcp.suites import SUITES
 from harness.protocols.dcp import TABLES
 from harness.protocols.dcp_clauses import CATALOGUE
 from reference_nodes.dcp.broker import Broker
-from reference_nodes.dcp.client import Client
+from reference_nodes.dcp.client import DEFAULT_TIMEOUT_MS, Client
 from reference_nodes.dcp.mutants import MUTANTS
 from reference_nodes.dcp.worker import Worker
 
@@ -67,8 +69,11 @@ def _exactly_once(scenario: Any, **params: Any) -> checks.ExactlyOnce:
     for g in scenario.groups.values():
         if g.role == "worker":
             behaviours[g.config.get("service", "echo")] = g.config.get("behaviour", "echo")
+    # a request can be in flight at the end only where the file's faults may take an attempt
+    timeouts = {n: g.config.get("timeout_ms", DEFAULT_TIMEOUT_MS) for g in scenario.groups.values()
+                if g.role == "client" for n in g.nodes if may_lose_requests(scenario, n)}
     return checks.ExactlyOnce(behaviours=behaviours, external_clients=external_nodes(scenario, "client"),
-                              external_workers=external_nodes(scenario, "worker"), **params)
+                              external_workers=external_nodes(scenario, "worker"), timeouts_ms=timeouts, **params)
 
 
 def _worker_interval(scenario: Any, **params: Any) -> WorkerInterval:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from fnmatch import fnmatchcase
 from typing import Any, Iterable
 
-from fault_injection.nemesis import REST, Partition, SlowLink
+from fault_injection.nemesis import REST, Crash, Partition, Pause, SlowLink
 
 REPLY_DAMAGE = frozenset({"corrupt"})  # a copy, a loss or a delay of a reply proves nothing wrong
 COUNT_DAMAGE = frozenset({"duplicate", "corrupt"})  # an extra copy is an extra request or signal
@@ -81,3 +81,22 @@ def _separates(scenario: Any, fault: Partition, ours: set[str], broker: set[str]
             side |= set(scenario.node_names) - named
     return any(i != j and _meets(a, ours) and _meets(b, broker)
                for i, a in enumerate(sides) for j, b in enumerate(sides))
+
+
+def may_lose_requests(scenario: Any, client: str) -> str:
+    """Why the file's faults may take an attempt of ``client``'s request or its reply on the way
+    client -> broker -> worker and back ("" if none may): a loss rule, a partition or slow link, or
+    a crash or pause of the broker or a worker (which may hold the request)."""
+    brokers = [n for n in scenario.node_names if scenario.role_of(n) == "broker"]
+    workers = [n for n in scenario.node_names if scenario.role_of(n) == "worker"]
+    why = (rule_touching(scenario, LOSS, [client], brokers, ("REQUEST",))
+           or rule_touching(scenario, LOSS, brokers, [client], ("REPLY",))
+           or rule_touching(scenario, LOSS, brokers, workers, ("REQUEST",))
+           or rule_touching(scenario, LOSS, workers, brokers, ("REPLY",))
+           or fault_between(scenario, [client], brokers) or fault_between(scenario, workers, brokers))
+    if why:
+        return why
+    for fault in scenario.faults:
+        if isinstance(fault, (Crash, Pause)) and _meets(_nodes(scenario, fault.target), set(brokers + workers)):
+            return f"a {fault.key} of {fault.target} may take it"
+    return ""
