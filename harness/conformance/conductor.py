@@ -127,6 +127,14 @@ class Conductor(PubSubPeers, BaseNode):
         self.outputs: list[dict[str, Any]] = []  # output lines no expect_output took yet
         self.answers = Answers(self.codec)  # responses without a type of their own (Raft's)
         self.holding = bool(self.config.get("hold_start"))
+        # Live, the conductor's own timers can fire late (an overloaded machine, a process the OS
+        # stopped): a case's timing is then not what it scripts. With ``watch_lateness_ns`` it
+        # keeps a timer that often, so that a stall shows even while it only waits for a message,
+        # and its result says how late it ran at worst once the script had begun.
+        self.watch_ns = int(self.config.get("watch_lateness_ns", 0))
+        self.tick_at: int | None = None
+        self.late_ns = 0
+        self.late_at_step = 0
 
     # ---- node contract --------------------------------------------------------------------
 
@@ -145,6 +153,8 @@ class Conductor(PubSubPeers, BaseNode):
 
     def start(self, now: int) -> list[Action]:
         self.t0 = now
+        if self.watch_ns > 0:
+            self.tick_at = now + self.watch_ns
         out = self._announce_due(now)
         return out + self._advance(now)
 
@@ -189,6 +199,11 @@ class Conductor(PubSubPeers, BaseNode):
     def handle_timer(self, now: int) -> list[Action]:
         if self.done:
             return []
+        due = self.get_timer()
+        if due is not None and now - due > self.late_ns and not self.holding:
+            self.late_ns, self.late_at_step = now - due, self.i
+        if self.tick_at is not None and now >= self.tick_at:
+            self.tick_at = now + self.watch_ns
         if self.wake_at is not None and now >= self.wake_at:
             self.wake_at = None
         return self._announce_due(now) + self._advance(now)
@@ -586,14 +601,16 @@ class Conductor(PubSubPeers, BaseNode):
         """The step's deadline (every unfinished step waits on one) or the next announcement."""
         if self.done:
             return None
-        times = [t for t in (self.deadline, self.wake_at, *self._ann_due) if t is not None]
+        times = [t for t in (self.deadline, self.wake_at, self.tick_at, *self._ann_due) if t is not None]
         return min(times) if times else None
 
     def _result(self, verdict: str, reason: str, clause: str, now: int) -> dict[str, Any]:
         step = self.case.steps[min(self.i, len(self.case.steps) - 1)]
         return {"case": self.case.id, "verdict": verdict, "reason": reason, "clause": clause,
                 "step": self.i, "step_line": step.line, "step_text": step.text,
-                "elapsed_ms": round((now - self.t0) / 1e6, 3), "exchange": self.log.entries()}
+                "elapsed_ms": round((now - self.t0) / 1e6, 3), "exchange": self.log.entries(),
+                "harness_late_ms": round(self.late_ns / 1e6, 1), "harness_late_step": self.late_at_step,
+                "received": sum(map(len, self.seen.values()))}
 
     def _log(self, now: int, direction: str, peer: str, frames: list[bytes], msg: Message | None,
              error: DecodeError | None) -> None:

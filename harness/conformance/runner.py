@@ -35,6 +35,17 @@ from harness.trace import VERDICT, RunInfo, TraceWriter
 CONDUCTOR = "harness"
 IUT = "iut"
 NOT_STARTED = "the implementation did not start"  # how the reason of such a case begins
+# A case failed while the harness's own timers ran this late or later is not judged: its waits and
+# sends were not what it scripts (a worker's pings 100 ms apart held up past a broker's lawful
+# expiry). Live, the conductor keeps a timer every LATENESS_TICK_NS to see such a stall even
+# while it only waits; a case so spoiled is run again, LATE_RERUNS times at most.
+HARNESS_LATE = "not judged: the harness ran late"  # how the reason of such a case begins
+HARNESS_LATE_MS = 100.0
+# ... unless the implementation itself sent the harness more than this in the case (no shipped case
+# needs a tenth of it): the harness fell behind its traffic, and the verdict stands.
+FLOOD_MESSAGES = 2_000
+LATENESS_TICK_NS = 20_000_000
+LATE_RERUNS = 2
 START_FAILURES_TO_GIVE_UP = 3  # a suite stops after this many cases in a row whose IUT did not start
 
 
@@ -50,6 +61,8 @@ class CaseResult:
     elapsed_ms: float = 0.0
     rerun: str = ""
     iut_output: str = ""
+    harness_late_ms: float = 0.0  # how late the conductor's timers fired at worst (live)
+    received: int = 0  # messages the conductor took in from the implementation
 
     @property
     def level(self) -> str:
@@ -63,7 +76,8 @@ class CaseResult:
         return {"case": self.case.id, "name": self.case.name, "clauses": self.case.clauses, "verdict": self.verdict,
                 "clause": self.clause, "level": self.level, "reason": self.reason, "step": self.step,
                 "step_line": self.step_line, "elapsed_ms": self.elapsed_ms, "rerun": self.rerun,
-                "exchange": self.exchange, "iut_output": self.iut_output[-2000:]}
+                "exchange": self.exchange, "iut_output": self.iut_output[-2000:],
+                "harness_late_ms": self.harness_late_ms, "received": self.received}
 
 
 def load_suite(protocol: str, role: str, root: str | None = None, only: list[str] | None = None) -> list[Case]:
@@ -162,7 +176,25 @@ def _finish(case: Case, data: dict[str, Any] | None, rerun: str) -> CaseResult:
         # A harness-side error judges no clause (and no severity): nothing was shown about the IUT.
         return CaseResult(case, "error", "the case did not finish (harness timeout)", "", rerun=rerun)
     return CaseResult(case, data["verdict"], data.get("reason", ""), data.get("clause", ""), data.get("exchange", []),
-                      data.get("step"), data.get("step_line"), data.get("elapsed_ms", 0.0), rerun)
+                      data.get("step"), data.get("step_line"), data.get("elapsed_ms", 0.0), rerun,
+                      harness_late_ms=float(data.get("harness_late_ms", 0.0)), received=int(data.get("received", 0)))
+
+
+def judged_despite_lateness(result: CaseResult) -> CaseResult:
+    """A failure seen while the harness ran `HARNESS_LATE_MS` late or more becomes an error (not
+    judged), which says what would have failed; a crash of the implementation stays a failure
+    (no lateness of the harness makes a process exit), and a pass stays a pass (lateness only
+    stretches the harness's waits and the gaps between its sends). A flood (`FLOOD_MESSAGES`) is
+    the implementation's doing: the harness fell behind it, and its verdict stands."""
+    if (result.verdict != "fail" or result.clause == ROBUSTNESS or result.harness_late_ms < HARNESS_LATE_MS
+            or result.received > FLOOD_MESSAGES):
+        return result
+    late = f"{result.harness_late_ms:.0f} ms"
+    return CaseResult(result.case, "error", f"{HARNESS_LATE}: its own timers fired up to {late} "
+                      f"late (an overloaded machine?), so the case's waits and sends were not what it scripts; what "
+                      f"failed meanwhile: {result.reason} [{result.clause}]", "", result.exchange, result.step,
+                      result.step_line, result.elapsed_ms, result.rerun, result.iut_output, result.harness_late_ms,
+                      result.received)
 
 
 def case_budget_ns(case: Case) -> int:
@@ -273,20 +305,28 @@ def run_case_sim(case: Case, factory: NodeFactory, *, dialect: str = "strict", s
 def run_case_live(case: Case, **kw: Any) -> CaseResult:
     """Run one case against a real implementation (see _run_case_live). Ports come from the OS
     and are released before use, so another process can take one in between: a case whose
-    sockets hit "address already in use" is run again on fresh ports (a few times at most)."""
+    sockets hit "address already in use" is run again on fresh ports (a few times at most). A case
+    the harness's own lateness left unjudged (`judged_despite_lateness`) is run again too, twice at
+    most: the third such try is reported as it is, an error."""
     from harness.live.sockets import SocketSetupError
 
-    for attempt in range(4):
+    in_use = late = 0
+    while True:
         try:
             result = _run_case_live(case, **kw)
         except SocketSetupError as e:
-            if "in use" not in str(e) or attempt == 3:
+            if "in use" not in str(e) or in_use == 3:
                 raise
+            in_use += 1
             continue
-        if result.verdict == "error" and "in use" in result.reason and attempt < 3 and not kw.get("endpoint"):
+        if result.verdict == "error" and "in use" in result.reason and in_use < 3 and not kw.get("endpoint"):
+            in_use += 1
+            continue
+        if result.verdict == "error" and result.reason.startswith(HARNESS_LATE) and late < LATE_RERUNS \
+                and not kw.get("endpoint"):  # (an implementation already up keeps what the first try did)
+            late += 1
             continue
         return result
-    raise AssertionError("unreachable")
 
 
 def _run_case_live(case: Case, *, cmd: str | None = None, endpoint: str | None = None, dialect: str = "strict",
@@ -360,6 +400,7 @@ def _run_case_live(case: Case, *, cmd: str | None = None, endpoint: str | None =
         conductor, budget = _conductor_config(case, rs, dialect, ep, tag, plan_values, _live_endpoint)
         connects = iut is not None and not binds_given
         conductor["hold_start"] = connects
+        conductor["watch_lateness_ns"] = LATENESS_TICK_NS
         runtime.add_node(CONDUCTOR, Conductor, role="conductor", config=conductor)
         feed.attach(runtime)
         runtime.start()
@@ -382,7 +423,7 @@ def _run_case_live(case: Case, *, cmd: str | None = None, endpoint: str | None =
                 if trace is not None:
                     trace.close()
                 tmp.cleanup()
-    return result if iut is None else _with_process(result, iut, exit_code, rs.completes)
+    return judged_despite_lateness(result if iut is None else _with_process(result, iut, exit_code, rs.completes))
 
 
 def unnamed_needs(case: Case, cmd: str | None) -> str:

@@ -560,11 +560,12 @@ class LiveRuntime(EventLoop, NodeIO):
     def _node_failed(self, slot: Slot, where: str, exc: BaseException) -> None:
         """The one policy for a node that raised or misbehaved (`harness.runtime`)."""
         failure = failure_of(slot.name, slot.incarnation, self._clock(), where, exc)
-        self._failures.append(failure)
         log.error("node %r failed in %s: %s", slot.name, where, failure.error)
         if self._trace is not None:
             self._trace.error(slot.name, failure.time_ns, where, failure.detail)
         self._crash(slot, f"exception in {where} (incarnation {slot.incarnation})")
+        # listed once crashed: another thread that sees the failure sees the node down
+        self._failures.append(failure)
         for hook in self._failure_hooks:
             try:
                 hook(failure)
