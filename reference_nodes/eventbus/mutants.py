@@ -12,6 +12,7 @@ suite can see, because what they break is not on the wire (the chaos checkers ca
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from typing import Any, Callable
 
 from harness.node import Action, NodeContext, Send, SocketSpec, SocketType
@@ -83,6 +84,18 @@ class EmptySnapshotServer(Server):
 
     def selected(self, subtrees: list[str], since: int) -> list[Event]:
         return []
+
+
+class EmptyTopicStallsServer(Server):
+    """Breaks ``eventbus.server.sync-response`` as the deployed bus does: it reads an empty topic
+    back from its store as null and throws while it filters, so a snapshot that reaches back to
+    an event with an empty topic gets nothing at all, neither its SYNCs nor a SYNCEND."""
+
+    def snapshot(self, identity: bytes, body: list[bytes], msg: Message) -> list[Action]:
+        since = msg["sequence"] or 0
+        if any(ev.topic == "" for ev in self.events[bisect_right(self.seqs, since):]):
+            return []
+        return super().snapshot(identity, body, msg)
 
 
 class NoSyncEndServer(Server):
@@ -462,6 +475,7 @@ MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
     "no-subtree-filter": ("server", NoSubtreeFilterServer, "eventbus.server.sync-subtree-filter"),
     "empty-snapshot": ("server", EmptySnapshotServer, "eventbus.server.sync-response"),
     "no-syncend": ("server", NoSyncEndServer, "eventbus.server.sync-response"),
+    "empty-topic-stalls": ("server", EmptyTopicStallsServer, "eventbus.server.sync-response"),
     "syncend-no-subtrees": ("server", SyncEndNoSubtreesServer, "eventbus.server.syncend-subtree"),
     "first-client": ("server", FirstClientServer, "eventbus.server.identity-prefix"),
     "pub-sequence": ("server", PubSequenceServer, "eventbus.server.own-sequence"),

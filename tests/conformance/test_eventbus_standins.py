@@ -68,6 +68,23 @@ def test_a_client_that_exits_once_its_events_are_out_passes_every_case(dialect: 
     assert ran(results) == len(load_suite("eventbus", "client"))
 
 
+@pytest.mark.live
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("broken,case,clause", [
+    ("unguarded-pub", "survives-malformed", "harness.robustness"),
+    ("null-topic", "empty-topic", "eventbus.server.sync-response"),
+])
+def test_the_deployed_bus_defects_fail_their_cases(broken: str, case: str, clause: str) -> None:
+    """Two defects of micro-toolkit/event-bus-zeromq no case showed before (read in its source),
+    given to the independent stand-in: it exits on a PUB whose data or timestamp it cannot decode
+    (or that has five frames); an event with an empty topic stalls every snapshot that reaches it."""
+    [c] = load_suite("eventbus", "server", only=[case])
+    r = run_case_live(c, cmd=SERVER + f" --break {broken}", dialect=STRICT)
+    assert r.verdict == "fail" and r.clause == clause, (r.verdict, r.clause, r.reason, r.iut_output)
+    if broken == "unguarded-pub":
+        assert "cannot decode the event" in r.iut_output, r.iut_output
+
+
 def test_the_client_role_runs_to_completion() -> None:
     assert suite("eventbus", "client").completes and not suite("eventbus", "server").completes
 

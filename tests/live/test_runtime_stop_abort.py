@@ -126,4 +126,6 @@ def test_a_runtime_stopped_while_its_nodes_send_to_each_other_does_not_abort() -
 def test_a_runtime_whose_connected_nodes_crash_in_one_turn_while_streaming_does_not_abort() -> None:
     assert "crash_all" in CRASH_ALL
     r = child(CRASH_ALL, timeout=120)
-    assert r.returncode == 0 and r.stdout.strip() == "done", (r.returncode, r.stderr[-500:])
+    # (the head too: a harness error that stopped a loop is logged before what it broke; one CI
+    # run failed with only the tail shown, a call refused as "runtime stopped before the call ran")
+    assert r.returncode == 0 and r.stdout.strip() == "done", (r.returncode, r.stderr[:3000], r.stderr[-500:])

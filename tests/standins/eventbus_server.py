@@ -9,7 +9,12 @@ own (``--state``) so that its numbers keep increasing across a restart (E-EVENTB
 its history (a restart forgets the events: E-EVENTBUS-09 allows it); it talks on stdout.
 
 Usage: eventbus_server.py --host H --port P [--state FILE] [--dialect strict|micro-toolkit]
-       [--start-delay-ms 500] [--bind-gap-ms 200]
+       [--start-delay-ms 500] [--bind-gap-ms 200] [--break unguarded-pub|null-topic]
+
+``--break`` gives it a defect of the deployed bus (micro-toolkit/event-bus-zeromq, read in its
+source): ``unguarded-pub`` decodes a PUB's data and timestamp unguarded and exits on one it
+cannot decode (also on a PUB of five frames); ``null-topic`` reads an empty topic back as null
+and so answers no snapshot that reaches back to such an event (no SYNC, no SYNCEND).
 """
 
 from __future__ import annotations
@@ -82,9 +87,10 @@ def utf8(b: bytes) -> bool:
 
 
 class Bus:
-    def __init__(self, dialect: Dialect, state: str | None) -> None:
+    def __init__(self, dialect: Dialect, state: str | None, broken: str = "") -> None:
         self.dialect = dialect
         self.state = state
+        self.broken = broken
         self.seq = self._load()
         self.events: list[tuple[int, list[bytes]]] = []  # (sequence, [topic, producer, timestamp, uuid, data])
 
@@ -103,6 +109,9 @@ class Bus:
 
     def on_pub(self, frames: list[bytes]) -> list[bytes] | None:
         """A collector message (identity first): the BROADCAST to send, or None to drop it."""
+        if self.broken == "unguarded-pub" and len(frames) in (6, 7) and (
+                len(frames) == 6 or not TIMESTAMP.fullmatch(frames[4]) or not one_msgpack_value(frames[6])):
+            raise ValueError("cannot decode the event")  # the deployed bus's unguarded decode
         if len(frames) != 7:
             return None
         _, topic, raw_seq, producer, timestamp, uuid, data = frames
@@ -125,6 +134,8 @@ class Bus:
         subtrees, since = subtrees_of(spec, self.dialect), self.dialect.sequence(raw_seq)
         if subtrees is None or since is None:
             return None
+        if self.broken == "null-topic" and any(seq > since and not fields[0] for seq, fields in self.events):
+            return []  # the deployed bus throws while filtering: nothing is sent
         out = []
         for seq, (topic, producer, timestamp, uuid, data) in self.events:
             if seq > since and (not subtrees or any(topic.startswith(s) for s in subtrees)):
@@ -144,9 +155,10 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--dialect", default="strict", choices=sorted(DIALECTS))
     ap.add_argument("--start-delay-ms", type=int, default=500)
     ap.add_argument("--bind-gap-ms", type=int, default=200, help="pause between binding one port and the next")
+    ap.add_argument("--break", dest="broken", default="", choices=["", "unguarded-pub", "null-topic"])
     args = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    bus = Bus(DIALECTS[args.dialect], args.state)
+    bus = Bus(DIALECTS[args.dialect], args.state, args.broken)
     print(f"event bus stand-in starting (sequence {bus.seq})", flush=True)
     time.sleep(args.start_delay_ms / 1000)
     ctx = zmq.Context()
