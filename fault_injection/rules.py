@@ -47,6 +47,10 @@ from fault_injection.distributions import (
 
 # ---- effects -------------------------------------------------------------------------------------
 
+# The effects after which a message may not arrive in time, or at all (a check of what must
+# arrive by the end of a run allows for them)
+LOSSY_EFFECTS = frozenset({"drop", "delay", "reorder", "corrupt"})
+
 
 @dataclass(frozen=True)
 class Pass:

@@ -13,10 +13,11 @@ from fnmatch import fnmatchcase
 from typing import Any, Iterable
 
 from fault_injection.nemesis import REST, Crash, Partition, Pause, SlowLink
+from fault_injection.rules import LOSSY_EFFECTS
 
 REPLY_DAMAGE = frozenset({"corrupt"})  # a copy, a loss or a delay of a reply proves nothing wrong
 COUNT_DAMAGE = frozenset({"duplicate", "corrupt"})  # an extra copy is an extra request or signal
-LOSS = frozenset({"drop", "delay", "reorder", "corrupt"})  # an answer that may not arrive in time
+LOSS = LOSSY_EFFECTS  # an answer that may not arrive in time
 
 
 def rule_touching(scenario: Any, effects: frozenset[str], src: Iterable[str], dst: Iterable[str],

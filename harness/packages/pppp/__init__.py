@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from fault_injection.nemesis import ClockSkew
+from fault_injection.rules import LOSSY_EFFECTS
 from harness.checkers import pppp as checks
 from harness.checkers import pppp_optin
 from harness.checkers.external import corrupts
@@ -101,8 +103,16 @@ def reply_channel_of(scenario: Any) -> dict[str, Any]:
     return {}
 
 
+def lossy_of(scenario: Any) -> dict[str, Any]:
+    """Whether the file's faults may lose or hold up messages (exactly-once's horizon): a message
+    rule that drops, delays, reorders or corrupts, or any fault of the nemesis but a clock's."""
+    rules = any(getattr(r.effect, "name", "") in LOSSY_EFFECTS for r in scenario.rules.rules)
+    return {"lossy": rules or any(not isinstance(f, ClockSkew) for f in scenario.faults)}
+
+
 # What a check takes from the scenario besides the agreed-upon times.
-FROM_SCENARIO: dict[str, Callable[[Any], dict[str, Any]]] = {"custom-reply": reply_channel_of}
+FROM_SCENARIO: dict[str, Callable[[Any], dict[str, Any]]] = {"custom-reply": reply_channel_of,
+                                                              "exactly-once": lossy_of}
 
 
 def external_nodes(scenario: Any) -> dict[str, str]:
