@@ -248,6 +248,18 @@ def senders_by_role(roles: dict[str, tuple[str, ...]],
     return senders
 
 
+def faults_may_lose(scenario: Any) -> bool:
+    """Whether the file's faults may lose or hold up messages, so that what is still on its way
+    when the run ends is not yet owed (the delivery checks' horizon): a message rule that drops,
+    delays, reorders or corrupts, or any fault of the nemesis but a clock's."""
+    from fault_injection.nemesis import ClockSkew
+    from fault_injection.rules import LOSSY_EFFECTS
+
+    if any(getattr(r.effect, "name", "") in LOSSY_EFFECTS for r in scenario.rules.rules):
+        return True
+    return any(not isinstance(f, ClockSkew) for f in scenario.faults)
+
+
 def running_with_role(view: TargetView, role: str) -> list[str]:
     """The running nodes of a role, in scenario order."""
     return [n for n in view.node_names() if view.role_of(n) == role and view.is_running(n)]

@@ -19,13 +19,15 @@ from harness.checkers import dafka_links as links
 from harness.checkers.dafka_seen import SeenNodes, starts_of
 from harness.checkers import dafka_topics as topic_checks
 from harness.packages.base import (
-    CaptureHints, Check, Operation, ProtocolPackage, Role, Setting, as_bool, as_int, as_ms, as_str, one_of,
-    senders_by_role,
+    CaptureHints, Check, Operation, ProtocolPackage, Role, Setting, as_bool, as_int, as_ms, as_str, faults_may_lose,
+    one_of, senders_by_role,
 )
 from harness.packages.dafka.suites import SUITES
 from harness.protocols.dafka import TABLES
 from harness.protocols.dafka_clauses import CATALOGUE
-from reference_nodes.dafka.common import DEFAULT_BEACON_MS, DEFAULT_HEAD_MS, TOWER_SUB, tagged_content
+from reference_nodes.dafka.common import (
+    DEFAULT_BEACON_MS, DEFAULT_FETCH_RETRY_MS, DEFAULT_HEAD_MS, TOWER_SUB, tagged_content,
+)
 from reference_nodes.dafka.consumer import Consumer
 from reference_nodes.dafka.mutants import MUTANTS
 from reference_nodes.dafka.producer import Producer
@@ -83,9 +85,16 @@ def _roles(scenario: Any) -> dict[str, str]:
 
 
 def _complete(scenario: Any, **params: Any) -> checks.CompleteDelivery:
+    # a lost record shows at the next RECORD or HEAD of its producer, and its FETCH is retried:
+    # in a lossy file, what was produced in the last three such rounds may still be on its way
+    heads = [g.config.get("head_ms", DEFAULT_HEAD_MS) for g in scenario.groups.values() if g.role == "producer"]
+    retries = [g.config.get("fetch_retry_ms", DEFAULT_FETCH_RETRY_MS) for g in scenario.groups.values()
+               if g.role == "consumer"]
+    in_flight_ms = 3 * (max(heads, default=DEFAULT_HEAD_MS) + max(retries, default=DEFAULT_FETCH_RETRY_MS)) \
+        if faults_may_lose(scenario) else 0
     return checks.CompleteDelivery(topics=_consumer_topics(scenario), external_consumers=external_nodes(
         scenario, "consumer"), external_producers=external_nodes(scenario, "producer"), corrupts=corrupts(scenario),
-        **params)
+        in_flight_ms=in_flight_ms, **params)
 
 
 def _of_external(cls: type, *roles: str) -> Callable[..., Any]:

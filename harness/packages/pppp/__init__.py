@@ -11,13 +11,12 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from fault_injection.nemesis import ClockSkew
-from fault_injection.rules import LOSSY_EFFECTS
 from harness.checkers import pppp as checks
 from harness.checkers import pppp_optin
 from harness.checkers.external import corrupts
 from harness.checkers.pppp_common import PpppExternalWire
 from harness.packages.base import (
+    faults_may_lose,
     Check, Operation, ProtocolPackage, Role, Setting, TargetView, as_int, as_ms, as_rate, as_str, one_of,
     running_with_role, senders_by_role,
 )
@@ -104,10 +103,8 @@ def reply_channel_of(scenario: Any) -> dict[str, Any]:
 
 
 def lossy_of(scenario: Any) -> dict[str, Any]:
-    """Whether the file's faults may lose or hold up messages (exactly-once's horizon): a message
-    rule that drops, delays, reorders or corrupts, or any fault of the nemesis but a clock's."""
-    rules = any(getattr(r.effect, "name", "") in LOSSY_EFFECTS for r in scenario.rules.rules)
-    return {"lossy": rules or any(not isinstance(f, ClockSkew) for f in scenario.faults)}
+    """Whether the file's faults may lose or hold up messages (exactly-once's horizon)."""
+    return {"lossy": faults_may_lose(scenario)}
 
 
 # What a check takes from the scenario besides the agreed-upon times.
