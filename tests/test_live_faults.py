@@ -74,10 +74,14 @@ def compare(path: str, tmp_path: Path) -> None:
     assert live.ok
     sim_sends, sim_faults, sim_process = counts(sim.trace_path)  # type: ignore[arg-type]
     live_sends, live_faults, live_process = counts(live.trace_path)  # type: ignore[arg-type]
-    assert set(live_sends) == set(sim_sends)
+    # (a liveness message may be sent in one run and not in the other: in dcp/broker-restart.yaml
+    # the restarted broker tells a worker that pings it to RECONNECT, but a live restart that
+    # takes longer than the workers' liveness has them REGISTER again unasked; its count is
+    # compared below, within the slack)
+    assert set(live_sends) - LIVENESS == set(sim_sends) - LIVENESS
     stalled = longest_stall_ms(live.trace_path) >= LONG_STALL_MS  # type: ignore[arg-type]
-    off = {t: (sim_sends[t], live_sends[t]) for t in sim_sends if not close(t, sim_sends[t], live_sends[t])
-           and not (stalled and t in LIVENESS)}
+    off = {t: (sim_sends[t], live_sends[t]) for t in set(sim_sends) | set(live_sends)
+           if not close(t, sim_sends[t], live_sends[t]) and not (stalled and t in LIVENESS)}
     assert not off, f"sends per type (sim, live) differ beyond tolerance: {off}"
     # Every fault applied in simulation is applied live, as often (rules: about as often).
     assert set(live_faults) == set(sim_faults)
