@@ -62,8 +62,13 @@ def scenario(text: str, mutant: str | None = None, live: str = "") -> object:
 
 def test_a_peer_that_votes_twice_fails_vote_once_from_what_the_proxy_saw(tmp_path: Path,
                                                                          no_thread_leak: None) -> None:
-    result = run_live(scenario(VOTES, "vote-twice"), 1, str(tmp_path))
-    failed = {v.check: v for v in result.failed}
+    # The candidates of one term meet only if the three processes keep in step; on a loaded machine
+    # (one fresh-clone CI run) they may not, and the mutant then never votes twice: another seed
+    for seed in (1, 2, 3):
+        result = run_live(scenario(VOTES, "vote-twice"), seed, str(tmp_path / str(seed)))
+        failed = {v.check: v for v in result.failed}
+        if "vote-once" in failed:
+            break
     assert "vote-once" in failed, [v.to_dict() for v in result.verdicts]
     assert not {"no-node-errors", "wire-conformance"} & set(failed), [v.to_dict() for v in result.failed]
     assert "voted for" in failed["vote-once"].detail
