@@ -134,7 +134,6 @@ class Conductor(PubSubPeers, BaseNode):
         self.watch_ns = int(self.config.get("watch_lateness_ns", 0))
         self.tick_at: int | None = None
         self.late_ns = 0
-        self.late_at_step = 0
 
     # ---- node contract --------------------------------------------------------------------
 
@@ -189,7 +188,7 @@ class Conductor(PubSubPeers, BaseNode):
             return self._fail(now, f"the implementation sent a malformed message: {error}", error.clause)
         self.buffers[name].append((now, msg, frames))
         self.seen.setdefault(name, []).append((now, msg, frames))
-        if sum(map(len, self.seen.values())) > MAX_RECEIVED:  # (a case talks to a handful of peers)
+        if self.received > MAX_RECEIVED:  # (a case talks to a handful of peers)
             return self._fail(now, f"the implementation flooded the harness: more than {MAX_RECEIVED:,} messages in "
                                    f"this case ({len(self.seen[name]):,} to {name}, the last a "
                                    f"{msg.name if msg is not None else 'message'}); the case stops here", "", error=True)
@@ -201,7 +200,7 @@ class Conductor(PubSubPeers, BaseNode):
             return []
         due = self.get_timer()
         if due is not None and now - due > self.late_ns and not self.holding:
-            self.late_ns, self.late_at_step = now - due, self.i
+            self.late_ns = now - due
         if self.tick_at is not None and now >= self.tick_at:
             self.tick_at = now + self.watch_ns
         if self.wake_at is not None and now >= self.wake_at:
@@ -597,6 +596,11 @@ class Conductor(PubSubPeers, BaseNode):
         self.done = True
         return [Deliver("case-result", self._result("error" if error else "fail", reason, clause, now))]
 
+    @property
+    def received(self) -> int:
+        """The messages taken in from the implementation in this case."""
+        return sum(map(len, self.seen.values()))
+
     def get_timer(self) -> int | None:
         """The step's deadline (every unfinished step waits on one) or the next announcement."""
         if self.done:
@@ -609,8 +613,7 @@ class Conductor(PubSubPeers, BaseNode):
         return {"case": self.case.id, "verdict": verdict, "reason": reason, "clause": clause,
                 "step": self.i, "step_line": step.line, "step_text": step.text,
                 "elapsed_ms": round((now - self.t0) / 1e6, 3), "exchange": self.log.entries(),
-                "harness_late_ms": round(self.late_ns / 1e6, 1), "harness_late_step": self.late_at_step,
-                "received": sum(map(len, self.seen.values()))}
+                "harness_late_ms": round(self.late_ns / 1e6, 1), "received": self.received}
 
     def _log(self, now: int, direction: str, peer: str, frames: list[bytes], msg: Message | None,
              error: DecodeError | None) -> None:

@@ -15,7 +15,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from harness.conformance import START_TIMEOUT_S
@@ -189,12 +189,10 @@ def judged_despite_lateness(result: CaseResult) -> CaseResult:
     if (result.verdict != "fail" or result.clause == ROBUSTNESS or result.harness_late_ms < HARNESS_LATE_MS
             or result.received > FLOOD_MESSAGES):
         return result
-    late = f"{result.harness_late_ms:.0f} ms"
-    return CaseResult(result.case, "error", f"{HARNESS_LATE}: its own timers fired up to {late} "
-                      f"late (an overloaded machine?), so the case's waits and sends were not what it scripts; what "
-                      f"failed meanwhile: {result.reason} [{result.clause}]", "", result.exchange, result.step,
-                      result.step_line, result.elapsed_ms, result.rerun, result.iut_output, result.harness_late_ms,
-                      result.received)
+    return replace(result, verdict="error", clause="", reason=(
+        f"{HARNESS_LATE}: its own timers fired up to {result.harness_late_ms:.0f} ms late (an overloaded machine?), "
+        f"so the case's waits and sends were not what it scripts; what failed meanwhile: {result.reason} "
+        f"[{result.clause}]"))
 
 
 def case_budget_ns(case: Case) -> int:

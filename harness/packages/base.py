@@ -19,7 +19,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
-from fault_injection.rules import parse_duration, parse_probability
+from fault_injection.nemesis import ClockSkew
+from fault_injection.rules import LOSSY_EFFECTS, parse_duration, parse_probability
 from harness.node import NodeFactory, SocketType
 from harness.protocols.clauses import Catalogue
 from harness.protocols.codec import Codec
@@ -252,9 +253,6 @@ def faults_may_lose(scenario: Any) -> bool:
     """Whether the file's faults may lose or hold up messages, so that what is still on its way
     when the run ends is not yet owed (the delivery checks' horizon): a message rule that drops,
     delays, reorders or corrupts, or any fault of the nemesis but a clock's."""
-    from fault_injection.nemesis import ClockSkew
-    from fault_injection.rules import LOSSY_EFFECTS
-
     if any(getattr(r.effect, "name", "") in LOSSY_EFFECTS for r in scenario.rules.rules):
         return True
     return any(not isinstance(f, ClockSkew) for f in scenario.faults)

@@ -12,7 +12,6 @@ suite can see, because what they break is not on the wire (the chaos checkers ca
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from typing import Any, Callable
 
 from harness.node import Action, NodeContext, Send, SocketSpec, SocketType
@@ -92,8 +91,7 @@ class EmptyTopicStallsServer(Server):
     an event with an empty topic gets nothing at all, neither its SYNCs nor a SYNCEND."""
 
     def snapshot(self, identity: bytes, body: list[bytes], msg: Message) -> list[Action]:
-        since = msg["sequence"] or 0
-        if any(ev.topic == "" for ev in self.events[bisect_right(self.seqs, since):]):
+        if any(ev.topic == "" for ev in self.selected([], msg["sequence"] or 0)):
             return []
         return super().snapshot(identity, body, msg)
 

@@ -16,9 +16,8 @@ from harness.checkers import pppp_optin
 from harness.checkers.external import corrupts
 from harness.checkers.pppp_common import PpppExternalWire
 from harness.packages.base import (
-    faults_may_lose,
-    Check, Operation, ProtocolPackage, Role, Setting, TargetView, as_int, as_ms, as_rate, as_str, one_of,
-    running_with_role, senders_by_role,
+    Check, Operation, ProtocolPackage, Role, Setting, TargetView, as_int, as_ms, as_rate, as_str, faults_may_lose,
+    one_of, running_with_role, senders_by_role,
 )
 from harness.packages.pppp.suites import SUITES
 from harness.protocols.pppp import TABLES
