@@ -226,8 +226,11 @@ def test_the_main_script_fails_when_a_live_run_fails(tmp_path: Path) -> None:
 
 
 def test_run_keeps_its_exit_status_through_a_pipe(tmp_path: Path) -> None:
-    # the broker dies at 1 s and never comes back: requests go unanswered, exactly-once fails
-    path = scenario(tmp_path, "dead-broker", CLEAN + "faults:\n  - {at: 1s, crash: broker}\n")
+    # the broker strips the requests' metadata: no reply finds its request, exactly-once fails (a
+    # broker dead from 1 s on no longer fails it: its clients' requests are still in flight)
+    text = CLEAN.replace("broker: {role: broker,", "broker: {role: broker, mutant: strips-metadata,")
+    assert "strips-metadata" in text
+    path = scenario(tmp_path, "bad-broker", text)
     cmd = f"set -o pipefail; {BIN} run {path} --seed 1 --out {tmp_path} | true"
     r = subprocess.run(["bash", "-c", cmd], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode == 1, (r.returncode, r.stderr)

@@ -141,8 +141,11 @@ class CompleteDelivery(Checker):
 
     A run is finite: with ``in_flight_ms`` (the package gives it to a file whose faults may lose
     messages: three rounds of HEAD interval plus FETCH retry), a record first produced less than
-    that before the end may still be on its way, its RECORD lost and its gap not yet fetched. It
-    is counted apart, not owed. A fault-free file owes every record."""
+    that before the end may still be on its way, its RECORD lost and its gap not yet fetched, and
+    so may every record a consumer had not yet got when the last fault that may hold up its
+    messages ended (a partition or slow link between it and another node, a pause or crash of
+    either: ``healed_ns``), if that was less than it before the end.
+    Such a record is counted apart, not owed. A fault-free file owes every record."""
 
     name = "complete-delivery"
     clause = "dafka.fetch.on-gap"
@@ -150,9 +153,11 @@ class CompleteDelivery(Checker):
 
     def __init__(self, topics: dict[str, list[str]] | None = None, external_consumers: frozenset[str] = frozenset(),
                  external_producers: frozenset[str] = frozenset(), corrupts: bool = False, in_flight_ms: int = 0,
-                 **params: Any) -> None:
+                 healed_ns: dict[str, int] | None = None, **params: Any) -> None:
         super().__init__(**params)
         self.in_flight_ns = int(in_flight_ms) * 1_000_000
+        # consumer -> when the last fault that may hold up its messages ended (`touched_until_ns`)
+        self.healed_ns = healed_ns or {}
         self.produced_at: dict[tuple[str, str, int], int] = {}  # (topic, partition, offset) -> first seen
         self.external_consumers = external_consumers
         # external producers whose records are learnt from receipts (not when a rule corrupts messages:
@@ -229,7 +234,9 @@ class CompleteDelivery(Checker):
                 lacking = want - got
                 if horizon is not None:
                     # (an offset produced at an unknown time, seen only in a HEAD, is owed)
-                    late = {o for o in lacking if self.produced_at.get((topic, part, o), -1) >= horizon}
+                    # (repair starts when the record is produced, or when the faults are over)
+                    healed = self.healed_ns.get(consumer, 0)
+                    late = {o for o in lacking if max(self.produced_at.get((topic, part, o), -1), healed) >= horizon}
                     in_flight += len(late)
                     want, lacking = want - late, lacking - late
                 total += len(want)
@@ -243,7 +250,8 @@ class CompleteDelivery(Checker):
                        "with its producer, which an in-order consumer waits for")
         if in_flight:
             unseen += (f"; {in_flight} (consumer, record) deliveries not owed: still in flight when the run ended "
-                       f"(produced less than {self.in_flight_ns // 1_000_000} ms before it, on a lossy file)")
+                       f"(produced, or its faults over, less than {self.in_flight_ns // 1_000_000} ms before it, on "
+                       f"a lossy file)")
         if not missing:
             return [self.ok(f"{total} (consumer, record) deliveries all made{unseen}")]
         return [self.fail(f"{len(missing)} consumer/partition pair(s) incomplete: " + "; ".join(missing[:4]) + unseen)]

@@ -28,13 +28,16 @@ class ExactlyOnce(Checker):
     runs are seen making requests and taking replies: an external client's application is not
     judged, nor the data of a service an external worker may serve (what it computes is its own).
 
-    A run is finite: a request made late, whose attempts a lossy file lawfully took, may still be
-    retried when the run ends. Such a request is in flight, not lost, and is counted apart, not
-    judged: its client is one whose path the file's faults may cut (``timeouts_ms`` names those,
-    with their timeouts), it was made less than ``IN_FLIGHT_TIMEOUTS`` timeouts before the end,
-    and the client, which has not given up, sent its latest attempt less than a timeout before the
-    end (a quarter more for a live run's lateness). A client that stopped retrying, or a broker
-    that loses every request, is still caught on the requests made earlier."""
+    A run is finite: a request made just before the end may still be on its way, and one made late
+    whose attempts a lossy file lawfully took may still be retried. Such a request is in flight,
+    not lost, and is counted apart, not judged: its client has not given up, and either it was made
+    less than ``transit_ns`` before the end (the time its round trip may take on the file's network,
+    no fault acting), or its client is one whose path the file's faults may cut (``timeouts_ms``
+    names those, with their timeouts), it was made (or its path, cut by a partition, slow link,
+    pause or crash, was whole again: ``cut_until_ns``) less than ``IN_FLIGHT_TIMEOUTS`` timeouts
+    before the end, and the client sent its latest attempt less than a timeout before the end (a
+    quarter more for a live run's lateness). A client that stopped retrying, or a broker that loses
+    every request, is still caught on the requests made earlier."""
 
     name = "exactly-once"
     clause = "dcp.client.retry"
@@ -44,9 +47,11 @@ class ExactlyOnce(Checker):
 
     def __init__(self, behaviours: dict[str, str] | None = None, external_clients: frozenset[str] = frozenset(),
                  external_workers: frozenset[str] = frozenset(), timeouts_ms: dict[str, int] | None = None,
-                 **params: Any) -> None:
+                 cut_until_ns: dict[str, int] | None = None, transit_ns: int = 0, **params: Any) -> None:
         super().__init__(**params)
-        self.timeouts_ms = timeouts_ms or {}  # lossy client -> its retry timeout; one not named is always judged
+        self.timeouts_ms = timeouts_ms or {}  # lossy client -> its retry timeout
+        self.cut_until_ns = cut_until_ns or {}  # lossy client -> until when a fault may cut its path
+        self.transit_ns = transit_ns  # a round trip on the file's network, no fault acting
         # service -> reference behaviour, to verify reply data; none when an external worker may serve it
         self.behaviours = {} if external_workers else (behaviours or {})
         self.external_clients, self.external_workers = external_clients, external_workers
@@ -96,12 +101,16 @@ class ExactlyOnce(Checker):
 
     def _still_in_flight(self, key: tuple[str, str], req: Event, end_ns: int) -> bool:
         """Whether an unanswered request was made too late to judge and its client was still at it."""
+        if end_ns - req.time_ns < self.transit_ns:
+            return True  # its answer may still be on its way
         timeout_ms = self.timeouts_ms.get(key[0])
         times, last = self.sends.get(key, (0, 0))
         if timeout_ms is None or not times:
             return False
         timeout_ns = timeout_ms * 1_000_000
-        return end_ns - req.time_ns < IN_FLIGHT_TIMEOUTS * timeout_ns and end_ns - last <= timeout_ns * 5 // 4
+        # on a path a fault cut, the attempts that count began when it was whole again
+        since = max(req.time_ns, self.cut_until_ns.get(key[0], 0))
+        return end_ns - since < IN_FLIGHT_TIMEOUTS * timeout_ns and end_ns - last <= timeout_ns * 5 // 4
 
     def finish(self, end_ns: int) -> list[Verdict]:
         bad: list[tuple[Event, str, str]] = []
@@ -129,8 +138,10 @@ class ExactlyOnce(Checker):
         unseen = (not_judged("the requests and replies of their applications", self.external_clients)
                   + not_judged("the reply data of the services they may serve", self.external_workers))
         if in_flight:
-            unseen += (f"; {in_flight} request(s) not judged: still in flight when the run ended (made less "
-                       f"than {IN_FLIGHT_TIMEOUTS} client timeouts before it, the latest attempt within its timeout)")
+            unseen += (f"; {in_flight} request(s) not judged: still in flight when the run ended (made less than "
+                       f"{self.transit_ns // 1_000_000} ms before it, a round trip on the file's network, or, on a "
+                       f"path the file's faults may cut, less than {IN_FLIGHT_TIMEOUTS} timeouts before it, or before "
+                       f"its path was whole again, with the latest attempt within its timeout)")
         if not bad:
             lost = f" ({self.abandoned} more lost with clients that crashed)" if self.abandoned else ""
             judged = len(self.requests) - in_flight

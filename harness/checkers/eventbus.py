@@ -177,12 +177,24 @@ class _ClientHoldings(Checker):
     """What the running clients hold at the end (events of their current incarnation), and
     which of them have synchronised, for the convergence and delivery checks. Clients that run
     as external processes (``external``) report neither: they are not judged, and the verdict
-    says so."""
+    says so.
+
+    A run is finite: an event first offered to the bus (its first PUB sent, or taken by a server,
+    or applied by a client, whichever came first) less than ``in_flight_ms[client]`` before the end
+    may still be on its way to that client, and a client that came back less than that before the
+    end may still be synchronising. So may every event the client lacks if the file's faults may
+    lose a message less than that before the end (``healed_ns``: the repair begins at the loss).
+    Such an event, or client, is in flight: counted apart, not judged. The package gives each client
+    its window: its own sync timeout (how long it waits for a server's answer), and where the file's
+    faults may lose a message so late that the repair is not over by the end, also two of its
+    resynchronisations (which repair a lost BROADCAST) and two PUB timeouts of the publishers (which
+    resend a lost PUB)."""
 
     kinds: frozenset[str] | None = frozenset({DELIVER, NOTE, CRASH, RESTART})
 
     def __init__(self, subtrees: dict[str, list[str]] | None = None, external: list[str] | None = None,
-                 lossy: bool = False, **params: Any) -> None:
+                 lossy: bool = False, in_flight_ms: dict[str, int] | None = None, healed_ns: int = 0,
+                 **params: Any) -> None:
         super().__init__(**params)
         self.subtrees = subtrees or {}  # client node -> its subtrees ([] = everything)
         self.external = [c for c in self.subtrees if c in set(external or ())]
@@ -191,8 +203,14 @@ class _ClientHoldings(Checker):
         # sent a client in a SYNC that never reached it intact was lost on the way, not withheld:
         # the server kept its MUST, and a client can repair only so many losses (its resyncs)
         self.lossy = lossy
-        if lossy:
+        self.in_flight_ns = {c: int(ms) * 1_000_000 for c, ms in (in_flight_ms or {}).items()}
+        self.healed_ns = healed_ns  # the last moment the file's faults may lose a message (0: never)
+        if lossy or self.in_flight_ns:
             self.kinds = frozenset((self.kinds or frozenset()) | {SEND, RECV})
+        self.first_offered: dict[str, int] = {}  # uuid -> when the bus was first offered it
+        self.back_at: dict[str, int] = {}  # client -> its latest restart
+        self.in_flight: set[tuple[str, str]] = set()  # (client, uuid) not judged: still on its way
+        self.coming_back: set[str] = set()  # clients not judged: restarted too late to synchronise
         self.offered: dict[tuple[str, str], int] = {}  # (client identity, uuid) -> its incarnation then
         self.took: set[tuple[str, str, int]] = set()  # (client, uuid, incarnation): a SYNC of it arrived intact
         self.set_aside = 0
@@ -203,17 +221,23 @@ class _ClientHoldings(Checker):
 
     def client_event(self, ev: Event) -> bool:
         """Book a client's event; True when it was one."""
-        if self.lossy and ev.kind in (SEND, RECV):
-            self._sync_seen(ev)
+        if ev.kind in (SEND, RECV):
+            if self.lossy:
+                self._sync_seen(ev)
+            if self.in_flight_ns and ev.msg_type == "PUB":
+                self._pub_seen(ev)
         if ev.role != "client":
             return False
         if self.lives.on(ev):
             self.holds.pop(ev.node, None)
             self.source.pop(ev.node, None)
             self.synced_at.pop(ev.node, None)
+            if ev.kind == RESTART:
+                self.back_at[ev.node] = ev.time_ns
             return True
         d = ev.data or {}
         if ev.kind == DELIVER and ev.msg_type == "event":
+            self._offered(str(d.get("uuid")), ev.time_ns)
             self.holds.setdefault(ev.node, {})[str(d.get("uuid"))] = str(d.get("topic"))
             self.source.setdefault(ev.node, {}).setdefault(str(d.get("uuid")), str(d.get("source")))
         elif ev.kind == NOTE and ev.msg_type == "synced":
@@ -233,25 +257,57 @@ class _ClientHoldings(Checker):
             if msg is not None and msg.name == "SYNC":
                 self.took.add((ev.node, str(msg["uuid"]), self.lives.generation.get(ev.node, 0)))
 
-    def judged(self, client: str, lacking: list[str]) -> list[str]:
+    def _pub_seen(self, ev: Event) -> None:
+        """A PUB a client sent, or a server took: the bus was offered its event then."""
+        if (ev.role, ev.kind) in (("client", SEND), ("server", RECV)):
+            msg = decoded(ev, skip=1 if ev.kind == RECV else 0)  # (a server's collector: a ROUTER)
+            if msg is not None and msg.name == "PUB":
+                self._offered(str(msg["uuid"]), ev.time_ns)
+
+    def _offered(self, uuid: str, t: int) -> None:
+        if t < self.first_offered.get(uuid, t + 1):
+            self.first_offered[uuid] = t
+
+    def judged(self, client: str, lacking: list[str], end_ns: int) -> list[str]:
         """The events of ``lacking`` the client's current incarnation did not lose on the way: a
         server sent it a SYNC of the event and none arrived intact (those are counted in
-        ``set_aside``; none without ``lossy``, where no SYNC is booked)."""
+        ``set_aside``; none without ``lossy``, where no SYNC is booked), nor still in flight when
+        the run ended (counted in ``in_flight``)."""
         generation = self.lives.generation.get(client, 0)
         kept = [u for u in lacking
                 if self.offered.get((client, u)) != generation or (client, u, generation) in self.took]
         self.set_aside += len(lacking) - len(kept)
+        window = self.in_flight_ns.get(client, 0)
+        if window:
+            # (a loss is repaired from when it happens: a late fault leaves older events in flight too)
+            flying = {u for u in kept if max(self.first_offered.get(u, -1), self.healed_ns) >= end_ns - window}
+            self.in_flight.update((client, u) for u in flying)
+            kept = [u for u in kept if u not in flying]
         return kept
 
     def set_aside_note(self) -> str:
-        return (f"; not judged: {self.set_aside} (client, event) pair(s) a server sent in a SYNC that the "
+        note = (f"; not judged: {self.set_aside} (client, event) pair(s) a server sent in a SYNC that the "
                 "scenario's message rules lost on the way") if self.set_aside else ""
+        if self.in_flight or self.coming_back:
+            windows = sorted({self.in_flight_ns[c] // 1_000_000 for c, _ in self.in_flight} |
+                             {self.in_flight_ns[c] // 1_000_000 for c in self.coming_back})
+            note += (f"; not judged, still in flight when the run ended (less than {'/'.join(map(str, windows))} "
+                     f"ms before it, the clients' windows): {len(self.in_flight)} (client, event) pair(s) of "
+                     f"events first offered to the bus then")
+            if self.coming_back:
+                note += f", {len(self.coming_back)} client(s) restarted then ({', '.join(sorted(self.coming_back))})"
+        return note
 
-    def judged_clients(self) -> tuple[list[str], list[str]]:
+    def judged_clients(self, end_ns: int) -> tuple[list[str], list[str]]:
         """(clients up at the end that synchronised in their current incarnation, clients up at
-        the end that never did), external clients left out."""
+        the end that never did), external clients left out, and those that came back too late
+        to have synchronised (in ``coming_back``)."""
         up = [c for c in self.subtrees if c not in self.lives.down and c not in self.external]
-        return [c for c in up if c in self.synced_at], [c for c in up if c not in self.synced_at]
+        unsynced = [c for c in up if c not in self.synced_at]
+        late = {c for c in unsynced if self.back_at.get(c, -1) >= end_ns - self.in_flight_ns.get(c, 0)
+                and self.in_flight_ns.get(c)}
+        self.coming_back |= late
+        return [c for c in up if c in self.synced_at], [c for c in unsynced if c not in late]
 
 
 class Convergence(_ClientHoldings):
@@ -310,11 +366,12 @@ class Convergence(_ClientHoldings):
         """No client had the event before the bus gave its final status: it may be newer."""
         return not inferred and self.first_held.get(uuid, 0) > self.status_at
 
-    def _differences(self, c: str, bus: dict[str, str], inferred: bool) -> tuple[str, str] | None:
+    def _differences(self, c: str, bus: dict[str, str], inferred: bool, end_ns: int) -> tuple[str, str] | None:
         """What client ``c`` holds wrongly, as (detail, clause), or None."""
         have, source = self.holds.get(c, {}), self.source.get(c, {})
         want = {u for u, t in bus.items() if in_subtrees(t, self.subtrees[c])}
-        missing = sorted(self.judged(c, [u for u in want - set(have) if not (inferred and self._forgotten(c, u))]))
+        missing = sorted(self.judged(c, [u for u in want - set(have) if not (inferred and self._forgotten(c, u))],
+                                     end_ns))
         # another subtree's event applied from a BROADCAST: the client's own doing (client-subtrees);
         # one no client had before the bus gave its status may have been published since (a live
         # run asks for the status 300 ms before the end, and an external publisher may go on)
@@ -344,10 +401,10 @@ class Convergence(_ClientHoldings):
                 bus.update(held)
         elif not self.bus:
             return [self.fail("no active server gave its status at the end: the bus's state is unknown")]
-        judged, unsynced = self.judged_clients()
+        judged, unsynced = self.judged_clients(end_ns)
         problems = [(f"{c} never synchronised", "eventbus.server.sync-response") for c in unsynced]
         for c in judged:
-            found = self._differences(c, bus, inferred)
+            found = self._differences(c, bus, inferred, end_ns)
             if found is not None:
                 problems.append(found)
         if not problems:
@@ -532,7 +589,7 @@ class CompleteDelivery(_ClientHoldings):
 
     def finish(self, end_ns: int) -> list[Verdict]:
         pairs = 0
-        judged, unsynced = self.judged_clients()
+        judged, unsynced = self.judged_clients(end_ns)
         lost = self._never_broadcast()
         problems = []
         if lost:
@@ -550,7 +607,7 @@ class CompleteDelivery(_ClientHoldings):
             have = self.holds.get(c, {})
             lacking = self.judged(c, [u for u, (topic, t, _) in self.accepted.items()
                                       if in_subtrees(topic, self.subtrees[c]) and u not in have
-                                      and not self._exempt(c, t)])
+                                      and not self._exempt(c, t)], end_ns)
             pairs += sum(1 for topic, _, _ in self.accepted.values() if in_subtrees(topic, self.subtrees[c]))
             if lacking:
                 topic, t, by = self.accepted[lacking[0]]

@@ -19,7 +19,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
-from fault_injection.nemesis import ClockSkew
+from fault_injection.distributions import Distribution
+from fault_injection.nemesis import ClockSkew, Crash, Partition, Pause, SlowLink
 from fault_injection.rules import LOSSY_EFFECTS, parse_duration, parse_probability
 from harness.node import NodeFactory, SocketType
 from harness.protocols.clauses import Catalogue
@@ -256,6 +257,60 @@ def faults_may_lose(scenario: Any) -> bool:
     if any(getattr(r.effect, "name", "") in LOSSY_EFFECTS for r in scenario.rules.rules):
         return True
     return any(not isinstance(f, ClockSkew) for f in scenario.faults)
+
+
+TRANSIT_SLACK_NS = 100_000_000  # a node's own work and a live run's scheduling, on top of the network's
+
+
+def transit_ns(scenario: Any, hops: int) -> int:
+    """How long ``hops`` messages in a row may take on the file's network, no fault acting: each
+    the slowest latency it configures (`Distribution.high`; the simulator's default where it sets
+    none), plus `TRANSIT_SLACK_NS`. What was sent less than this before the end may still be on its
+    way, however sound the nodes."""
+    from harness.sim.network import DEFAULT_LATENCY  # noqa: PLC0415 - the packages load before the simulator
+
+    lat = scenario.latency or {}
+    specs = [lat.get("default", DEFAULT_LATENCY)] + [link["latency"] for link in lat.get("links", []) or []]
+    return hops * max(Distribution.parse(spec).high() for spec in specs) + TRANSIT_SLACK_NS
+
+
+def fault_ends_ns(fault: Any, run_end_ns: int) -> int | None:
+    """When a time-bounded fault stops holding messages up: a partition, slow link or pause when
+    it ends (the run's end if it never does), a crash when its node comes back (None if it never
+    does: what it lost, it lost at its crash); None for a fault of no such span (a clock's)."""
+    if isinstance(fault, (Partition, SlowLink, Pause)):
+        return run_end_ns if fault.end is None else fault.end
+    if isinstance(fault, Crash):
+        return None if fault.restart_after is None else fault.at + fault.restart_after
+    return None
+
+
+def touched_until_ns(scenario: Any, node: str, peers: set[str]) -> int:
+    """The latest moment (ns of the run) a fault may still hold up messages between ``node`` and
+    one of ``peers`` (0 if none may): a partition or slow link between them until it ends, a
+    pause of one of them until it resumes, a crash of one until it comes back (one that never does
+    lost what it lost at its crash). Targets are read as the live proxy places them (a dynamic
+    one may be any node)."""
+    from harness.live_faults import nodes_of  # noqa: PLC0415 - it imports the registry, which imports this
+
+    end = scenario.duration_ns + scenario.settle_ns
+    ours, theirs = {node}, set(peers)
+    until = 0
+    for f in scenario.faults:
+        if isinstance(f, Partition):
+            sides = [set().union(*(nodes_of(scenario, t) for t in side)) for side in f.sides]
+            touches = any(ours & a and theirs & b for i, a in enumerate(sides) for j, b in enumerate(sides) if i != j)
+        elif isinstance(f, SlowLink):
+            a, b = nodes_of(scenario, f.src), nodes_of(scenario, f.dst)
+            touches = bool(a & ours and b & theirs or a & theirs and b & ours)
+        elif isinstance(f, (Pause, Crash)):
+            touches = bool(nodes_of(scenario, f.target) & (ours | theirs))
+        else:
+            continue
+        if touches:
+            ends = fault_ends_ns(f, end)
+            until = max(until, f.at if ends is None else ends)
+    return until
 
 
 def running_with_role(view: TargetView, role: str) -> list[str]:

@@ -153,3 +153,27 @@ def test_only_a_lossy_file_leaves_records_in_flight() -> None:
     lossy = parse_scenario((CHAOS / "lossy.yaml").read_text(), "lossy.yaml")
     assert _complete(clean).in_flight_ns == 0
     assert _complete(lossy).in_flight_ns == 3 * (200 + 150) * 1_000_000  # its HEAD interval and FETCH retry
+
+
+# partition-heal.yaml with its partition moved to end 100 ms before the run does, producing to the end
+LATE_HEAL = (CHAOS / "partition-heal.yaml").read_text().replace(
+    "{from: 1500ms, until: 3500ms,", "{from: 5900ms, until: 7900ms,").replace(", until: 5s, size", ", size")
+
+
+def test_complete_delivery_does_not_owe_what_a_fault_held_up_until_just_before_the_end() -> None:
+    """The cut consumer, whole again 100 ms before the end, has had no time to fetch what it missed
+    (before, seed 4 failed: "cut lacks 13 of orders/... (offsets 94..106)", produced 1 s earlier)."""
+    assert "5900ms" in LATE_HEAL and "until: 5s" not in LATE_HEAL
+    v = verdict(run_sim(parse_scenario(LATE_HEAL, "late-heal.yaml"), 4), "complete-delivery")
+    assert v.ok and "deliveries not owed: still in flight" in v.detail, v.detail
+
+
+def test_a_late_fault_leaves_in_flight_only_what_it_touched() -> None:
+    """The other consumer was never cut off: a gap it skips is still owed."""
+    from harness.packages.dafka import _complete
+    text = LATE_HEAL.replace("faults:\n", "faults:\n  - rule: {message: RECORD, to: other, drop: 10%}\n"
+                                          "  - rule: {message: DIRECT-RECORD, to: other, drop: 10%}\n")
+    assert _complete(parse_scenario(text, "t.yaml")).healed_ns == {"cut": 7_900_000_000, "other": 0}
+    v = verdict(run_sim(parse_scenario(text, "t.yaml"), 4, factories={"other": mutants.SkipGapConsumer}),
+                "complete-delivery")
+    assert not v.ok and "other lacks" in v.detail, v.detail

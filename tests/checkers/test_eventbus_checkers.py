@@ -25,6 +25,18 @@ VARIANTS = {
     # late joiners that never resynchronise: what their first snapshot misses stays missing
     "late-join+no-resync": ("client-crash-late-join", [("subtrees: [/orders/eu/, /orders/us/]}",
                                                         "subtrees: [/orders/eu/, /orders/us/], resync: 0ms}")]),
+    # publishing to the last moment: the last events are on their way when the run ends
+    "clean+to-the-end": ("clean", [(", until: 3s}", "}")]),
+    "lossy+to-the-end": ("lossy", [(", until: 4s}", "}")]),
+    "clean+no-resend+to-the-end": ("clean", [(", until: 3s}", "}")] + [
+        ("subtrees: [/weather/]}", "subtrees: [/weather/], publish_timeout: 0ms}"),
+        ("subtrees: [/news/]}", "subtrees: [/news/], publish_timeout: 0ms}")]),
+    "late-join+to-the-end": ("client-crash-late-join", [(", until: 4500ms}", "}")]),
+    # the partition heals 10 ms before the end: the cut clients' resynchronisations come too late
+    "partition-heal+late-heal": ("partition-heal", [("until: 3500ms, partition", "until: 7990ms, partition")]),
+    # ... and a client back from a crash 1 ms before the end, too late to have synchronised
+    "clean+to-the-end+late-restart": ("clean", [(", until: 3s}", "}")] + [
+        ("check:", "faults:\n  - {at: 4990ms, crash: all, restart_after: 9ms}\ncheck:")]),
 }
 
 
@@ -195,3 +207,69 @@ def test_a_server_that_sends_no_snapshot_is_still_caught_where_rules_drop_syncs(
                      factories={"bus-b": M.EmptySnapshotServer})
     v = verdict(result, "convergence")
     assert not v.ok and "lacks" in v.detail, v.detail
+
+
+def test_what_a_fault_held_up_until_just_before_the_end_is_in_flight() -> None:
+    """Cut off until 10 ms before the end, the cut clients lacked some 40 events each, published
+    from 1.5 s on, on seeds 1-6 (the repair of a partition's losses begins at its heal)."""
+    result = run("partition-heal+late-heal")
+    for check in ("convergence", "complete-delivery"):
+        v = verdict(result, check)
+        assert v.ok and "still in flight when the run ended" in v.detail, v.detail
+
+
+# Seeds on which a correct bus failed before the in-flight rule (clean: an event accepted 0.1 ms
+# before the end; lossy: events whose BROADCAST was dropped in the last 80 ms, before a resync).
+@pytest.mark.parametrize("name,seed", [("clean+to-the-end", 5), ("clean+to-the-end", 6), ("lossy+to-the-end", 20),
+                                       ("late-join+to-the-end", 2)])
+def test_events_still_on_their_way_when_the_run_ends_are_not_owed(name: str, seed: int) -> None:
+    result = run(name, seed)
+    for check in ("convergence", "complete-delivery"):
+        v = verdict(result, check)
+        assert v.ok and "still in flight when the run ended" in v.detail, v.detail
+        assert "(client, event) pair(s) of events first offered to the bus then" in v.detail, v.detail
+
+
+def test_a_client_back_too_late_to_synchronise_is_not_judged() -> None:
+    v = verdict(run("clean+to-the-end+late-restart"), "convergence")
+    assert v.ok and "1 client(s) restarted then (all)" in v.detail, v.detail
+
+
+@pytest.mark.parametrize("name,nodes,mutant,check", [
+    ("clean+no-resend+to-the-end", "bus", "drops-pub", "complete-delivery"),
+    ("late-join+to-the-end", "bus", "empty-snapshot", "convergence"),
+    ("late-join+to-the-end", "bus", "empty-snapshot", "complete-delivery"),
+    ("clean+to-the-end+late-restart", "bus", "no-syncend", "convergence"),
+    ("partition-heal+late-heal", "bus", "drops-pub", "complete-delivery"),
+    ("partition-heal+late-heal", "bus", "no-syncend", "convergence"),
+])
+def test_what_is_in_flight_at_the_end_does_not_hide_a_broken_server(name: str, nodes: str, mutant: str,
+                                                                     check: str) -> None:
+    _, factory, _ = M.MUTANTS[mutant]
+    v = verdict(run(name, **{n: factory for n in nodes_of(name, nodes)}), check)
+    assert not v.ok and v.clause == M_CLAUSE[check], v.detail
+
+
+def test_the_in_flight_window_is_the_sync_timeout_and_where_a_loss_may_come_late_two_repairs_more() -> None:
+    from harness.packages.eventbus import faults_over_ns, in_flight_windows, last_loss_ns
+    from harness.scenario import load_scenario
+
+    def windows(name: str, old: str = "", new: str = "") -> set[int]:
+        text = (CHAOS / f"{name}.yaml").read_text()
+        assert old in text
+        return set(in_flight_windows(parse_scenario(text.replace(old, new), f"{name}.yaml")).values())
+
+    clean = in_flight_windows(load_scenario(str(CHAOS / "clean.yaml")))
+    assert set(clean.values()) == {500} and "all" in clean  # the default sync timeout
+    # lossy: its rules act all run long: 500 + 2 x its 400 ms resync + 2 x the publishers' 600 ms PUB timeout
+    assert windows("lossy") == {2500}
+    # the server is back at 3 s of 8: a loss then is repaired well before the end (its clients'
+    # sync timeouts are 300 and 500 ms)
+    assert last_loss_ns(load_scenario(str(CHAOS / "server-restart.yaml"))) == 3_000_000_000
+    assert windows("server-restart") == {300, 500}
+    assert max(windows("server-restart", "restart_after: 1s", "restart_after: 4500ms")) > 3000
+    # a client's crash loses nothing the bus owes the others
+    assert last_loss_ns(load_scenario(str(CHAOS / "client-crash-late-join.yaml"))) is None
+    # a message rule strikes each message as it is sent: it holds up no older event
+    assert faults_over_ns(load_scenario(str(CHAOS / "lossy.yaml"))) is None
+    assert faults_over_ns(load_scenario(str(CHAOS / "partition-heal.yaml"))) == 3_500_000_000

@@ -20,7 +20,7 @@ from harness.checkers.dafka_seen import SeenNodes, starts_of
 from harness.checkers import dafka_topics as topic_checks
 from harness.packages.base import (
     CaptureHints, Check, Operation, ProtocolPackage, Role, Setting, as_bool, as_int, as_ms, as_str, faults_may_lose,
-    one_of, senders_by_role,
+    one_of, senders_by_role, touched_until_ns,
 )
 from harness.packages.dafka.suites import SUITES
 from harness.protocols.dafka import TABLES
@@ -92,9 +92,12 @@ def _complete(scenario: Any, **params: Any) -> checks.CompleteDelivery:
                if g.role == "consumer"]
     in_flight_ms = 3 * (max(heads, default=DEFAULT_HEAD_MS) + max(retries, default=DEFAULT_FETCH_RETRY_MS)) \
         if faults_may_lose(scenario) else 0
+    roles = _roles(scenario)
+    others = {n for n, r in roles.items() if r != "consumer"}
+    healed = {n: touched_until_ns(scenario, n, others) for n, r in roles.items() if r == "consumer"}
     return checks.CompleteDelivery(topics=_consumer_topics(scenario), external_consumers=external_nodes(
         scenario, "consumer"), external_producers=external_nodes(scenario, "producer"), corrupts=corrupts(scenario),
-        in_flight_ms=in_flight_ms, **params)
+        in_flight_ms=in_flight_ms, healed_ns=healed, **params)
 
 
 def _of_external(cls: type, *roles: str) -> Callable[..., Any]:

@@ -15,10 +15,10 @@ from harness.checkers import dcp_external as wire_checks
 from harness.checkers.external import external_nodes, noting_external
 from harness.packages.base import (
     CaptureHints, Check, Operation, ProtocolPackage, Role, Setting, TargetView, as_int, as_ms, as_positive_int,
-    as_str, running_with_role, senders_by_role,
+    as_str, running_with_role, senders_by_role, transit_ns,
 )
 from harness.packages.dcp.paths import (
-    COUNT_DAMAGE, LOSS, REPLY_DAMAGE, fault_between, may_lose_requests, rule_touching,
+    COUNT_DAMAGE, LOSS, REPLY_DAMAGE, fault_between, may_lose_requests, path_cut_until, rule_touching,
 )
 from harness.packages.dcp.suites import SUITES
 from harness.protocols.dcp import TABLES
@@ -69,11 +69,13 @@ def _exactly_once(scenario: Any, **params: Any) -> checks.ExactlyOnce:
     for g in scenario.groups.values():
         if g.role == "worker":
             behaviours[g.config.get("service", "echo")] = g.config.get("behaviour", "echo")
-    # a request can be in flight at the end only where the file's faults may take an attempt
+    # a request is in flight for several timeouts only where the file's faults may take an attempt
     timeouts = {n: g.config.get("timeout_ms", DEFAULT_TIMEOUT_MS) for g in scenario.groups.values()
                 if g.role == "client" for n in g.nodes if may_lose_requests(scenario, n)}
     return checks.ExactlyOnce(behaviours=behaviours, external_clients=external_nodes(scenario, "client"),
-                              external_workers=external_nodes(scenario, "worker"), timeouts_ms=timeouts, **params)
+                              external_workers=external_nodes(scenario, "worker"), timeouts_ms=timeouts,
+                              cut_until_ns={n: path_cut_until(scenario, n) for n in timeouts},
+                              transit_ns=transit_ns(scenario, 4), **params)  # client, broker, worker and back
 
 
 def _worker_interval(scenario: Any, **params: Any) -> WorkerInterval:

@@ -14,6 +14,7 @@ from typing import Any, Iterable
 
 from fault_injection.nemesis import REST, Crash, Partition, Pause, SlowLink
 from fault_injection.rules import LOSSY_EFFECTS
+from harness.packages.base import fault_ends_ns
 
 REPLY_DAMAGE = frozenset({"corrupt"})  # a copy, a loss or a delay of a reply proves nothing wrong
 COUNT_DAMAGE = frozenset({"duplicate", "corrupt"})  # an extra copy is an extra request or signal
@@ -101,3 +102,31 @@ def may_lose_requests(scenario: Any, client: str) -> str:
         if isinstance(fault, (Crash, Pause)) and _meets(_nodes(scenario, fault.target), set(brokers + workers)):
             return f"a {fault.key} of {fault.target} may take it"
     return ""
+
+
+def path_cut_until(scenario: Any, client: str) -> int:
+    """The latest moment (ns of the run) a time-bounded fault may still cut ``client``'s path to
+    the broker and a worker and back (0 if none may): a partition or slow link between them until it
+    ends, a pause of the broker or a worker until it resumes, a crash of one until it comes back.
+    A fault that never ends, or a crash of a broker or worker that never comes back, cuts it to the
+    run's end. (A message rule's losses are spread over the whole run: `may_lose_requests`.)"""
+    end = scenario.duration_ns + scenario.settle_ns
+    brokers = [n for n in scenario.node_names if scenario.role_of(n) == "broker"]
+    workers = [n for n in scenario.node_names if scenario.role_of(n) == "worker"]
+    cut = 0
+    for fault in scenario.faults:
+        if isinstance(fault, Partition):
+            touches = _separates(scenario, fault, {client}, set(brokers)) or _separates(
+                scenario, fault, set(workers), set(brokers))
+        elif isinstance(fault, SlowLink):
+            a, b = _nodes(scenario, fault.src), _nodes(scenario, fault.dst)
+            ours = {client, *workers}
+            touches = _meets(a, ours) and _meets(b, set(brokers)) or _meets(a, set(brokers)) and _meets(b, ours)
+        elif isinstance(fault, (Crash, Pause)):
+            touches = _meets(_nodes(scenario, fault.target), set(brokers + workers))
+        else:
+            continue
+        if touches:
+            ends = fault_ends_ns(fault, end)
+            cut = max(cut, end if ends is None else ends)
+    return cut

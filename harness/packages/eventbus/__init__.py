@@ -17,19 +17,22 @@ from __future__ import annotations
 import fnmatch
 from typing import Any, Callable
 
-from fault_injection.nemesis import Partition
+from fault_injection.nemesis import Crash, Partition, Pause, SlowLink
+from fault_injection.rules import LOSSY_EFFECTS
 from harness.checkers import eventbus as checks
 from harness.checkers import eventbus_client as client_checks
 from harness.checkers import eventbus_server as server_checks
 from harness.checkers.external import corrupts, fifo, rule_effects
 from harness.packages.base import (
     CaptureHints, Check, Operation, ProtocolPackage, Role, Setting, TargetView, as_int, as_ms, as_positive_int,
-    as_str, one_of, senders_by_role,
+    as_str, one_of, senders_by_role, transit_ns,
 )
 from harness.packages.eventbus.suites import SUITES
 from harness.protocols.eventbus import TABLES
 from harness.protocols.eventbus_clauses import CATALOGUE
-from reference_nodes.eventbus.client import Client
+from reference_nodes.eventbus.client import (
+    DEFAULT_PUBLISH_TIMEOUT_MS, DEFAULT_RESYNC_MS, DEFAULT_SYNC_TIMEOUT_MS, Client,
+)
 from reference_nodes.eventbus.common import subtrees_value
 from reference_nodes.eventbus.mutants import MUTANTS
 from reference_nodes.eventbus.server import FEED, REPLICA, REPLICA_PREFIX, Server
@@ -125,9 +128,76 @@ def lossy(scenario: Any) -> bool:
     return bool(rule_effects(scenario) & {"drop", "corrupt"})
 
 
+def last_loss_ns(scenario: Any) -> int | None:
+    """The latest moment (ns of the run) the file's faults may lose or hold up a message to or
+    from a server, or None if they never may: a message rule that drops, delays, reorders or
+    corrupts (all run long), or a time-bounded fault (`faults_over_ns`)."""
+    if any(getattr(r.effect, "name", "") in LOSSY_EFFECTS for r in scenario.rules.rules):
+        return scenario.duration_ns + scenario.settle_ns
+    return faults_over_ns(scenario)
+
+
+def faults_over_ns(scenario: Any) -> int | None:
+    """When the file's time-bounded faults no longer hold up messages to or from a server (None
+    if it has none): a partition, slow link or pause when it ends, a crash of a node that may be a
+    server when it comes back (at the crash when it never does: the clients fail over, or nothing
+    taken after it is owed). A client's crash loses nothing
+    the bus owes the others; a clock's skew loses nothing. Unlike a message rule's losses, which
+    strike each message as it is sent, such a fault holds up older events too (a cut client's
+    resynchronisations), so their repair begins only when it is over."""
+    end = scenario.duration_ns + scenario.settle_ns
+    servers = set(server_names(scenario))
+    last: int | None = None
+    for fault in scenario.faults:
+        if isinstance(fault, (Partition, SlowLink, Pause)):
+            until = end if fault.end is None else fault.end
+        elif isinstance(fault, Crash) and _may_be_server(scenario, fault.target, servers):
+            until = fault.at if fault.restart_after is None else fault.at + fault.restart_after
+        else:
+            continue
+        last = until if last is None else max(last, until)
+    return last
+
+
+def _may_be_server(scenario: Any, target: str, servers: set[str]) -> bool:
+    """Whether a fault's target (a group, a node, a glob, or a symbolic target such as
+    ``primary``, told only during the run) may name a server."""
+    if target in scenario.groups:
+        named = set(scenario.groups[target].nodes)
+    else:
+        named = set(fnmatch.filter(scenario.node_names, target))
+    return not named or bool(named & servers)
+
+
+def in_flight_windows(scenario: Any) -> dict[str, int]:
+    """In-process client node -> how long (ms) before the end an event may still be on its way to
+    it, or it still synchronising (`_ClientHoldings`): its sync timeout (at least the PUB's and the
+    BROADCAST's way on the file's network, `transit_ns`); and where the file's faults
+    may lose a message so late that the repair is not done by the end, also two of its
+    resynchronisations (which repair a lost BROADCAST) and two of the longest PUB timeout of the
+    in-process publishers (which resend a lost PUB)."""
+    end = scenario.duration_ns + scenario.settle_ns
+    last = last_loss_ns(scenario)
+    clients = [g for g in scenario.groups.values() if g.role == "client" and not g.command]
+    publishing = {n for item in scenario.workload if item.op == "publish" for n in item.nodes}
+    resend = max((g.config.get("publish_timeout_ms", DEFAULT_PUBLISH_TIMEOUT_MS) for g in clients
+                  if g.config.get("publish") or publishing & set(g.nodes)), default=0)
+    out = {}
+    transit_ms = transit_ns(scenario, 2) // 1_000_000  # PUB to the server, BROADCAST to the client
+    for g in clients:
+        window = max(g.config.get("sync_timeout_ms", DEFAULT_SYNC_TIMEOUT_MS), transit_ms)
+        repair = 2 * g.config.get("resync_ms", DEFAULT_RESYNC_MS) + 2 * resend
+        if last is not None and last + (window + repair) * 1_000_000 > end:
+            window += repair
+        for n in g.nodes:
+            out[n] = window
+    return out
+
+
 def _with_clients(cls: type) -> Callable[..., Any]:
     return lambda scenario, **params: cls(subtrees=client_subtrees(scenario), external=external_clients(scenario),
-                                          lossy=lossy(scenario), **params)
+                                          lossy=lossy(scenario), in_flight_ms=in_flight_windows(scenario),
+                                          healed_ns=faults_over_ns(scenario) or 0, **params)
 
 
 def pub_loss(scenario: Any) -> str:
@@ -172,6 +242,7 @@ CHECKS = {
                                 lambda scenario, **params: checks.CompleteDelivery(
                                     subtrees=client_subtrees(scenario), servers=server_names(scenario),
                                     external=external_clients(scenario), lossy=lossy(scenario),
+                                    in_flight_ms=in_flight_windows(scenario), healed_ns=faults_over_ns(scenario) or 0,
                                     external_servers=len(external_servers(scenario)) == len(server_names(scenario)),
                                     pub_loss=pub_loss(scenario), **params)),
     "client-sequence": _check("client-sequence", checks.ClientSequence, _with_external(checks.ClientSequence)),
