@@ -92,12 +92,15 @@ class ExactlyOnce(Checker):
 
     def _unanswered(self, key: tuple[str, str], end_ns: int) -> str:
         """How often the request went out: a client still retrying when the run ended lost it to the
-        run's horizon as much as to anything else (the file must leave it attempts enough)."""
+        run's horizon as much as to anything else (the file must leave it attempts enough), and its
+        broker or workers never answered its attempts (lost them, or were saturated by the load)."""
         times, last = self.sends.get(key, (0, 0))
         if not times:
             return f"request {key[1]} of {key[0]} was never answered"
+        retrying = ("; its client was still retrying it: the broker or its workers answered none of its "
+                    "attempts (they lost them, or the file's load saturated them)") if times > 1 else ""
         return (f"request {key[1]} of {key[0]} was never answered (sent {times} time(s), the last "
-                f"{(end_ns - last) / 1e6:.0f} ms before the run ended)")
+                f"{(end_ns - last) / 1e6:.0f} ms before the run ended{retrying})")
 
     def _still_in_flight(self, key: tuple[str, str], req: Event, end_ns: int) -> bool:
         """Whether an unanswered request was made too late to judge and its client was still at it."""

@@ -72,7 +72,8 @@ def test_exactly_once_says_how_often_an_unanswered_request_went_out() -> None:
     (a live run once failed on a request the file's own 5% losses took four times: the file left it
     no more attempts)."""
     v = verdict(run(CLEAN, broker=mutants.StripsMetadataBroker), "exactly-once")
-    assert re.search(r"was never answered \(sent \d+ time\(s\), the last \d+ ms before the run ended\)", v.detail), \
+    assert re.search(r"was never answered \(sent \d+ time\(s\), the last \d+ ms before the run ended; its client "
+                     r"was still retrying it: the broker or its workers answered none of its attempts", v.detail), \
         v.detail
 
 
