@@ -173,6 +173,17 @@ def _glob(pattern: str) -> Callable[[str], bool]:
     return lambda s: regex.match(s) is not None
 
 
+def _type_glob(pattern: str) -> Callable[[str], bool]:
+    """A message-type glob. Socket-internal messages (``zmq.subscribe``, ``zmq.unsubscribe``,
+    ``zmq.welcome``) match only a glob that names them (``zmq.*``, ``zmq*``): ZeroMQ carries them on the
+    connection's own stream and never loses one while it stands, so a rule on "every message"
+    that dropped a subscription would leave a SUB deaf for good, a state no real network makes."""
+    matches = _glob(pattern)
+    if pattern.startswith("zmq"):
+        return matches
+    return lambda s: not s.startswith("zmq.") and matches(s)
+
+
 FieldsOf = Callable[[], "Mapping[str, Any] | None"]  # the decoded fields of the message (None: undecodable)
 
 
@@ -202,7 +213,7 @@ class RuleSet:
             self.rules.append(rule)
         self._matchers = [
             (
-                _glob(r.match.src), _glob(r.match.dst), _glob(r.match.msg_type),
+                _glob(r.match.src), _glob(r.match.dst), _type_glob(r.match.msg_type),
                 _glob(r.match.socket), _glob(r.match.endpoint), r.match.direction,
             )
             for r in self.rules

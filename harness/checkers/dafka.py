@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.checkers.base import (
-    COMMAND, CRASH, DELIVER, NOTE, RECV, RESTART, SEND, TAP, Checker, Event, Verdict, tapped_from,
+    COMMAND, CRASH, DELIVER, NOTE, RECV, RESTART, SEND, START, TAP, Checker, Event, Verdict, tapped_from,
 )
 from harness.checkers.external import not_judged
 
@@ -145,16 +145,21 @@ class CompleteDelivery(Checker):
     so may every record a consumer had not yet got when the last fault that may hold up its
     messages ended (a partition or slow link between it and another node, a pause or crash of
     either: ``healed_ns``), if that was less than it before the end.
-    Such a record is counted apart, not owed. A fault-free file owes every record."""
+    Such a record is counted apart, not owed. A fault-free file owes every record, but to a consumer
+    whose life began less than ``catch_up_ms`` before the end (the same three rounds, in any file):
+    it may still be finding the producers and fetching."""
 
     name = "complete-delivery"
     clause = "dafka.fetch.on-gap"
-    kinds = frozenset({SEND, RECV, DELIVER, NOTE, COMMAND, CRASH})
+    kinds = frozenset({SEND, RECV, DELIVER, NOTE, COMMAND, CRASH, START})
 
     def __init__(self, topics: dict[str, list[str]] | None = None, external_consumers: frozenset[str] = frozenset(),
                  external_producers: frozenset[str] = frozenset(), corrupts: bool = False, in_flight_ms: int = 0,
-                 healed_ns: dict[str, int] | None = None, **params: Any) -> None:
+                 healed_ns: dict[str, int] | None = None, catch_up_ms: int = 0, **params: Any) -> None:
         super().__init__(**params)
+        # a consumer whose life began less than this before the end may still be catching up
+        self.catch_up_ns = int(catch_up_ms) * 1_000_000
+        self.began: dict[str, int] = {}  # consumer -> when its current life started
         self.in_flight_ns = int(in_flight_ms) * 1_000_000
         # consumer -> when the last fault that may hold up its messages ended (`touched_until_ns`)
         self.healed_ns = healed_ns or {}
@@ -196,6 +201,8 @@ class CompleteDelivery(Checker):
                 self.produced[key] = max(self.produced.get(key, 0), msg["sequence"] + 1)  # (an external one's)
                 self.produced_at.setdefault((*key, msg["sequence"]), ev.time_ns)
                 self.owner[key] = ""
+        elif ev.kind == START and ev.role == "consumer":
+            self.began[ev.node] = ev.time_ns
         elif ev.kind == COMMAND and ev.role == "consumer" and d.get("op") == "subscribe" and not ev.via:
             self.topics.setdefault(ev.node, []).append(str(d.get("topic")))
         elif ev.kind == NOTE and ev.role == "consumer" and ev.msg_type == "partition-start":
@@ -218,9 +225,10 @@ class CompleteDelivery(Checker):
 
     def finish(self, end_ns: int) -> list[Verdict]:
         missing = []
-        total = blocked = in_flight = 0
+        total = blocked = in_flight = catching_up = 0
         horizon = end_ns - self.in_flight_ns if self.in_flight_ns else None
         for consumer, topics in self.topics.items():
+            late_start = self.catch_up_ns and self.began.get(consumer, 0) >= end_ns - self.catch_up_ns
             for (topic, part), n in self.produced.items():
                 if topic not in topics:
                     continue
@@ -232,7 +240,10 @@ class CompleteDelivery(Checker):
                     want = self._to_be_had(first, n, held)
                     blocked += len((held & set(range(first, n))) - want - got)
                 lacking = want - got
-                if horizon is not None:
+                if late_start:  # (it began too late to have caught up: nothing it lacks is owed yet)
+                    catching_up += len(lacking)
+                    want, lacking = want - lacking, set()
+                elif horizon is not None:
                     # (an offset produced at an unknown time, seen only in a HEAD, is owed)
                     # (repair starts when the record is produced, or when the faults are over)
                     healed = self.healed_ns.get(consumer, 0)
@@ -248,6 +259,9 @@ class CompleteDelivery(Checker):
         if blocked:
             unseen += (f"; {blocked} stored record(s) not owed: each behind a record of its partition that died "
                        "with its producer, which an in-order consumer waits for")
+        if catching_up:
+            unseen += (f"; {catching_up} (consumer, record) deliveries not owed: their consumer started less than "
+                       f"{self.catch_up_ns // 1_000_000} ms before the end, still catching up")
         if in_flight:
             unseen += (f"; {in_flight} (consumer, record) deliveries not owed: still in flight when the run ended "
                        f"(produced, or its faults over, less than {self.in_flight_ns // 1_000_000} ms before it, on "

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.checkers.base import CRASH, DELIVER, NOTE, PAUSE, RECV, RESTART, RESUME, SEND, Checker, Event, Verdict
+from harness.checkers.base import (
+    CRASH, DELIVER, NOTE, PAUSE, RECV, RESTART, RESUME, SEND, START, Checker, Event, Verdict,
+)
 from harness.checkers.eventbus_views import VIA_CLIENT, ServerViews
 from harness.protocols import DecodeError
 from harness.protocols.codec import Message
@@ -206,9 +208,9 @@ class _ClientHoldings(Checker):
         self.in_flight_ns = {c: int(ms) * 1_000_000 for c, ms in (in_flight_ms or {}).items()}
         self.healed_ns = healed_ns  # the last moment the file's faults may lose a message (0: never)
         if lossy or self.in_flight_ns:
-            self.kinds = frozenset((self.kinds or frozenset()) | {SEND, RECV})
+            self.kinds = frozenset((self.kinds or frozenset()) | {SEND, RECV, START})
         self.first_offered: dict[str, int] = {}  # uuid -> when the bus was first offered it
-        self.back_at: dict[str, int] = {}  # client -> its latest restart
+        self.back_at: dict[str, int] = {}  # client -> when its current life started
         self.in_flight: set[tuple[str, str]] = set()  # (client, uuid) not judged: still on its way
         self.coming_back: set[str] = set()  # clients not judged: restarted too late to synchronise
         self.offered: dict[tuple[str, str], int] = {}  # (client identity, uuid) -> its incarnation then
@@ -228,12 +230,13 @@ class _ClientHoldings(Checker):
                 self._pub_seen(ev)
         if ev.role != "client":
             return False
+        if ev.kind == START:  # (a late start, or the start of a life after a restart)
+            self.back_at[ev.node] = ev.time_ns
+            return True
         if self.lives.on(ev):
             self.holds.pop(ev.node, None)
             self.source.pop(ev.node, None)
             self.synced_at.pop(ev.node, None)
-            if ev.kind == RESTART:
-                self.back_at[ev.node] = ev.time_ns
             return True
         d = ev.data or {}
         if ev.kind == DELIVER and ev.msg_type == "event":
@@ -295,13 +298,14 @@ class _ClientHoldings(Checker):
                      f"ms before it, the clients' windows): {len(self.in_flight)} (client, event) pair(s) of "
                      f"events first offered to the bus then")
             if self.coming_back:
-                note += f", {len(self.coming_back)} client(s) restarted then ({', '.join(sorted(self.coming_back))})"
+                note += (f", {len(self.coming_back)} client(s) started or restarted then "
+                         f"({', '.join(sorted(self.coming_back))})")
         return note
 
     def judged_clients(self, end_ns: int) -> tuple[list[str], list[str]]:
         """(clients up at the end that synchronised in their current incarnation, clients up at
-        the end that never did), external clients left out, and those that came back too late
-        to have synchronised (in ``coming_back``)."""
+        the end that never did), external clients left out, and those that started or came back
+        too late to have synchronised (in ``coming_back``)."""
         up = [c for c in self.subtrees if c not in self.lives.down and c not in self.external]
         unsynced = [c for c in up if c not in self.synced_at]
         late = {c for c in unsynced if self.back_at.get(c, -1) >= end_ns - self.in_flight_ns.get(c, 0)

@@ -177,3 +177,23 @@ def test_a_late_fault_leaves_in_flight_only_what_it_touched() -> None:
     v = verdict(run_sim(parse_scenario(text, "t.yaml"), 4, factories={"other": mutants.SkipGapConsumer}),
                 "complete-delivery")
     assert not v.ok and "other lacks" in v.detail, v.detail
+
+
+def _late_consumer(before_end_ms: int) -> str:
+    return (CHAOS / "clean.yaml").read_text().replace(
+        "  late: {role: consumer,", f"  late2: {{role: consumer, start: {6000 - before_end_ms}ms, config: "
+        "{topics: orders, offset_reset: earliest, beacon: 200ms, fetch_retry: 200ms}}\n  late: {role: consumer,", 1)
+
+
+def test_a_consumer_started_too_late_to_catch_up_is_owed_nothing_yet() -> None:
+    """Started 30 ms before the end it lacked all 55 records ("late2 lacks 55 of orders/..."); one
+    started 1.5 s before the end, past the three rounds of HEAD and FETCH, is owed them all and has
+    them."""
+    v = verdict(run_sim(parse_scenario(_late_consumer(30), "late.yaml"), 1), "complete-delivery")
+    assert v.ok and "55 (consumer, record) deliveries not owed: their consumer started less than" in v.detail, \
+        v.detail
+    v = verdict(run_sim(parse_scenario(_late_consumer(1500), "late.yaml"), 1), "complete-delivery")
+    assert v.ok and "not owed" not in v.detail and v.detail.startswith("165 (consumer, record)"), v.detail
+    late = parse_scenario(_late_consumer(1500), "late.yaml")  # (a consumer that skips to the head misses them)
+    v = verdict(run_sim(late, 1, factories={"late2": mutants.SkipGapConsumer}), "complete-delivery")
+    assert not v.ok and "late2 lacks" in v.detail, v.detail

@@ -90,14 +90,14 @@ def _complete(scenario: Any, **params: Any) -> checks.CompleteDelivery:
     heads = [g.config.get("head_ms", DEFAULT_HEAD_MS) for g in scenario.groups.values() if g.role == "producer"]
     retries = [g.config.get("fetch_retry_ms", DEFAULT_FETCH_RETRY_MS) for g in scenario.groups.values()
                if g.role == "consumer"]
-    in_flight_ms = 3 * (max(heads, default=DEFAULT_HEAD_MS) + max(retries, default=DEFAULT_FETCH_RETRY_MS)) \
-        if faults_may_lose(scenario) else 0
+    rounds_ms = 3 * (max(heads, default=DEFAULT_HEAD_MS) + max(retries, default=DEFAULT_FETCH_RETRY_MS))
+    in_flight_ms = rounds_ms if faults_may_lose(scenario) else 0
     roles = _roles(scenario)
     others = {n for n, r in roles.items() if r != "consumer"}
     healed = {n: touched_until_ns(scenario, n, others) for n, r in roles.items() if r == "consumer"}
     return checks.CompleteDelivery(topics=_consumer_topics(scenario), external_consumers=external_nodes(
         scenario, "consumer"), external_producers=external_nodes(scenario, "producer"), corrupts=corrupts(scenario),
-        in_flight_ms=in_flight_ms, healed_ns=healed, **params)
+        in_flight_ms=in_flight_ms, healed_ns=healed, catch_up_ms=rounds_ms, **params)
 
 
 def _of_external(cls: type, *roles: str) -> Callable[..., Any]:
