@@ -88,6 +88,10 @@ class LiveRuntime(EventLoop, NodeIO):
         enough_files(FILES_WANTED)
         self._record = record_deliveries
         self._slots: dict[str, Slot] = {}
+        # The same slots in order, as a tuple replaced (never changed) when a node is added: the
+        # loop iterates it every turn while `add_node` may run in another thread, and a dict that
+        # grows during a loop's iteration stops it ("dictionary changed size during iteration")
+        self._slot_seq: tuple[Slot, ...] = ()
         self._external: dict[str, ExternalNode] = {}
         self._observed_notes: dict[str, dict[str, dict[str, Any]]] = {}  # external node -> kind -> data
         self._order: list[str] = []  # every node name, in the order added
@@ -113,6 +117,7 @@ class LiveRuntime(EventLoop, NodeIO):
         slot = Slot(name, factory, role, dict(config or {}), implementation, DurableStore(),
                     source=self._sources.get(name))
         self._slots[name] = slot
+        self._slot_seq = (*self._slot_seq, slot)
         self._order.append(name)
         if self._trace is not None:
             self._trace.register_node(name, role, implementation)
@@ -364,11 +369,11 @@ class LiveRuntime(EventLoop, NodeIO):
         return f"; node failures: {errors}" if errors else ""
 
     def _setup(self) -> None:
-        for slot in list(self._slots.values()):
+        for slot in self._slot_seq:
             self._open_sockets(slot)
 
     def _begin(self) -> None:
-        for slot in list(self._slots.values()):
+        for slot in self._slot_seq:
             if slot.node is not None:
                 slot.started = True
                 self._start_node(slot)
@@ -381,14 +386,14 @@ class LiveRuntime(EventLoop, NodeIO):
             self._taken.pop(sock, None)
 
     def _earliest_timer(self, earliest: int | None) -> int | None:
-        for slot in self._slots.values():
+        for slot in self._slot_seq:
             at = slot.timer_at
             if at is not None and not slot.paused and (earliest is None or at < earliest):
                 earliest = at
         return earliest
 
     def _tick(self, now: int) -> None:
-        for slot in list(self._slots.values()):
+        for slot in self._slot_seq:
             at = slot.timer_at
             if at is None or at > now or slot.node is None or slot.paused:
                 continue
@@ -415,7 +420,7 @@ class LiveRuntime(EventLoop, NodeIO):
 
     def _after_stop(self, stuck: bool) -> None:
         if not stuck:  # (a stuck handler's thread still holds its sockets: a term would wait for it)
-            for slot in self._slots.values():
+            for slot in self._slot_seq:
                 self._end_context(slot, STOP_LINGER_MS)
         if self._trace is not None and not self._trace.closed:
             self._trace.flush()
@@ -608,7 +613,7 @@ class LiveRuntime(EventLoop, NodeIO):
             slot.ctx = None
 
     def _close_all_sockets(self) -> None:
-        for slot in self._slots.values():  # (not linger 0: libzmq's abort, STOP_LINGER_MS)
+        for slot in self._slot_seq:  # (not linger 0: libzmq's abort, STOP_LINGER_MS)
             self._close_sockets(slot, STOP_LINGER_MS)
 
     def _slot(self, name: str) -> Slot:
