@@ -25,7 +25,7 @@ from harness.checkers import eventbus_server as server_checks
 from harness.checkers.external import corrupts, fifo, rule_effects
 from harness.packages.base import (
     CaptureHints, Check, Operation, ProtocolPackage, Role, Setting, TargetView, as_int, as_ms, as_positive_int,
-    as_str, one_of, senders_by_role, transit_ns,
+    as_str, fault_ends_ns, one_of, senders_by_role, transit_ns,
 )
 from harness.packages.eventbus.suites import SUITES
 from harness.protocols.eventbus import TABLES
@@ -141,20 +141,19 @@ def faults_over_ns(scenario: Any) -> int | None:
     """When the file's time-bounded faults no longer hold up messages to or from a server (None
     if it has none): a partition, slow link or pause when it ends, a crash of a node that may be a
     server when it comes back (at the crash when it never does: the clients fail over, or nothing
-    taken after it is owed). A client's crash loses nothing
-    the bus owes the others; a clock's skew loses nothing. Unlike a message rule's losses, which
-    strike each message as it is sent, such a fault holds up older events too (a cut client's
-    resynchronisations), so their repair begins only when it is over."""
+    taken after it is owed). A client's crash loses nothing the bus owes the others; a clock's
+    skew loses nothing. Unlike a message rule's losses, which strike each message as it is sent,
+    such a fault holds up older events too (a cut client's resynchronisations), so their repair
+    begins only when it is over."""
     end = scenario.duration_ns + scenario.settle_ns
     servers = set(server_names(scenario))
     last: int | None = None
     for fault in scenario.faults:
-        if isinstance(fault, (Partition, SlowLink, Pause)):
-            until = end if fault.end is None else fault.end
-        elif isinstance(fault, Crash) and _may_be_server(scenario, fault.target, servers):
-            until = fault.at if fault.restart_after is None else fault.at + fault.restart_after
-        else:
+        if not isinstance(fault, (Partition, SlowLink, Pause, Crash)) or (
+                isinstance(fault, Crash) and not _may_be_server(scenario, fault.target, servers)):
             continue
+        ends = fault_ends_ns(fault, end)
+        until = fault.at if ends is None else ends
         last = until if last is None else max(last, until)
     return last
 
@@ -172,10 +171,10 @@ def _may_be_server(scenario: Any, target: str, servers: set[str]) -> bool:
 def in_flight_windows(scenario: Any) -> dict[str, int]:
     """In-process client node -> how long (ms) before the end an event may still be on its way to
     it, or it still synchronising (`_ClientHoldings`): its sync timeout (at least the PUB's and the
-    BROADCAST's way on the file's network, `transit_ns`); and where the file's faults
-    may lose a message so late that the repair is not done by the end, also two of its
-    resynchronisations (which repair a lost BROADCAST) and two of the longest PUB timeout of the
-    in-process publishers (which resend a lost PUB)."""
+    BROADCAST's way on the file's network, `transit_ns`); and where the file's faults may lose a
+    message so late that the repair is not done by the end, also two of its resynchronisations
+    (which repair a lost BROADCAST) and twice the longest PUB timeout of the in-process publishers
+    (which resend a lost PUB)."""
     end = scenario.duration_ns + scenario.settle_ns
     last = last_loss_ns(scenario)
     clients = [g for g in scenario.groups.values() if g.role == "client" and not g.command]
