@@ -146,8 +146,9 @@ class CompleteDelivery(Checker):
     messages ended (a partition or slow link between it and another node, a pause or crash of
     either: ``healed_ns``), if that was less than it before the end.
     Such a record is counted apart, not owed. A fault-free file owes every record, but to a consumer
-    whose life began less than ``catch_up_ms`` before the end (the same three rounds, in any file):
-    it may still be finding the producers and fetching."""
+    that joined late (a ``start`` in the file) or came back from a crash less than ``catch_up_ms``
+    before the end (the same three rounds, in any file): it may still be finding the producers and
+    fetching."""
 
     name = "complete-delivery"
     clause = "dafka.fetch.on-gap"
@@ -155,11 +156,16 @@ class CompleteDelivery(Checker):
 
     def __init__(self, topics: dict[str, list[str]] | None = None, external_consumers: frozenset[str] = frozenset(),
                  external_producers: frozenset[str] = frozenset(), corrupts: bool = False, in_flight_ms: int = 0,
-                 healed_ns: dict[str, int] | None = None, catch_up_ms: int = 0, **params: Any) -> None:
+                 healed_ns: dict[str, int] | None = None, catch_up_ms: int = 0,
+                 late_starters: frozenset[str] = frozenset(), **params: Any) -> None:
         super().__init__(**params)
-        # a consumer whose life began less than this before the end may still be catching up
+        # a consumer that joined late (``late_starters``: a ``start`` in the file) or came back
+        # from a crash less than this before the end may still be catching up; one there from
+        # the start is judged whatever the run's length
         self.catch_up_ns = int(catch_up_ms) * 1_000_000
-        self.began: dict[str, int] = {}  # consumer -> when its current life started
+        self.late_starters = late_starters
+        self.came_back: set[str] = set()  # consumers that crashed (their next life starts late)
+        self.began: dict[str, int] = {}  # consumer -> when its current (late) life started
         self.in_flight_ns = int(in_flight_ms) * 1_000_000
         # consumer -> when the last fault that may hold up its messages ended (`touched_until_ns`)
         self.healed_ns = healed_ns or {}
@@ -202,7 +208,10 @@ class CompleteDelivery(Checker):
                 self.produced_at.setdefault((*key, msg["sequence"]), ev.time_ns)
                 self.owner[key] = ""
         elif ev.kind == START and ev.role == "consumer":
-            self.began[ev.node] = ev.time_ns
+            if ev.node in self.late_starters or ev.node in self.came_back:
+                self.began[ev.node] = ev.time_ns
+        elif ev.kind == CRASH and ev.role == "consumer":
+            self.came_back.add(ev.node)
         elif ev.kind == COMMAND and ev.role == "consumer" and d.get("op") == "subscribe" and not ev.via:
             self.topics.setdefault(ev.node, []).append(str(d.get("topic")))
         elif ev.kind == NOTE and ev.role == "consumer" and ev.msg_type == "partition-start":
@@ -228,7 +237,7 @@ class CompleteDelivery(Checker):
         total = blocked = in_flight = catching_up = 0
         horizon = end_ns - self.in_flight_ns if self.in_flight_ns else None
         for consumer, topics in self.topics.items():
-            late_start = self.catch_up_ns and self.began.get(consumer, 0) >= end_ns - self.catch_up_ns
+            late_start = consumer in self.began and self.began[consumer] >= end_ns - self.catch_up_ns
             for (topic, part), n in self.produced.items():
                 if topic not in topics:
                     continue

@@ -308,8 +308,8 @@ class _ClientHoldings(Checker):
         too late to have synchronised (in ``coming_back``)."""
         up = [c for c in self.subtrees if c not in self.lives.down and c not in self.external]
         unsynced = [c for c in up if c not in self.synced_at]
-        late = {c for c in unsynced if self.back_at.get(c, -1) >= end_ns - self.in_flight_ns.get(c, 0)
-                and self.in_flight_ns.get(c)}
+        late = {c for c in unsynced if c in self.back_at and self.in_flight_ns.get(c)
+                and self.back_at[c] >= end_ns - self.in_flight_ns[c]}
         self.coming_back |= late
         return [c for c in up if c in self.synced_at], [c for c in unsynced if c not in late]
 

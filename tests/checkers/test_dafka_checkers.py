@@ -197,3 +197,15 @@ def test_a_consumer_started_too_late_to_catch_up_is_owed_nothing_yet() -> None:
     late = parse_scenario(_late_consumer(1500), "late.yaml")  # (a consumer that skips to the head misses them)
     v = verdict(run_sim(late, 1, factories={"late2": mutants.SkipGapConsumer}), "complete-delivery")
     assert not v.ok and "late2 lacks" in v.detail, v.detail
+
+
+def test_a_consumer_there_from_the_start_is_judged_however_short_the_run() -> None:
+    """A run of 1.3 s, shorter than the catch-up window (1,350 ms): consumers there from the start
+    are owed what the producer's skipped offset holds up (the window once counted from 0 for them,
+    and a live run with an external skip-offset producer passed complete-delivery)."""
+    text = (CHAOS / "clean.yaml").read_text().replace("duration: 6s", "duration: 1300ms").replace(
+        "from: 1s, until: 4s,", "from: 300ms, until: 1s,")
+    assert "1300ms" in text and "until: 1s" in text
+    v = verdict(run_sim(parse_scenario(text, "short.yaml"), 1, factories={"producer": mutants.SkipOffsetProducer}),
+                "complete-delivery")
+    assert not v.ok and "early lacks" in v.detail and "late lacks" in v.detail, v.detail

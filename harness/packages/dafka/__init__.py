@@ -97,7 +97,9 @@ def _complete(scenario: Any, **params: Any) -> checks.CompleteDelivery:
     healed = {n: touched_until_ns(scenario, n, others) for n, r in roles.items() if r == "consumer"}
     return checks.CompleteDelivery(topics=_consumer_topics(scenario), external_consumers=external_nodes(
         scenario, "consumer"), external_producers=external_nodes(scenario, "producer"), corrupts=corrupts(scenario),
-        in_flight_ms=in_flight_ms, healed_ns=healed, catch_up_ms=rounds_ms, **params)
+        in_flight_ms=in_flight_ms, healed_ns=healed, catch_up_ms=rounds_ms,
+        late_starters=frozenset(n for g in scenario.groups.values() if g.role == "consumer" and g.start_ns > 0
+                                for n in g.nodes), **params)
 
 
 def _of_external(cls: type, *roles: str) -> Callable[..., Any]:
