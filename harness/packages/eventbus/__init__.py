@@ -145,27 +145,19 @@ def faults_over_ns(scenario: Any) -> int | None:
     skew loses nothing. Unlike a message rule's losses, which strike each message as it is sent,
     such a fault holds up older events too (a cut client's resynchronisations), so their repair
     begins only when it is over."""
+    from harness.live_faults import nodes_of  # noqa: PLC0415 - it imports the registry, which imports this
+
     end = scenario.duration_ns + scenario.settle_ns
     servers = set(server_names(scenario))
     last: int | None = None
     for fault in scenario.faults:
         if not isinstance(fault, (Partition, SlowLink, Pause, Crash)) or (
-                isinstance(fault, Crash) and not _may_be_server(scenario, fault.target, servers)):
+                isinstance(fault, Crash) and not nodes_of(scenario, fault.target) & servers):
             continue
         ends = fault_ends_ns(fault, end)
         until = fault.at if ends is None else ends
         last = until if last is None else max(last, until)
     return last
-
-
-def _may_be_server(scenario: Any, target: str, servers: set[str]) -> bool:
-    """Whether a fault's target (a group, a node, a glob, or a symbolic target such as
-    ``primary``, told only during the run) may name a server."""
-    if target in scenario.groups:
-        named = set(scenario.groups[target].nodes)
-    else:
-        named = set(fnmatch.filter(scenario.node_names, target))
-    return not named or bool(named & servers)
 
 
 def in_flight_windows(scenario: Any) -> dict[str, int]:
