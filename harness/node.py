@@ -60,6 +60,10 @@ class SocketSpec:
     hwm: int = 1000  # send and receive high-water mark, in messages
     xpub_verbose: bool = False  # XPUB: pass on duplicate subscriptions too
     welcome: bytes | None = None  # XPUB: message sent to each new subscriber (ZMQ_XPUB_WELCOME_MSG)
+    # ROUTER: a peer that connects with an identity already in use takes it over
+    # (ZMQ_ROUTER_HANDOVER). Without it libzmq ignores the newcomer for good while the old
+    # connection's pipe lingers, which it does until the node has read what that pipe holds.
+    handover: bool = False
 
 
 # ---- actions: what a node asks its runtime to do ------------------------------------------

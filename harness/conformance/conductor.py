@@ -142,7 +142,8 @@ class Conductor(PubSubPeers, BaseNode):
         for p in self.peers.values():
             out.append(SocketSpec(p.name, p.type, bind=(p.endpoint,) if p.bind else (),
                                   connect=() if p.bind else (p.endpoint,), identity=p.identity,
-                                  subscribe=p.subscribe, welcome=p.welcome))
+                                  subscribe=p.subscribe, welcome=p.welcome,
+                                  handover=p.type is SocketType.ROUTER))
             if p.recv is not None:
                 r = p.recv
                 at = () if r.endpoint is None else (r.endpoint,)

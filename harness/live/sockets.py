@@ -116,6 +116,8 @@ def configure(sock: zmq.Socket, spec: SocketSpec) -> None:
         # Unroutable sends raise instead of vanishing, so the trace can record the drop; the
         # message is lost either way, as on a default ROUTER.
         sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        if spec.handover:
+            sock.setsockopt(zmq.ROUTER_HANDOVER, 1)
     if spec.type == SocketType.XPUB:
         if spec.xpub_verbose:
             sock.setsockopt(zmq.XPUB_VERBOSE, 1)

@@ -10,7 +10,8 @@ connection carries (subscriptions, the XPUB welcome).
 Semantics follow libzmq 4.3:
 - ROUTER prepends the peer's routing id (its identity, else 0x00 + a 4-byte counter that starts
   at a seeded value) and routes sends by the first frame; unknown ids are dropped silently. A
-  second peer with an identity already in use is not routable (libzmq ignores it).
+  second peer with an identity already in use is not routable (libzmq ignores it), unless the
+  socket hands over (``SocketSpec.handover``, ZMQ_ROUTER_HANDOVER): then the newcomer takes it.
 - DEALER round-robins over its pipes, skipping full ones.
 - PUB/XPUB deliver to each pipe with a subscription that prefix-matches frame 0.
 - XPUB passes new subscriptions to the node (duplicates too with ``xpub_verbose``) and an
@@ -237,8 +238,15 @@ class RouterSocket(SimSocket):
             rid = b"\x00" + self._next_rid.to_bytes(4, "big")
             self._next_rid = (self._next_rid + 1) & 0xFFFFFFFF
         if rid in self.routes:
-            pipe.rid = None
-            return ANONYMOUS
+            if not self.spec.handover:
+                pipe.rid = None
+                return ANONYMOUS
+            # ZMQ_ROUTER_HANDOVER: the old pipe keeps a fresh anonymous id, as libzmq's does
+            # until it ends, and the newcomer is the one the identity routes to.
+            old = self.routes[rid]
+            old.rid = b"\x00" + self._next_rid.to_bytes(4, "big")
+            self._next_rid = (self._next_rid + 1) & 0xFFFFFFFF
+            self.routes[old.rid] = old
         self.routes[rid] = pipe
         pipe.rid = rid
         return None

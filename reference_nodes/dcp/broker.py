@@ -96,7 +96,8 @@ class Broker(DcpNode):
         self._reconnect_frames = self.enc["RECONNECT"]({})
 
     def sockets(self) -> list[SocketSpec]:
-        return [SocketSpec(SOCKET, SocketType.ROUTER, bind=self.bind)]
+        # Handover: a worker or client that comes back with its identity is reachable at once.
+        return [SocketSpec(SOCKET, SocketType.ROUTER, bind=self.bind, handover=True)]
 
     # ---- inputs ----------------------------------------------------------------------------
 

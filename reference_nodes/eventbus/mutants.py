@@ -227,8 +227,8 @@ class SwappedPortsServer(Server):
     def sockets(self) -> list[SocketSpec]:
         snap, pub, coll = self.endpoints
         return [SocketSpec(PUBLISHER, SocketType.PUB, bind=(coll,)),
-                SocketSpec(COLLECTOR, SocketType.ROUTER, bind=(pub,)),
-                SocketSpec(SNAPSHOT, SocketType.ROUTER, bind=(snap,))]
+                SocketSpec(COLLECTOR, SocketType.ROUTER, bind=(pub,), handover=True),
+                SocketSpec(SNAPSHOT, SocketType.ROUTER, bind=(snap,), handover=True)]
 
 
 class _CrashOnMalformed:

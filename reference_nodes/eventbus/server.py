@@ -109,8 +109,8 @@ class Server(EventBusNode):
         snap, pub, coll = self.endpoints
         # The snapshot port last: a supervisor that waits for P finds the others bound too.
         out = [SocketSpec(PUBLISHER, SocketType.PUB, bind=(pub,), hwm=self.hwm),
-               SocketSpec(COLLECTOR, SocketType.ROUTER, bind=(coll,), hwm=self.hwm),
-               SocketSpec(SNAPSHOT, SocketType.ROUTER, bind=(snap,), hwm=self.hwm)]
+               SocketSpec(COLLECTOR, SocketType.ROUTER, bind=(coll,), hwm=self.hwm, handover=True),
+               SocketSpec(SNAPSHOT, SocketType.ROUTER, bind=(snap,), hwm=self.hwm, handover=True)]
         if self.peer is not None:
             out.append(SocketSpec(REPLICA, SocketType.DEALER, connect=(self.peer[0],),
                                   identity=REPLICA_PREFIX + self.name.encode()))

@@ -136,7 +136,9 @@ class Publisher(PpppNode):
         self._pushes = 0
 
     def sockets(self) -> list[SocketSpec]:
-        return [SocketSpec(SOCKET, SocketType.ROUTER, bind=self.bind)]
+        # Handover: a subscriber that comes back with its identity is reachable at once, even
+        # while the pipe of its old connection still holds messages this node has not read.
+        return [SocketSpec(SOCKET, SocketType.ROUTER, bind=self.bind, handover=True)]
 
     # ---- inputs ----------------------------------------------------------------------------
 

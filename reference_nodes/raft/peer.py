@@ -163,7 +163,7 @@ class Peer(RequestHandling, RaftNode):
 
     # ---- node contract -----------------------------------------------------------------------
     def sockets(self) -> list[SocketSpec]:
-        out = [SocketSpec(ROUTER, SocketType.ROUTER, bind=(self.endpoint,))]
+        out = [SocketSpec(ROUTER, SocketType.ROUTER, bind=(self.endpoint,), handover=True)]
         out += [SocketSpec(link.socket, SocketType.DEALER, connect=(link.url,)) for link in self.links.values()]
         if self.broadcast_url:
             out.append(SocketSpec(PUB, SocketType.PUB, bind=(str(self.broadcast_url),)))

@@ -180,6 +180,25 @@ def test_duplicate_identity_is_not_routable(tmp_path) -> None:
     assert [r["fault"] for r in rows(trace.path, kind="fault")] == ["duplicate-identity"]
 
 
+
+def test_handover_gives_the_identity_to_the_newcomer(tmp_path) -> None:
+    # ZMQ_ROUTER_HANDOVER: the later connection takes the identity; the first keeps talking
+    # under a fresh anonymous id (0x00 + 4 bytes), and nothing is dropped.
+    sim = fixed_sim()
+    scripted(sim, "server", SocketSpec("r", ROUTER, bind=(EP,), handover=True))
+    scripted(sim, "first", SocketSpec("d", DEALER, connect=(EP,), identity=b"same"))
+    scripted(sim, "second", SocketSpec("d", DEALER, connect=(EP,), identity=b"same"), start_at=10 * MS)
+    send(sim, 20 * MS, "first", "d", b"one")
+    send(sim, 20 * MS, "second", "d", b"two")
+    send(sim, 30 * MS, "server", "r", b"same", b"back")
+    sim.run(50 * MS)
+    got = log(sim, "server")
+    assert [b"same", b"two"] in got
+    [(anon, one)] = [(f[0], f[1]) for f in got if f[1] == b"one"]
+    assert anon[:1] == b"\x00" and len(anon) == 5 and one == b"one"
+    assert log(sim, "second") == [[b"back"]] and log(sim, "first") == []
+    assert not sim.stats.dropped
+
 def test_router_to_router_with_identities() -> None:
     sim = fixed_sim()
     scripted(sim, "a", SocketSpec("r", ROUTER, bind=("tcp://a:1",), identity=b"A"))
