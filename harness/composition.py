@@ -26,7 +26,8 @@ from fault_injection import nemesis
 from fault_injection.naming import codec_fields, codec_malformed
 from harness import launch, live_faults
 from harness.checkers.base import (
-    CLOCK as CLOCK_EVENT, CRASH, ERROR, PAUSE, RESTART, RESUME, STALL, Checker, NoNodeErrors, Observer, Verdict,
+    CLOCK as CLOCK_EVENT, CRASH, ERROR, PAUSE, RESTART, RESUME, START, STALL, Checker, Event, NoNodeErrors, Observer,
+    Verdict,
 )
 from harness.checkers.external import external_senders
 from harness.checkers.wire import WireConformance
@@ -215,6 +216,28 @@ class _Observed:
         self.observer.emit(self.runtime.now_ns, node, CLOCK_EVENT, data={"offset_ns": offset_ns, "drift": drift})
 
 
+class _StatusAgain(Checker):
+    """Not a check: the final status of a node that starts (a restart, a late start) after it was
+    asked for is asked again at once. Asked at ``at`` (live: 300 ms before the end), a node down
+    then never answered, or answered from a life that ended before the run did, and the checks
+    that read final state failed a node that was up at the end ("gave no status (down?)")."""
+
+    name = "status-again"
+    kinds = frozenset({START})
+
+    def __init__(self, runtime: Any, roles: frozenset[str], at: int, end: int, skip: Any) -> None:
+        super().__init__()
+        self.roles = roles
+        self.runtime, self.at, self.end, self.skip = runtime, at, end, skip
+
+    def on_event(self, ev: Event) -> None:
+        if self.at <= ev.time_ns < self.end and ev.node not in self.skip:
+            self.runtime.command(self.runtime.now_ns, ev.node, {"op": "status", "corr": f"{ev.node}/status"})
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        return []
+
+
 def _settler(proxy: Any, traffic: ObservedTraffic) -> Callable[[], None]:
     """What the proxy has still to report, read and fed to the checks (on the loop thread)."""
     def settle() -> None:
@@ -296,7 +319,11 @@ def run_scenario(scenario: Scenario, seed: int, mode: str, out_dir: str | None =
         tap = pkg.tap(configs, external) if mode == "live" and pkg.tap is not None and external else None
         if tap is not None:
             roles[TAP] = tap[0]
-        observer = Observer(build_checkers(scenario) + list(observers) if checks else [],
+        end = scenario.duration_ns + scenario.settle_ns
+        lead = 1 if mode == "sim" else LIVE_STATUS_LEAD_NS
+        status_again = [_StatusAgain(runtime, frozenset(pkg.final_status), end - lead, end, processes)] \
+            if pkg.final_status else []
+        observer = Observer(build_checkers(scenario) + list(observers) + status_again if checks else [],
                             codec(scenario.protocol, scenario.dialect), roles)
         runtime.on_failure(_report_failure(observer))
         if mode == "live":  # timers the loop fired late: the timing checks excuse the node that much
@@ -342,9 +369,7 @@ def run_scenario(scenario: Scenario, seed: int, mode: str, out_dir: str | None =
             runtime.command_stream(stream)  # type: ignore[attr-defined]
         resolve = scenario.targets.resolver(runtime, random.Random(f"{seed}/nemesis"))
         nemesis.install(scenario.faults, _Observed(runtime, observer, settle), resolve)  # type: ignore[arg-type]
-        end = scenario.duration_ns + scenario.settle_ns
-        lead = 1 if mode == "sim" else LIVE_STATUS_LEAD_NS
-        for name in scenario.node_names:  # checkers that judge final state ask for it last
+        for name in scenario.node_names:  # checkers that judge final state ask for it last (and _StatusAgain)
             if roles[name] in pkg.final_status and name not in processes:
                 runtime.command(end - lead, name, {"op": "status", "corr": f"{name}/status"})
         if placement is not None:
