@@ -181,6 +181,10 @@ class TraceWriter:
         self._writer: pq.ParquetWriter | None = None
         self.rows_written = 0
         self.closed = False
+        # Live runs set this: a row group is then written only when the runtime asks
+        # (`flush_due`, between two turns of its loop), never inside a node's handler, where
+        # the time it takes (about 100 ms for a full group) was taken for the node's own.
+        self.defer_flush = False
         parent = os.path.dirname(os.path.abspath(path))
         os.makedirs(parent, exist_ok=True)
 
@@ -212,7 +216,7 @@ class TraceWriter:
         flat = self._flat
         flat += (node, kind, time_ns, socket, peer, fault, detail, frames, msg_type, topic, seq, term, index,
                  msg_id, corr, size, verdict, clause, data)
-        if len(flat) >= self._flush_at:
+        if len(flat) >= self._flush_at and not self.defer_flush:
             self.flush()
 
     def emit_message(self, node: str, kind: str, time_ns: int, socket: str | None, peer: str | None,
@@ -223,7 +227,7 @@ class TraceWriter:
         flat = self._flat
         flat += (node, kind, time_ns, socket, peer, fault, detail, frames)
         flat += message
-        if len(flat) >= self._flush_at:
+        if len(flat) >= self._flush_at and not self.defer_flush:
             self.flush()
 
     # ---- named rows: what the simulator and the live runtime record, built in one place ----
@@ -308,7 +312,12 @@ class TraceWriter:
         """One row in ROW_COLUMNS order."""
         flat = self._flat
         flat += values
-        if len(flat) >= self._flush_at:
+        if len(flat) >= self._flush_at and not self.defer_flush:
+            self.flush()
+
+    def flush_due(self) -> None:
+        """Write a row group if one is full (with ``defer_flush``)."""
+        if len(self._flat) >= self._flush_at:
             self.flush()
 
     def flush(self) -> None:

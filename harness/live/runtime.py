@@ -84,6 +84,8 @@ class LiveRuntime(EventLoop, NodeIO):
     def __init__(self, trace: TraceWriter | None = None, *, seed: int = 0, record_deliveries: bool = True) -> None:
         super().__init__()
         self._trace = trace
+        if trace is not None:
+            trace.defer_flush = True  # written between turns (`_tick`), not in a node's handler
         self.seed = seed
         enough_files(FILES_WANTED)
         self._record = record_deliveries
@@ -162,6 +164,7 @@ class LiveRuntime(EventLoop, NodeIO):
         if self._thread is not None:
             raise LiveRuntimeError("set_trace must come before start()")
         self._trace = trace
+        trace.defer_flush = True
         for slot in self._slots.values():
             trace.register_node(slot.name, slot.role, slot.implementation)
 
@@ -393,6 +396,11 @@ class LiveRuntime(EventLoop, NodeIO):
         return earliest
 
     def _tick(self, now: int) -> None:
+        trace = self._trace
+        if trace is not None:
+            # A full row group is written here, between turns: timers that come due meanwhile
+            # fire late, and the stall rows credit their nodes, as for any wait of the loop.
+            trace.flush_due()
         for slot in self._slot_seq:
             at = slot.timer_at
             if at is None or at > now or slot.node is None or slot.paused:
