@@ -20,7 +20,7 @@ import os
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Container, Iterator, Sequence
 
 from fault_injection import nemesis
 from fault_injection.naming import codec_fields, codec_malformed
@@ -225,7 +225,7 @@ class _StatusAgain(Checker):
     name = "status-again"
     kinds = frozenset({START})
 
-    def __init__(self, runtime: Any, roles: frozenset[str], at: int, end: int, skip: Any) -> None:
+    def __init__(self, runtime: Runtime, roles: frozenset[str], at: int, end: int, skip: Container[str]) -> None:
         super().__init__()
         self.roles = roles
         self.runtime, self.at, self.end, self.skip = runtime, at, end, skip

@@ -232,11 +232,7 @@ class RouterSocket(SimSocket):
             if not peer_identity or peer_identity == pipe.rid:
                 return None  # a re-established connecter pipe keeps its routing id
             del self.routes[pipe.rid]
-        if peer_identity:
-            rid = peer_identity
-        else:
-            rid = b"\x00" + self._next_rid.to_bytes(4, "big")
-            self._next_rid = (self._next_rid + 1) & 0xFFFFFFFF
+        rid = peer_identity or self._generated_rid()
         if rid in self.routes:
             if not self.spec.handover:
                 pipe.rid = None
@@ -244,12 +240,17 @@ class RouterSocket(SimSocket):
             # ZMQ_ROUTER_HANDOVER: the old pipe keeps a fresh anonymous id, as libzmq's does
             # until it ends, and the newcomer is the one the identity routes to.
             old = self.routes[rid]
-            old.rid = b"\x00" + self._next_rid.to_bytes(4, "big")
-            self._next_rid = (self._next_rid + 1) & 0xFFFFFFFF
+            old.rid = self._generated_rid()
             self.routes[old.rid] = old
         self.routes[rid] = pipe
         pipe.rid = rid
         return None
+
+    def _generated_rid(self) -> bytes:
+        """0x00 and the next value of the socket's 4-byte counter, as libzmq names an anonymous peer."""
+        rid = b"\x00" + self._next_rid.to_bytes(4, "big")
+        self._next_rid = (self._next_rid + 1) & 0xFFFFFFFF
+        return rid
 
     def detach(self, pipe: Pipe) -> list[list[bytes]]:
         if pipe.rid is not None and self.routes.get(pipe.rid) is pipe:
