@@ -216,13 +216,15 @@ class _Observed:
         self.observer.emit(self.runtime.now_ns, node, CLOCK_EVENT, data={"offset_ns": offset_ns, "drift": drift})
 
 
-class _StatusAgain(Checker):
-    """Not a check: the final status of a node that starts (a restart, a late start) after it was
-    asked for is asked again at once. Asked at ``at`` (live: 300 ms before the end), a node down
-    then never answered, or answered from a life that ended before the run did, and the checks
-    that read final state failed a node that was up at the end ("gave no status (down?)")."""
+class _FinalStatus(Checker):
+    """Not a check: asks the nodes of the package's ``final_status`` roles (in-process ones) for
+    their holdings at ``at`` (live: 300 ms before the end, so the answer is in before the run
+    stops), and asks again at once a node that starts (a restart, a late start) after that. A
+    node down at ``at`` never answered, or answered from a life that ended before the run did,
+    and the checks that read final state failed a node that was up at the end ("gave no status
+    (down?)")."""
 
-    name = "status-again"
+    name = "final-status"
     kinds = frozenset({START})
 
     def __init__(self, runtime: Runtime, roles: frozenset[str], at: int, end: int, skip: Container[str]) -> None:
@@ -230,9 +232,17 @@ class _StatusAgain(Checker):
         self.roles = roles
         self.runtime, self.at, self.end, self.skip = runtime, at, end, skip
 
+    def ask(self, node: str, at: int) -> None:
+        self.runtime.command(at, node, {"op": "status", "corr": f"{node}/status"})
+
+    def ask_at_the_end(self, node_roles: dict[str, str]) -> None:
+        for node, role in node_roles.items():
+            if role in self.roles and node not in self.skip:
+                self.ask(node, self.at)
+
     def on_event(self, ev: Event) -> None:
         if self.at <= ev.time_ns < self.end and ev.node not in self.skip:
-            self.runtime.command(self.runtime.now_ns, ev.node, {"op": "status", "corr": f"{ev.node}/status"})
+            self.ask(ev.node, self.runtime.now_ns)
 
     def finish(self, end_ns: int) -> list[Verdict]:
         return []
@@ -321,9 +331,8 @@ def run_scenario(scenario: Scenario, seed: int, mode: str, out_dir: str | None =
             roles[TAP] = tap[0]
         end = scenario.duration_ns + scenario.settle_ns
         lead = 1 if mode == "sim" else LIVE_STATUS_LEAD_NS
-        status_again = [_StatusAgain(runtime, frozenset(pkg.final_status), end - lead, end, processes)] \
-            if pkg.final_status else []
-        observer = Observer(build_checkers(scenario) + list(observers) + status_again if checks else [],
+        final_status = _FinalStatus(runtime, frozenset(pkg.final_status), end - lead, end, processes)
+        observer = Observer(build_checkers(scenario) + list(observers) + [final_status] if checks else [],
                             codec(scenario.protocol, scenario.dialect), roles)
         runtime.on_failure(_report_failure(observer))
         if mode == "live":  # timers the loop fired late: the timing checks excuse the node that much
@@ -369,9 +378,7 @@ def run_scenario(scenario: Scenario, seed: int, mode: str, out_dir: str | None =
             runtime.command_stream(stream)  # type: ignore[attr-defined]
         resolve = scenario.targets.resolver(runtime, random.Random(f"{seed}/nemesis"))
         nemesis.install(scenario.faults, _Observed(runtime, observer, settle), resolve)  # type: ignore[arg-type]
-        for name in scenario.node_names:  # checkers that judge final state ask for it last (and _StatusAgain)
-            if roles[name] in pkg.final_status and name not in processes:
-                runtime.command(end - lead, name, {"op": "status", "corr": f"{name}/status"})
+        final_status.ask_at_the_end({name: roles[name] for name in scenario.node_names})  # last, after the rest
         if placement is not None:
             placement.proxy.start()
         for proc in processes.values():

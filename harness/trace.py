@@ -15,6 +15,7 @@ leaves a readable file, so an aborted run loses nothing that was emitted.
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -176,15 +177,12 @@ class TraceWriter:
         # Row values back to back, ROW_WIDTH per row: column i of the buffered rows is
         # ``_flat[i::ROW_WIDTH]``.
         self._flat: list[Any] = []
-        self._flush_at = row_group_rows * ROW_WIDTH
+        self._flush_at = row_group_rows * ROW_WIDTH  # the buffer's size that writes a row group at once
+        self._group_at = self._flush_at  # the size of a full row group (`flush_due`)
         self._nodes: dict[str, tuple[str, str]] = {}
         self._writer: pq.ParquetWriter | None = None
         self.rows_written = 0
         self.closed = False
-        # Live runs set this: a row group is then written only when the runtime asks
-        # (`flush_due`, between two turns of its loop), never inside a node's handler, where
-        # the time it takes (about 100 ms for a full group) was taken for the node's own.
-        self.defer_flush = False
         parent = os.path.dirname(os.path.abspath(path))
         os.makedirs(parent, exist_ok=True)
 
@@ -216,7 +214,7 @@ class TraceWriter:
         flat = self._flat
         flat += (node, kind, time_ns, socket, peer, fault, detail, frames, msg_type, topic, seq, term, index,
                  msg_id, corr, size, verdict, clause, data)
-        if len(flat) >= self._flush_at and not self.defer_flush:
+        if len(flat) >= self._flush_at:
             self.flush()
 
     def emit_message(self, node: str, kind: str, time_ns: int, socket: str | None, peer: str | None,
@@ -227,7 +225,7 @@ class TraceWriter:
         flat = self._flat
         flat += (node, kind, time_ns, socket, peer, fault, detail, frames)
         flat += message
-        if len(flat) >= self._flush_at and not self.defer_flush:
+        if len(flat) >= self._flush_at:
             self.flush()
 
     # ---- named rows: what the simulator and the live runtime record, built in one place ----
@@ -312,12 +310,18 @@ class TraceWriter:
         """One row in ROW_COLUMNS order."""
         flat = self._flat
         flat += values
-        if len(flat) >= self._flush_at and not self.defer_flush:
+        if len(flat) >= self._flush_at:
             self.flush()
 
+    def defer_flushes(self) -> None:
+        """Write row groups only when asked (`flush_due`), never as a row fills one. A live
+        runtime asks between two turns of its loop: written inside a node's handler, a full group
+        (about 100 ms) was taken for the node's own time."""
+        self._flush_at = sys.maxsize
+
     def flush_due(self) -> None:
-        """Write a row group if one is full (with ``defer_flush``)."""
-        if len(self._flat) >= self._flush_at:
+        """Write a row group if one is full."""
+        if len(self._flat) >= self._group_at:
             self.flush()
 
     def flush(self) -> None:

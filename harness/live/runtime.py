@@ -85,7 +85,7 @@ class LiveRuntime(EventLoop, NodeIO):
         super().__init__()
         self._trace = trace
         if trace is not None:
-            trace.defer_flush = True  # written between turns (`_tick`), not in a node's handler
+            trace.defer_flushes()  # written between turns (`_tick`), not in a node's handler
         self.seed = seed
         enough_files(FILES_WANTED)
         self._record = record_deliveries
@@ -164,7 +164,7 @@ class LiveRuntime(EventLoop, NodeIO):
         if self._thread is not None:
             raise LiveRuntimeError("set_trace must come before start()")
         self._trace = trace
-        trace.defer_flush = True
+        trace.defer_flushes()
         for slot in self._slots.values():
             trace.register_node(slot.name, slot.role, slot.implementation)
 

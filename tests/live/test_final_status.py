@@ -2,7 +2,7 @@
 300 ms, `LIVE_STATUS_LEAD_NS`). A store or server that was down then and came back before the
 end never answered, and the check failed a node that was up at the end: "store gave no status
 at the end (down?)", "no active server gave its status at the end". A node that starts after
-the question now gets it again at once (`harness.composition._StatusAgain`)."""
+the question now gets it again at once (`harness.composition._FinalStatus`)."""
 
 from __future__ import annotations
 

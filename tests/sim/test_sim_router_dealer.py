@@ -163,16 +163,23 @@ def test_fifo_per_connection_under_random_latency() -> None:
     assert [int.from_bytes(f[1], "big") for f in log(sim, "server")] == list(range(300))
 
 
-def test_duplicate_identity_is_not_routable(tmp_path) -> None:
-    trace = writer(tmp_path)
+def two_peers_with_one_identity(handover: bool, trace=None):
+    """A ROUTER, a DEALER "first" with identity "same", a second one with the same identity 10 ms
+    later; each sends at 20 ms, and the ROUTER sends "back" to "same" at 30 ms."""
     sim = fixed_sim(trace=trace)
-    scripted(sim, "server", SocketSpec("r", ROUTER, bind=(EP,)))
+    scripted(sim, "server", SocketSpec("r", ROUTER, bind=(EP,), handover=handover))
     scripted(sim, "first", SocketSpec("d", DEALER, connect=(EP,), identity=b"same"))
     scripted(sim, "second", SocketSpec("d", DEALER, connect=(EP,), identity=b"same"), start_at=10 * MS)
     send(sim, 20 * MS, "first", "d", b"one")
     send(sim, 20 * MS, "second", "d", b"two")
     send(sim, 30 * MS, "server", "r", b"same", b"back")
     sim.run(50 * MS)
+    return sim
+
+
+def test_duplicate_identity_is_not_routable(tmp_path) -> None:
+    trace = writer(tmp_path)
+    sim = two_peers_with_one_identity(False, trace)
     trace.close()
     assert log(sim, "server") == [[b"same", b"one"]]
     assert log(sim, "first") == [[b"back"]] and log(sim, "second") == []
@@ -180,24 +187,17 @@ def test_duplicate_identity_is_not_routable(tmp_path) -> None:
     assert [r["fault"] for r in rows(trace.path, kind="fault")] == ["duplicate-identity"]
 
 
-
-def test_handover_gives_the_identity_to_the_newcomer(tmp_path) -> None:
+def test_handover_gives_the_identity_to_the_newcomer() -> None:
     # ZMQ_ROUTER_HANDOVER: the later connection takes the identity; the first keeps talking
     # under a fresh anonymous id (0x00 + 4 bytes), and nothing is dropped.
-    sim = fixed_sim()
-    scripted(sim, "server", SocketSpec("r", ROUTER, bind=(EP,), handover=True))
-    scripted(sim, "first", SocketSpec("d", DEALER, connect=(EP,), identity=b"same"))
-    scripted(sim, "second", SocketSpec("d", DEALER, connect=(EP,), identity=b"same"), start_at=10 * MS)
-    send(sim, 20 * MS, "first", "d", b"one")
-    send(sim, 20 * MS, "second", "d", b"two")
-    send(sim, 30 * MS, "server", "r", b"same", b"back")
-    sim.run(50 * MS)
+    sim = two_peers_with_one_identity(True)
     got = log(sim, "server")
     assert [b"same", b"two"] in got
     [(anon, one)] = [(f[0], f[1]) for f in got if f[1] == b"one"]
     assert anon[:1] == b"\x00" and len(anon) == 5 and one == b"one"
     assert log(sim, "second") == [[b"back"]] and log(sim, "first") == []
     assert not sim.stats.dropped
+
 
 def test_router_to_router_with_identities() -> None:
     sim = fixed_sim()
