@@ -31,6 +31,13 @@ def positive_int(protocol: str, value: Any, key: str) -> int:
     return n
 
 
+def flag(protocol: str, value: Any, key: str) -> bool:
+    """A true/false setting (YAML's booleans; no truthy strings or numbers)."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{protocol} config {key!r} must be true or false, not {value!r}")
+    return value
+
+
 def dialect_codec(protocol: str, config: dict[str, Any], dialects: tuple[str, ...]) -> tuple[str, Codec]:
     """The ``dialect`` a node was configured with (default strict) and its codec."""
     dialect = str(config.get("dialect", "strict"))

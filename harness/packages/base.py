@@ -113,6 +113,14 @@ class Setting:
     doc: str = ""
 
 
+# A reference ROUTER's handling of a peer that reconnects with its routing id: the newest
+# connection takes it (ZMQ_ROUTER_HANDOVER, the default). false keeps libzmq's default, which many
+# implementations keep: the newcomer is ignored while the old connection holds unread messages,
+# so the clients of the harness are shown to recover from it (docs/live.md).
+HANDOVER = Setting("handover", as_bool, "a peer back with its routing id takes it over at once (default true; "
+                   "false: libzmq's default, the newcomer ignored while its old connection holds unread messages)")
+
+
 @dataclass(frozen=True)
 class Role:
     name: str

@@ -25,7 +25,8 @@ envelope (``dcp.broker.recipient-address``).
 
 Config: ``bind`` (endpoint or list, default ``["tcp://127.0.0.1:5555"]``), ``heartbeat_ms``
 (1000), ``liveness`` (3), ``dialect`` (``"strict"`` | ``"dcp:dagbox"``), ``queue_limit``
-(requests per service queue, default 1000; ``None`` = unbounded).
+(requests per service queue, default 1000; ``None`` = unbounded), ``handover`` (true: a worker
+or client back with its identity takes it over at once; false: libzmq's default).
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ class Broker(DcpNode):
     def __init__(self, ctx: NodeContext) -> None:
         super().__init__(ctx)
         self.bind = config.endpoints(PROTOCOL, self.config.get("bind", [DEFAULT_ENDPOINT]))
+        self.handover = config.flag(PROTOCOL, self.config.get("handover", True), "handover")
         self.heartbeat_ns = ms_to_ns(self.config.get("heartbeat_ms", DEFAULT_HEARTBEAT_MS), "heartbeat_ms")
         if self.heartbeat_ns <= 0:
             raise ValueError("dcp broker config 'heartbeat_ms' must be positive")
@@ -97,7 +99,7 @@ class Broker(DcpNode):
 
     def sockets(self) -> list[SocketSpec]:
         # Handover: a worker or client that comes back with its identity is reachable at once.
-        return [SocketSpec(SOCKET, SocketType.ROUTER, bind=self.bind, handover=True)]
+        return [SocketSpec(SOCKET, SocketType.ROUTER, bind=self.bind, handover=self.handover)]
 
     # ---- inputs ----------------------------------------------------------------------------
 

@@ -14,7 +14,10 @@ metadata is ``[id, *metadata]`` (``dcp.client.track-by-metadata``). Any number o
 may be outstanding (``dcp.client.pipelining``). A request without a reply after
 ``timeout_ms`` is sent again, byte for byte (same metadata, E-DCP-16), up to
 ``max_attempts`` sends in all (``dcp.client.retry``); then the application gets
-``Deliver("request-failed", ...)``.
+``Deliver("request-failed", ...)``. A retry after a timeout in which nothing came from the
+broker goes on a new connection (Disconnect + Connect, Note ``reconnect``, the Lazy Pirate's
+remedy): a broker whose ROUTER ignored the old one, as libzmq does without handover while an
+older connection of this identity still held unread messages, hears the new one.
 
 The first REPLY whose first metadata part is an outstanding id becomes
 ``Deliver("reply", {"id", "service", "data", "metadata", "attempts", "sent_at",
@@ -33,7 +36,9 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
-from harness.node import Action, Deliver, Discard, Note, NodeContext, Send, SocketSpec, SocketType
+from harness.node import (
+    Action, Connect, Deliver, Discard, Disconnect, Note, NodeContext, Send, SocketSpec, SocketType,
+)
 from harness.protocols import DecodeError
 from reference_nodes.dcp.common import (
     DEFAULT_ENDPOINT, DcpNode, as_bytes, endpoint_of, identity_of, ms_to_ns, positive_int,
@@ -81,6 +86,8 @@ class Client(DcpNode):
         self._deadlines: list[tuple[int, int, bytes]] = []  # heap (deadline, seq, id); stale entries skipped
         self._seq = 0
         self._made = 0  # ids made up for requests without one
+        self.last_heard = -1  # when the broker last sent anything
+        self.reconnected_at = -1
 
     def sockets(self) -> list[SocketSpec]:
         return [SocketSpec(SOCKET, SocketType.DEALER, connect=(self.endpoint,), identity=self.identity)]
@@ -136,6 +143,7 @@ class Client(DcpNode):
 
     def receive(self, socket: str, frames: list[bytes], now: int) -> list[Action]:
         out: list[Action] = []
+        self.last_heard = now
         try:
             msg = self.decode(frames)
         except DecodeError as e:
@@ -185,6 +193,11 @@ class Client(DcpNode):
                     "topic": p.service, "corr": p.corr,
                 }))
                 continue
+            sent = p.deadline - self.timeout_ns  # its last attempt
+            if self.last_heard < sent and self.reconnected_at <= sent:  # not since it went out on this connection
+                self.reconnected_at = now
+                out += [Note("reconnect", {"silent_since": sent, "at": now}),
+                        Disconnect(SOCKET, self.endpoint), Connect(SOCKET, self.endpoint)]
             p.attempts += 1
             p.deadline = now + self.timeout_ns
             self._push(p)

@@ -19,7 +19,10 @@ goes on applying BROADCASTs: this repairs BROADCASTs lost on the way (PUB/SUB dr
 high-water mark and on reconnection) and doubles as the liveness check the protocol lacks
 (E-EVENTBUS-04). A SYNCSTART unanswered after ``sync_timeout_ms`` is sent again, to the next
 server when there are several (failover, ``eventbus.client.failover-resync``; every SYNC that
-arrives meanwhile restarts the wait: a long snapshot is not a dead server); a BROADCAST from
+arrives meanwhile restarts the wait: a long snapshot is not a dead server). The silent server's
+snapshot and collector connections are made anew first (Disconnect + Connect): a server whose
+ROUTERs ignored them, as libzmq does without handover while an old connection of this identity
+still held unread messages, hears the new ones. A BROADCAST from
 another server than the current one means that server took over, and the client moves to it.
 
 Publishing (``{"op": "publish", "topic": ..., "data": ...}``): a PUB with the producer's own
@@ -45,7 +48,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.node import Action, Deliver, Discard, NodeContext, Note, Send, SocketSpec, SocketType
+from harness.node import (
+    Action, Connect, Deliver, Discard, Disconnect, NodeContext, Note, Send, SocketSpec, SocketType,
+)
 from harness.protocols.codec import Message
 from reference_nodes.eventbus.common import (
     COLLECTOR, DEFAULT_SNAPSHOT, PUBLISHER, SNAPSHOT, EventBusNode, channel_of, in_subtrees, iso8601, ms_to_ns,
@@ -158,6 +163,7 @@ class Client(EventBusNode):
         out: list[Action] = []
         if self.syncing and self.sync_deadline is not None and now >= self.sync_deadline:
             out.append(Note("sync-timeout", {"server": self.current, "full": self.full}))
+            out.extend(self._reconnect(self.current))
             if len(self.servers) > 1:
                 out.extend(self.failover((self.current + 1) % len(self.servers), now, "no SYNCEND in time"))
             else:
@@ -203,6 +209,14 @@ class Client(EventBusNode):
         self.since = since
         frames = self.enc["SYNCSTART"]({"subtrees": self.subtrees, "sequence": since})
         return [Send(socket_name(SNAPSHOT, self.current), frames, "SYNCSTART", {"seq": since})]
+
+    def _reconnect(self, index: int) -> list[Action]:
+        """New connections to the snapshot and collector ROUTERs of server ``index``."""
+        snap, _, coll = self.servers[index]
+        out: list[Action] = []
+        for channel, endpoint in ((SNAPSHOT, snap), (COLLECTOR, coll)):
+            out += [Disconnect(socket_name(channel, index), endpoint), Connect(socket_name(channel, index), endpoint)]
+        return out
 
     def failover(self, to: int, now: int, why: str) -> list[Action]:
         """Move to another server and synchronise fully: its numbering is not the old one's

@@ -39,7 +39,8 @@ target ``primary`` from it. ``{"op": "status"}`` answers ``Deliver("server-statu
 
 Config: ``bind`` (the snapshot endpoint ``tcp://host:P``, or all three endpoints), ``dialect``,
 ``ha``, ``peer``, ``poll_ms`` (100), ``ha_timeout_ms`` (1000), ``check_ms`` (300), ``hwm`` (the
-high-water mark of its sockets, 1000; 0: none).
+high-water mark of its sockets, 1000; 0: none), ``handover`` (true: a client back with its
+identity takes it over at once; false: libzmq's default).
 """
 
 from __future__ import annotations
@@ -49,8 +50,9 @@ from typing import Any
 
 from harness.node import Action, Deliver, Discard, NodeContext, Note, Send, SocketSpec, SocketType
 from harness.protocols.codec import Message
+from reference_nodes import config
 from reference_nodes.eventbus.common import (
-    COLLECTOR, DEFAULT_SNAPSHOT, PUBLISHER, SNAPSHOT, Event, EventBusNode, event_frames, ms_to_ns,
+    PROTOCOL, COLLECTOR, DEFAULT_SNAPSHOT, PUBLISHER, SNAPSHOT, Event, EventBusNode, event_frames, ms_to_ns,
     server_endpoints, with_sequence,
 )
 
@@ -83,6 +85,7 @@ class Server(EventBusNode):
         self.ha_timeout_ns = ms_to_ns(self.config.get("ha_timeout_ms", DEFAULT_HA_TIMEOUT_MS), "ha_timeout_ms")
         self.check_ns = ms_to_ns(self.config.get("check_ms", DEFAULT_CHECK_MS), "check_ms")
         self.hwm = int(self.config.get("hwm", DEFAULT_HWM))
+        self.handover = config.flag(PROTOCOL, self.config.get("handover", True), "handover")
         # Durable: the sequence counter and the history.
         self.seq = int(self.store.get("seq", 0))
         self.events: list[Event] = sorted((Event.from_store(self.store.get(k)) for k in self.store.keys("event/")),
@@ -109,8 +112,8 @@ class Server(EventBusNode):
         snap, pub, coll = self.endpoints
         # The snapshot port last: a supervisor that waits for P finds the others bound too.
         out = [SocketSpec(PUBLISHER, SocketType.PUB, bind=(pub,), hwm=self.hwm),
-               SocketSpec(COLLECTOR, SocketType.ROUTER, bind=(coll,), hwm=self.hwm, handover=True),
-               SocketSpec(SNAPSHOT, SocketType.ROUTER, bind=(snap,), hwm=self.hwm, handover=True)]
+               SocketSpec(COLLECTOR, SocketType.ROUTER, bind=(coll,), hwm=self.hwm, handover=self.handover),
+               SocketSpec(SNAPSHOT, SocketType.ROUTER, bind=(snap,), hwm=self.hwm, handover=self.handover)]
         if self.peer is not None:
             out.append(SocketSpec(REPLICA, SocketType.DEALER, connect=(self.peer[0],),
                                   identity=REPLICA_PREFIX + self.name.encode()))

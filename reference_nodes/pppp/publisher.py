@@ -47,7 +47,8 @@ that subscribers connecting at the same time are in (payload ``<channel>:<n>``).
 
 Config: ``bind`` (endpoint or list, default ``tcp://127.0.0.1:5560``), the timing keys of
 `reference_nodes.pppp.common`, ``channels``, ``count`` (0), ``rate`` (per second, 10),
-``start_delay_ms`` (200), ``reply_channel`` (none), ``dialect``.
+``start_delay_ms`` (200), ``reply_channel`` (none), ``handover`` (true: a subscriber back with its
+identity takes it over at once; false: libzmq's default), ``dialect``.
 """
 
 from __future__ import annotations
@@ -106,6 +107,7 @@ class Publisher(PpppNode):
     def __init__(self, ctx: NodeContext) -> None:
         super().__init__(ctx)
         self.bind = config.endpoints(PROTOCOL, self.config.get("bind", [DEFAULT_ENDPOINT]))
+        self.handover = config.flag(PROTOCOL, self.config.get("handover", True), "handover")
         self.auto_channels = channel_list(self.config.get("channels"), "channels")
         self.auto_count = int(self.config.get("count", 0) or 0)
         rate = float(self.config.get("rate", 10) or 10)
@@ -138,7 +140,7 @@ class Publisher(PpppNode):
     def sockets(self) -> list[SocketSpec]:
         # Handover: a subscriber that comes back with its identity is reachable at once, even
         # while the pipe of its old connection still holds messages this node has not read.
-        return [SocketSpec(SOCKET, SocketType.ROUTER, bind=self.bind, handover=True)]
+        return [SocketSpec(SOCKET, SocketType.ROUTER, bind=self.bind, handover=self.handover)]
 
     # ---- inputs ----------------------------------------------------------------------------
 

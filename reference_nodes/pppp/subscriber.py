@@ -21,8 +21,10 @@ multipart message (no envelope on a DEALER, E-PPPP-09).
 - Heartbeats (E-PPPP-14): the next message to the publisher is due ``first_idle`` after the
   last message other than HEARTBEAT, then ``idle`` after each HEARTBEAT.
 - Publisher lost (E-PPPP-13): nothing heard for ``liveness`` x ``idle``: Note
-  ``publisher-lost`` and SUBSCRIBE again for every channel, a new conversation
-  (``pppp.subscriber.resubscribe``); again after every further such silence. A floor older than
+  ``publisher-lost``, a new connection (Disconnect + Connect: a publisher whose ROUTER ignored
+  this one, as libzmq does without handover while the old connection of this identity still
+  held unread messages, hears the new one) and SUBSCRIBE again for every channel, a new
+  conversation (``pppp.subscriber.resubscribe``); again after every further such silence. A floor older than
   ``grace`` is not used to judge gaps: the publisher has dropped what it did not deliver by then.
 
 Application commands: ``{"op": "custom", "payload": bytes | [bytes, ...]}`` sends a CUSTOM;
@@ -38,7 +40,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.node import Action, Deliver, DurableStore, Note, NodeContext, Send, SocketSpec, SocketType
+from harness.node import (
+    Action, Connect, Deliver, Disconnect, DurableStore, Note, NodeContext, Send, SocketSpec, SocketType,
+)
 from harness.protocols import DecodeError
 from harness.protocols.pppp import CUSTOM, cut_number, ranges_without
 from reference_nodes.correlation import CORR_TAG, corr_of
@@ -191,7 +195,9 @@ class Subscriber(PpppNode):
         self._send(self._heartbeat, "HEARTBEAT", None, now, out, heartbeat=True)
 
     def on_publisher_lost(self, now: int, out: list[Action]) -> None:
-        """A new conversation (pppp.subscriber.resubscribe)."""
+        """A new connection and a new conversation (pppp.subscriber.resubscribe)."""
+        out.append(Disconnect(SOCKET, self.endpoint))
+        out.append(Connect(SOCKET, self.endpoint))
         self.subscribe_all(now, out)
 
     def command(self, request: dict[str, Any], now: int) -> list[Action]:

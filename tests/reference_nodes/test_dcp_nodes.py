@@ -496,6 +496,34 @@ def test_client_reply_after_retry_counts_attempts() -> None:
     assert not sends(out) and not of(out, Deliver)
 
 
+def test_client_connects_again_when_a_retry_follows_silence() -> None:
+    # Lazy Pirate: nothing from the broker since the attempt went out, so its connection may be
+    # one the broker ignores (a ROUTER without handover): a new one before the retry.
+    c = client(timeout_ms=100, max_attempts=5, connect="tcp://127.0.0.1:6002")
+    ask(c, "r1", T0)
+    ask(c, "r2", T0 + 10 * MS)
+    out = c.handle_timer(T0 + 100 * MS)
+    assert [type(a).__name__ for a in out] == ["Note", "Disconnect", "Connect", "Send"]
+    assert notes(out, "reconnect")[0].data == {"silent_since": T0, "at": T0 + 100 * MS}
+    assert of(out, Disconnect) == [Disconnect("dealer", "tcp://127.0.0.1:6002")]
+    assert of(out, Connect) == [Connect("dealer", "tcp://127.0.0.1:6002")]
+    # r2 went out on the old connection too, but the new one is younger than that: no second one
+    out = c.handle_timer(T0 + 110 * MS)
+    assert [type(a).__name__ for a in out] == ["Send"]
+    # r1's retry went out on the new connection; silent since: connect again
+    out = c.handle_timer(T0 + 200 * MS)
+    assert [type(a).__name__ for a in out] == ["Note", "Disconnect", "Connect", "Send"]
+
+
+def test_client_keeps_its_connection_when_the_broker_was_heard() -> None:
+    c = client(timeout_ms=100, max_attempts=5)
+    ask(c, "r1", T0)
+    ask(c, "r2", T0 + 10 * MS)
+    c.receive("dealer", rep(b"C", md=(b"r2",)), T0 + 50 * MS)  # the broker answers others
+    out = c.handle_timer(T0 + 100 * MS)
+    assert [type(a).__name__ for a in out] == ["Send"] and not notes(out, "reconnect")
+
+
 def test_client_never_heartbeats_and_drops_unexpected() -> None:
     c = client(timeout_ms=100)
     ask(c, "r1", T0)

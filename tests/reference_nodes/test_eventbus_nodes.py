@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from harness.node import NS_PER_MS, Deliver, Discard, DurableStore, Send, SocketType
+from harness.node import NS_PER_MS, Connect, Deliver, Discard, Disconnect, DurableStore, Send, SocketType
 from harness.packages.eventbus import resolve_target
 from harness.protocols import codec
 from reference_nodes.eventbus.client import Client
@@ -277,6 +277,19 @@ def test_client_fails_over_to_the_backup_when_the_primary_is_silent() -> None:
     assert notes(out, "failover")[0].data["to"] == 1
     (ask,) = sends(out, "SYNCSTART")
     assert ask.socket == "snapshot.1" and S.decode(ask.frames)["sequence"] == 0
+    # the silent server's snapshot and collector connections are made anew (a ROUTER without
+    # handover may ignore the old ones for good), before the client moves on
+    assert [(type(a).__name__, a.socket, a.endpoint) for a in out if isinstance(a, (Disconnect, Connect))] == [
+        ("Disconnect", "snapshot", "tcp://a:1000"), ("Connect", "snapshot", "tcp://a:1000"),
+        ("Disconnect", "collector", "tcp://a:1002"), ("Connect", "collector", "tcp://a:1002")]
+
+
+def test_client_asks_its_only_server_again_on_a_new_connection() -> None:
+    c = client(sync_timeout_ms=300, resync_ms=0)
+    c.start(0)
+    out = c.handle_timer(300 * MS)
+    assert [type(a).__name__ for a in out] == ["Note", "Disconnect", "Connect", "Disconnect", "Connect", "Send"]
+    assert notes(out, "sync-timeout") and sends(out, "SYNCSTART")[0].socket == "snapshot"
 
 
 def test_client_publishes_a_well_formed_pub_to_every_server_and_resends_it_until_seen() -> None:

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from harness.node import Deliver, Discard, DurableStore, Note, Send
+from harness.node import Connect, Deliver, Discard, Disconnect, DurableStore, Note, Send
 from harness.protocols import codec
 from reference_nodes.pppp.common import delivery_line
 from reference_nodes.pppp.mutants import ResendsFirstPublisher
@@ -244,6 +244,11 @@ def test_heartbeats_and_the_publisher_lost() -> None:
     while not notes(out := s.handle_timer(t := s.get_timer()), "publisher-lost"):
         pass
     assert t == 600 * MS and [a.msg_type for a in sends(out)] == ["SUBSCRIBE"]
+    # on a new connection: a publisher's ROUTER without handover may ignore the old one for good
+    endpoint = s.sockets()[0].connect[0]
+    assert [a for a in out if isinstance(a, (Disconnect, Connect))] == [Disconnect("dealer", endpoint),
+                                                                         Connect("dealer", endpoint)]
+    assert [type(a).__name__ for a in out] == ["Note", "Disconnect", "Connect", "Send"]
 
 
 def test_after_a_crash_nothing_is_delivered_twice_and_the_gap_from_the_floor_is_nacked() -> None:

@@ -14,8 +14,8 @@ from harness.checkers import dcp as checks
 from harness.checkers import dcp_external as wire_checks
 from harness.checkers.external import external_nodes, noting_external
 from harness.packages.base import (
-    CaptureHints, Check, Operation, ProtocolPackage, Role, Setting, TargetView, as_int, as_ms, as_positive_int,
-    as_str, running_with_role, senders_by_role, transit_ns,
+    HANDOVER, CaptureHints, Check, Operation, ProtocolPackage, Role, Setting, TargetView, as_int, as_ms,
+    as_positive_int, as_str, running_with_role, senders_by_role, transit_ns,
 )
 from harness.packages.dcp.paths import (
     COUNT_DAMAGE, LOSS, REPLY_DAMAGE, fault_between, may_lose_requests, path_cut_until, rule_touching,
@@ -157,6 +157,7 @@ ROLES = {
     "broker": Role("broker", Broker, {
         "heartbeat": HEARTBEAT, "liveness": LIVENESS,
         "queue_limit": Setting("queue_limit", as_positive_int, "requests queued per service"),
+        "handover": HANDOVER,
     }, "the ROUTER in the middle; exactly one per scenario"),
     "worker": Role("worker", Worker, {
         "service": Setting("service", as_str, "service name it registers"),

@@ -24,8 +24,8 @@ from harness.checkers import eventbus_client as client_checks
 from harness.checkers import eventbus_server as server_checks
 from harness.checkers.external import corrupts, fifo, rule_effects
 from harness.packages.base import (
-    CaptureHints, Check, Operation, ProtocolPackage, Role, Setting, TargetView, as_int, as_ms, as_positive_int,
-    as_str, fault_ends_ns, one_of, senders_by_role, transit_ns,
+    HANDOVER, CaptureHints, Check, Operation, ProtocolPackage, Role, Setting, TargetView, as_int, as_ms,
+    as_positive_int, as_str, fault_ends_ns, one_of, senders_by_role, transit_ns,
 )
 from harness.packages.eventbus.suites import SUITES
 from harness.protocols.eventbus import TABLES
@@ -73,6 +73,7 @@ ROLES = {
         "ha_timeout": Setting("ha_timeout_ms", as_ms, "peer silence after which a passive server may take over"),
         "check": Setting("check_ms", as_ms, "how long a starting primary asks whether its peer took over"),
         "hwm": Setting("hwm", as_int, "high-water mark of its sockets in messages (default 1000, 0: none)"),
+        "handover": HANDOVER,
         "bind": Setting("bind", as_str, STANDALONE + "the snapshot endpoint tcp://host:P (P+1, P+2 follow)"),
         "peer": Setting("peer", as_str, STANDALONE + "the other server's snapshot endpoint"),
     }, "the bus: snapshot ROUTER (P), publisher PUB (P+1), collector ROUTER (P+2)"),

@@ -16,8 +16,8 @@ from harness.checkers import pppp_optin
 from harness.checkers.external import corrupts
 from harness.checkers.pppp_common import PpppExternalWire
 from harness.packages.base import (
-    Check, Operation, ProtocolPackage, Role, Setting, TargetView, as_int, as_ms, as_rate, as_str, faults_may_lose,
-    one_of, running_with_role, senders_by_role,
+    HANDOVER, Check, Operation, ProtocolPackage, Role, Setting, TargetView, as_int, as_ms, as_rate, as_str,
+    faults_may_lose, one_of, running_with_role, senders_by_role,
 )
 from harness.packages.pppp.suites import SUITES
 from harness.protocols.pppp import TABLES
@@ -63,6 +63,7 @@ ROLES = {
         "count": Setting("count", as_int, "standalone: messages per channel, from the first SUBSCRIBE on"),
         "rate": Setting("rate", as_rate, "standalone: messages per second per channel"),
         "reply_channel": Setting("reply_channel", as_str, "publish each CUSTOM's payload back on this channel"),
+        "handover": HANDOVER,
         **TIMING,
     }, "one ROUTER; keeps every message until every subscriber ACKed it; exactly one per scenario"),
     "subscriber": Role("subscriber", Subscriber, {
