@@ -588,6 +588,8 @@ class Simulation(Transport):
             tag = item[0]
             if tag == _MSG:
                 self._consume(slot, item[1], item[2], item[3], item[4])
+                if item[1].lingering:
+                    self._unread(item[1])
             elif tag == _TIMER:
                 if item[1] == slot.timer_gen:
                     self._fire_timer(slot)

@@ -104,7 +104,7 @@ class Pipe:
     __slots__ = (
         "socket", "slot", "endpoint", "is_connecter", "direction", "session", "peer", "peer_name",
         "link", "queue", "pending", "inflight", "cap", "last", "held", "subs", "rid", "closed",
-        "connecting", "ever_connected", "incompat_reported",
+        "connecting", "ever_connected", "incompat_reported", "lingering",
     )
 
     def __init__(self, socket: SimSocket, endpoint: str, is_connecter: bool) -> None:
@@ -129,6 +129,9 @@ class Pipe:
         self.connecting = False  # an attempt or handshake is scheduled
         self.ever_connected = False
         self.incompat_reported = False
+        # ROUTER, binder side: messages of a dead connection its paused node has not read yet.
+        # libzmq keeps such a pipe, and its routing id, until they are read.
+        self.lingering = 0
 
     def label(self) -> str:
         """The peer for trace rows: its node name, or the endpoint while not connected."""
@@ -215,7 +218,7 @@ class RouterSocket(SimSocket):
     def outgoing(self, frames: list[bytes]) -> tuple[list[bytes], list[Pipe], str | None]:
         pipe = self.routes.get(frames[0])
         wire = frames[1:]
-        if pipe is None:
+        if pipe is None or pipe.lingering:  # a lingering pipe's connection is gone
             return wire, [], "unroutable"
         return wire, [pipe], None
 

@@ -452,7 +452,23 @@ class Transport:
         cpipe.cap = cpipe.socket.hwm
         if not cpipe.closed:
             self._retry(cpipe)
+        if bpipe.socket.is_router and self._linger(bpipe):
+            return
         self._destroy(bpipe)
+
+    def _linger(self, pipe: Pipe) -> bool:
+        """A ROUTER's pipe whose paused node has not read all it holds stays, with its routing
+        id, until that is read (libzmq waits for the reader to reach the pipe's end): a peer
+        that reconnects with the id meanwhile is ignored, unless the socket hands over."""
+        held = sum(1 for item in pipe.slot.backlog if item[0] is _MSG and item[1] is pipe)
+        pipe.lingering = held
+        return held > 0
+
+    def _unread(self, pipe: Pipe) -> None:
+        """One held message of a lingering pipe was read; the last one ends the pipe."""
+        pipe.lingering -= 1
+        if not pipe.lingering:
+            self._destroy(pipe)
 
     def _destroy(self, pipe: Pipe) -> None:
         pipe.closed = True
