@@ -23,7 +23,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.checkers.base import CLOCK, CRASH, PAUSE, RESTART, RESUME, STALL, VIA_PROXY, Checker, ClockSkews, Event
+from harness.checkers.base import (
+    CLOCK, CRASH, PAUSE, RESTART, RESUME, START, STALL, VIA_PROXY, Checker, ClockSkews, Event, Pauses,
+)
 from harness.checkers.external_wire import ExternalWire
 from harness.protocols.codec import Message
 from harness.protocols.pppp import cut_number
@@ -62,6 +64,7 @@ class PpppCheck(Checker):
         # set) a node's clock lag counts, for nodes whose clock a fault set
         self._clocks = ClockSkews()
         self._clock_mark: dict[str, int] = {}
+        self._pauses = Pauses()  # for deadlines that a pause moves (`held`, `due_after`)
         if type(self).forget_peer is not PpppCheck.forget_peer:
             self._watch_peer_crashes()
 
@@ -110,6 +113,22 @@ class PpppCheck(Checker):
             if since is not None:
                 self._credit[ev.node] = self._credit.get(ev.node, 0) + ev.time_ns - since
         return False
+
+    LIFE = frozenset({PAUSE, RESUME, STALL, START, RESTART, CRASH})
+
+    def held(self, ev: Event) -> bool:
+        """Record when nodes are paused, for `due_after` (True: ``ev`` was a pause, resume, stall,
+        start or restart, handled; a crash is recorded and left to the caller)."""
+        if ev.kind not in self.LIFE:
+            return False
+        self._pauses.on_event(ev)
+        return ev.kind != CRASH
+
+    def due_after(self, node: str, since: int, span: int) -> int | None:
+        """When ``node`` has run ``span`` since ``since``, its pauses and stalls left out; None while
+        a pause holds it. An external process observed by the proxy is handed a request while it is
+        stopped (SIGSTOP) and can act on it only once it runs again."""
+        return self._pauses.deadline(node, since, span)
 
     def clock_event(self, ev: Event) -> bool:
         """For a check that judges no timing of its own but asks `silent_long`: record a CLOCK

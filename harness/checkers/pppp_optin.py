@@ -171,12 +171,13 @@ class BacklogSync(PpppCheck):
     the SUBSCRIBE and within ``idle`` (plus the tolerance) of it: SYNC comes before PUBLISH in
     the conversation. A number acknowledged meanwhile is no longer owed. Not judged: a return
     after a silence of 3 x idle + grace (the backlog may be dropped, E-PPPP-16). A crash of the
-    publisher cancels the replays it was due to send, not what it owes."""
+    publisher cancels the replays it was due to send, not what it owes; time it was paused or
+    stalled does not count."""
 
     name = "backlog-sync"
     clause = "pppp.conversation.sync-optional"
     level = "MAY"
-    kinds = frozenset({SEND, RECV, DELIVER, NOTE, CRASH, CLOCK})
+    kinds = frozenset({SEND, RECV, DELIVER, NOTE, CRASH, CLOCK}) | PpppCheck.LIFE
     roles = frozenset({PUBLISHER})
     timed = True
     observed_note = "; a number it sends before the replay ends is not judged (when it was published is not certain)"
@@ -194,7 +195,7 @@ class BacklogSync(PpppCheck):
             del self.replay[key]
 
     def on_event(self, ev: Event) -> None:
-        if self.of_peer(ev) or self.clock_event(ev):
+        if self.of_peer(ev) or self.clock_event(ev) or self.held(ev):
             return
         if ev.kind == CRASH:
             self.replay.clear()
@@ -244,7 +245,8 @@ class BacklogSync(PpppCheck):
     def _expire(self, now: int) -> None:
         for key, (subscribe, _) in list(self.replay.items()):
             bound = self.idle + self.tol_for(subscribe.node)
-            if now > subscribe.time_ns + bound:
+            held = self.due_after(subscribe.node, subscribe.time_ns, bound)
+            if held is not None and now > held:
                 self._fail(key, f"no backlog replay to {key[0]!r} within {bound / 1e6:g} ms", None)
 
     def finish(self, end_ns: int) -> list[Verdict]:
@@ -255,13 +257,14 @@ class BacklogSync(PpppCheck):
 class CustomReply(PpppCheck):
     """A publisher that replies to CUSTOM (``pppp.custom.reply-optional``: "The publisher may or
     may not publish a reply", a MAY, E-PPPP-17) publishes a new message, on ``reply_channel``
-    when the scenario's publisher names one, within ``first_idle`` (plus the tolerance) of each
-    CUSTOM it receives. A crash of the publisher cancels what it owed."""
+    when the scenario's publisher names one, within ``first_idle`` (plus the tolerance, and the
+    time the publisher was paused or stalled) of each CUSTOM it receives. A crash of the
+    publisher cancels what it owed."""
 
     name = "custom-reply"
     clause = "pppp.custom.reply-optional"
     level = "MAY"
-    kinds = frozenset({SEND, RECV, DELIVER, CRASH})
+    kinds = frozenset({SEND, RECV, DELIVER, CRASH}) | PpppCheck.LIFE
     roles = frozenset({PUBLISHER})
     timed = True
 
@@ -274,6 +277,8 @@ class CustomReply(PpppCheck):
         self.customs = 0
 
     def on_event(self, ev: Event) -> None:
+        if self.held(ev):
+            return
         if ev.kind == CRASH:
             self.waiting.clear()
             return
@@ -302,7 +307,8 @@ class CustomReply(PpppCheck):
         while self.waiting:
             ev = self.waiting[0]  # the oldest is due first (the slack is one node's, the publisher's)
             bound = self.first_idle + self.tol_for(ev.node)
-            if now <= ev.time_ns + bound:
+            held = self.due_after(ev.node, ev.time_ns, bound)
+            if held is None or now <= held:
                 return
             self.waiting.pop(0)
             where = f" on {self.reply_channel!r}" if self.reply_channel is not None else ""

@@ -197,11 +197,12 @@ class ResendNacked(PpppCheck):
     h also NACKs (max(k, h), L] (E-PPPP-15, clause ``pppp.publisher.implicit-nack``). Owed
     numbers published before the subscriber's last silence of 3 x idle are not judged (a
     publisher that syncs by full state dump may have dropped them, E-PPPP-16), nor are
-    obligations to a subscriber that falls silent for 3 x idle before they are due."""
+    obligations to a subscriber that falls silent for 3 x idle before they are due. Time the
+    publisher spent paused or stalled after the ACK/NACK does not count."""
 
     name = "resend-nacked"
     clause = "pppp.publisher.resend-nacked"
-    kinds = frozenset({SEND, RECV, DELIVER, NOTE, CRASH, CLOCK})
+    kinds = frozenset({SEND, RECV, DELIVER, NOTE, CRASH, CLOCK}) | PpppCheck.LIFE
     roles = PUB
     timed = True
 
@@ -225,7 +226,7 @@ class ResendNacked(PpppCheck):
                 del table[key]
 
     def on_event(self, ev: Event) -> None:
-        if self.of_peer(ev) or self.clock_event(ev):
+        if self.of_peer(ev) or self.clock_event(ev) or self.held(ev):
             return
         if ev.kind == CRASH:
             self.due.clear()  # a crashed publisher owes nothing until it talks again
@@ -282,13 +283,18 @@ class ResendNacked(PpppCheck):
         for key, (deadline, ack, clause) in list(self.due.items()):
             if deadline >= now:
                 continue
+            bound = deadline - ack.time_ns
+            held = self.due_after(ack.node, ack.time_ns, bound)
+            if held is None or held >= now:
+                continue  # the publisher was paused meanwhile: its deadline moved
             del self.due[key]
             sub = self.ledger.subs.get(key[0])
-            if sub is None or self.silent_long(ack.node, sub.heard, deadline):
+            if sub is None or self.silent_long(ack.node, sub.heard, held):
                 continue  # gone, or silent long enough to count as disconnected
             what = "implicitly NACKed" if clause != self.clause else "NACKed"
+            paused = f" (and {(held - deadline) / 1e6:g} ms it was paused)" if held > deadline else ""
             self.bad.append((f"{key[0]!r} {what} {key[1]!r} #{key[2]} at {ack.time_ns / 1e6:.1f} ms; not resent "
-                             f"within {(self.idle + self.tol_for(ack.node)) / 1e6:g} ms", [ack], clause))
+                             f"within {bound / 1e6:g} ms{paused}", [ack], clause))
 
     def finish(self, end_ns: int) -> list[Verdict]:
         self._expire(end_ns)

@@ -163,7 +163,10 @@ def test_a_request_on_a_path_cut_until_just_before_the_end_is_in_flight(clients:
     if words is None:
         assert v.ok and "or before its path was whole again" in v.detail, v.detail
         found = re.search(r"; (\d+) request\(s\) not judged", v.detail)
-        assert found and int(found[1]) >= 10, v.detail  # 1.9 s of clients.0's requests at 10/s
+        # never healed: 1.9 s of clients.0's requests at 10/s; healed 100 ms before the end, the
+        # client's new connection (it connected again after a silence) carries the attempts it
+        # queued during the cut at once, and only the last are still on their way
+        assert found and int(found[1]) >= (10 if until == "3s" else 1), v.detail
     else:
         assert not v.ok and words in v.detail, v.detail
 

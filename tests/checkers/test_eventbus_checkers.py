@@ -175,7 +175,8 @@ def test_syncend_sequence_forgets_what_a_server_broadcast_before_it_stood_by() -
 # Found by `zmq-harness explore scenarios/eventbus/explore/failover.yaml --search-seed 21`
 # (shrunk): 2% of bus-b's SYNCs dropped. The client 'late' joins at 4 s and loses the same SYNC
 # in its full snapshot and in the resync that offers it again; convergence and complete-delivery
-# blamed the server, which had sent it twice.
+# blamed the server, which had sent it twice. (Seed 469856 then; since the clients connect anew
+# after a sync timeout the runs differ, and seed 469007 is one where the rules lose a SYNC so.)
 SYNCS_LOST = """
 protocol: eventbus
 name: eventbus-syncs-lost
@@ -195,7 +196,7 @@ check: [convergence, complete-delivery]
 
 
 def test_an_event_whose_syncs_the_rules_dropped_is_not_held_against_the_server() -> None:
-    result = run_sim(parse_scenario(SYNCS_LOST, "syncs-lost.yaml"), 469856)
+    result = run_sim(parse_scenario(SYNCS_LOST, "syncs-lost.yaml"), 469007)
     for check in ("convergence", "complete-delivery"):
         v = verdict(result, check)
         assert v.ok and "1 (client, event) pair(s) a server sent in a SYNC" in v.detail, v.detail
@@ -203,7 +204,7 @@ def test_an_event_whose_syncs_the_rules_dropped_is_not_held_against_the_server()
 
 def test_a_server_that_sends_no_snapshot_is_still_caught_where_rules_drop_syncs() -> None:
     """What a server never sent is not excused by the rules: an empty snapshot still fails."""
-    result = run_sim(parse_scenario(SYNCS_LOST, "syncs-lost.yaml"), 469856,
+    result = run_sim(parse_scenario(SYNCS_LOST, "syncs-lost.yaml"), 469007,
                      factories={"bus-b": M.EmptySnapshotServer})
     v = verdict(result, "convergence")
     assert not v.ok and "lacks" in v.detail, v.detail

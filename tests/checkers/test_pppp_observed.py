@@ -159,3 +159,30 @@ def test_an_external_subscriber_is_not_timed_across_a_publisher_crash() -> None:
     assert v.ok, v.detail
     v = verdict(SubscriberHeartbeats(**TIMES, external=SUB, observed=True), [e for e in events if e is not crash], 901)
     assert not v.ok, v.detail
+
+
+def lifecycle(t_ms: float, kind: str, node: str = "pub") -> Event:
+    return Event(int(t_ms * MS), node, "publisher", kind, None, None, None)
+
+
+def test_a_nack_handed_to_a_stopped_external_publisher_is_due_once_it_runs_again() -> None:
+    # The live hunt's false alarm (a pause of the stand-in publisher on fifty-subscribers): the
+    # proxy handed on an ACK NACKing #5 at 1261 ms to a publisher stopped from 1208 to 2001 ms,
+    # and "not resent within 325 ms" failed it. Its deadline moves by the time it was stopped.
+    nack = [pub(0, RECV, "SUBSCRIBE", channel=b"news"), pub(10, SEND, "PUBLISH", **publish(5)),
+            pub(11, SEND, "PUBLISH", **publish(6)), pub(61, RECV, "ACK", channel=b"news", sequence=6, nacks=[[5, 5]])]
+    resent = pub(850, SEND, "PUBLISH", **publish(5))
+    heard = [pub(t, RECV, "HEARTBEAT") for t in range(100, 1500, 150)]  # the subscriber is live throughout
+
+    def run(events: list[Event]) -> Verdict:
+        events = sorted(events, key=lambda e: e.time_ns)
+        return verdict(ResendNacked(**TIMES, external=PUB, observed=True), events, 1500)
+
+    stopped = [lifecycle(40, "pause"), lifecycle(800, "resume")]
+    assert run(nack + heard + stopped + [resent]).ok
+    # not stopped: 789 ms later is late (idle 200 + tolerance 25 + the slack 100)
+    v = run(nack + heard + [resent])
+    assert not v.ok and "NACKed b'news' #5 at 61.0 ms; not resent within 325 ms" in v.detail, v.detail
+    # stopped, and still nothing 325 ms after it ran again (1125 ms): late, and the detail says so
+    v = run(nack + heard + stopped)
+    assert not v.ok and "(and 739 ms it was paused)" in v.detail, v.detail
