@@ -30,7 +30,10 @@ def test_faults_really_happen() -> None:
     lossy = run_sim(load_scenario("scenarios/dcp/lossy.yaml"), 1)
     assert sum(lossy.stats["dropped"].values()) > 20
     part = run_sim(load_scenario("scenarios/dcp/partition-heal.yaml"), 1)
-    assert part.stats["dropped"].get("partition", 0) > 20
+    # what the cut clients send is lost on the cut links, or, queued while the new connection a
+    # silence made waits for the heal, when they connect anew after the next silence
+    dropped = part.stats["dropped"]
+    assert dropped.get("partition", 0) > 10 and dropped.get("partition", 0) + dropped.get("disconnect", 0) > 100
     crash = run_sim(load_scenario("scenarios/dcp/worker-crash.yaml"), 1)
     expiry = [v for v in crash.verdicts if v.check == "worker-expiry"][0]
     assert expiry.ok and expiry.detail.startswith("1 dead worker")

@@ -19,10 +19,10 @@ goes on applying BROADCASTs: this repairs BROADCASTs lost on the way (PUB/SUB dr
 high-water mark and on reconnection) and doubles as the liveness check the protocol lacks
 (E-EVENTBUS-04). A SYNCSTART unanswered after ``sync_timeout_ms`` is sent again, to the next
 server when there are several (failover, ``eventbus.client.failover-resync``; every SYNC that
-arrives meanwhile restarts the wait: a long snapshot is not a dead server). The silent server's
-snapshot and collector connections are made anew first (Disconnect + Connect): a server whose
-ROUTERs ignored them, as libzmq does without handover while an old connection of this identity
-still held unread messages, hears the new ones. A BROADCAST from
+arrives meanwhile restarts the wait: a long snapshot is not a dead server), on a new snapshot
+connection (Disconnect + Connect): a server whose ROUTER ignored the old one, as libzmq does
+without handover while an older connection of this identity still held unread messages, hears
+the new one. A BROADCAST from
 another server than the current one means that server took over, and the client moves to it.
 
 Publishing (``{"op": "publish", "topic": ..., "data": ...}``): a PUB with the producer's own
@@ -32,7 +32,11 @@ collector of every server (the passive one keeps it pending, Binary Star style).
 is in the client's subtrees, the PUB is sent again, byte for byte, until the event comes back
 (``publish_timeout_ms``, doubling, 0: never): a PUB has no acknowledgement, and an event lost
 with a crashing server is otherwise lost for good. The resent event keeps its UUID, so nobody
-applies it twice (E-EVENTBUS-13).
+applies it twice (E-EVENTBUS-13). When a server was heard since the PUB went out (it is up, and
+did not broadcast it), the resend goes on a new collector connection, as the snapshot's does;
+not while the collector may still queue a PUB (one sent in the last ``QUIET_MS``), which a new
+connection would drop, nor while a server is silent: what waits for it then is sent when it is
+back.
 
 Standalone (``zmq-harness node eventbus client``): ``publish`` events on ``topic``, the first
 right after the first synchronisation, one every ``interval_ms``.
@@ -49,7 +53,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.node import (
-    Action, Connect, Deliver, Discard, Disconnect, NodeContext, Note, Send, SocketSpec, SocketType,
+    NS_PER_MS, Action, Connect, Deliver, Discard, Disconnect, NodeContext, Note, Send, SocketSpec, SocketType,
 )
 from harness.protocols.codec import Message
 from reference_nodes.eventbus.common import (
@@ -62,18 +66,20 @@ DEFAULT_RESYNC_MS = 1000
 DEFAULT_PUBLISH_TIMEOUT_MS = 1000
 DEFAULT_INTERVAL_MS = 100
 MAX_BACKOFF = 8  # a resent PUB waits at most this many timeouts
+QUIET_MS = 50  # a PUB sent this recently may still wait in the collector's queue
 
 
 class Unconfirmed:
     """A published event not seen back yet: its exact frames, resent until it is."""
 
-    __slots__ = ("frames", "topic", "deadline", "attempts")
+    __slots__ = ("frames", "topic", "deadline", "attempts", "sent_at")
 
-    def __init__(self, frames: list[bytes], topic: str, deadline: int) -> None:
+    def __init__(self, frames: list[bytes], topic: str, deadline: int, sent_at: int) -> None:
         self.frames = frames
         self.topic = topic
         self.deadline = deadline
         self.attempts = 1
+        self.sent_at = sent_at
 
 
 class Client(EventBusNode):
@@ -123,6 +129,10 @@ class Client(EventBusNode):
         self.counter = 0
         self.unconfirmed: dict[str, Unconfirmed] = {}
         self.next_publish: int | None = None
+        # Per server: when it last sent this client anything, and when this client last sent its
+        # collector a PUB (when a new collector connection is due, and when it would drop one).
+        self.heard_at = [-1] * len(self.servers)
+        self.pub_at = [-1] * len(self.servers)
 
     def sockets(self) -> list[SocketSpec]:
         subscribe = tuple(s.encode("utf-8") for s in self.subtrees) or (b"",)
@@ -141,6 +151,7 @@ class Client(EventBusNode):
     def receive(self, socket: str, frames: list[bytes], now: int) -> list[Action]:
         channel = channel_of(socket)
         index = server_index(socket)
+        self.heard_at[index] = now
         if channel == PUBLISHER:
             msg, dropped = self.decode_as("BROADCAST", socket, frames)
             if msg is None:
@@ -163,7 +174,7 @@ class Client(EventBusNode):
         out: list[Action] = []
         if self.syncing and self.sync_deadline is not None and now >= self.sync_deadline:
             out.append(Note("sync-timeout", {"server": self.current, "full": self.full}))
-            out.extend(self._reconnect(self.current))
+            out.extend(self._reconnect(SNAPSHOT, self.current))
             if len(self.servers) > 1:
                 out.extend(self.failover((self.current + 1) % len(self.servers), now, "no SYNCEND in time"))
             else:
@@ -172,9 +183,14 @@ class Client(EventBusNode):
             out.extend(self._sync(now, full=False))
         for uuid, u in list(self.unconfirmed.items()):
             if now >= u.deadline:
+                for i, heard in enumerate(self.heard_at):
+                    if heard > u.sent_at and now - self.pub_at[i] >= QUIET_MS * NS_PER_MS:
+                        out.append(Note("collector-reconnect", {"server": i, "uuid": uuid}))
+                        out.extend(self._reconnect(COLLECTOR, i))
                 u.attempts += 1
                 u.deadline = now + self.publish_timeout_ns * min(1 << (u.attempts - 1), MAX_BACKOFF)
-                out.extend(self._send_pub(u.frames, u.topic, uuid))
+                u.sent_at = now
+                out.extend(self._send_pub(u.frames, u.topic, uuid, now))
         if self.next_publish is not None and now >= self.next_publish:
             out.extend(self._publish_own(now))
         return out
@@ -210,13 +226,11 @@ class Client(EventBusNode):
         frames = self.enc["SYNCSTART"]({"subtrees": self.subtrees, "sequence": since})
         return [Send(socket_name(SNAPSHOT, self.current), frames, "SYNCSTART", {"seq": since})]
 
-    def _reconnect(self, index: int) -> list[Action]:
-        """New connections to the snapshot and collector ROUTERs of server ``index``."""
+    def _reconnect(self, channel: str, index: int) -> list[Action]:
+        """A new connection to the ``channel`` ROUTER (snapshot or collector) of server ``index``."""
         snap, _, coll = self.servers[index]
-        out: list[Action] = []
-        for channel, endpoint in ((SNAPSHOT, snap), (COLLECTOR, coll)):
-            out += [Disconnect(socket_name(channel, index), endpoint), Connect(socket_name(channel, index), endpoint)]
-        return out
+        endpoint = snap if channel == SNAPSHOT else coll
+        return [Disconnect(socket_name(channel, index), endpoint), Connect(socket_name(channel, index), endpoint)]
 
     def failover(self, to: int, now: int, why: str) -> list[Action]:
         """Move to another server and synchronise fully: its numbering is not the old one's
@@ -321,8 +335,8 @@ class Client(EventBusNode):
         frames = self.pub_frames(fields)
         out: list[Action] = [Deliver("published", {"topic": topic, "uuid": uuid, "sequence": self.counter})]
         if self.publish_timeout_ns and in_subtrees(topic, self.subtrees):
-            self.unconfirmed[uuid] = Unconfirmed(frames, topic, now + self.publish_timeout_ns)
-        out.extend(self._send_pub(frames, topic, uuid))
+            self.unconfirmed[uuid] = Unconfirmed(frames, topic, now + self.publish_timeout_ns, now)
+        out.extend(self._send_pub(frames, topic, uuid, now))
         return out
 
     def event_fields(self, topic: str, data: Any, now: int) -> dict[str, Any]:
@@ -333,7 +347,8 @@ class Client(EventBusNode):
     def pub_frames(self, fields: dict[str, Any]) -> list[bytes]:
         return self.enc["PUB"](fields)
 
-    def _send_pub(self, frames: list[bytes], topic: str, uuid: str) -> list[Action]:
+    def _send_pub(self, frames: list[bytes], topic: str, uuid: str, now: int) -> list[Action]:
+        self.pub_at = [now] * len(self.servers)
         return [Send(socket_name(COLLECTOR, i), list(frames), "PUB", {"topic": topic, "corr": uuid})
                 for i in range(len(self.servers))]
 

@@ -277,19 +277,39 @@ def test_client_fails_over_to_the_backup_when_the_primary_is_silent() -> None:
     assert notes(out, "failover")[0].data["to"] == 1
     (ask,) = sends(out, "SYNCSTART")
     assert ask.socket == "snapshot.1" and S.decode(ask.frames)["sequence"] == 0
-    # the silent server's snapshot and collector connections are made anew (a ROUTER without
-    # handover may ignore the old ones for good), before the client moves on
+    # the silent server's snapshot connection is made anew (a ROUTER without handover may ignore
+    # the old one for good) before the client moves on; not its collector: PUBs may wait there
     assert [(type(a).__name__, a.socket, a.endpoint) for a in out if isinstance(a, (Disconnect, Connect))] == [
-        ("Disconnect", "snapshot", "tcp://a:1000"), ("Connect", "snapshot", "tcp://a:1000"),
-        ("Disconnect", "collector", "tcp://a:1002"), ("Connect", "collector", "tcp://a:1002")]
+        ("Disconnect", "snapshot", "tcp://a:1000"), ("Connect", "snapshot", "tcp://a:1000")]
 
 
 def test_client_asks_its_only_server_again_on_a_new_connection() -> None:
     c = client(sync_timeout_ms=300, resync_ms=0)
     c.start(0)
     out = c.handle_timer(300 * MS)
-    assert [type(a).__name__ for a in out] == ["Note", "Disconnect", "Connect", "Disconnect", "Connect", "Send"]
+    assert [type(a).__name__ for a in out] == ["Note", "Disconnect", "Connect", "Send"]
     assert notes(out, "sync-timeout") and sends(out, "SYNCSTART")[0].socket == "snapshot"
+
+
+def test_client_resends_on_a_new_collector_connection_only_to_a_server_that_is_up() -> None:
+    c = client(subtrees=["/x/"], publish_timeout_ms=200, resync_ms=0)
+    c.start(0)
+    c.receive("snapshot", syncend(0), MS)
+    c.publish("/x/1", 1, 10 * MS)
+    # the server said nothing since the PUB: it may be down, and the PUB wait in the queue
+    out = c.handle_timer(210 * MS)
+    assert sends(out, "PUB") and not [a for a in of(out, Disconnect) if a.socket == "collector"]
+    # it broadcasts others' events but not this one: the collector may be ignored, connect anew
+    c.receive("publisher", bcast("/x", 1, U[1]), 300 * MS)
+    out = c.handle_timer(610 * MS)
+    assert [(type(a).__name__, getattr(a, "socket", None)) for a in out] == [
+        ("Note", None), ("Disconnect", "collector"), ("Connect", "collector"), ("Send", "collector")]
+    assert notes(out, "collector-reconnect")[0].data["server"] == 0
+    # not while a PUB sent a moment ago may still be queued on the collector
+    c.receive("publisher", bcast("/x", 2, U[2]), 700 * MS)
+    c.publish("/x/2", 2, 1400 * MS)
+    out = c.handle_timer(1410 * MS)  # the first one's deadline (doubled) has passed
+    assert sends(out, "PUB") and not [a for a in of(out, Disconnect) if a.socket == "collector"]
 
 
 def test_client_publishes_a_well_formed_pub_to_every_server_and_resends_it_until_seen() -> None:
