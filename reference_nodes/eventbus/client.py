@@ -19,10 +19,11 @@ goes on applying BROADCASTs: this repairs BROADCASTs lost on the way (PUB/SUB dr
 high-water mark and on reconnection) and doubles as the liveness check the protocol lacks
 (E-EVENTBUS-04). A SYNCSTART unanswered after ``sync_timeout_ms`` is sent again, to the next
 server when there are several (failover, ``eventbus.client.failover-resync``; every SYNC that
-arrives meanwhile restarts the wait: a long snapshot is not a dead server), on a new snapshot
-connection (Disconnect + Connect): a server whose ROUTER ignored the old one, as libzmq does
-without handover while an older connection of this identity still held unread messages, hears
-the new one. A BROADCAST from
+arrives meanwhile restarts the wait: a long snapshot is not a dead server). The second in a row
+that goes unanswered goes on a new snapshot connection (Disconnect + Connect): a server whose
+ROUTER ignored the old one, as libzmq does without handover while an older connection of this
+identity still held unread messages, hears the new one. (Not the first: an answer that is late,
+or waits for a loop that runs behind, is still read on the old connection.) A BROADCAST from
 another server than the current one means that server took over, and the client moves to it.
 
 Publishing (``{"op": "publish", "topic": ..., "data": ...}``): a PUB with the producer's own
@@ -115,6 +116,7 @@ class Client(EventBusNode):
         self.syncing = False
         self.full = True  # the sync in flight is a full one: BROADCASTs are held until its SYNCEND
         self.sync_deadline: int | None = None
+        self.unanswered = 0  # SYNCSTARTs in a row that timed out with no word from the snapshot port
         self.resync_at: int | None = None
         self.threshold: int | None = None  # the last SYNCEND or BROADCAST sequence; None before the first
         # From where the next resync asks (marks[0]: every event up to it was offered twice) and
@@ -163,6 +165,7 @@ class Client(EventBusNode):
                 return dropped
             if index != self.current:
                 return []  # a late answer from the server we left
+            self.unanswered = 0
             if msg.name == "SYNC":
                 return self._on_sync(socket, frames, msg, now)
             if msg.name == "SYNCEND":
@@ -174,7 +177,9 @@ class Client(EventBusNode):
         out: list[Action] = []
         if self.syncing and self.sync_deadline is not None and now >= self.sync_deadline:
             out.append(Note("sync-timeout", {"server": self.current, "full": self.full}))
-            out.extend(self._reconnect(SNAPSHOT, self.current))
+            self.unanswered += 1
+            if self.unanswered >= 2:
+                out.extend(self._reconnect(SNAPSHOT, self.current))
             if len(self.servers) > 1:
                 out.extend(self.failover((self.current + 1) % len(self.servers), now, "no SYNCEND in time"))
             else:

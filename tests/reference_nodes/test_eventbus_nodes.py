@@ -277,18 +277,26 @@ def test_client_fails_over_to_the_backup_when_the_primary_is_silent() -> None:
     assert notes(out, "failover")[0].data["to"] == 1
     (ask,) = sends(out, "SYNCSTART")
     assert ask.socket == "snapshot.1" and S.decode(ask.frames)["sequence"] == 0
-    # the silent server's snapshot connection is made anew (a ROUTER without handover may ignore
-    # the old one for good) before the client moves on; not its collector: PUBs may wait there
+    assert not of(out, Disconnect)  # the first timeout keeps the connections
+    # the second in a row: the backup's snapshot connection is made anew (a ROUTER without
+    # handover may ignore the old one for good); not its collector: PUBs may wait there
+    out = c.handle_timer(600 * MS)
     assert [(type(a).__name__, a.socket, a.endpoint) for a in out if isinstance(a, (Disconnect, Connect))] == [
-        ("Disconnect", "snapshot", "tcp://a:1000"), ("Connect", "snapshot", "tcp://a:1000")]
+        ("Disconnect", "snapshot.1", "tcp://b:2000"), ("Connect", "snapshot.1", "tcp://b:2000")]
 
 
-def test_client_asks_its_only_server_again_on_a_new_connection() -> None:
+def test_client_asks_its_only_server_again_then_on_a_new_connection() -> None:
     c = client(sync_timeout_ms=300, resync_ms=0)
     c.start(0)
     out = c.handle_timer(300 * MS)
+    assert [type(a).__name__ for a in out] == ["Note", "Send"]  # late, or ignored: once on the old connection
+    out = c.handle_timer(600 * MS)
     assert [type(a).__name__ for a in out] == ["Note", "Disconnect", "Connect", "Send"]
     assert notes(out, "sync-timeout") and sends(out, "SYNCSTART")[0].socket == "snapshot"
+    # an answer resets the count
+    c.receive("snapshot", sync_msg("/x", 1, U[0]), 700 * MS)
+    out = c.handle_timer(1000 * MS)
+    assert not of(out, Disconnect) and sends(out, "SYNCSTART")
 
 
 def test_client_resends_on_a_new_collector_connection_only_to_a_server_that_is_up() -> None:
