@@ -308,12 +308,13 @@ class ResubscribesOneSubscriber(Subscriber):
 
 
 class HeartbeatFirstSubscriber(Subscriber):
-    """Breaks ``pppp.conversation.subscribe-first``: says HEARTBEAT before its SUBSCRIBE."""
+    """Breaks ``pppp.conversation.subscribe-first``: says HEARTBEAT before its SUBSCRIBE, at start
+    and on each new connection (a process that gives a publisher up before it is reachable drops
+    what it queued for the first one)."""
 
-    def start(self, now: int) -> list[Action]:
-        out: list[Action] = []
+    def open_conversation(self, now: int, out: list[Action]) -> None:
         self.send_heartbeat(now, out)
-        return out + super().start(now)
+        super().open_conversation(now, out)
 
 
 class CrashOnMalformedSubscriber(Subscriber):

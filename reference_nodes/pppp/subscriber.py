@@ -161,7 +161,7 @@ class Subscriber(PpppNode):
     def start(self, now: int) -> list[Action]:
         self.last_heard = now
         out: list[Action] = []
-        self.subscribe_all(now, out)
+        self.open_conversation(now, out)
         return out
 
     def receive(self, socket: str, frames: list[bytes], now: int) -> list[Action]:
@@ -198,6 +198,11 @@ class Subscriber(PpppNode):
         """A new connection and a new conversation (pppp.subscriber.resubscribe)."""
         out.append(Disconnect(SOCKET, self.endpoint))
         out.append(Connect(SOCKET, self.endpoint))
+        self.open_conversation(now, out)
+
+    def open_conversation(self, now: int, out: list[Action]) -> None:
+        """The first messages of a conversation, at start and on every new connection: SUBSCRIBE
+        to every channel (E-PPPP-10)."""
         self.subscribe_all(now, out)
 
     def command(self, request: dict[str, Any], now: int) -> list[Action]:
