@@ -33,11 +33,9 @@ collector of every server (the passive one keeps it pending, Binary Star style).
 is in the client's subtrees, the PUB is sent again, byte for byte, until the event comes back
 (``publish_timeout_ms``, doubling, 0: never): a PUB has no acknowledgement, and an event lost
 with a crashing server is otherwise lost for good. The resent event keeps its UUID, so nobody
-applies it twice (E-EVENTBUS-13). When a server was heard since the PUB went out (it is up, and
-did not broadcast it), the resend goes on a new collector connection, as the snapshot's does;
-not while the collector may still queue a PUB (one sent in the last ``QUIET_MS``), which a new
-connection would drop, nor while a server is silent: what waits for it then is sent when it is
-back.
+applies it twice (E-EVENTBUS-13). The collector connection is never made anew: a new
+connection drops the PUBs still queued on the old one (linger 0), and libzmq may ignore an
+immediate reconnect to a ROUTER without handover as well.
 
 Standalone (``zmq-harness node eventbus client``): ``publish`` events on ``topic``, the first
 right after the first synchronisation, one every ``interval_ms``.
@@ -54,7 +52,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.node import (
-    NS_PER_MS, Action, Connect, Deliver, Discard, Disconnect, NodeContext, Note, Send, SocketSpec, SocketType,
+    Action, Connect, Deliver, Discard, Disconnect, NodeContext, Note, Send, SocketSpec, SocketType,
 )
 from harness.protocols.codec import Message
 from reference_nodes.eventbus.common import (
@@ -67,20 +65,18 @@ DEFAULT_RESYNC_MS = 1000
 DEFAULT_PUBLISH_TIMEOUT_MS = 1000
 DEFAULT_INTERVAL_MS = 100
 MAX_BACKOFF = 8  # a resent PUB waits at most this many timeouts
-QUIET_MS = 50  # a PUB sent this recently may still wait in the collector's queue
 
 
 class Unconfirmed:
     """A published event not seen back yet: its exact frames, resent until it is."""
 
-    __slots__ = ("frames", "topic", "deadline", "attempts", "sent_at")
+    __slots__ = ("frames", "topic", "deadline", "attempts")
 
-    def __init__(self, frames: list[bytes], topic: str, deadline: int, sent_at: int) -> None:
+    def __init__(self, frames: list[bytes], topic: str, deadline: int) -> None:
         self.frames = frames
         self.topic = topic
         self.deadline = deadline
         self.attempts = 1
-        self.sent_at = sent_at
 
 
 class Client(EventBusNode):
@@ -131,10 +127,6 @@ class Client(EventBusNode):
         self.counter = 0
         self.unconfirmed: dict[str, Unconfirmed] = {}
         self.next_publish: int | None = None
-        # Per server: when it last sent this client anything, and when this client last sent its
-        # collector a PUB (when a new collector connection is due, and when it would drop one).
-        self.heard_at = [-1] * len(self.servers)
-        self.pub_at = [-1] * len(self.servers)
 
     def sockets(self) -> list[SocketSpec]:
         subscribe = tuple(s.encode("utf-8") for s in self.subtrees) or (b"",)
@@ -153,7 +145,6 @@ class Client(EventBusNode):
     def receive(self, socket: str, frames: list[bytes], now: int) -> list[Action]:
         channel = channel_of(socket)
         index = server_index(socket)
-        self.heard_at[index] = now
         if channel == PUBLISHER:
             msg, dropped = self.decode_as("BROADCAST", socket, frames)
             if msg is None:
@@ -179,7 +170,7 @@ class Client(EventBusNode):
             out.append(Note("sync-timeout", {"server": self.current, "full": self.full}))
             self.unanswered += 1
             if self.unanswered >= 2:
-                out.extend(self._reconnect(SNAPSHOT, self.current))
+                out.extend(self._new_snapshot_connection(self.current))
             if len(self.servers) > 1:
                 out.extend(self.failover((self.current + 1) % len(self.servers), now, "no SYNCEND in time"))
             else:
@@ -188,14 +179,9 @@ class Client(EventBusNode):
             out.extend(self._sync(now, full=False))
         for uuid, u in list(self.unconfirmed.items()):
             if now >= u.deadline:
-                for i, heard in enumerate(self.heard_at):
-                    if heard > u.sent_at and now - self.pub_at[i] >= QUIET_MS * NS_PER_MS:
-                        out.append(Note("collector-reconnect", {"server": i, "uuid": uuid}))
-                        out.extend(self._reconnect(COLLECTOR, i))
                 u.attempts += 1
                 u.deadline = now + self.publish_timeout_ns * min(1 << (u.attempts - 1), MAX_BACKOFF)
-                u.sent_at = now
-                out.extend(self._send_pub(u.frames, u.topic, uuid, now))
+                out.extend(self._send_pub(u.frames, u.topic, uuid))
         if self.next_publish is not None and now >= self.next_publish:
             out.extend(self._publish_own(now))
         return out
@@ -231,11 +217,9 @@ class Client(EventBusNode):
         frames = self.enc["SYNCSTART"]({"subtrees": self.subtrees, "sequence": since})
         return [Send(socket_name(SNAPSHOT, self.current), frames, "SYNCSTART", {"seq": since})]
 
-    def _reconnect(self, channel: str, index: int) -> list[Action]:
-        """A new connection to the ``channel`` ROUTER (snapshot or collector) of server ``index``."""
-        snap, _, coll = self.servers[index]
-        endpoint = snap if channel == SNAPSHOT else coll
-        return [Disconnect(socket_name(channel, index), endpoint), Connect(socket_name(channel, index), endpoint)]
+    def _new_snapshot_connection(self, index: int) -> list[Action]:
+        snap = self.servers[index][0]
+        return [Disconnect(socket_name(SNAPSHOT, index), snap), Connect(socket_name(SNAPSHOT, index), snap)]
 
     def failover(self, to: int, now: int, why: str) -> list[Action]:
         """Move to another server and synchronise fully: its numbering is not the old one's
@@ -340,8 +324,8 @@ class Client(EventBusNode):
         frames = self.pub_frames(fields)
         out: list[Action] = [Deliver("published", {"topic": topic, "uuid": uuid, "sequence": self.counter})]
         if self.publish_timeout_ns and in_subtrees(topic, self.subtrees):
-            self.unconfirmed[uuid] = Unconfirmed(frames, topic, now + self.publish_timeout_ns, now)
-        out.extend(self._send_pub(frames, topic, uuid, now))
+            self.unconfirmed[uuid] = Unconfirmed(frames, topic, now + self.publish_timeout_ns)
+        out.extend(self._send_pub(frames, topic, uuid))
         return out
 
     def event_fields(self, topic: str, data: Any, now: int) -> dict[str, Any]:
@@ -352,8 +336,7 @@ class Client(EventBusNode):
     def pub_frames(self, fields: dict[str, Any]) -> list[bytes]:
         return self.enc["PUB"](fields)
 
-    def _send_pub(self, frames: list[bytes], topic: str, uuid: str, now: int) -> list[Action]:
-        self.pub_at = [now] * len(self.servers)
+    def _send_pub(self, frames: list[bytes], topic: str, uuid: str) -> list[Action]:
         return [Send(socket_name(COLLECTOR, i), list(frames), "PUB", {"topic": topic, "corr": uuid})
                 for i in range(len(self.servers))]
 

@@ -85,32 +85,33 @@ def test_a_subscriber_ignored_by_the_publisher_connects_again_and_gets_every_mes
 EVENTBUS = """
 protocol: eventbus
 name: eventbus-client-back-to-a-server-without-handover
-description: a publishing client restarts while the server (libzmq's default ROUTERs) is paused
+description: a subscribing client restarts while the server (libzmq's default ROUTERs) is paused
 duration: 4500ms
 nodes:
   bus: {role: server, config: {handover: false}}
   pubs: {role: client, count: 2, config: {subtrees: [/orders/], resync: 300ms, sync_timeout: 300ms,
                                           publish_timeout: 300ms}}
-  watchers: {role: client, count: 1}
+  watchers: {role: client, count: 2, config: {resync: 300ms, sync_timeout: 300ms}}
 workload:
   - {nodes: pubs, op: publish, topics: [/orders/eu/1, /orders/us/2], rate: 10/s, from: 200ms, until: 3500ms}
 faults:
   - {pause: bus, from: 1s, until: 1800ms}
-  - {at: 1400ms, crash: pubs.0, restart_after: 200ms}
+  - {at: 1400ms, crash: watchers.0, restart_after: 200ms}
 """
 
 
 @pytest.mark.timeout(120)
-def test_a_client_ignored_by_the_server_connects_again_synchronises_and_publishes(tmp_path: Path) -> None:
+def test_a_client_ignored_by_the_server_connects_again_and_synchronises(tmp_path: Path) -> None:
     # Before: convergence failed the server on eventbus.server.sync-response, "pubs.0 never
-    # synchronised", and complete-delivery too: it sent SYNCSTART again on the ignored connection.
+    # synchronised" (a publishing client then): it sent SYNCSTART again on the ignored connection.
+    # (Its collector is not connected anew: what it publishes is then lost, docs/live.md.)
     result, rows = run(tmp_path, EVENTBUS)
-    back = restarted_at(rows, "pubs.0")
-    assert unroutable_to(rows, "bus", "pubs.0", back), "the server heard the new connection: no race"
-    timeouts = [r["time_ns"] for r in rows if r["node"] == "pubs.0" and r["msg_type"] == "sync-timeout"
+    back = restarted_at(rows, "watchers.0")
+    assert unroutable_to(rows, "bus", "watchers.0", back), "the server heard the new connection: no race"
+    timeouts = [r["time_ns"] for r in rows if r["node"] == "watchers.0" and r["msg_type"] == "sync-timeout"
                 and r["time_ns"] > back]
-    assert timeouts, "pubs.0 never gave up waiting for its snapshot"
-    assert any(r["node"] == "pubs.0" and r["msg_type"] == "synced" and r["time_ns"] > timeouts[0] for r in rows)
+    assert len(timeouts) >= 2, "watchers.0 never gave up waiting for its snapshot twice"
+    assert any(r["node"] == "watchers.0" and r["msg_type"] == "synced" and r["time_ns"] > timeouts[1] for r in rows)
     assert not failed(result), failed(result)
 
 

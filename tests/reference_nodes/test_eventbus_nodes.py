@@ -299,27 +299,6 @@ def test_client_asks_its_only_server_again_then_on_a_new_connection() -> None:
     assert not of(out, Disconnect) and sends(out, "SYNCSTART")
 
 
-def test_client_resends_on_a_new_collector_connection_only_to_a_server_that_is_up() -> None:
-    c = client(subtrees=["/x/"], publish_timeout_ms=200, resync_ms=0)
-    c.start(0)
-    c.receive("snapshot", syncend(0), MS)
-    c.publish("/x/1", 1, 10 * MS)
-    # the server said nothing since the PUB: it may be down, and the PUB wait in the queue
-    out = c.handle_timer(210 * MS)
-    assert sends(out, "PUB") and not [a for a in of(out, Disconnect) if a.socket == "collector"]
-    # it broadcasts others' events but not this one: the collector may be ignored, connect anew
-    c.receive("publisher", bcast("/x", 1, U[1]), 300 * MS)
-    out = c.handle_timer(610 * MS)
-    assert [(type(a).__name__, getattr(a, "socket", None)) for a in out] == [
-        ("Note", None), ("Disconnect", "collector"), ("Connect", "collector"), ("Send", "collector")]
-    assert notes(out, "collector-reconnect")[0].data["server"] == 0
-    # not while a PUB sent a moment ago may still be queued on the collector
-    c.receive("publisher", bcast("/x", 2, U[2]), 700 * MS)
-    c.publish("/x/2", 2, 1400 * MS)
-    out = c.handle_timer(1410 * MS)  # the first one's deadline (doubled) has passed
-    assert sends(out, "PUB") and not [a for a in of(out, Disconnect) if a.socket == "collector"]
-
-
 def test_client_publishes_a_well_formed_pub_to_every_server_and_resends_it_until_seen() -> None:
     c = Client(ctx("c1", servers=["tcp://a:1000", "tcp://b:2000"], subtrees=["/a/"], publish_timeout_ms=100))
     c.start(0)

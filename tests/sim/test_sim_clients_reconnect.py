@@ -14,7 +14,7 @@ from harness.composition import run_sim
 from harness.scenario import parse_scenario
 from tests.live.test_reconnect_without_handover import DCP, EVENTBUS, PPPP
 
-CASES = {"pppp": (PPPP, "subs.0"), "eventbus": (EVENTBUS, "pubs.0"), "dcp": (DCP, "clients.0")}
+CASES = {"pppp": (PPPP, "subs.0"), "eventbus": (EVENTBUS, "watchers.0"), "dcp": (DCP, "clients.0")}
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
