@@ -177,14 +177,17 @@ def _instant(stamp: Any) -> Any:
 
 class EventBusExternalWire(ExternalWire):
     """`ExternalWire` of the Event BUS: a reference server's drop names the client by its routing
-    id (in-process clients have their node name as identity); a reference client's drop of what
-    came on its sockets to server i is that server's, when it is external."""
+    id (in-process clients have their node name as identity on the snapshot port, and none on the
+    collector, so a collector drop is an external client's only when there are external clients);
+    a reference client's drop of what came on its sockets to server i is that server's, when it is
+    external."""
 
     def __init__(self, clients: list[str] | None = None, external_servers: dict[int, str] | None = None,
-                 **params: Any) -> None:
+                 external_clients: bool = True, **params: Any) -> None:
         super().__init__(**params)
         self.in_process_clients = {c.encode() for c in clients or ()}
         self.external_servers = dict(external_servers or {})
+        self.external_clients = external_clients
 
     fan_in = SERVER
 
@@ -193,6 +196,8 @@ class EventBusExternalWire(ExternalWire):
         if ev.role == "server":  # (a drop whose receipt is not found is not judged)
             if routing_id is None or routing_id in self.in_process_clients:
                 return None
+            if channel == "collector" and not self.external_clients:
+                return None  # an in-process client's anonymous collector connection
             return f"the client with identity {routing_id!r}", channel
         server = self.external_servers.get(int(index) if index.isdigit() else 0)
         return None if server is None else (server, channel)

@@ -2,7 +2,9 @@
 
 Per server ``i`` of ``servers`` (one, or a primary and its backup) three sockets, named after the
 server port they reach (`reference_nodes.eventbus.common`): ``snapshot`` (DEALER with a printable
-identity, as the deployed bus requires), ``publisher`` (SUB) and ``collector`` (DEALER).
+identity, as the deployed bus requires), ``publisher`` (SUB) and ``collector`` (DEALER, with no
+identity: the server never answers on it, and a restarted client's new collector connection is
+then a new peer that no ROUTER can ignore as a second holder of its identity).
 
 Synchronisation (E-EVENTBUS-11): the SUB sockets subscribe to every requested subtree (or to
 everything) when they connect, before the first SYNCSTART. A full synchronisation (at start,
@@ -34,8 +36,7 @@ is in the client's subtrees, the PUB is sent again, byte for byte, until the eve
 (``publish_timeout_ms``, doubling, 0: never): a PUB has no acknowledgement, and an event lost
 with a crashing server is otherwise lost for good. The resent event keeps its UUID, so nobody
 applies it twice (E-EVENTBUS-13). The collector connection is never made anew: a new
-connection drops the PUBs still queued on the old one (linger 0), and libzmq may ignore an
-immediate reconnect to a ROUTER without handover as well.
+connection drops the PUBs still queued on the old one (linger 0).
 
 Standalone (``zmq-harness node eventbus client``): ``publish`` events on ``topic``, the first
 right after the first synchronisation, one every ``interval_ms``.
@@ -134,7 +135,7 @@ class Client(EventBusNode):
         for i, (snap, pub, coll) in enumerate(self.servers):
             out.append(SocketSpec(socket_name(SNAPSHOT, i), SocketType.DEALER, connect=(snap,), identity=self.identity))
             out.append(SocketSpec(socket_name(PUBLISHER, i), SocketType.SUB, connect=(pub,), subscribe=subscribe))
-            out.append(SocketSpec(socket_name(COLLECTOR, i), SocketType.DEALER, connect=(coll,), identity=self.identity))
+            out.append(SocketSpec(socket_name(COLLECTOR, i), SocketType.DEALER, connect=(coll,)))
         return out
 
     # ---- inputs ----------------------------------------------------------------------------

@@ -171,6 +171,21 @@ def test_a_malformed_message_from_an_external_client_is_caught_where_the_server_
     assert verdict(EventBusExternalWire(clients=["app"], external_servers={0: "bus"}), [late]).ok
 
 
+def test_a_collector_drop_from_an_anonymous_connection_is_an_external_clients_only_if_there_is_one() -> None:
+    from harness.checkers.base import DISCARD
+    from harness.checkers.eventbus_server import EventBusExternalWire
+
+    short_pub = [b"/w/x", b"\x00" * 8]  # a PUB of two frames
+    rid = b"\x00\x80\x00\x00\x01"  # libzmq's generated id: the reference clients' collectors set none
+    got = Event(10, "bus", "server", RECV, "collector", [rid, *short_pub], codec=C)
+    dropped = Event(10, "bus", "server", DISCARD, "collector", short_pub, codec=C,
+                    data={"reason": "PUB needs 6 frames", "clause": "eventbus.wire.grammar"})
+    v = verdict(EventBusExternalWire(clients=["app"], external_clients=True), [got, dropped])
+    assert not v.ok and repr(rid) in v.detail, v
+    # with every client in-process, the anonymous connection was one of theirs: not an external node's
+    assert verdict(EventBusExternalWire(clients=["app"], external_clients=False), [got, dropped]).ok
+
+
 def test_an_external_servers_syncend_is_judged_against_its_syncs_at_the_client() -> None:
     from harness.checkers.eventbus import SyncEndSequence
 

@@ -12,9 +12,12 @@ import pytest
 
 from harness.composition import run_sim
 from harness.scenario import parse_scenario
-from tests.live.test_reconnect_without_handover import DCP, EVENTBUS, PPPP
+from tests.live.test_reconnect_without_handover import (
+    DCP, EVENTBUS, EVENTBUS_PUBLISHER, PPPP, assert_every_event_of_reaches,
+)
 
-CASES = {"pppp": (PPPP, "subs.0"), "eventbus": (EVENTBUS, "watchers.0"), "dcp": (DCP, "clients.0")}
+CASES = {"pppp": (PPPP, "subs.0"), "eventbus": (EVENTBUS, "watchers.0"), "dcp": (DCP, "clients.0"),
+         "eventbus-publisher": (EVENTBUS_PUBLISHER, "pubs.0")}
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -22,10 +25,13 @@ CASES = {"pppp": (PPPP, "subs.0"), "eventbus": (EVENTBUS, "watchers.0"), "dcp": 
 def test_a_client_ignored_by_a_router_without_handover_recovers(protocol: str, seed: int, tmp_path: Path) -> None:
     text, client = CASES[protocol]
     result = run_sim(parse_scenario(text, f"{protocol}-no-handover.yaml"), seed, str(tmp_path))
-    rows = pq.read_table(result.trace_path, columns=["node", "kind", "peer", "fault", "time_ns"]).to_pylist()
+    columns = ["node", "kind", "msg_type", "peer", "fault", "time_ns", "data"]
+    rows = pq.read_table(result.trace_path, columns=columns).to_pylist()
     [back] = [r["time_ns"] for r in rows if r["node"] == client and r["kind"] == "restart"]
     ignored = [r for r in rows if r["kind"] == "drop" and r["fault"] == "duplicate-identity" and r["peer"] == client
                and r["time_ns"] > back]
     assert ignored, f"the ROUTER heard {client}'s new connection: no race"
+    if protocol == "eventbus-publisher":
+        assert_every_event_of_reaches(rows, client, back, ["watchers.0", "watchers.1"])
     failed = {v.check: v.detail for v in result.verdicts if not v.ok}
     assert not failed, failed

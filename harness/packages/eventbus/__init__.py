@@ -256,6 +256,7 @@ CHECKS = {
                             lambda scenario, **params: server_checks.EventBusExternalWire(
                                 clients=[c for c in client_subtrees(scenario) if c not in external_clients(scenario)],
                                 external_servers=external_servers(scenario), damaged=corrupts(scenario),
+                                external_clients=bool(external_clients(scenario)),
                                 any_external=bool(scenario.external), **params)),
     "syncstart-first": _check("syncstart-first", client_checks.SyncStartFirst,
                               lambda scenario, **params: client_checks.SyncStartFirst(
