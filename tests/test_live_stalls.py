@@ -136,7 +136,10 @@ def slow_client(ctx: NodeContext) -> Node:
 def test_what_was_queued_unread_at_the_end_is_judged_once_the_loop_caught_up(tmp_path: Path) -> None:
     r = run_live(parse_scenario(SLOW_CLIENT, "slow.yaml"), 1, str(tmp_path), factories={"slow": slow_client})
     assert r.ok, [v.to_dict() for v in r.failed]
-    assert r.stats["catch_up_ms"] is not None and r.stats["catch_up_ms"] > 100, r.stats  # it was behind at the end
+    # it was behind at the end: at least two BROADCASTs were still queued unread (170 to 415 ms on a
+    # quiet machine; 75 ms once under the full suite, where the external source publishes slower)
+    behind = r.stats["catch_up_ms"]
+    assert behind is not None and behind > 2 * HANDLER_S * 1000, r.stats
 
 
 def test_input_still_unread_when_the_wait_ends_is_said_on_the_failures(tmp_path: Path,
