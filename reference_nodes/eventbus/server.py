@@ -21,7 +21,10 @@ Dual-server (``ha: primary | backup`` and ``peer``, the other server's endpoints
 style: one server is active (serves snapshots, broadcasts), the other passive. The passive one
 keeps a replica: a SUB on the peer's publisher and a DEALER (identity ``replica:<name>``) on
 its snapshot that asks for the events above what it holds every ``poll_ms`` (one request at a
-time: the next goes out once the last was answered, or after ``ha_timeout_ms``); PUBs reaching its
+time: the next goes out once the last was answered, or after ``ha_timeout_ms``; the second
+request in a row sent for want of an answer goes on a new connection, Disconnect + Connect: a
+peer whose ROUTER ignored the old one, as libzmq does without handover while an older
+connection of this identity still held unread messages, hears the new one); PUBs reaching its
 own collector wait in a pending list until the peer's broadcast of the same UUID arrives. It
 takes over when the peer has been silent for ``ha_timeout_ms`` *and* a client came to it for a
 snapshot (the client's vote: the peer is gone for the clients too, not just for the backup),
@@ -35,7 +38,8 @@ snapshot requests of clients.
 
 Notes: ``ha-state`` ``{"state": "primary" | "backup"}`` at start and at every change, "primary"
 while it serves clients (a single server is always primary); the package resolves the fault
-target ``primary`` from it. ``{"op": "status"}`` answers ``Deliver("server-status", ...)``.
+target ``primary`` from it. ``replica-reconnect`` when the replica connects anew.
+``{"op": "status"}`` answers ``Deliver("server-status", ...)``.
 
 Config: ``bind`` (the snapshot endpoint ``tcp://host:P``, or all three endpoints), ``dialect``,
 ``ha``, ``peer``, ``poll_ms`` (100), ``ha_timeout_ms`` (1000), ``check_ms`` (300), ``hwm`` (the
@@ -48,7 +52,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from typing import Any
 
-from harness.node import Action, Deliver, Discard, NodeContext, Note, Send, SocketSpec, SocketType
+from harness.node import Action, Connect, Deliver, Discard, Disconnect, NodeContext, Note, Send, SocketSpec, SocketType
 from harness.protocols.codec import Message
 from reference_nodes import config
 from reference_nodes.eventbus.common import (
@@ -102,6 +106,7 @@ class Server(EventBusNode):
         self.voted = False
         self.next_poll: int | None = None
         self.asked_at: int | None = None  # a request to the peer not answered yet (one at a time)
+        self.unanswered = 0  # requests to the peer in a row that timed out with no word on the replica
         self.check_until: int | None = None
         # checking: the peer replica's request, answered if this one turns active (dropped, the
         # peer would wait a whole ha_timeout for its next one and think this one silent: both
@@ -154,6 +159,10 @@ class Server(EventBusNode):
             if self.asked_at is not None and now - self.asked_at < self.ha_timeout_ns:
                 self.next_poll = self.asked_at + self.ha_timeout_ns  # one request at a time
             else:
+                if self.asked_at is not None:  # the last request went unanswered for ha_timeout
+                    self.unanswered += 1
+                    if self.unanswered >= 2:
+                        out.extend(self._new_replica_connection(now))
                 since = PROBE_SEQUENCE if self.state == CHECKING else self.marks[0]
                 out.append(Send(REPLICA, self.enc["SYNCSTART"]({"subtrees": [], "sequence": since}), "SYNCSTART",
                                 {"seq": since}))
@@ -262,10 +271,19 @@ class Server(EventBusNode):
 
     # ---- dual server: the passive replica ---------------------------------------------------------
 
+    def _new_replica_connection(self, now: int) -> list[Action]:
+        """Connect to the peer's snapshot port anew (the old connection may be one its ROUTER
+        ignores). Only this node's own requests wait in the old one's queue, and the next one
+        goes out right after."""
+        assert self.peer is not None
+        return [Note("replica-reconnect", {"unanswered": self.unanswered}),
+                Disconnect(REPLICA, self.peer[0]), Connect(REPLICA, self.peer[0])]
+
     def _on_replica(self, frames: list[bytes], now: int) -> list[Action]:
         msg, dropped = self.decode_snapshot(REPLICA, frames)
         if msg is None:
             return dropped
+        self.unanswered = 0
         if self.state == ACTIVE:
             return []  # a late answer to a request of our passive days
         self._heard(now)
@@ -316,6 +334,7 @@ class Server(EventBusNode):
         self.marks = [0, 0]
         self.next_poll = now
         self.asked_at = None
+        self.unanswered = 0
         self.check_until = None
         self.replica_asks = {}
         return [Note("ha-state", {"state": BACKUP, "why": why})] + self.handle_timer(now)

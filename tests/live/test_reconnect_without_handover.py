@@ -33,7 +33,7 @@ pytestmark = pytest.mark.live
 
 def run(tmp_path: Path, text: str) -> tuple[RunResult, list[dict[str, Any]]]:
     result = run_live(parse_scenario(text, "no-handover.yaml"), 1, str(tmp_path))
-    columns = ["node", "kind", "msg_type", "time_ns", "peer", "fault", "data"]
+    columns = ["node", "kind", "msg_type", "time_ns", "peer", "fault", "data", "socket"]
     rows = pq.read_table(result.trace_path, columns=columns).to_pylist()
     return result, rows
 
@@ -163,6 +163,47 @@ def assert_every_event_of_reaches(rows: list[dict[str, Any]], producer: str, aft
         got = {msgpack.unpackb(r["data"])["uuid"] for r in rows if r["node"] == client and r["kind"] == "deliver"
                and r["msg_type"] == "event"}
         assert published <= got, f"{client} never got {len(published - got)} of {len(published)} event(s) of {producer}"
+
+
+EVENTBUS_BACKUP = """
+protocol: eventbus
+name: eventbus-backup-back-beside-a-primary-without-handover
+description: the passive server restarts while the active one (libzmq's default ROUTERs) is paused
+duration: 4500ms
+nodes:
+  bus-a: {role: server, config: {ha: primary, poll: 100ms, ha_timeout: 600ms, check: 400ms, handover: false}}
+  bus-b: {role: server, config: {ha: backup, poll: 100ms, ha_timeout: 600ms}}
+  clients: {role: client, count: 2, start: 500ms, config: {resync: 0s, sync_timeout: 2s}}
+workload:
+  - {nodes: clients, op: publish, topics: [/a/x], rate: 10/s, from: 700ms, until: 4s}
+faults:
+  - {pause: bus-a, from: 1s, until: 1800ms}
+  - {at: 1200ms, crash: bus-b, restart_after: 200ms}
+"""
+
+
+def replica_recovered(rows: list[dict[str, Any]], fault: str) -> list[dict[str, Any]]:
+    """Asserts that the restarted backup (bus-b) was answered on its replica connection, on a new
+    one; returns the primary's drops of ``fault`` after the restart (the race)."""
+    [back] = [r["time_ns"] for r in rows if r["node"] == "bus-b" and r["kind"] == "restart"]
+    answers = [r["time_ns"] for r in rows if r["node"] == "bus-b" and r["kind"] == "recv" and r["socket"] == "replica"
+               and r["time_ns"] > back]  # (a live DEALER's receipts carry no message type)
+    assert answers, "the backup's replica was never answered after its restart"
+    [again] = [r["time_ns"] for r in rows if r["node"] == "bus-b" and r["msg_type"] == "replica-reconnect"]
+    assert again < answers[0]  # on its new connection
+    assert [r["msg_type"] for r in rows if r["node"] == "bus-b" and r["kind"] == "note" and r["time_ns"] >= back
+            and r["msg_type"] == "ha-state"] == ["ha-state"]  # it stood by, once, and never took over
+    return [r for r in rows if r["node"] == "bus-a" and r["fault"] == fault and r["time_ns"] > back]
+
+
+@pytest.mark.timeout(120)
+def test_a_passive_server_ignored_by_its_peer_connects_again_and_is_answered(tmp_path: Path) -> None:
+    # Before: the restarted backup's replica requests went on the connection the paused primary's
+    # ROUTER ignored, and it heard no answer for the rest of the run (its repairs of what the
+    # feed missed, and its word that the peer is alive, gone).
+    result, rows = run(tmp_path, EVENTBUS_BACKUP)
+    assert replica_recovered(rows, "unroutable"), "the primary heard the backup's new connection: no race"
+    assert not failed(result), failed(result)
 
 
 DCP = """

@@ -186,6 +186,22 @@ def test_an_active_backup_yields_when_the_primary_broadcasts_too() -> None:
     assert notes(out, "ha-state")[0].data["state"] == "backup" and b.state == "passive"
 
 
+def test_a_backup_asks_again_then_on_a_new_replica_connection() -> None:
+    a, b = ha_pair()
+    (first,) = sends(b.start(0), "SYNCSTART")
+    out = b.handle_timer(600 * MS)  # unanswered for ha_timeout: late, or ignored; once more on the old one
+    assert [type(x).__name__ for x in out] == ["Send"] and out[0].socket == "replica"
+    out = b.handle_timer(1200 * MS)
+    assert [type(x).__name__ for x in out] == ["Note", "Disconnect", "Connect", "Send"]
+    assert notes(out, "replica-reconnect") and [(x.socket, x.endpoint) for x in of(out, Connect)] == [
+        ("replica", "tcp://a:1000")]
+    # an answer resets the count: the next unanswered request goes on the same connection
+    b.receive("replica", [*S.encode("SYNCEND", {"subtrees": [], "sequence": 0})], 1300 * MS)
+    assert not of(b.handle_timer(1400 * MS), Disconnect)
+    assert not of(b.handle_timer(2000 * MS), Disconnect)
+    assert of(b.handle_timer(2600 * MS), Disconnect)
+
+
 class View:
     def __init__(self, notes_: dict[str, dict[str, Any]], running: set[str]) -> None:
         self.notes, self.running = notes_, running

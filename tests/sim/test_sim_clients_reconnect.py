@@ -13,7 +13,7 @@ import pytest
 from harness.composition import run_sim
 from harness.scenario import parse_scenario
 from tests.live.test_reconnect_without_handover import (
-    DCP, EVENTBUS, EVENTBUS_PUBLISHER, PPPP, assert_every_event_of_reaches,
+    DCP, EVENTBUS, EVENTBUS_BACKUP, EVENTBUS_PUBLISHER, PPPP, assert_every_event_of_reaches, replica_recovered,
 )
 
 CASES = {"pppp": (PPPP, "subs.0"), "eventbus": (EVENTBUS, "watchers.0"), "dcp": (DCP, "clients.0"),
@@ -33,5 +33,21 @@ def test_a_client_ignored_by_a_router_without_handover_recovers(protocol: str, s
     assert ignored, f"the ROUTER heard {client}'s new connection: no race"
     if protocol == "eventbus-publisher":
         assert_every_event_of_reaches(rows, client, back, ["watchers.0", "watchers.1"])
+    failed = {v.check: v.detail for v in result.verdicts if not v.ok}
+    assert not failed, failed
+
+
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_passive_server_ignored_by_its_peer_connects_again_and_is_answered(seed: int, tmp_path: Path) -> None:
+    # Before: after its restart the backup's replica requests were dropped as duplicate-identity
+    # by the paused primary's ROUTER, and it never heard an answer for the rest of the run (its
+    # repairs of what the feed missed, and its word that the peer is alive, gone).
+    result = run_sim(parse_scenario(EVENTBUS_BACKUP, "eventbus-backup-no-handover.yaml"), seed, str(tmp_path))
+    rows = pq.read_table(result.trace_path, columns=["node", "kind", "msg_type", "socket", "fault",
+                                                     "time_ns"]).to_pylist()
+    ignored = replica_recovered(rows, "duplicate-identity")
+    assert ignored, "the primary heard the backup's new connection: no race"
     failed = {v.check: v.detail for v in result.verdicts if not v.ok}
     assert not failed, failed
