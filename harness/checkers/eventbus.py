@@ -226,7 +226,9 @@ class _ClientHoldings(Checker):
         if ev.kind in (SEND, RECV):
             if self.lossy:
                 self._sync_seen(ev)
-            if self.in_flight_ns and ev.msg_type == "PUB":
+            # a client's PUB, or a server's receipt on its collector (a probe names no receipt's
+            # type: the server's is what shows when an external client published)
+            if self.in_flight_ns and (ev.msg_type == "PUB" or (ev.kind == RECV and ev.socket == "collector")):
                 self._pub_seen(ev)
         if ev.role != "client":
             return False
