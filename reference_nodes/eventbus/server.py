@@ -162,7 +162,7 @@ class Server(EventBusNode):
                 if self.asked_at is not None:  # the last request went unanswered for ha_timeout
                     self.unanswered += 1
                     if self.unanswered >= 2:
-                        out.extend(self._new_replica_connection(now))
+                        out.extend(self._new_replica_connection())
                 since = PROBE_SEQUENCE if self.state == CHECKING else self.marks[0]
                 out.append(Send(REPLICA, self.enc["SYNCSTART"]({"subtrees": [], "sequence": since}), "SYNCSTART",
                                 {"seq": since}))
@@ -271,7 +271,7 @@ class Server(EventBusNode):
 
     # ---- dual server: the passive replica ---------------------------------------------------------
 
-    def _new_replica_connection(self, now: int) -> list[Action]:
+    def _new_replica_connection(self) -> list[Action]:
         """Connect to the peer's snapshot port anew (the old connection may be one its ROUTER
         ignores). Only this node's own requests wait in the old one's queue, and the next one
         goes out right after."""
