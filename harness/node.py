@@ -163,6 +163,13 @@ class Note:
 Action = Union[Send, Connect, Disconnect, Subscribe, Unsubscribe, Deliver, Discard, Note]
 
 
+def reconnect(socket: str, endpoint: str) -> list[Action]:
+    """A new connection of ``socket`` to ``endpoint``: what the old one still queued is dropped,
+    and a ROUTER without handover that ignored the old one (libzmq, while an older connection of
+    the same identity still held unread messages) hears the new one."""
+    return [Disconnect(socket, endpoint), Connect(socket, endpoint)]
+
+
 # ---- durable storage -----------------------------------------------------------------------
 
 

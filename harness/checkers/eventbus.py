@@ -228,7 +228,7 @@ class _ClientHoldings(Checker):
                 self._sync_seen(ev)
             # a client's PUB, or a server's receipt on its collector (a probe names no receipt's
             # type: the server's is what shows when an external client published)
-            if self.in_flight_ns and (ev.msg_type == "PUB" or (ev.kind == RECV and ev.socket == "collector")):
+            if self.in_flight_ns and (ev.msg_type == "PUB" or ev.socket == "collector"):
                 self._pub_seen(ev)
         if ev.role != "client":
             return False

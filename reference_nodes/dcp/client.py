@@ -37,7 +37,7 @@ import heapq
 from typing import Any
 
 from harness.node import (
-    Action, Connect, Deliver, Discard, Disconnect, Note, NodeContext, Send, SocketSpec, SocketType,
+    Action, Deliver, Discard, Note, NodeContext, Send, SocketSpec, SocketType, reconnect,
 )
 from harness.protocols import DecodeError
 from reference_nodes.dcp.common import (
@@ -196,8 +196,7 @@ class Client(DcpNode):
             sent = p.deadline - self.timeout_ns  # its last attempt
             if self.last_heard < sent and self.reconnected_at <= sent:  # not since it went out on this connection
                 self.reconnected_at = now
-                out += [Note("reconnect", {"silent_since": sent, "at": now}),
-                        Disconnect(SOCKET, self.endpoint), Connect(SOCKET, self.endpoint)]
+                out += [Note("reconnect", {"silent_since": sent, "at": now}), *reconnect(SOCKET, self.endpoint)]
             p.attempts += 1
             p.deadline = now + self.timeout_ns
             self._push(p)

@@ -36,7 +36,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Callable
 
-from harness.node import Action, Connect, Deliver, Disconnect, Discard, Note, NodeContext, Send, SocketSpec, SocketType
+from harness.node import Action, Deliver, Discard, Note, NodeContext, Send, SocketSpec, SocketType, reconnect
 from harness.protocols import DecodeError
 from harness.protocols.codec import Message
 from reference_nodes.dcp.common import (
@@ -143,8 +143,7 @@ class Worker(DcpNode):
         self._work(now, out)
         if now >= self.last_heard + self.lost_ns:
             out.append(Note("broker-lost", {"endpoint": self.endpoint, "last_heard": self.last_heard, "at": now}))
-            out.append(Disconnect(SOCKET, self.endpoint))
-            out.append(Connect(SOCKET, self.endpoint))
+            out.extend(reconnect(SOCKET, self.endpoint))
             out.append(self._register(now))
             self.last_heard = now
         elif not self.confirmed and now >= self.reg_sent_at + self.heartbeat_ns:

@@ -53,12 +53,12 @@ from __future__ import annotations
 from typing import Any
 
 from harness.node import (
-    Action, Connect, Deliver, Discard, Disconnect, NodeContext, Note, Send, SocketSpec, SocketType,
+    Action, Deliver, Discard, NodeContext, Note, Send, SocketSpec, SocketType, reconnect,
 )
 from harness.protocols.codec import Message
 from reference_nodes.eventbus.common import (
-    COLLECTOR, DEFAULT_SNAPSHOT, PUBLISHER, SNAPSHOT, EventBusNode, channel_of, in_subtrees, iso8601, ms_to_ns,
-    server_endpoints, server_index, socket_name, subtrees_value, uuid4,
+    COLLECTOR, DEFAULT_SNAPSHOT, NEW_CONNECTION_AFTER, PUBLISHER, SNAPSHOT, EventBusNode, channel_of, in_subtrees,
+    iso8601, ms_to_ns, server_endpoints, server_index, socket_name, subtrees_value, uuid4,
 )
 
 DEFAULT_SYNC_TIMEOUT_MS = 500
@@ -170,8 +170,8 @@ class Client(EventBusNode):
         if self.syncing and self.sync_deadline is not None and now >= self.sync_deadline:
             out.append(Note("sync-timeout", {"server": self.current, "full": self.full}))
             self.unanswered += 1
-            if self.unanswered >= 2:
-                out.extend(self._new_snapshot_connection(self.current))
+            if self.unanswered >= NEW_CONNECTION_AFTER:
+                out.extend(reconnect(socket_name(SNAPSHOT, self.current), self.servers[self.current][0]))
             if len(self.servers) > 1:
                 out.extend(self.failover((self.current + 1) % len(self.servers), now, "no SYNCEND in time"))
             else:
@@ -217,10 +217,6 @@ class Client(EventBusNode):
         self.since = since
         frames = self.enc["SYNCSTART"]({"subtrees": self.subtrees, "sequence": since})
         return [Send(socket_name(SNAPSHOT, self.current), frames, "SYNCSTART", {"seq": since})]
-
-    def _new_snapshot_connection(self, index: int) -> list[Action]:
-        snap = self.servers[index][0]
-        return [Disconnect(socket_name(SNAPSHOT, index), snap), Connect(socket_name(SNAPSHOT, index), snap)]
 
     def failover(self, to: int, now: int, why: str) -> list[Action]:
         """Move to another server and synchronise fully: its numbering is not the old one's

@@ -30,6 +30,10 @@ SNAPSHOT, PUBLISHER, COLLECTOR = "snapshot", "publisher", "collector"
 CHANNELS = (SNAPSHOT, PUBLISHER, COLLECTOR)
 DEFAULT_SNAPSHOT = "tcp://127.0.0.1:5556"  # micro-toolkit's default ports: 5556, 5557, 5558
 GRAMMAR = "eventbus.wire.grammar"
+# A client's snapshot and a passive server's replica connect anew when this many requests in a row
+# went unanswered (not at the first: a late answer, or one waiting for a loop that runs behind, is
+# still read on the old connection)
+NEW_CONNECTION_AFTER = 2
 # Timestamps count from this instant (2023-11-14T22:13:20Z) on the node's clock: deterministic
 # in simulation, and never the wall clock (DESIGN rule 1).
 DEFAULT_EPOCH_S = 1_700_000_000

@@ -52,12 +52,12 @@ from __future__ import annotations
 from bisect import bisect_right
 from typing import Any
 
-from harness.node import Action, Connect, Deliver, Discard, Disconnect, NodeContext, Note, Send, SocketSpec, SocketType
+from harness.node import Action, Deliver, Discard, NodeContext, Note, Send, SocketSpec, SocketType, reconnect
 from harness.protocols.codec import Message
 from reference_nodes import config
 from reference_nodes.eventbus.common import (
-    PROTOCOL, COLLECTOR, DEFAULT_SNAPSHOT, PUBLISHER, SNAPSHOT, Event, EventBusNode, event_frames, ms_to_ns,
-    server_endpoints, with_sequence,
+    PROTOCOL, COLLECTOR, DEFAULT_SNAPSHOT, NEW_CONNECTION_AFTER, PUBLISHER, SNAPSHOT, Event, EventBusNode,
+    event_frames, ms_to_ns, server_endpoints, with_sequence,
 )
 
 REPLICA = "replica"  # passive: DEALER to the peer's snapshot
@@ -161,8 +161,10 @@ class Server(EventBusNode):
             else:
                 if self.asked_at is not None:  # the last request went unanswered for ha_timeout
                     self.unanswered += 1
-                    if self.unanswered >= 2:
-                        out.extend(self._new_replica_connection())
+                    if self.unanswered >= NEW_CONNECTION_AFTER:
+                        assert self.peer is not None  # (a server with a replica has a peer)
+                        out.append(Note("replica-reconnect", {"unanswered": self.unanswered}))
+                        out.extend(reconnect(REPLICA, self.peer[0]))
                 since = PROBE_SEQUENCE if self.state == CHECKING else self.marks[0]
                 out.append(Send(REPLICA, self.enc["SYNCSTART"]({"subtrees": [], "sequence": since}), "SYNCSTART",
                                 {"seq": since}))
@@ -270,14 +272,6 @@ class Server(EventBusNode):
         return highest_sync
 
     # ---- dual server: the passive replica ---------------------------------------------------------
-
-    def _new_replica_connection(self) -> list[Action]:
-        """Connect to the peer's snapshot port anew (the old connection may be one its ROUTER
-        ignores). Only this node's own requests wait in the old one's queue, and the next one
-        goes out right after."""
-        assert self.peer is not None
-        return [Note("replica-reconnect", {"unanswered": self.unanswered}),
-                Disconnect(REPLICA, self.peer[0]), Connect(REPLICA, self.peer[0])]
 
     def _on_replica(self, frames: list[bytes], now: int) -> list[Action]:
         msg, dropped = self.decode_snapshot(REPLICA, frames)

@@ -41,7 +41,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.node import (
-    Action, Connect, Deliver, Disconnect, DurableStore, Note, NodeContext, Send, SocketSpec, SocketType,
+    Action, Deliver, DurableStore, Note, NodeContext, Send, SocketSpec, SocketType, reconnect,
 )
 from harness.protocols import DecodeError
 from harness.protocols.pppp import CUSTOM, cut_number, ranges_without
@@ -196,8 +196,7 @@ class Subscriber(PpppNode):
 
     def on_publisher_lost(self, now: int, out: list[Action]) -> None:
         """A new connection and a new conversation (pppp.subscriber.resubscribe)."""
-        out.append(Disconnect(SOCKET, self.endpoint))
-        out.append(Connect(SOCKET, self.endpoint))
+        out.extend(reconnect(SOCKET, self.endpoint))
         self.open_conversation(now, out)
 
     def open_conversation(self, now: int, out: list[Action]) -> None:
