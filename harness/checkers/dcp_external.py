@@ -19,7 +19,7 @@ from harness.checkers.base import (
     CONNECT, CRASH, DISCONNECT, PAUSE, RECV, RESTART, RESUME, SEND, START, Checker, Event, Verdict,
 )
 from harness.checkers.dcp import READY_SIGNALS
-from harness.checkers.dcp_heartbeat import HeartbeatAnswers
+from harness.checkers.dcp_heartbeat import HeartbeatAnswers, message_type
 from harness.node import SocketSpec
 from harness.protocols.codec import Message
 
@@ -189,14 +189,25 @@ class PingAnswersAsWorkersGetThem(HeartbeatAnswers):
     faults may lose or delay a PING or its answer (given as ``unsound``). An in-process client's
     PING still fails ``dcp.heartbeat.client-no-heartbeat``. A REGISTER a worker sends is owed its
     echo the same way (``dcp.broker.register-confirm``, E-DCP-07: silence is the failure): a
-    REGISTER from the broker reaching the worker within the same bound."""
+    REGISTER from the broker reaching the worker within the same bound.
+
+    ``observed``: where the rules may drop, delay or reorder a PING or its answer but the chaos
+    proxy observes the broker (harness.live_observe), the same rule is judged where the proxy
+    stands: a PING (or REGISTER) of one of the harness's ``workers`` counts when the proxy handed
+    it to the broker (one a rule dropped never reached it and is owed nothing), and is answered
+    when the proxy read a PONG or RECONNECT (or REGISTER) the broker sent that worker, whether or
+    not a rule then lost it. The hand-over bounds the broker's intake from below and the read its
+    send from above, so a broker that answered in time is never blamed. A stretch also ends when
+    the worker's messages come on another connection."""
 
     roles = None  # workers, clients, and the external broker's crashes, restarts and pauses
 
     def __init__(self, heartbeat_ms: dict[str, int] | None = None, default_ms: int = 1000,
                  slack_ms: int = SLACK_MS, unsound: str = "", brokers: frozenset[str] = frozenset(),
-                 **params: Any) -> None:
+                 observed: bool = False, workers: frozenset[str] = frozenset(), **params: Any) -> None:
         super().__init__(**params)
+        self.observed, self.workers = observed, workers  # (workers: the harness's, judged when observed)
+        self.connection: dict[str, Any] = {}  # worker -> the proxy's connection of its stretch (observed)
         self.kinds = self.kinds | {START, CONNECT, DISCONNECT, PAUSE, RESUME}
         self.heartbeat = {n: int(ms) * NS_PER_MS for n, ms in (heartbeat_ms or {}).items()}
         self.default, self.slack = int(default_ms) * NS_PER_MS, int(slack_ms) * NS_PER_MS
@@ -213,9 +224,12 @@ class PingAnswersAsWorkersGetThem(HeartbeatAnswers):
 
     def on_event(self, ev: Event) -> None:
         super().on_event(ev)
-        if self.unsound or ev.via:
+        if self.unsound:
             return
-        if ev.node in self.brokers:
+        if ev.via:
+            if self.observed and ev.node in self.brokers and ev.kind in (SEND, RECV):
+                self._seen_at_broker(ev)
+        elif ev.node in self.brokers:
             self._broker(ev)
         elif ev.role == "worker":
             self._worker(ev)
@@ -235,21 +249,45 @@ class PingAnswersAsWorkersGetThem(HeartbeatAnswers):
         node = ev.node
         if ev.kind in (CRASH, START, RESTART, CONNECT, DISCONNECT, PAUSE, RESUME):
             self._close(node, ev.time_ns)
+        elif self.observed:
+            return  # its messages are judged where the broker took them in and sent its answers
         elif ev.kind == RECV:
-            self.unheard.discard(node)
-            kind = kind_of(ev)
-            if kind in ("PONG", "RECONNECT") and self.waiting.get(node):
-                self.answered += len(self.waiting[node])
-                self.waiting[node] = []
-            elif kind == "REGISTER" and self.echo_owed.get(node):
-                self.echoed += len(self.echo_owed[node])
-                self.echo_owed[node] = []
-        elif ev.kind == SEND and not self.away and node not in self.unheard:
-            kind = kind_of(ev)
-            if kind == "PING":
-                self.waiting.setdefault(node, []).append(ev)
-            elif kind == "REGISTER":
-                self.echo_owed.setdefault(node, []).append(ev)
+            self._answered(node, kind_of(ev))
+        elif ev.kind == SEND:
+            self._asked(node, ev)
+
+    def _seen_at_broker(self, ev: Event) -> None:
+        """A message between the broker and one of the harness's workers, on the broker's side
+        of the proxy: a receipt asks, a send answers (see the class docstring)."""
+        worker = (ev.data or {}).get("peer", "")
+        if worker not in self.workers:
+            return
+        connection = (ev.data or {}).get("connection")
+        if self.connection.get(worker, connection) != connection:
+            self._close(worker, ev.time_ns)  # a new connection: what was owed on the old one is settled
+        self.connection[worker] = connection
+        if ev.kind == SEND:
+            self._answered(worker, message_type(ev))
+        else:
+            self._asked(worker, ev)
+
+    def _answered(self, worker: str, kind: str) -> None:
+        self.unheard.discard(worker)
+        if kind in ("PONG", "RECONNECT") and self.waiting.get(worker):
+            self.answered += len(self.waiting[worker])
+            self.waiting[worker] = []
+        elif kind == "REGISTER" and self.echo_owed.get(worker):
+            self.echoed += len(self.echo_owed[worker])
+            self.echo_owed[worker] = []
+
+    def _asked(self, worker: str, ev: Event) -> None:
+        if self.away or worker in self.unheard:
+            return
+        kind = message_type(ev) if ev.via else kind_of(ev)
+        if kind == "PING":
+            self.waiting.setdefault(worker, []).append(ev)
+        elif kind == "REGISTER":
+            self.echo_owed.setdefault(worker, []).append(ev)
 
     def _close(self, worker: str, now: int) -> None:
         """The stretch of the worker's connection ends: a PING or REGISTER it waited long enough
@@ -265,10 +303,12 @@ class PingAnswersAsWorkersGetThem(HeartbeatAnswers):
         waited the bound."""
         bound = self.owed_ns(worker)
         if sent and now - sent[0].time_ns >= bound:
-            first = sent[0]
-            self.bad.append((first, f"the broker did not {what} {worker} sent at {first.time_ns / NS_PER_MS:.1f} ms: "
-                                    f"no {answer} reached it in {(now - first.time_ns) / NS_PER_MS:.0f} ms (bound "
-                                    f"{bound / NS_PER_MS:.0f} ms; {len(sent)} {what.split()[-1]}(s) {left})", clause))
+            first, at, waited = sent[0], f"{sent[0].time_ns / NS_PER_MS:.1f} ms", (now - sent[0].time_ns) / NS_PER_MS
+            said = (f"the broker did not {what} of {worker} handed to it at {at}: it sent {worker} no {answer} in "
+                    f"{waited:.0f} ms (seen by the proxy; " if first.via else
+                    f"the broker did not {what} {worker} sent at {at}: no {answer} reached it in {waited:.0f} ms (")
+            self.bad.append((first, f"{said}bound {bound / NS_PER_MS:.0f} ms; {len(sent)} {what.split()[-1]}(s) "
+                                    f"{left})", clause))
 
     def _close_all(self, now: int) -> None:
         for worker in dict.fromkeys([*self.waiting, *self.echo_owed]):
@@ -282,8 +322,10 @@ class PingAnswersAsWorkersGetThem(HeartbeatAnswers):
             if v.ok:
                 v.detail = ("no client PING" + note if self.unsound else
                             f"{self.answered} PING(s) of the harness's workers answered and {self.echoed} "
-                            "REGISTER(s) confirmed (the broker is external: judged as its workers received "
-                            "the answers); no client PING")
+                            "REGISTER(s) confirmed (the broker is external: judged "
+                            + ("where the proxy handed it the PINGs and saw it send the answers, since the "
+                               "file's rules may lose them on the way" if self.observed else
+                               "as its workers received the answers") + "); no client PING")
             else:
                 v.detail += note
         return verdicts

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.checkers.base import (
-    CRASH, DISCONNECT, PAUSE, RECV, RESTART, RESUME, SEND, Checker, Observer, Verdict,
+    CRASH, DISCONNECT, PAUSE, RECV, RESTART, RESUME, SEND, VIA_PROXY, Checker, Observer, Verdict,
 )
 from harness.checkers.dcp_external import (
     PingAnswersAsWorkersGetThem, RepliesAsClientsGetThem, RequestsAsWorkersGetThem,
@@ -106,6 +106,78 @@ def test_a_file_whose_rules_may_lose_a_ping_judges_none_and_says_so() -> None:
     assert v.detail.endswith("(external: broker)")
 
 
+def seen(checker: Checker, events: list[tuple[int, str, str, list[bytes] | None, int]], end_ms: int) -> Verdict:
+    """Feed (time ms, node, kind, frames, connection) to the checker: the broker's events are its
+    side of the proxy (a ROUTER's: the worker's routing id in front, the worker as the peer), the
+    workers' their probes' (the worker's own sends and receipts, and its lifecycle)."""
+    obs = Observer([checker], DCP, ROLES)
+    for t, node, kind, fr, connection in events:
+        if node == "broker" and fr is not None:
+            peer = "v" if connection >= 100 else "w"
+            obs.emit(t * MS, node, kind, socket="router", frames=[peer.encode(), *fr],
+                     data={"peer": peer, "connection": connection}, via=VIA_PROXY)
+        else:
+            obs.emit(t * MS, node, kind, socket="dealer" if fr is not None else "", frames=fr)
+    (v,) = obs.finish(end_ms * MS)
+    return v
+
+
+def observed() -> PingAnswersAsWorkersGetThem:
+    return PingAnswersAsWorkersGetThem(heartbeat_ms={"w": 200, "v": 200}, brokers=frozenset({"broker"}),
+                                       observed=True, workers=frozenset({"w"}))
+
+
+def test_observed_a_ping_handed_to_the_broker_and_never_answered_fails_pong() -> None:
+    """On a file whose rules may lose a PING or its answer, the proxy's view of the broker judges:
+    a PING it handed the broker is owed an answer the broker sends."""
+    events = [(200, "w", SEND, PING, 0), (201, "broker", RECV, PING, 1), (400, "w", SEND, PING, 0),
+              (401, "broker", RECV, PING, 1), (2000, "w", SEND, PING, 0)]
+    v = seen(observed(), events, end_ms=2000)
+    assert not v.ok and v.clause == "dcp.heartbeat.pong", v.detail
+    assert ("PING of w handed to it at 201.0 ms: it sent w no PONG or RECONNECT in 1799 ms (seen by the proxy"
+            in v.detail)
+    assert v.evidence and v.evidence[0]["seen_by"] == "proxy" and "2 PING(s) unanswered" in v.detail
+
+
+def test_observed_a_dropped_ping_is_owed_nothing_and_a_lost_pong_answers() -> None:
+    """A PING a rule dropped never reached the broker; a PONG a rule dropped after the broker sent
+    it was sent all the same: neither is the broker's fault, so neither fails, though the worker
+    heard nothing for the whole run."""
+    events = [(0, "w", SEND, REGISTER, 0), (1, "broker", RECV, REGISTER, 1), (2, "broker", SEND, REGISTER, 1),
+              (200, "w", SEND, PING, 0), (201, "broker", RECV, PING, 1), (202, "broker", SEND, PONG, 1),
+              (400, "w", SEND, PING, 0), (600, "w", SEND, PING, 0), (800, "w", SEND, PING, 0)]
+    v = seen(observed(), events, end_ms=5000)
+    assert v.ok, v.detail
+    assert "1 PING(s) of the harness's workers answered and 1 REGISTER(s) confirmed" in v.detail
+    assert "where the proxy handed it the PINGs and saw it send the answers" in v.detail
+    # the same run judged from the worker's side would blame the broker for the lost answers
+    worker_side = PingAnswersAsWorkersGetThem(heartbeat_ms={"w": 200}, brokers=frozenset({"broker"}))
+    assert not seen(worker_side, events, end_ms=5000).ok
+
+
+def test_observed_a_register_handed_to_the_broker_is_owed_its_echo() -> None:
+    events = [(0, "broker", RECV, REGISTER, 1), (600, "broker", RECV, REGISTER, 1), (1500, "broker", SEND, PONG, 1)]
+    v = seen(observed(), events, end_ms=1500)
+    assert not v.ok and v.clause == "dcp.broker.register-confirm", v.detail
+    assert "REGISTER of w handed to it at 0.0 ms" in v.detail and "2 REGISTER(s) unconfirmed" in v.detail
+
+
+def test_observed_stretches_end_with_the_connection_the_broker_s_life_or_a_pause() -> None:
+    """A PING on a connection that was replaced, one handed to a paused or crashed broker, one to a
+    restarted broker that has not spoken to the worker yet, and another worker's (not one of the
+    harness's) are owed nothing."""
+    events = [(200, "broker", RECV, PING, 1), (900, "broker", RECV, PING, 2), (950, "broker", SEND, PONG, 2),
+              (1000, "broker", PAUSE, None, 0), (1100, "broker", RECV, PING, 2), (4000, "broker", RESUME, None, 0),
+              (4100, "broker", RECV, PING, 2), (4200, "broker", CRASH, None, 0), (4300, "broker", RESTART, None, 0),
+              (4400, "broker", RECV, PING, 3), (9000, "broker", SEND, RECONNECT, 3), (9100, "broker", RECV, PING, 3),
+              (9150, "broker", SEND, PONG, 3), (100, "broker", RECV, PING, 100)]
+    v = seen(observed(), sorted(events, key=lambda e: e[0]), end_ms=12000)
+    assert v.ok and v.detail.startswith("2 PING(s) of the harness's workers answered"), v.detail
+    # the same PING on the same connection with no answer for the bound fails
+    v = seen(observed(), [(200, "broker", RECV, PING, 1), (1700, "broker", RECV, PING, 1)], end_ms=1700)
+    assert not v.ok and "handed to it at 200.0 ms" in v.detail, v.detail
+
+
 def test_a_worker_given_more_requests_than_it_sent_ready_signals_fails() -> None:
     events = [(0, "w", SEND, REGISTER), (300, "w", RECV, request(1)), (310, "w", RECV, request(2))]
     v = judge(RequestsAsWorkersGetThem(), events, end_ms=1000)
@@ -162,7 +234,12 @@ def unsound(faults: str) -> dict[str, str]:
 def test_what_the_file_s_faults_leave_provable_decides_what_is_judged() -> None:
     assert unsound("") == {"one-request-per-worker": "", "heartbeat-answers": "", "reply-unchanged": ""}
     lossy = unsound("faults:\n  - rule: {drop: 5%}")
-    assert lossy["heartbeat-answers"].startswith("rule rule-0 may drop a PING/REGISTER") and not lossy["reply-unchanged"]
+    assert not lossy["heartbeat-answers"] and not lossy["reply-unchanged"]  # judged where the proxy stands
+    assert observed_mode("faults:\n  - rule: {drop: 5%}")
+    unobserved = unsound("live: {observe: false}\nfaults:\n  - rule: {drop: 5%}")["heartbeat-answers"]
+    assert unobserved.startswith("rule rule-0 may drop a PING/REGISTER")
+    damaging = unsound('faults:\n  - rule: {message: PING, corrupt: 1%}')["heartbeat-answers"]
+    assert damaging.startswith("rule rule-0 may corrupt a PING/REGISTER")
     assert not lossy["one-request-per-worker"]  # a lost signal or request only makes the count kinder
     dup = unsound('faults:\n  - rule: {message: REQUEST, to: "workers.*", duplicate: 3%}')
     assert "may duplicate a REQUEST" in dup["one-request-per-worker"] and not dup["heartbeat-answers"]
@@ -171,5 +248,13 @@ def test_what_the_file_s_faults_leave_provable_decides_what_is_judged() -> None:
     assert not unsound("faults:\n  - {from: 1s, until: 2s, partition: [[clients], [broker]]}")["heartbeat-answers"]
     assert "partition" in unsound("faults:\n  - {from: 1s, until: 2s, partition: [[workers.1], [rest]]}")[
         "heartbeat-answers"]
-    assert "slow link" in unsound("faults:\n  - {from: 1s, until: 2s, slow_link: [broker, workers.0], "
-                                  "latency: 50ms}")["heartbeat-answers"]
+    slow = "faults:\n  - {from: 1s, until: 2s, slow_link: [broker, workers.0], latency: 50ms}"
+    assert not unsound(slow)["heartbeat-answers"] and observed_mode(slow)  # the proxy sees past the delay
+    assert "slow link" in unsound("live: {observe: false}\n" + slow)["heartbeat-answers"]
+    assert not observed_mode("")  # a file that loses nothing is judged as the workers got the answers
+
+
+def observed_mode(faults: str) -> bool:
+    (checker,) = [c for c in build_checkers(parse_scenario(EXTERNAL.replace("FAULTS", faults), "t.yaml"))
+                  if c.name == "heartbeat-answers"]
+    return bool(getattr(checker, "observed", False))

@@ -16,7 +16,8 @@ from fault_injection.nemesis import REST, Crash, Partition, Pause, SlowLink
 from fault_injection.rules import LOSSY_EFFECTS
 from harness.packages.base import fault_ends_ns
 
-REPLY_DAMAGE = frozenset({"corrupt"})  # a copy, a loss or a delay of a reply proves nothing wrong
+DAMAGE = frozenset({"corrupt"})
+REPLY_DAMAGE = DAMAGE  # a copy, a loss or a delay of a reply proves nothing wrong
 COUNT_DAMAGE = frozenset({"duplicate", "corrupt"})  # an extra copy is an extra request or signal
 LOSS = LOSSY_EFFECTS  # an answer that may not arrive in time
 
@@ -35,14 +36,14 @@ def rule_touching(scenario: Any, effects: frozenset[str], src: Iterable[str], ds
     return ""
 
 
-def fault_between(scenario: Any, ours: Iterable[str], broker: Iterable[str]) -> str:
-    """Why a partition or a slow link of the file may stand between a node of ``ours`` and the
-    broker ("" if none may)."""
+def fault_between(scenario: Any, ours: Iterable[str], broker: Iterable[str], slow: bool = True) -> str:
+    """Why a partition or (``slow``) a slow link of the file may stand between a node of ``ours``
+    and the broker ("" if none may)."""
     ours, broker = set(ours), set(broker)
     for fault in scenario.faults:
         if isinstance(fault, Partition) and _separates(scenario, fault, ours, broker):
             return f"a partition ({[list(s) for s in fault.sides]}) may cut them off"
-        if isinstance(fault, SlowLink):
+        if slow and isinstance(fault, SlowLink):
             a, b = _nodes(scenario, fault.src), _nodes(scenario, fault.dst)
             if _meets(a, ours) and _meets(b, broker) or _meets(a, broker) and _meets(b, ours):
                 return f"a slow link ({fault.src} -> {fault.dst}) may delay them"
