@@ -179,7 +179,7 @@ _EXTERNAL = {
 @pytest.mark.parametrize("protocol, live, observed", [
     ("raft", "", True),  # its checks were reviewed for what the proxy reports
     ("raft", "live: {observe: false}", False),
-    ("dcp", "", True),  # reviewed too: worker-interval leaves the proxy's view out (it bounds a send from above only)
+    ("dcp", "", True),  # reviewed too: worker-interval gives an external worker more slack (a read bounds a send)
     ("dcp", "live: {observe: false}", False),
     ("eventbus", "", False),  # not reviewed for it
     ("eventbus", "live: {observe: true}", True),

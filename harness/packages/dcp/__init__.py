@@ -79,11 +79,21 @@ def _exactly_once(scenario: Any, **params: Any) -> checks.ExactlyOnce:
 
 
 def _worker_interval(scenario: Any, **params: Any) -> WorkerInterval:
-    """Each worker's agreed interval: its own setting, else the broker's (as `wire` gives it)."""
+    """Each worker's agreed interval: its own setting, else the broker's (as `wire` gives it).
+    External workers are judged from their sends as the chaos proxy read them, when it observes
+    them and no partition may cut them off from a broker (their messages would wait unread)."""
     default = _broker_settings(scenario).get("heartbeat_ms", DEFAULT_HEARTBEAT_MS)
     heartbeats = {n: g.config.get("heartbeat_ms", default) for g in scenario.groups.values() if g.role == "worker"
                   for n in g.nodes}
-    return WorkerInterval(heartbeat_ms=heartbeats, default_ms=default, **params)
+    external = external_nodes(scenario, "worker")
+    brokers = frozenset(n for n in scenario.node_names if scenario.role_of(n) == "broker")
+    cut = fault_between(scenario, external, brokers, slow=False) if external else ""
+    judged = external if scenario.observe and not cut else frozenset()
+    checker = WorkerInterval(heartbeat_ms=heartbeats, default_ms=default, external=judged, brokers=brokers, **params)
+    if judged:
+        return checker
+    why = f" ({cut})" if cut else " (the run does not observe them)"
+    return noting_external(checker, scenario, ("worker",), f"the gaps between their messages{why}")
 
 
 def _registers(scenario: Any, **params: Any) -> Registers:
@@ -198,8 +208,10 @@ CHECKS = {
     "reply-unchanged": _check("reply-unchanged", checks.ReplyUnchanged, _reply_unchanged),
     "worker-interval": _check("worker-interval", WorkerInterval, _worker_interval, {
         "factor": Setting("factor", _factor, "the tolerance factor on the agreed interval (default 2.5)"),
-        "tolerance": Setting("tolerance_ms", as_ms, "slack for a live run's scheduling (default 20ms)")},
-        unseen=("worker", "the gaps between their messages")),
+        "tolerance": Setting("tolerance_ms", as_ms, "slack for a live run's scheduling (default 20ms)"),
+        "external_slack": Setting("external_slack_ms", as_ms, "more slack on the bound of an external worker, whose "
+                                  "sends are seen when the chaos proxy reads them (default a quarter of its "
+                                  "interval, at most 1s)")}),
     "worker-registers": _check("worker-registers", Registers, _registers, {
         "grace": Setting("grace_ms", as_ms, "running time a worker has to register, after its first message or a "
                                             "RECONNECT (default 2s)")}),
