@@ -20,6 +20,7 @@ from harness.protocols.codec import Message
 
 LEADER_RPCS = ("AppendEntries", "InstallSnapshot")
 NS_PER_MS = 1_000_000
+RECONNECT_MS = 500  # after a follower came back or a partition healed: the leader's link is made anew
 Ref = tuple[Event, "Message | None"]  # evidence, shown only when it is reported
 
 
@@ -53,9 +54,15 @@ class LeaderHeartbeat(RaftChecker):
     ELECTION_TIMEOUT_MIN in ms (default 200); for a peer that clock faults may strike, the bound is
     divided by its slowest clock rate (``slowest``, 1 + the most negative drift) and a gap across
     one of its clock changes (``clock_changes``, in ns) is not judged. ``tolerance`` (default 90 ms) is
-    slack for a live run's scheduling (the simulator keeps timers exactly). External peers seen
-    by the chaos proxy are not judged: the proxy's read time bounds a send from above only (a
-    message may wait in the sender's queue), so a gap could look longer than the peer kept it."""
+    slack for a live run's scheduling (the simulator keeps timers exactly).
+
+    External peers (``external``: run as processes, their traffic with each other observed by
+    the chaos proxy) are judged from their requests as the proxy read them. A read bounds a send
+    from above only, so their bound gets ``external_slack`` more (default a quarter of it), and a
+    message waits unread while the leader has no connection to the follower: a gap is not judged
+    when it overlaps a time the follower was down or paused (and ``RECONNECT_MS`` after it came
+    back) or a partition of the file (``partitions``, spans in ns, with the same margin after
+    each). Without notes, an external leader is judged between its requests only."""
 
     name = "leader-heartbeat"
     clause = "raft.algorithm.leader-heartbeat"
@@ -63,9 +70,14 @@ class LeaderHeartbeat(RaftChecker):
 
     def __init__(self, election_min: dict[str, int] | None = None, default_min_ms: int = 200,
                  tolerance_ms: int = 90, slowest: dict[str, float] | None = None,
-                 clock_changes: dict[str, tuple[int, ...]] | None = None,
+                 clock_changes: dict[str, tuple[int, ...]] | None = None, external: frozenset[str] = frozenset(),
+                 external_slack_ms: int | None = None, partitions: tuple[tuple[int, int], ...] = (),
                  **params: Any) -> None:
         super().__init__(**params)
+        self.external = frozenset(external)
+        self.external_slack = None if external_slack_ms is None else int(external_slack_ms) * NS_PER_MS
+        self.blind = [(lo, hi + RECONNECT_MS * NS_PER_MS) for lo, hi in partitions]
+        self.away: dict[str, list[list[int | None]]] = {}  # peer -> [down or paused since, back at + margin]
         self.mins = {n: int(ms) * NS_PER_MS for n, ms in (election_min or {}).items()}
         self.default_min = int(default_min_ms) * NS_PER_MS
         self.tolerance = int(tolerance_ms) * NS_PER_MS
@@ -80,8 +92,8 @@ class LeaderHeartbeat(RaftChecker):
     # ---- what the leader did -------------------------------------------------------------------
     @only(*LEADER_RPCS)
     def request_sent(self, ev: Event, msg: Message) -> None:
-        if msg.name not in LEADER_RPCS or ev.socket == ROUTER or ev.via == VIA_PROXY:
-            return  # an external peer's send is when the proxy read it, maybe long after: no gap is certain
+        if msg.name not in LEADER_RPCS or ev.socket == ROUTER or (ev.via == VIA_PROXY and ev.node not in self.external):
+            return  # (an external peer not judged: see the class docstring)
         lead = self.leads.get(ev.node)
         if lead is None or lead.term != msg["term"]:
             if lead is not None and lead.term > msg["term"]:
@@ -89,11 +101,25 @@ class LeaderHeartbeat(RaftChecker):
             self.end(ev.node, None)
             lead = self.leads[ev.node] = Lead(msg["term"], ev.time_ns, (ev, msg), noted=False)
         since, ref = lead.last.get(ev.socket, (lead.since, lead.since_ref))
-        self.judge(ev.node, lead, ev.socket, since, ev.time_ns, [ref, (ev, msg)])
+        if not ev.via or not self.unseen(str((ev.data or {}).get("peer", "")), since, ev.time_ns):
+            self.judge(ev.node, lead, ev.socket, since, ev.time_ns, [ref, (ev, msg)])
         lead.last[ev.socket] = (ev.time_ns, (ev, msg))
+
+    def unseen(self, follower: str, since: int, now: int) -> bool:
+        """Whether an external leader's requests to ``follower`` may have waited unread in
+        ``[since, now]``: the follower was away, or a partition held, then or just before."""
+        margin = RECONNECT_MS * NS_PER_MS
+        return (any(lo < now and hi > since for lo, hi in self.blind)
+                or any(lo < now and (hi is None or hi + margin > since) for lo, hi in self.away.get(follower, ())))
 
     def on_other(self, ev: Event) -> None:
         kind, node = ev.kind, ev.node
+        if self.external and kind in (PAUSE, CRASH):
+            spans = self.away.setdefault(node, [])
+            if not spans or spans[-1][1] is not None:
+                spans.append([ev.time_ns, None])
+        elif self.external and kind in (RESUME, RESTART) and self.away.get(node) and self.away[node][-1][1] is None:
+            self.away[node][-1][1] = ev.time_ns
         if kind in (PAUSE, RESUME, STALL, CRASH, RESTART):
             self.pauses.on_event(ev)
             if kind in (CRASH, RESTART):
@@ -123,6 +149,12 @@ class LeaderHeartbeat(RaftChecker):
     def bound(self, node: str) -> int:
         return int(self.mins.get(node, self.default_min) / 2 / self.slowest.get(node, 1.0))
 
+    def slack(self, node: str) -> int:
+        """What an external leader's bound gets more (see the class docstring)."""
+        if node not in self.external:
+            return 0
+        return self.bound(node) // 4 if self.external_slack is None else self.external_slack
+
     def judge(self, node: str, lead: Lead, sock: str, since: int, now: int, refs: list[Ref],
               ended: bool = False) -> None:
         if any(since < t <= now for t in self.clock_changes.get(node, ())):
@@ -131,7 +163,7 @@ class LeaderHeartbeat(RaftChecker):
         bound = self.bound(node)
         self.gaps += 1
         self.longest = max(self.longest, gap / bound)
-        if gap <= bound + self.tolerance or len(self.problems) >= 50:
+        if gap <= bound + self.tolerance + self.slack(node) or len(self.problems) >= 50:
             return
         self.report(node, lead, sock, gap, bound, refs, ended)
 
@@ -142,7 +174,9 @@ class LeaderHeartbeat(RaftChecker):
         retry = not ended and len(refs) > 1 and refs[0][1] is not None and refs[0][0].frames == refs[1][0].frames
         self.problems.append((f"{node}, leader of term {lead.term}, sent {follower} no AppendEntries or "
                               f"InstallSnapshot for {gap / 1e6:.1f} ms {what} (bound ELECTION_TIMEOUT_MIN / 2 = "
-                              f"{bound / 1e6:.1f} ms{' on its clock' if node in self.slowest else ''})"
+                              f"{bound / 1e6:.1f} ms{' on its clock' if node in self.slowest else ''}"
+                              + (f", + {self.slack(node) / 1e6:g} ms: seen by the proxy" if self.slack(node) else "")
+                              + ")"
                               + (": the repeat of an unanswered request came late" if retry else ""),
                               [show(*r) for r in refs], "raft.rpc.timeout-bound" if retry else self.clause))
 
@@ -151,4 +185,8 @@ class LeaderHeartbeat(RaftChecker):
             self.end(node, end_ns)
         ok = f"{self.gaps} gap(s) between a leader's requests to a follower, the longest " \
              f"{self.longest:.0%} of its bound"
+        if self.external:
+            ok += (f"; external peers judged from their requests as the chaos proxy read them, with more slack "
+                   f"(a quarter of the bound by default), not across a follower's absence or a partition: "
+                   f"{', '.join(sorted(self.external))}")
         return self.verdict_of(self.problems, ok)

@@ -26,6 +26,19 @@ PEER_COUNTED = (checkers.CommitRule, checkers.LeaderCompleteness, checkers.Commi
 CLIENT_TIMED = (checkers.RequestConfig, checkers.RepeatConfig)
 
 
+def observed_leaders(scenario: Any) -> dict[str, Any]:
+    """The external peers whose leader requests the chaos proxy reports (two or more of them and
+    observation on: it stands between them), and the partition spans of the file (a leader's
+    requests wait unread while one holds)."""
+    external = frozenset(n for g in scenario.groups.values() if g.role == "peer" and g.command for n in g.nodes)
+    if len(external) < 2 or not scenario.observe:
+        return {}
+    end = scenario.duration_ns
+    spans = tuple((f.start, end if f.end is None else f.end) for f in scenario.faults
+                  if isinstance(f, nemesis.Partition))
+    return {"external": external, "partitions": spans}
+
+
 def peer_count(scenario: Any) -> int:
     return sum(len(g.nodes) for g in scenario.groups.values() if g.role == "peer")
 
@@ -119,7 +132,8 @@ def _factory(cls: type) -> Callable[..., Any]:
         elif cls is checkers.UpdateExpiry:
             params = {**peer_expiry(scenario), **params}
         elif cls is checkers.LeaderHeartbeat:
-            params = {"election_min": election_mins(scenario), **peer_clocks(scenario), **params}
+            params = {"election_min": election_mins(scenario), **peer_clocks(scenario), **observed_leaders(scenario),
+                      **params}
         elif cls is checkers.BroadcastHeartbeat:
             params = {"interval": role_config(scenario, "peer", "client_heartbeat_ms", DEFAULT_CLIENT_HEARTBEAT_MS),
                       **peer_clocks(scenario), **params}
@@ -133,6 +147,10 @@ def _factory(cls: type) -> Callable[..., Any]:
                 params["within"] = {n: max(1000, 2 * ms) for n, ms in grace.items()}
         checker = _share(scenario, cls(**params))
         unseen = UNSEEN_OF_EXTERNAL.get(cls)
+        if cls is checkers.LeaderHeartbeat and params.get("external"):
+            # judged as the proxy read them, where it stands: between external peers
+            unseen = "the gaps between their AppendEntries to the harness's peers (not observed)" if any(
+                not g.command for g in scenario.groups.values() if g.role == "peer") else None
         return noting_external(checker, scenario, ("peer",), unseen) if unseen else checker
 
     return make
@@ -210,7 +228,9 @@ CHECKS = {
     "update-once": _check("update-once", checkers.UpdateOnce),
     "leader-heartbeat": _check("leader-heartbeat", checkers.LeaderHeartbeat, {
         "tolerance": Setting("tolerance_ms", as_ms, "slack on ELECTION_TIMEOUT_MIN / 2 for a live run's "
-                                                    "scheduling (default 90ms)")}),
+                                                    "scheduling (default 90ms)"),
+        "external_slack": Setting("external_slack_ms", as_ms, "more slack for an external leader, whose requests are "
+                                  "seen when the chaos proxy reads them (default a quarter of the bound)")}),
     "message-ids": _check("message-ids", checkers.MessageIds),
     "cluster-ident": _check("cluster-ident", checkers.ClusterIdent),
     "entries-stop": _check("entries-stop", checkers.EntriesStop),
