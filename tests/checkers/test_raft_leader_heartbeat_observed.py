@@ -43,19 +43,16 @@ def beats(*times: int, to: str = "b") -> list[tuple[int, str, str, str]]:
     return [(t, "a", SEND, to) for t in times]
 
 
-def test_an_external_leader_silent_past_its_bound_fails() -> None:
-    """Bound: ELECTION_TIMEOUT_MIN / 2 = 100 ms, + 90 ms of tolerance, which covers the proxy's
-    read too: a retry after a whole ELECTION_TIMEOUT_MIN (200 ms) still fails."""
-    ok = judge(beats(0, 100, 290, 400), end_ms=450)
+def test_an_external_leader_silent_past_its_bound_and_slack_fails() -> None:
+    """Bound: ELECTION_TIMEOUT_MIN / 2 = 100 ms, + 90 ms of tolerance, + half the bound (50 ms)
+    for the proxy's view (correct external peers showed gaps of up to 184 ms)."""
+    ok = judge(beats(0, 100, 340, 400), end_ms=450)
     assert ok.ok and "external peers judged from their requests as the chaos proxy read them" in ok.detail, ok.detail
-    v = judge(beats(0, 100, 300, 400), end_ms=450)
+    v = judge(beats(0, 100, 350, 400), end_ms=450)
     assert not v.ok and v.clause == "raft.algorithm.leader-heartbeat", v.detail
-    assert "a, leader of term 2, sent b no AppendEntries or InstallSnapshot for 200.0 ms before the next" in v.detail
-    assert "seen by the proxy" not in v.detail
-    v = judge(beats(0, 100, 300, 400), end_ms=450, external_slack_ms=15)  # more slack is a setting
-    assert v.ok, v.detail
-    v = judge(beats(0, 100, 320, 400), end_ms=450, external_slack_ms=15)
-    assert not v.ok and "+ 15 ms: seen by the proxy" in v.detail, v.detail
+    assert "a, leader of term 2, sent b no AppendEntries or InstallSnapshot for 250.0 ms before the next" in v.detail
+    assert "+ 50 ms: seen by the proxy" in v.detail
+    assert not judge(beats(0, 100, 300, 400), end_ms=450, external_slack_ms=0).ok  # the slack is a setting
 
 
 def test_a_gap_across_a_follower_s_absence_or_a_partition_is_not_judged() -> None:

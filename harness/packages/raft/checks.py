@@ -230,7 +230,7 @@ CHECKS = {
         "tolerance": Setting("tolerance_ms", as_ms, "slack on ELECTION_TIMEOUT_MIN / 2 for a live run's "
                                                     "scheduling (default 90ms)"),
         "external_slack": Setting("external_slack_ms", as_ms, "more slack for an external leader, whose requests are "
-                                  "seen when the chaos proxy reads them (default 0: the tolerance covers it)")}),
+                                  "seen when the chaos proxy reads them (default half the bound)")}),
     "message-ids": _check("message-ids", checkers.MessageIds),
     "cluster-ident": _check("cluster-ident", checkers.ClusterIdent),
     "entries-stop": _check("entries-stop", checkers.EntriesStop),
