@@ -59,7 +59,7 @@ class LeaderHeartbeat(RaftChecker):
     External peers (``external``: run as processes, their traffic with each other observed by
     the chaos proxy) are judged from their requests as the proxy read them. A read bounds a send
     from above only, so their bound gets ``external_slack`` more (default half the bound: correct
-    external peers showed gaps of up to 184 ms as the proxy read them, against 100 ms + the 90 ms
+    external peers showed gaps of up to 196 ms as the proxy read them, against 100 ms + the 90 ms
     tolerance; a leader that stops heartbeating still fails, a retry after a whole
     ELECTION_TIMEOUT_MIN no longer does, which the conformance case ``append-retry-bound``
     judges). A message waits unread while the leader has no connection to the follower: a gap is
