@@ -16,6 +16,7 @@ import shlex
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -54,6 +55,70 @@ _HANDED: set[int] = set()
 _HANDED_LOCK = threading.Lock()
 _PORT_RNG = random.Random()  # its own generator: the global one belongs to nobody here
 LOWEST_PORT = 10000
+# Ports handed out by the harness processes of this machine (two runs at once, pytest's workers):
+# a file per port holding the pid of the process that handed it out. A port is free to bind only
+# until whoever was given it binds it, and a node of one run may keep reconnecting to a port after
+# its implementation exited: given to another run's chaos proxy, that node's messages were taken
+# for one of that run's nodes (a PPPP subscriber's, for a Raft peer's). A file a process that is
+# gone left behind is taken over.
+PORTS_DIR = os.path.join(tempfile.gettempdir(), "zmq-harness-ports")
+_CLAIMED: list[str] = []  # this process's files, removed when it exits
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
+
+
+def _claim(port: int) -> bool:
+    """Reserve ``port`` against the other harness processes of this machine (see PORTS_DIR);
+    False when a live one holds it. Without a registry (a temporary directory that cannot be
+    written) only this process's bookkeeping applies."""
+    path = os.path.join(PORTS_DIR, str(port))
+    for _ in range(2):
+        try:
+            os.makedirs(PORTS_DIR, exist_ok=True)
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
+        except FileExistsError:
+            try:
+                with open(path) as f:
+                    owner = int(f.read().strip() or 0)
+            except (OSError, ValueError):
+                owner = 0
+            if owner and owner != os.getpid() and _alive(owner):
+                return False
+            try:  # left by a process that is gone (or half written by one): take it over
+                os.unlink(path)
+            except OSError:
+                pass
+            continue
+        except OSError:
+            return True
+        with os.fdopen(fd, "w") as f:
+            f.write(str(os.getpid()))
+        _CLAIMED.append(path)
+        return True
+    return False
+
+
+def _release_claims() -> None:
+    for path in _CLAIMED:
+        try:
+            with open(path) as f:
+                mine = f.read().strip() == str(os.getpid())
+            if mine:
+                os.unlink(path)
+        except OSError:
+            pass
+    _CLAIMED.clear()
+
+
+atexit.register(_release_claims)
 
 
 def ephemeral_range() -> tuple[int, int]:
@@ -80,7 +145,15 @@ def free_port(host: str = "127.0.0.1", count: int = 1) -> int:
 
     def usable(port: int) -> bool:
         block = range(port, port + count)
-        return port + count <= 65536 and not _HANDED.intersection(block) and all(_bindable(host, p) for p in block)
+        if port + count > 65536 or _HANDED.intersection(block) or not all(_bindable(host, p) for p in block):
+            return False
+        claimed = []
+        for p in block:
+            if not _claim(p):
+                _HANDED.update(claimed)  # (kept: another process may take them only after this one exits)
+                return False
+            claimed.append(p)
+        return True
 
     with _HANDED_LOCK:
         if lo - LOWEST_PORT >= 1000:

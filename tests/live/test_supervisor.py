@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -392,3 +393,44 @@ def test_the_watchdog_goes_with_the_process_it_watches() -> None:
     assert watchdog is not None and watchdog.poll() is None
     p.stop()
     assert watchdog.poll() is not None and p._watchdog is None
+
+
+def test_free_port_skips_a_port_another_live_harness_process_handed_out(monkeypatch: Any, tmp_path: Path) -> None:
+    """Two harness processes on one machine (two runs, pytest's workers) never hand out the same
+    port: each writes its pid to a file per port in a shared directory. A port whose file names a
+    live process is skipped; one whose process is gone is taken over."""
+    lo, _ = ephemeral_range()
+    if lo - LOWEST_PORT < 1000:
+        pytest.skip("no room below the ephemeral range on this machine")
+    monkeypatch.setattr(sup, "PORTS_DIR", str(tmp_path))
+    other = subprocess.Popen(["sleep", "30"])
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    try:
+        free = (p for p in range(LOWEST_PORT + 3, lo) if sup._bindable("127.0.0.1", p) and p not in sup._HANDED)
+        taken, stale = next(free), next(free)  # (two free ports no test of this process handed out)
+        (tmp_path / str(taken)).write_text(str(other.pid))
+        (tmp_path / str(stale)).write_text(str(gone.pid))
+        picks = [taken, stale]
+
+        class Scripted:
+            def randrange(self, a: int, b: int) -> int:
+                return picks.pop(0) if picks else random.Random(len(picks)).randrange(a, b)
+
+        monkeypatch.setattr(sup, "_PORT_RNG", Scripted())
+        assert free_port() == stale
+        assert (tmp_path / str(stale)).read_text() == str(os.getpid())  # now this process's
+        assert (tmp_path / str(taken)).read_text() == str(other.pid)
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_a_harness_process_gives_its_ports_back_when_it_exits(tmp_path: Path) -> None:
+    code = "from harness.live.supervisor import free_port, PORTS_DIR; import os; p = free_port(count=2); " \
+           "print(p, sorted(os.listdir(PORTS_DIR)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "TMPDIR": str(tmp_path)}, check=True).stdout.split(maxsplit=1)
+    port = int(out[0])
+    assert out[1].strip() == str(sorted([str(port), str(port + 1)])), out  # held while it ran
+    assert os.listdir(tmp_path / "zmq-harness-ports") == []  # and given back at its exit
