@@ -434,3 +434,15 @@ def test_a_harness_process_gives_its_ports_back_when_it_exits(tmp_path: Path) ->
     port = int(out[0])
     assert out[1].strip() == str(sorted([str(port), str(port + 1)])), out  # held while it ran
     assert os.listdir(tmp_path / "zmq-harness-ports") == []  # and given back at its exit
+
+
+def test_two_harness_processes_at_once_never_hand_out_the_same_port(tmp_path: Path) -> None:
+    """Two processes taking 300 ports each at the same time: without the shared registry about
+    four would be the same (300 x 300 draws from some 22,000 ports)."""
+    code = ("import sys, time; from harness.live.supervisor import free_port; time.sleep(float(sys.argv[1]) - "
+            "time.time()); print(' '.join(str(free_port()) for _ in range(300)))")
+    start = str(time.time() + 2)
+    procs = [subprocess.Popen([sys.executable, "-c", code, start], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "TMPDIR": str(tmp_path)}) for _ in range(2)]
+    outs = [set(map(int, p.communicate(timeout=60)[0].split())) for p in procs]
+    assert all(len(o) == 300 for o in outs) and not outs[0] & outs[1], outs[0] & outs[1]
