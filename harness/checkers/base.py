@@ -213,6 +213,26 @@ class Pauses:
         return t + left
 
 
+class Absences(Pauses):
+    """When each node was away: down (from its crash to its restart) or paused (to its resume).
+    The spans, and what `Pauses` reads of them, are the same; only what opens and closes one
+    differs (a crash opens one here, where it ends a pause there)."""
+
+    def on_event(self, ev: Event) -> None:
+        """Feed PAUSE, RESUME, CRASH, RESTART and START events (others change nothing)."""
+        spans = self.spans.setdefault(ev.node, [])
+        open_ = bool(spans) and spans[-1][1] is None
+        if ev.kind in (PAUSE, CRASH) and not open_:
+            spans.append((ev.time_ns, None))
+        elif ev.kind in (RESUME, RESTART, START) and open_:
+            spans[-1] = (spans[-1][0], ev.time_ns)
+
+    def near(self, node: str, a: int, b: int, after: int = 0) -> bool:
+        """Whether the node was away at some time in [a, b], or came back less than ``after``
+        before ``a``."""
+        return any(lo < b and (hi is None or hi + after > a) for lo, hi in self.spans.get(node, ()))
+
+
 class ClockSkews:
     """The clock faults of each node, as the simulator applies them (``set_clock``): from a CLOCK
     event on, the node reads ``t + offset + drift * t``."""

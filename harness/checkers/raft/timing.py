@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.checkers.base import CRASH, NOTE, PAUSE, RESTART, RESUME, SEND, STALL, VIA_PROXY, Event, Pauses, Verdict
+from harness.checkers.base import (
+    CRASH, NOTE, PAUSE, RESTART, RESUME, SEND, STALL, VIA_PROXY, Absences, Event, Pauses, Verdict,
+)
 from harness.checkers.raft.elections import RaftChecker
 from harness.checkers.raft.wire import ROUTER, only, show
 from harness.protocols.codec import Message
@@ -63,10 +65,9 @@ class LeaderHeartbeat(RaftChecker):
     tolerance; a leader that stops heartbeating still fails, a retry after a whole
     ELECTION_TIMEOUT_MIN no longer does, which the conformance case ``append-retry-bound``
     judges). A message waits unread while the leader has no connection to the follower: a gap is
-    not judged
-    when it overlaps a time the follower was down or paused (and ``RECONNECT_MS`` after it came
-    back) or a partition of the file (``partitions``, spans in ns, with the same margin after
-    each). Without notes, an external leader is judged between its requests only."""
+    not judged when it overlaps a time the follower was down or paused (and ``RECONNECT_MS`` after
+    it came back) or a partition of the file (``partitions``, spans in ns, with the same margin
+    after each). Without notes, an external leader is judged between its requests only."""
 
     name = "leader-heartbeat"
     clause = "raft.algorithm.leader-heartbeat"
@@ -80,8 +81,8 @@ class LeaderHeartbeat(RaftChecker):
         super().__init__(**params)
         self.external = frozenset(external)
         self.external_slack = None if external_slack_ms is None else int(external_slack_ms) * NS_PER_MS
-        self.blind = [(lo, hi + RECONNECT_MS * NS_PER_MS) for lo, hi in partitions]
-        self.away: dict[str, list[list[int | None]]] = {}  # peer -> [down or paused since, back at + margin]
+        self.blind = [(lo, hi + RECONNECT_MS * NS_PER_MS) for lo, hi in partitions]  # (with the margin)
+        self.away = Absences()  # of every peer, read for the followers of external leaders
         self.mins = {n: int(ms) * NS_PER_MS for n, ms in (election_min or {}).items()}
         self.default_min = int(default_min_ms) * NS_PER_MS
         self.tolerance = int(tolerance_ms) * NS_PER_MS
@@ -114,18 +115,14 @@ class LeaderHeartbeat(RaftChecker):
         ``[since, now]``: the follower was away, or a partition held, then or just before."""
         margin = RECONNECT_MS * NS_PER_MS
         return (any(lo < now and hi > since for lo, hi in self.blind)
-                or any(lo < now and (hi is None or hi + margin > since) for lo, hi in self.away.get(follower, ())))
+                or self.away.near(follower, since, now, after=margin))
 
     def on_other(self, ev: Event) -> None:
         kind, node = ev.kind, ev.node
-        if self.external and kind in (PAUSE, CRASH):
-            spans = self.away.setdefault(node, [])
-            if not spans or spans[-1][1] is not None:
-                spans.append([ev.time_ns, None])
-        elif self.external and kind in (RESUME, RESTART) and self.away.get(node) and self.away[node][-1][1] is None:
-            self.away[node][-1][1] = ev.time_ns
         if kind in (PAUSE, RESUME, STALL, CRASH, RESTART):
             self.pauses.on_event(ev)
+            if self.external:
+                self.away.on_event(ev)
             if kind in (CRASH, RESTART):
                 self.end(node, ev.time_ns)  # a crash ends a leadership
         elif kind == NOTE and ev.msg_type == "role" and ev.data:

@@ -18,7 +18,8 @@ from harness.packages.base import (
     as_positive_int, as_str, running_with_role, senders_by_role, transit_ns,
 )
 from harness.packages.dcp.paths import (
-    COUNT_DAMAGE, DAMAGE, LOSS, REPLY_DAMAGE, fault_between, may_lose_requests, path_cut_until, rule_touching,
+    COUNT_DAMAGE, DAMAGE, LOSS, REPLY_DAMAGE, fault_between, may_lose_requests, nodes_with_role, path_cut_until,
+    rule_touching,
 )
 from harness.packages.dcp.suites import SUITES
 from harness.protocols.dcp import TABLES
@@ -86,7 +87,7 @@ def _worker_interval(scenario: Any, **params: Any) -> WorkerInterval:
     heartbeats = {n: g.config.get("heartbeat_ms", default) for g in scenario.groups.values() if g.role == "worker"
                   for n in g.nodes}
     external = external_nodes(scenario, "worker")
-    brokers = frozenset(n for n in scenario.node_names if scenario.role_of(n) == "broker")
+    brokers = frozenset(nodes_with_role(scenario, "broker"))
     cut = fault_between(scenario, external, brokers, slow=False) if external else ""
     judged = external if scenario.observe and not cut else frozenset()
     checker = WorkerInterval(heartbeat_ms=heartbeats, default_ms=default, external=judged, brokers=brokers, **params)

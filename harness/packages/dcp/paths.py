@@ -22,6 +22,11 @@ COUNT_DAMAGE = frozenset({"duplicate", "corrupt"})  # an extra copy is an extra 
 LOSS = LOSSY_EFFECTS  # an answer that may not arrive in time
 
 
+def nodes_with_role(scenario: Any, role: str) -> list[str]:
+    """The scenario's nodes of ``role``, in scenario order."""
+    return [n for n in scenario.node_names if scenario.role_of(n) == role]
+
+
 def rule_touching(scenario: Any, effects: frozenset[str], src: Iterable[str], dst: Iterable[str],
                   types: Iterable[str]) -> str:
     """Why some message rule may apply one of ``effects`` to a message of ``types`` from a node of
@@ -57,7 +62,7 @@ def _nodes(scenario: Any, target: str) -> set[str] | None:
     if target in scenario.node_names:
         return {target}
     if target == "broker":
-        return {n for n in scenario.node_names if scenario.role_of(n) == "broker"}
+        return set(nodes_with_role(scenario, "broker"))
     return None
 
 
@@ -90,8 +95,7 @@ def may_lose_requests(scenario: Any, client: str) -> str:
     """Why the file's faults may take an attempt of ``client``'s request or its reply on the way
     client -> broker -> worker and back ("" if none may): a loss rule, a partition or slow link, or
     a crash or pause of the broker or a worker (which may hold the request)."""
-    brokers = [n for n in scenario.node_names if scenario.role_of(n) == "broker"]
-    workers = [n for n in scenario.node_names if scenario.role_of(n) == "worker"]
+    brokers, workers = nodes_with_role(scenario, "broker"), nodes_with_role(scenario, "worker")
     why = (rule_touching(scenario, LOSS, [client], brokers, ("REQUEST",))
            or rule_touching(scenario, LOSS, brokers, [client], ("REPLY",))
            or rule_touching(scenario, LOSS, brokers, workers, ("REQUEST",))
@@ -112,8 +116,7 @@ def path_cut_until(scenario: Any, client: str) -> int:
     A fault that never ends, or a crash of a broker or worker that never comes back, cuts it to the
     run's end. (A message rule's losses are spread over the whole run: `may_lose_requests`.)"""
     end = scenario.duration_ns + scenario.settle_ns
-    brokers = [n for n in scenario.node_names if scenario.role_of(n) == "broker"]
-    workers = [n for n in scenario.node_names if scenario.role_of(n) == "worker"]
+    brokers, workers = nodes_with_role(scenario, "broker"), nodes_with_role(scenario, "worker")
     cut = 0
     for fault in scenario.faults:
         if isinstance(fault, Partition):

@@ -9,10 +9,10 @@ from typing import Any, Callable
 
 from fault_injection import nemesis
 from harness.checkers import raft as checkers
-from harness.checkers.external import corrupts, noting_external
+from harness.checkers.external import corrupts, external_nodes, noting_external
 from harness.checkers.base import COMMAND, DELIVER, NOTE, RECV, SEND, Event, Verdict
 from harness.checkers.linearizability import Linearizable
-from harness.packages.base import Check, Setting, as_ms, as_positive_int
+from harness.packages.base import Check, Setting, as_ms, as_positive_int, fault_ends_ns
 from harness.packages.raft.foreign import ForeignWrites
 from harness.packages.raft.history import KVHistory
 from reference_nodes.raft.common import (
@@ -30,11 +30,10 @@ def observed_leaders(scenario: Any) -> dict[str, Any]:
     """The external peers whose leader requests the chaos proxy reports (two or more of them and
     observation on: it stands between them), and the partition spans of the file (a leader's
     requests wait unread while one holds)."""
-    external = frozenset(n for g in scenario.groups.values() if g.role == "peer" and g.command for n in g.nodes)
+    external = external_nodes(scenario, "peer")
     if len(external) < 2 or not scenario.observe:
         return {}
-    end = scenario.duration_ns
-    spans = tuple((f.start, end if f.end is None else f.end) for f in scenario.faults
+    spans = tuple((f.start, fault_ends_ns(f, scenario.duration_ns)) for f in scenario.faults
                   if isinstance(f, nemesis.Partition))
     return {"external": external, "partitions": spans}
 
@@ -146,11 +145,7 @@ def _factory(cls: type) -> Callable[..., Any]:
                 grace = role_config(scenario, "client", "election_grace_ms", DEFAULT_ELECTION_GRACE_MS)
                 params["within"] = {n: max(1000, 2 * ms) for n, ms in grace.items()}
         checker = _share(scenario, cls(**params))
-        unseen = UNSEEN_OF_EXTERNAL.get(cls)
-        if cls is checkers.LeaderHeartbeat and params.get("external"):
-            # judged as the proxy read them, where it stands: between external peers
-            unseen = "the gaps between their AppendEntries to the harness's peers (not observed)" if any(
-                not g.command for g in scenario.groups.values() if g.role == "peer") else None
+        unseen = unseen_of_external(cls, scenario, params)
         return noting_external(checker, scenario, ("peer",), unseen) if unseen else checker
 
     return make
@@ -165,6 +160,16 @@ UNSEEN_OF_EXTERNAL = {
     checkers.BroadcastEntries: "whether their StateBroadcasts carry what they apply (their sends are seen from "
                                "outside, after they left them)",
 }
+
+
+def unseen_of_external(cls: type, scenario: Any, params: dict[str, Any]) -> str | None:
+    """What a check's verdict names as not judged of the external peers (UNSEEN_OF_EXTERNAL); a
+    `LeaderHeartbeat` given the external peers the proxy observes judges their requests to each
+    other, and leaves out only those to the harness's own peers, which the proxy does not see."""
+    if cls is checkers.LeaderHeartbeat and params.get("external"):
+        ours = {n for g in scenario.groups.values() if g.role == "peer" for n in g.nodes} - params["external"]
+        return "the gaps between their AppendEntries to the harness's peers (not observed)" if ours else None
+    return UNSEEN_OF_EXTERNAL.get(cls)
 
 
 def _check(name: str, cls: type, params: dict[str, Setting] | None = None) -> Check:
