@@ -189,7 +189,8 @@ class PingAnswersAsWorkersGetThem(HeartbeatAnswers):
     faults may lose or delay a PING or its answer (given as ``unsound``). An in-process client's
     PING still fails ``dcp.heartbeat.client-no-heartbeat``. A REGISTER a worker sends is owed its
     echo the same way (``dcp.broker.register-confirm``, E-DCP-07: silence is the failure): a
-    REGISTER from the broker reaching the worker within the same bound.
+    REGISTER from the broker reaching the worker within the same bound, one echo per REGISTER, in
+    order (a repeat is echoed again, as the conformance case ``register-echo`` holds too).
 
     ``observed``: where the rules may drop, delay or reorder a PING or its answer but the chaos
     proxy observes the broker (harness.live_observe), the same rule is judged where the proxy
@@ -277,8 +278,8 @@ class PingAnswersAsWorkersGetThem(HeartbeatAnswers):
             self.answered += len(self.waiting[worker])
             self.waiting[worker] = []
         elif kind == "REGISTER" and self.echo_owed.get(worker):
-            self.echoed += len(self.echo_owed[worker])
-            self.echo_owed[worker] = []
+            self.echoed += 1
+            self.echo_owed[worker].pop(0)  # each REGISTER is owed its own echo, a repeat too (E-DCP-07)
 
     def _asked(self, worker: str, ev: Event) -> None:
         if self.away or worker in self.unheard:

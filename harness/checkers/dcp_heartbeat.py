@@ -26,8 +26,12 @@ class HeartbeatAnswers(Checker):
     REGISTERed with it since it last started, and a RECONNECT is the answer to any other
     (``dcp.heartbeat.reconnect-unknown``); a registration it PONGs was confirmed with the same
     REGISTER message first, and so was one it accepted by giving the peer a request: by the end of
-    that broker life it has sent the peer a REGISTER (``dcp.broker.register-confirm``, E-DCP-07; a
-    broker may refuse a registration in silence, so silence alone fails nothing). Clients never send a PING
+    that broker life it has sent the peer a REGISTER (``dcp.broker.register-confirm``, E-DCP-07).
+    Every well-formed REGISTER it receives is owed its own echo (E-DCP-07: silence is the
+    failure; a repeat is echoed again): echoes match REGISTERs in order, and one is unconfirmed
+    once two more PINGs or REGISTERs of the same peer reached the broker with no echo left for it
+    (counted, not timed, like the PINGs; its requests and replies do not count, which a broker
+    may read in a burst before it writes). Clients never send a PING
     (``dcp.heartbeat.client-no-heartbeat``). A broker that crashes owes nothing for the PINGs of
     its earlier life; a PING still unanswered when the run ends is not judged. An external
     client's PINGs are seen as a reference broker receives them, from the routing identity that
@@ -47,6 +51,9 @@ class HeartbeatAnswers(Checker):
         self.confirmed: dict[str, set[bytes]] = {}  # broker -> peers it sent a REGISTER back
         self.pending: dict[tuple[str, bytes], list[Event]] = {}  # (broker, peer) -> its PINGs since an answer
         self.given: dict[tuple[str, bytes], Event] = {}  # (broker, registered peer) -> first REQUEST it got
+        # (broker, peer) -> [its REGISTERs not yet echoed, oldest first; PINGs and REGISTERs since the oldest]
+        self.unechoed: dict[tuple[str, bytes], tuple[list[Event], list[int]]] = {}
+        self.echoes = 0
         self.bad: list[tuple[Event, str, str]] = []
         self.pings = 0
 
@@ -57,6 +64,7 @@ class HeartbeatAnswers(Checker):
                 self.registered.pop(ev.node, None)
                 self.confirmed.pop(ev.node, None)
                 self.pending = {k: v for k, v in self.pending.items() if k[0] != ev.node}
+                self.unechoed = {k: v for k, v in self.unechoed.items() if k[0] != ev.node}
             return
         if ev.role == "client" and ev.kind == SEND:
             if ev.msg_type == "REGISTER":  # a client that registers is a worker (dcp.client.may-register)
@@ -67,6 +75,8 @@ class HeartbeatAnswers(Checker):
         if ev.role != "broker" or not ev.frames or ev.via:
             return  # (the proxy's view of an external broker has no routing identities)
         peer, key, kind = ev.frames[0], (ev.node, ev.frames[0]), message_type(ev)
+        if ev.kind == RECV and kind in ("PING", "REGISTER"):
+            self._owe_echo(ev, key, kind)
         if ev.kind == RECV and kind == "REGISTER":
             self.registered.setdefault(ev.node, set()).add(peer)
             self.ever_registered.add(peer)
@@ -85,12 +95,36 @@ class HeartbeatAnswers(Checker):
                 waiting.clear()
         elif ev.kind == SEND and kind == "REGISTER":
             self.confirmed.setdefault(ev.node, set()).add(peer)
+            owed = self.unechoed.get(key)
+            if owed and owed[0]:
+                owed[0].pop(0)
+                owed[1].pop(0)
+                self.echoes += 1
         elif ev.kind == SEND and kind == "REQUEST" and peer in self.registered.get(ev.node, set()):
             self.given.setdefault(key, ev)
         elif ev.kind == SEND and kind in ANSWERS:
             self.pending.pop(key, None)
             if kind == "PONG":
                 self._judge_pong(ev, peer)
+
+    def _owe_echo(self, ev: Event, key: tuple[str, bytes], kind: str) -> None:
+        """A PING or REGISTER of a peer reached the broker: one more later message for each of its
+        REGISTERs still unechoed (the oldest fails after ``LATER_PINGS``), and a REGISTER is owed
+        its own echo."""
+        registers, later = self.unechoed.setdefault(key, ([], []))
+        if registers:
+            for i in range(len(later)):
+                later[i] += 1
+            if later[0] >= LATER_PINGS:
+                first = registers[0]
+                self.bad.append((first, f"{ev.node} did not confirm the REGISTER of {key[1]!r} received at "
+                                        f"{first.time_ns / 1e6:.1f} ms (no echo of its own) before {LATER_PINGS} "
+                                        f"more PINGs or REGISTERs of that peer came", "dcp.broker.register-confirm"))
+                registers.clear()  # (one failure per stretch of silence)
+                later.clear()
+        if kind == "REGISTER":
+            registers.append(ev)
+            later.append(0)
 
     def _judge_pong(self, ev: Event, peer: bytes) -> None:
         if peer not in self.registered.get(ev.node, set()):
@@ -118,6 +152,7 @@ class HeartbeatAnswers(Checker):
             self._judge_accepted(broker)
         if not self.bad:
             return [self.ok(f"{self.pings} PING(s) received by the broker, each answered in time; "
+                            f"{self.echoes} REGISTER(s) each confirmed by its own echo; "
                             "PONGs only to confirmed registrations; no client PING")]
         return [self.first_problem(self.bad, "heartbeat problem(s)")]
 

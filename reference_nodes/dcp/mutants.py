@@ -146,6 +146,24 @@ class NoRegisterEchoBroker(Broker):
         out.extend(a for a in mine if not (isinstance(a, Send) and a.msg_type == "REGISTER"))
 
 
+class LosesRegistrationBroker(Broker):
+    """Breaks ``dcp.broker.register-confirm``: the first REGISTER of each worker identity is lost,
+    as a race in a broker may lose it: neither remembered nor confirmed (E-DCP-07: silence is the
+    failure). The worker's PINGs then get RECONNECTs and its next REGISTER is taken as the
+    reference broker takes it, so every request is still served."""
+
+    def __init__(self, ctx: NodeContext) -> None:
+        super().__init__(ctx)
+        self.lost: set[bytes] = set()  # identities whose first REGISTER it lost
+
+    def _on_register(self, identity: bytes, worker: Any, body: list[bytes], msg: Message, now: int,
+                     out: list[Action]) -> None:
+        if worker is None and identity not in self.lost:
+            self.lost.add(identity)
+            return
+        super()._on_register(identity, worker, body, msg, now, out)
+
+
 class AnyServiceBroker(Broker):
     """Breaks ``dcp.broker.route-by-service``: gives a request to any ready worker, of whatever
     service, when one of the request's service is not ready."""
@@ -456,6 +474,7 @@ MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
     "dagbox-type": ("broker", DagboxTypeBroker, "dcp.wire.message-type"),
     "crash-on-malformed": ("broker", CrashOnMalformedBroker, "dcp.wire.grammar"),
     "no-register-echo": ("broker", NoRegisterEchoBroker, "dcp.broker.register-confirm"),
+    "loses-registration": ("broker", LosesRegistrationBroker, "dcp.broker.register-confirm"),
     "any-service": ("broker", AnyServiceBroker, "dcp.broker.route-by-service"),
     "no-queue": ("broker", NoQueueBroker, "dcp.broker.service-queue"),
     "replaces-client-address": ("broker", ReplacesClientAddressBroker, "dcp.broker.keep-client-address"),

@@ -63,14 +63,22 @@ def test_a_ping_no_answer_reaches_for_two_intervals_and_a_second_fails_pong() ->
 
 def test_a_register_no_echo_reaches_for_two_intervals_and_a_second_fails_register_confirm() -> None:
     """E-DCP-07: the broker confirms a REGISTER with a REGISTER; silence is the failure. The
-    reference worker registers again when it hears nothing, and one echo confirms every REGISTER
-    before it."""
+    reference worker registers again when it hears nothing; each REGISTER is owed its own echo,
+    in order (a repeat is echoed again), so a broker that lost the first in silence and echoed
+    the second leaves one unconfirmed."""
     silent = [(0, "w", SEND, REGISTER), (600, "w", SEND, REGISTER), (1200, "w", SEND, REGISTER)]
     v = judge(pings(), silent, end_ms=1500)
     assert not v.ok and v.clause == "dcp.broker.register-confirm", v.detail
     assert "REGISTER w sent at 0.0 ms" in v.detail and "3 REGISTER(s) unconfirmed" in v.detail and v.evidence
-    v = judge(pings(), [*silent, (1300, "w", RECV, REGISTER)], end_ms=1500)
+    echoes = [(1300, "w", RECV, REGISTER), (1301, "w", RECV, REGISTER), (1302, "w", RECV, REGISTER)]
+    v = judge(pings(), [*silent, *echoes], end_ms=1500)
     assert v.ok and "3 REGISTER(s) confirmed" in v.detail, v.detail
+    lost_first = [(0, "w", SEND, REGISTER), (600, "w", SEND, REGISTER), (601, "w", RECV, REGISTER),
+                  (800, "w", SEND, PING), (801, "w", RECV, PONG)]
+    v = judge(pings(), lost_first, end_ms=2100)
+    assert not v.ok and v.clause == "dcp.broker.register-confirm", v.detail
+    assert "REGISTER w sent at 600.0 ms" in v.detail and "1 REGISTER(s) unconfirmed" in v.detail, v.detail
+    assert judge(pings(), lost_first, end_ms=1900).ok  # (the second waited less than the bound)
     # a REGISTER sent to a broker that is down or not yet heard from since its restart is owed nothing
     down = [(0, "broker", CRASH, None), (100, "w", SEND, REGISTER), (900, "broker", RESTART, None),
             (1000, "w", SEND, REGISTER), (3000, "w", RECV, PONG)]

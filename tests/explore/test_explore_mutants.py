@@ -138,7 +138,9 @@ FOUND_NOW: dict[str, dict[str, tuple[str, int]]] = {
         # session 6: reply-unchanged, worker-interval, heartbeat-answers on accepted registrations
         # ("Explore: every shipped mutant (DCP and Dafka, the rest)": 2 runs each)
         "readdresses-reply": ("basic.yaml", 20), "slow-ping": ("basic.yaml", 20),
-        "no-register-echo": ("basic.yaml", 20)},
+        "no-register-echo": ("basic.yaml", 20),
+        # heartbeat-answers owes every REGISTER its own echo (2026-11-30: found in the first run)
+        "loses-registration": ("basic.yaml", 6)},
     "eventbus": {"alters-data": ("basic.yaml", 20), "applies-early": ("restarts.yaml", 20),
         "client-crash-on-malformed": ("basic.yaml", 8), "client-no-zone": ("basic.yaml", 8),
         "client-uuid-v1": ("basic.yaml", 8), "default-subtree": ("lossy.yaml", 8),

@@ -718,6 +718,18 @@ def test_mutant_no_reconnect() -> None:
     assert [s.msg_type for s in sends(mut.receive("router", [b"W", *enc("PING")], T0))] == ["PONG"]
 
 
+def test_mutant_loses_registration() -> None:
+    """The first REGISTER of each identity vanishes: no echo, and the worker is unknown (its PING
+    gets a RECONNECT); the next REGISTER is taken and echoed as the reference broker does."""
+    ref, mut = both("loses-registration")
+    assert [s.msg_type for s in sends(register(ref, b"W"))] == ["REGISTER"]
+    assert sends(register(mut, b"W")) == []
+    assert [s.msg_type for s in sends(mut.receive("router", [b"W", *enc("PING")], T0))] == ["RECONNECT"]
+    assert frames_out(register(mut, b"W")) == [[b"W", *enc("REGISTER", service="echo")]]
+    assert [s.msg_type for s in sends(mut.receive("router", [b"W", *enc("PING")], T0))] == ["PONG"]
+    assert sends(register(mut, b"V", service="upper")) == []  # (every identity's first)
+
+
 def test_mutant_never_expire() -> None:
     ref, mut = both("never-expire", heartbeat_ms=100)
     outs = []
