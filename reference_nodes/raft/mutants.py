@@ -74,24 +74,27 @@ class CommitNoMajorityPeer(Peer):
 class CommitOldTermPeer(Peer):
     """Breaks ``raft.algorithm.commit-current-term`` (Raft 5.4.2, the paper's Figure 8): counts
     replicas of entries of earlier terms to commit them. (To let that happen it also appends no
-    checkpoint entry when elected, which on its own would be allowed.)"""
+    checkpoint entry when elected, as ``no-checkpoint`` does.)"""
 
-    def append_entries_local(self, raws: list[bytes]) -> int:
-        if len(raws) == 1 and raws[0][12] == 2 and self.state == "leader" and self.log.last_term < self.term:
-            return self.log.last_index  # the election checkpoint: skipped
-        return super().append_entries_local(raws)
-
-    def become_leader(self, now: int) -> list[Action]:
-        out = super().become_leader(now)
-        for link in self.links.values():
-            link.next_index = self.log.last_index + 1
-        return out
+    def election_entries(self) -> list[bytes]:
+        return []
 
     def advance_commit(self, now: int) -> list[Action]:
         matches = sorted([self.log.last_index] + [link.match_index for link in self.links.values()], reverse=True)
         n = matches[self.majority - 1]
         if n > self.commit_index:
             return self.set_commit(n, now)
+        return []
+
+
+class NoCheckpointPeer(Peer):
+    """Breaks ``raft.algorithm.availability`` (E-RAFT-28): as a new leader it appends no entry of
+    its own term, and otherwise commits as the reference does (only by an entry of its term). A
+    leader elected over entries it does not know to be committed then commits nothing while the
+    clients only retry the updates those entries hold (E-RAFT-16: a retry appends nothing): the
+    cluster is up and answers no update."""
+
+    def election_entries(self) -> list[bytes]:
         return []
 
 
@@ -534,6 +537,7 @@ MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
     "volatile-log": ("peer", VolatileLogPeer, "raft.algorithm.persist-before-reply"),
     "commit-no-majority": ("peer", CommitNoMajorityPeer, "raft.algorithm.commit-majority"),
     "commit-old-term": ("peer", CommitOldTermPeer, "raft.algorithm.commit-current-term"),
+    "no-checkpoint": ("peer", NoCheckpointPeer, "raft.algorithm.availability"),
     "keep-conflicts": ("peer", KeepConflictsPeer, "raft.algorithm.truncate-conflicts"),
     "truncate-on-append": ("peer", TruncateOnAppendPeer, "raft.algorithm.keep-matching-entries"),
     "wrong-prev-term": ("peer", WrongPrevTermPeer, "raft.safety.log-matching"),
@@ -591,9 +595,6 @@ ALSO_BREAKS: dict[str, dict[str, str]] = {
                                                 "vote of the term after the restart"},
     "volatile-log": {"raft.safety.log-matching": "persistence is internal: what shows on the wire is the "
                                                  "restarted follower refusing entries it acknowledged"},
-    "commit-old-term": {"raft.algorithm.leader-heartbeat": "its next index starts past its empty log, so as a "
-                                                           "new leader it sends empty InstallSnapshots, no "
-                                                           "AppendEntries"},
     "new-reqid-on-retry": {"raft.client.broken-leader": "the update it sends the leader a refusal names carries "
                                                        "a new reqid too"},
     "no-retry": {"raft.rpc.timeout-bound": "a repeat that never comes is later than half ELECTION_TIMEOUT_MIN"},
@@ -606,6 +607,9 @@ ALSO_BREAKS: dict[str, dict[str, str]] = {
 _CLUSTER = ("its leader's behaviour shows only when the peer under test replicates entries of several terms to "
             "followers that answer every AppendEntries; no case scripts that; the chaos checks catch it")
 OUT_OF_REACH: dict[str, str] = {
+    "no-checkpoint": "it differs only as a leader elected over entries it does not know to be committed, with every "
+                     "client retrying an update they hold; no case plays the clients and a cluster around it; "
+                     "live-after-heal catches it (scenarios/raft/explore/whole-cluster-down.yaml)",
     "wrong-prev-term": _CLUSTER,
     "truncating-leader": _CLUSTER,
     "fixed-timeout": "one fixed timeout within the range is a timeout a random draw could give; only many "

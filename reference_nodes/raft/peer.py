@@ -264,14 +264,20 @@ class Peer(RequestHandling, RaftNode):
             out.append(self.request(link, "RequestVote", fields, now))
         return out
 
+    def election_entries(self) -> list[bytes]:
+        """What a new leader appends before anything else: the checkpoint entry, so that the
+        entries of earlier terms its log holds commit with one of its own term (E-RAFT-28)."""
+        return [checkpoint_entry(self.term)]
+
     def become_leader(self, now: int) -> list[Action]:
         self.state = LEADER
         self.leader_id = self.id
         self.election_deadline = None
         out: list[Action] = [self.role_note()]
-        self.append_entries_local([checkpoint_entry(self.term)])
+        first_new = self.log.last_index + 1
+        self.append_entries_local(self.election_entries())
         for link in self.links.values():
-            link.next_index, link.match_index, link.out, link.snap = self.log.last_index, 0, None, None
+            link.next_index, link.match_index, link.out, link.snap = first_new, 0, None, None
             out += self.replicate(link, now)
         if self.broadcast_url:
             out += self.broadcast([], now)

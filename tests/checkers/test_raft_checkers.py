@@ -7,6 +7,8 @@ seeds. The reference nodes pass every check of every scenario here."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from harness.composition import RunResult, run_sim
@@ -20,6 +22,9 @@ ALL_CHECKS = ("[election-safety, vote-once, term-update, log-matching, leader-ap
               "leader-heartbeat, message-ids, update-reqids, update-expiry, entries-stop, follows-entries-redirect, "
               "broadcast-state, broadcast-heartbeat, broadcast-entries, broadcast-url, request-config, repeat-config, "
               "cluster-ident, entries-pipeline, entries-from-prev, entries-follow-up]")
+
+WHOLE_CLUSTER_DOWN = Path("scenarios/raft/explore/whole-cluster-down.yaml").read_text().replace(
+    "one_way: true}\n", "one_way: true}\n  - {at: 2400ms, crash: peers, restart_after: 200ms}\n")
 
 SCENARIOS = {
     # Five peers with identical election timeouts, all restarted at once: everyone stands at the
@@ -270,6 +275,10 @@ workload:
   - {nodes: clients, op: put, rate: 10/s, from: 300ms, until: 1500ms}
 check: CHECKS
 """,
+    # The shipped exploration file (the leader's answers to the clients lost for 1.5 s: every
+    # client waits on an update the log holds) with the fault explore draws to find no-checkpoint:
+    # every peer down at once, so none knows the log's tail committed (E-RAFT-28).
+    "whole-cluster-down": WHOLE_CLUSTER_DOWN,
     # Three clients write and read two keys; no fault at all.
     "reads": """
 protocol: raft
@@ -308,6 +317,7 @@ CASES = [
     ("truncating-leader", "lagging", "leader-append-only", [1, 2]),
     ("apply-uncommitted", "deposed", "state-machine-safety", [1, 2, 3]),
     ("fixed-timeout", "quiet", "live-after-heal", [1]),
+    ("no-checkpoint", "whole-cluster-down", "live-after-heal", [1]),
     ("local-read", "reads", "linearizable", [1, 2]),
     ("snapshot-ahead", "compaction", "snapshot-state", [1, 2]),
     # timing and ids, judged from the sender's own messages

@@ -95,6 +95,27 @@ def test_a_majority_of_votes_makes_a_leader_that_appends_a_checkpoint() -> None:
     assert sends(out, "StateBroadcast")  # the BroadcastStateMachine starts with the leader
 
 
+def test_the_no_checkpoint_mutant_is_elected_without_an_entry_of_its_term() -> None:
+    """E-RAFT-28: the mutant appends nothing when elected, over an empty log or one whose tail
+    it does not know to be committed; an update of its own term still goes in."""
+    from reference_nodes.raft.mutants import NoCheckpointPeer
+    store = DurableStore()
+    follower = peer("a", store)
+    follower.start(0)
+    append(follower, 1, term=1, raws=[entry(1)])  # an entry of term 1, not known to be committed
+    p = NoCheckpointPeer(ctx("a", store, id="a", peers=PEERS, broadcast="tcp://a:2"))
+    p.start(10)
+    out = p.handle_timer(p.get_timer())
+    rv = [s for s in sends(out) if s.socket == "peer:b"][0]
+    mid = C.decode(rv.frames, channel="request")["message_id"]
+    out = p.receive("peer:b", C.encode("RequestVoteResponse", {"message_id": mid, "term": 2, "vote_granted": True}),
+                    p.get_timer() - 1)
+    assert notes(out, "role")[-1].data == {"role": "leader", "term": 2}
+    assert p.log.last_index == 1 and p.log.last_term == 1  # the reference peer would hold a checkpoint at 2
+    ae = [C.decode(s.frames, channel="request") for s in sends(out, "AppendEntries")]
+    assert ae and all(e.type != 2 for a in ae for e in a["entries"] or [])
+
+
 def test_one_vote_per_term_and_it_survives_a_restart() -> None:
     store = DurableStore()
     p = peer("c", store)
