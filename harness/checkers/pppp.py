@@ -269,6 +269,7 @@ class AckTiming(PpppCheck):
                               f"{ev.time_ns / 1e6:.1f} ms", [ev], clause))
 
     def finish(self, end_ns: int) -> list[Verdict]:
+        self.healed(end_ns, final=True)
         for key in list(self.open):
             self._expire(key, end_ns)
         for key in list(self.overdue):
@@ -433,6 +434,7 @@ class Resubscribe(PpppCheck):
         self.subscribes[node] = [(t, c) for t, c in self.subscribes.get(node, []) if t > deadline]
 
     def finish(self, end_ns: int) -> list[Verdict]:
+        self.healed(end_ns, final=True)
         for node in list(self.heard):
             self._judge(node, end_ns)
         return self.done(self.bad, f"{self.silences} publisher silence(s), each answered by SUBSCRIBE in time")
@@ -488,6 +490,7 @@ class SubscriberHeartbeats(PpppCheck):
                              [before] + ([ev] if ev else []), clause))
 
     def finish(self, end_ns: int) -> list[Verdict]:
+        self.healed(end_ns, final=True)
         for node in list(self.last):
             self._judge(node, end_ns, None)
         return self.done(self.bad, f"{self.sent} message(s) from subscribers, never a silence beyond the idle times")

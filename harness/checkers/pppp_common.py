@@ -17,6 +17,11 @@ on, no later than the node took it in. A deadline of an external node therefore 
 default half an ``idle`` interval, at most 1000 ms: a whole interval let a node that heartbeats
 every two intervals, or waits a whole interval for its first heartbeat, pass), and a rule that a
 receipt handed on but not yet taken in could break is not applied to it (each check says which).
+A connection an observed external subscriber opens while a partition of the file holds waits,
+handshake and all, for the heal (`fault_injection.proxy`), and what the subscriber sent on it
+meanwhile is read only then: so at each heal (``cuts``) the checks of subscribers forget their
+deadlines as they do when the publisher crashes (`PpppCheck.forget_peer`), and a partition
+still open at the end leaves them unjudged.
 """
 
 from __future__ import annotations
@@ -41,7 +46,8 @@ class PpppCheck(Checker):
 
     def __init__(self, first_idle_ms: int = 250, idle_ms: int = 1000, liveness: int = 3, grace_ms: int = 30_000,
                  tolerance_ms: int = 25, external: dict[str, str] | None = None, observed: bool = False,
-                 external_slack_ms: int | None = None, **params: Any) -> None:
+                 external_slack_ms: int | None = None, cuts: tuple[tuple[int, int], ...] = (),
+                 **params: Any) -> None:
         super().__init__(**params)
         # node -> role of the nodes run as external processes: no probe reports their sends,
         # receipts or deliveries, so a check names those of the roles it judges as not judged
@@ -67,6 +73,10 @@ class PpppCheck(Checker):
         self._pauses = Pauses()  # for deadlines that a pause moves (`held`, `due_after`)
         if type(self).forget_peer is not PpppCheck.forget_peer:
             self._watch_peer_crashes()
+        # the ends of the file's partitions (ns), while an observed external subscriber may be cut
+        # off by one: what it sends on a connection opened meanwhile is read at the heal
+        subscribers = self.observed and SUBSCRIBER in self.external.values()
+        self._heals = sorted(end for _, end in cuts) if subscribers else []
 
     def slack_for(self, node: str) -> int:
         """What a deadline of ``node`` gets on top of the tolerance: the slack of an observed
@@ -194,9 +204,20 @@ class PpppCheck(Checker):
         if self.observed and any(role in mine for role in self.external.values()):
             self.roles = mine | {SUBSCRIBER if PUBLISHER in mine else PUBLISHER}
 
+    def healed(self, now: int, final: bool = False) -> None:
+        """Forget what observed external subscribers owe across each heal up to ``now`` (every
+        partition still open, when ``final``: the run ended before the heal), as `forget_peer`
+        does for the publisher's crash (see the module docstring)."""
+        while self._heals and (final or self._heals[0] <= now):
+            self._heals.pop(0)
+            if SUBSCRIBER in (type(self).roles or ()):
+                self.forget_peer(PUBLISHER)
+
     def of_peer(self, ev: Event) -> bool:
         """Whether ``ev`` is of the other role, heard only for its crashes (handed to
-        `forget_peer`): the caller then has nothing more to do with it."""
+        `forget_peer`): the caller then has nothing more to do with it. Heals of partitions up
+        to ``ev`` are handled first (`healed`)."""
+        self.healed(ev.time_ns)
         if ev.role in (type(self).roles or ()):
             return False
         gone = self.peer_crash(ev)

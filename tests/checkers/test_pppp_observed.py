@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.checkers.base import CRASH, RECV, SEND, VIA_PROXY, Event, Verdict
-from harness.checkers.pppp import AckHighest, ExactlyOnce, SubscriberHeartbeats
+from harness.checkers.pppp import AckHighest, AckTiming, ExactlyOnce, Resubscribe, SubscriberHeartbeats
 from harness.checkers.pppp_common import PpppCheck
 from harness.checkers.pppp_publisher import PublisherHeartbeats, ResendNacked, SequenceNumbers
 from harness.protocols import codec
@@ -159,6 +159,53 @@ def test_an_external_subscriber_is_not_timed_across_a_publisher_crash() -> None:
     assert v.ok, v.detail
     v = verdict(SubscriberHeartbeats(**TIMES, external=SUB, observed=True), [e for e in events if e is not crash], 901)
     assert not v.ok, v.detail
+
+
+# pppp/chaos/partition-heal.yaml with the reference subscriber as the external process (found by
+# bench.chaos_standins, 2026-11-30): cut off from 1.5 s to 3 s, it takes the publisher for lost
+# and opens a new connection, whose handshake the proxy holds until the heal; its SUBSCRIBE and
+# HEARTBEATs sent meanwhile were read at 3001.6 ms. Both checks blamed it: "sent nothing for
+# 1058.6 ms after a HEARTBEAT at 1943.0 ms", "had not SUBSCRIBEd b'news' again by 2605.6 ms".
+CUT = ((1500 * MS, 3000 * MS),)
+
+
+def cut_off(end_ms: float = 3001.6) -> list[Event]:
+    events = [sub(0, SEND, "SUBSCRIBE", channel=b"news"), sub(1, RECV, "PUBLISH", **publish(1))]
+    events += [sub(t, SEND, "HEARTBEAT") for t in range(150, 1950, 150)]
+    events += [sub(t, RECV, "HEARTBEAT") for t in range(200, 1500, 200)] + [sub(1480, RECV, "HEARTBEAT")]
+    events.sort(key=lambda e: e.time_ns)  # (1480 ms: the last it heard from the publisher)
+    if end_ms > 3000:
+        events += [sub(end_ms, SEND, "SUBSCRIBE", channel=b"news"), sub(end_ms, SEND, "HEARTBEAT")]
+    return events
+
+
+def test_an_external_subscriber_is_not_timed_across_the_heal_of_a_partition() -> None:
+    for check in (SubscriberHeartbeats, Resubscribe):
+        v = verdict(check(**TIMES, external=SUB, observed=True, cuts=CUT), cut_off(), 3100)
+        assert v.ok, (check.name, v.detail)
+        # without the partition in the file the same reads are a failure: the check still judges
+        v = verdict(check(**TIMES, external=SUB, observed=True), cut_off(), 3100)
+        assert not v.ok, (check.name, v.detail)
+        # a partition still holding at the end leaves the silence unjudged too
+        v = verdict(check(**TIMES, external=SUB, observed=True, cuts=((1500 * MS, 4000 * MS),)), cut_off(0), 3100)
+        assert v.ok, (check.name, v.detail)
+    # a probed subscriber's sends are reported when made: a partition excuses nothing of it
+    events = cut_off()
+    for e in events:
+        e.via = ""
+    assert not verdict(SubscriberHeartbeats(**TIMES, cuts=CUT), events, 3100).ok
+    # and an observed subscriber's silence outside the partition is still judged
+    late = [sub(0, SEND, "SUBSCRIBE", channel=b"news"), sub(400, SEND, "HEARTBEAT"), sub(3500, SEND, "HEARTBEAT"),
+            sub(4500, SEND, "HEARTBEAT")]
+    v = verdict(SubscriberHeartbeats(**TIMES, external=SUB, observed=True, cuts=CUT), late, 4600)
+    assert not v.ok and "sent nothing for 1000.0 ms after a HEARTBEAT at 3500.0 ms" in v.detail, v.detail
+
+
+def test_an_ack_an_external_subscriber_sends_while_cut_off_is_not_timed_across_the_heal() -> None:
+    got = [sub(0, SEND, "SUBSCRIBE", channel=b"news"), sub(1490, RECV, "PUBLISH", **publish(7)),
+           sub(3001, SEND, "ACK", channel=b"news", sequence=7, nacks=[])]
+    assert verdict(AckTiming(**TIMES, external=SUB, observed=True, cuts=CUT), got, 3100).ok
+    assert not verdict(AckTiming(**TIMES, external=SUB, observed=True), got, 3100).ok
 
 
 def lifecycle(t_ms: float, kind: str, node: str = "pub") -> Event:
