@@ -33,7 +33,10 @@ def test_a_flooding_broker_fails_with_the_messages_around_the_failure_as_evidenc
     assert "REQUEST" in sent, "the harness's own sends are kept: the REQUEST the broker never routed"
     times = [e["t_ms"] for e in r.exchange if e["dir"] != GAP]
     assert times == sorted(times)
-    assert r.exchange[-1]["t_ms"] > r.elapsed_ms - 100, "the tail holds the messages near the failure"
+    # the tail holds the messages near the failure: nothing newer than what it kept was dropped
+    # (before, the newest were; a time bound against the case's end failed once when the flooding
+    # process, beside the full suite, sent nothing for its last 290 ms)
+    assert r.exchange[-1]["t_ms"] >= gap["fields"]["to_ms"], (r.exchange[-1], gap)
 
 
 @pytest.mark.live

@@ -436,13 +436,23 @@ def test_a_harness_process_gives_its_ports_back_when_it_exits(tmp_path: Path) ->
     assert os.listdir(tmp_path / "zmq-harness-ports") == []  # and given back at its exit
 
 
-def test_two_harness_processes_at_once_never_hand_out_the_same_port(tmp_path: Path) -> None:
-    """Two processes taking 300 ports each at the same time: without the shared registry about
-    four would be the same (300 x 300 draws from some 22,000 ports)."""
+def test_harness_processes_at_once_never_hand_out_the_same_port(tmp_path: Path) -> None:
+    """Four processes taking 500 ports each at the same time, each holding them until all have
+    drawn (a process gives its ports back when it exits, so one that finished first could see
+    them taken again, lawfully: an earlier version of this test failed so once). Without the
+    shared registry some would be the same (500 x 500 draws from some 22,000 ports, six pairs);
+    without its lock, now and then one too: a process took a file just created, its pid not yet
+    written, for a dead one's."""
     code = ("import sys, time; from harness.live.supervisor import free_port; time.sleep(float(sys.argv[1]) - "
-            "time.time()); print(' '.join(str(free_port()) for _ in range(300)))")
+            "time.time()); print(' '.join(str(free_port()) for _ in range(500)), flush=True); sys.stdin.read()")
     start = str(time.time() + 2)
-    procs = [subprocess.Popen([sys.executable, "-c", code, start], stdout=subprocess.PIPE, text=True,
-                              env={**os.environ, "TMPDIR": str(tmp_path)}) for _ in range(2)]
-    outs = [set(map(int, p.communicate(timeout=60)[0].split())) for p in procs]
-    assert all(len(o) == 300 for o in outs) and not outs[0] & outs[1], outs[0] & outs[1]
+    procs = [subprocess.Popen([sys.executable, "-c", code, start], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True, env={**os.environ, "TMPDIR": str(tmp_path)}) for _ in range(4)]
+    try:
+        outs = [set(map(int, p.stdout.readline().split())) for p in procs]  # type: ignore[union-attr]
+    finally:
+        for p in procs:
+            p.communicate(timeout=60)  # (closes its stdin: it exits)
+    assert all(len(o) == 500 for o in outs), [len(o) for o in outs]
+    shared = {port for i, a in enumerate(outs) for b in outs[i + 1:] for port in a & b}
+    assert not shared, shared
