@@ -51,8 +51,9 @@ class HeartbeatAnswers(Checker):
         self.confirmed: dict[str, set[bytes]] = {}  # broker -> peers it sent a REGISTER back
         self.pending: dict[tuple[str, bytes], list[Event]] = {}  # (broker, peer) -> its PINGs since an answer
         self.given: dict[tuple[str, bytes], Event] = {}  # (broker, registered peer) -> first REQUEST it got
-        # (broker, peer) -> [its REGISTERs not yet echoed, oldest first; PINGs and REGISTERs since the oldest]
-        self.unechoed: dict[tuple[str, bytes], tuple[list[Event], list[int]]] = {}
+        self.heard: dict[tuple[str, bytes], int] = {}  # (broker, peer) -> its PINGs and REGISTERs, this life
+        # (broker, peer) -> its REGISTERs not yet echoed, oldest first, each with `heard` when it came
+        self.unechoed: dict[tuple[str, bytes], list[tuple[Event, int]]] = {}
         self.echoes = 0
         self.bad: list[tuple[Event, str, str]] = []
         self.pings = 0
@@ -65,6 +66,7 @@ class HeartbeatAnswers(Checker):
                 self.confirmed.pop(ev.node, None)
                 self.pending = {k: v for k, v in self.pending.items() if k[0] != ev.node}
                 self.unechoed = {k: v for k, v in self.unechoed.items() if k[0] != ev.node}
+                self.heard = {k: v for k, v in self.heard.items() if k[0] != ev.node}
             return
         if ev.role == "client" and ev.kind == SEND:
             if ev.msg_type == "REGISTER":  # a client that registers is a worker (dcp.client.may-register)
@@ -96,9 +98,8 @@ class HeartbeatAnswers(Checker):
         elif ev.kind == SEND and kind == "REGISTER":
             self.confirmed.setdefault(ev.node, set()).add(peer)
             owed = self.unechoed.get(key)
-            if owed and owed[0]:
-                owed[0].pop(0)
-                owed[1].pop(0)
+            if owed:
+                owed.pop(0)
                 self.echoes += 1
         elif ev.kind == SEND and kind == "REQUEST" and peer in self.registered.get(ev.node, set()):
             self.given.setdefault(key, ev)
@@ -111,20 +112,16 @@ class HeartbeatAnswers(Checker):
         """A PING or REGISTER of a peer reached the broker: one more later message for each of its
         REGISTERs still unechoed (the oldest fails after ``LATER_PINGS``), and a REGISTER is owed
         its own echo."""
-        registers, later = self.unechoed.setdefault(key, ([], []))
-        if registers:
-            for i in range(len(later)):
-                later[i] += 1
-            if later[0] >= LATER_PINGS:
-                first = registers[0]
-                self.bad.append((first, f"{ev.node} did not confirm the REGISTER of {key[1]!r} received at "
-                                        f"{first.time_ns / 1e6:.1f} ms (no echo of its own) before {LATER_PINGS} "
-                                        f"more PINGs or REGISTERs of that peer came", "dcp.broker.register-confirm"))
-                registers.clear()  # (one failure per stretch of silence)
-                later.clear()
+        heard = self.heard[key] = self.heard.get(key, 0) + 1
+        owed = self.unechoed.setdefault(key, [])
+        if owed and heard - owed[0][1] >= LATER_PINGS:
+            first = owed[0][0]
+            self.bad.append((first, f"{ev.node} did not confirm the REGISTER of {key[1]!r} received at "
+                                    f"{first.time_ns / 1e6:.1f} ms (no echo of its own) before {LATER_PINGS} "
+                                    f"more PINGs or REGISTERs of that peer came", "dcp.broker.register-confirm"))
+            owed.clear()  # (one failure per stretch of silence)
         if kind == "REGISTER":
-            registers.append(ev)
-            later.append(0)
+            owed.append((ev, heard))
 
     def _judge_pong(self, ev: Event, peer: bytes) -> None:
         if peer not in self.registered.get(ev.node, set()):

@@ -293,6 +293,14 @@ def fault_ends_ns(fault: Any, run_end_ns: int) -> int | None:
     return None
 
 
+def partition_spans(scenario: Any) -> tuple[tuple[int, int], ...]:
+    """The file's partitions, (start, heal) in ns, the heal the run's end for one that never
+    heals: behind the chaos proxy a connection opened while one holds waits for the heal, and what
+    was sent on it meanwhile is read only then."""
+    return tuple((f.start, fault_ends_ns(f, scenario.duration_ns)) for f in scenario.faults
+                 if isinstance(f, Partition))
+
+
 def touched_until_ns(scenario: Any, node: str, peers: set[str]) -> int:
     """The latest moment (ns of the run) a fault may still hold up messages between ``node`` and
     one of ``peers`` (0 if none may): a partition or slow link between them until it ends, a

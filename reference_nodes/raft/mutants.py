@@ -71,22 +71,6 @@ class CommitNoMajorityPeer(Peer):
         return super().on_update(ident, msg, now) + self.advance_commit(now)
 
 
-class CommitOldTermPeer(Peer):
-    """Breaks ``raft.algorithm.commit-current-term`` (Raft 5.4.2, the paper's Figure 8): counts
-    replicas of entries of earlier terms to commit them. (To let that happen it also appends no
-    checkpoint entry when elected, as ``no-checkpoint`` does.)"""
-
-    def election_entries(self) -> list[bytes]:
-        return []
-
-    def advance_commit(self, now: int) -> list[Action]:
-        matches = sorted([self.log.last_index] + [link.match_index for link in self.links.values()], reverse=True)
-        n = matches[self.majority - 1]
-        if n > self.commit_index:
-            return self.set_commit(n, now)
-        return []
-
-
 class NoCheckpointPeer(Peer):
     """Breaks ``raft.algorithm.availability`` (E-RAFT-28): as a new leader it appends no entry of
     its own term, and otherwise commits as the reference does (only by an entry of its term). A
@@ -95,6 +79,19 @@ class NoCheckpointPeer(Peer):
     cluster is up and answers no update."""
 
     def election_entries(self) -> list[bytes]:
+        return []
+
+
+class CommitOldTermPeer(NoCheckpointPeer):
+    """Breaks ``raft.algorithm.commit-current-term`` (Raft 5.4.2, the paper's Figure 8): counts
+    replicas of entries of earlier terms to commit them. (To let that happen it also appends no
+    checkpoint entry when elected, as ``no-checkpoint`` does.)"""
+
+    def advance_commit(self, now: int) -> list[Action]:
+        matches = sorted([self.log.last_index] + [link.match_index for link in self.links.values()], reverse=True)
+        n = matches[self.majority - 1]
+        if n > self.commit_index:
+            return self.set_commit(n, now)
         return []
 
 

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from fault_injection.nemesis import Partition
 from harness.checkers import pppp as checks
 from harness.checkers import pppp_optin
 from harness.checkers.external import corrupts
 from harness.checkers.pppp_common import PpppExternalWire
 from harness.packages.base import (
     HANDOVER, Check, Operation, ProtocolPackage, Role, Setting, TargetView, as_int, as_ms, as_rate, as_str,
-    fault_ends_ns, faults_may_lose, one_of, running_with_role, senders_by_role,
+    faults_may_lose, one_of, partition_spans, running_with_role, senders_by_role,
 )
 from harness.packages.pppp.suites import SUITES
 from harness.protocols.pppp import TABLES
@@ -116,13 +115,6 @@ FROM_SCENARIO: dict[str, Callable[[Any], dict[str, Any]]] = {"custom-reply": rep
 def external_nodes(scenario: Any) -> dict[str, str]:
     """Node -> role of the nodes run as external processes (``command:`` groups)."""
     return {n: g.role for g in scenario.groups.values() if g.command for n in g.nodes}
-
-
-def partition_spans(scenario: Any) -> tuple[tuple[int, int], ...]:
-    """The file's partitions, (start, heal) in ns (a connection opened while one holds waits
-    for the heal behind the chaos proxy: `harness.checkers.pppp_common`)."""
-    return tuple((f.start, fault_ends_ns(f, scenario.duration_ns)) for f in scenario.faults
-                 if isinstance(f, Partition))
 
 
 def _timed(cls: type) -> Callable[..., Any]:

@@ -12,7 +12,7 @@ from harness.checkers import raft as checkers
 from harness.checkers.external import corrupts, external_nodes, noting_external
 from harness.checkers.base import COMMAND, DELIVER, NOTE, RECV, SEND, Event, Verdict
 from harness.checkers.linearizability import Linearizable
-from harness.packages.base import Check, Setting, as_ms, as_positive_int, fault_ends_ns
+from harness.packages.base import Check, Setting, as_ms, as_positive_int, partition_spans
 from harness.packages.raft.foreign import ForeignWrites
 from harness.packages.raft.history import KVHistory
 from reference_nodes.raft.common import (
@@ -33,9 +33,7 @@ def observed_leaders(scenario: Any) -> dict[str, Any]:
     external = external_nodes(scenario, "peer")
     if len(external) < 2 or not scenario.observe:
         return {}
-    spans = tuple((f.start, fault_ends_ns(f, scenario.duration_ns)) for f in scenario.faults
-                  if isinstance(f, nemesis.Partition))
-    return {"external": external, "partitions": spans}
+    return {"external": external, "partitions": partition_spans(scenario)}
 
 
 def peer_count(scenario: Any) -> int:
