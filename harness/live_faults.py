@@ -255,9 +255,18 @@ def place_for_run(scenario: Scenario, pkg: ProtocolPackage, configs: dict[str, t
     external nodes (filled in later; read when a connection needs naming)."""
     owners = {ep: key.split("/", 1)[0] for key, ep in assigned.items()}
     in_process = [n for n in configs if not scenario.group_of(n).command]
+    # an external node's bound sockets: by the purpose of their endpoints, where that is their name
+    purposes = {ep: key.split("/", 1)[1] for key, ep in assigned.items() if "/" in key} if pkg.named_endpoints else {}
+    in_process_set = frozenset(in_process)
+
+    def name_socket(node: str, ep: str) -> str:
+        if node in in_process_set:
+            return socket_on(runtime, node, ep)
+        return purposes.get(ep, "") if owners.get(ep) == node else ""
+
     placement = place_proxy(
         scenario, pkg, configs, owners, in_process, seed, lambda: runtime.now_ns,
-        name_socket=lambda node, ep: socket_on(runtime, node, ep),
+        name_socket=name_socket,
         welcome_of=lambda node, ep: welcome_on(runtime, node, ep),
         identify=lambda addr, listener: connection_owner(addr, listener,
                                                         {n: p.process.pid for n, p in processes.items()}))

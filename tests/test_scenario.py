@@ -181,8 +181,8 @@ _EXTERNAL = {
     ("raft", "live: {observe: false}", False),
     ("dcp", "", True),  # reviewed too: worker-interval gives an external worker more slack (a read bounds a send)
     ("dcp", "live: {observe: false}", False),
-    ("eventbus", "", False),  # not reviewed for it
-    ("eventbus", "live: {observe: true}", True),
+    ("eventbus", "", True),  # reviewed too: the server checks that read it judge per connection
+    ("eventbus", "live: {observe: false}", False),
 ])
 def test_the_traffic_between_external_nodes_is_observed_by_default_where_the_checks_allow(
         protocol: str, live: str, observed: bool) -> None:

@@ -517,7 +517,9 @@ class CompleteDelivery(_ClientHoldings):
             if ev.kind == DELIVER and ev.msg_type == "event" and ev.data:
                 self._accept(ev.data.get("uuid"), ev.data.get("topic"), ev)
             return
-        if ev.role != "server" or ev.kind in (PAUSE, RESUME):
+        if ev.role != "server" or ev.kind in (PAUSE, RESUME) or ev.via:
+            # (an external server as the proxy saw it: what it took and broadcast does not make an
+            # event accepted, as its state, active or standing by, is not on the wire)
             return
         if ev.kind in (CRASH, RESTART):
             self.active.discard(ev.node)
@@ -635,6 +637,88 @@ class CompleteDelivery(_ClientHoldings):
         return [self.fail(f"{len(problems)} problem(s) of delivery: " + "; ".join(problems[:3]) + unjudged)]
 
 
+class ObservedHistory:
+    """An external server's snapshots against its history of BROADCASTs, as the chaos proxy read
+    them (`SyncEndSequence`, one server in the scenario). On one connection the proxy reads what
+    the server sent in the order it sent it, before any rule of the file acts on it; a BROADCAST
+    goes to each subscriber's connection, so one seen on any of them is one the server sent.
+
+    A connection belongs to the server's life it was first seen in (restarts count lives). A
+    request is judged when it was the only one open on its connection: an answer to a request
+    asked again before the first was answered may interleave with it (the deployed bus answers
+    each from its own query). Each snapshot is judged at the end of the run, against every
+    BROADCAST of that life: one read later on another connection may have been sent before the
+    SYNCEND, and a correct server numbers events in the order it holds them, so any event it
+    broadcast with a sequence up to the SYNCEND's, above the request's and in its subtrees is
+    one it held when it answered."""
+
+    def __init__(self) -> None:
+        self.lives: dict[str, int] = {}  # server -> restarts seen
+        self.conn_life: dict[tuple[str, Any], int] = {}  # (server, connection) -> its life
+        self.broadcast: dict[tuple[str, int], dict[int, str]] = {}  # (server, life) -> sequence -> topic
+        self.asked: dict[tuple[str, Any, bytes], int] = {}  # requests not answered yet, per connection
+        # (server, connection, routing id) -> the sole open request: (subtrees, since, SYNC sequences, life)
+        self.open: dict[tuple[str, Any, bytes], tuple[list[str], int, set[int], int]] = {}
+        self.answers: list[tuple[Event, Any, list[str], int, set[int], int]] = []
+        self.tangled = 0  # answers not judged: another request was open on the connection
+        self.servers: set[str] = set()
+
+    def restarted(self, server: str) -> None:
+        self.lives[server] = self.lives.get(server, 0) + 1
+
+    def on_event(self, ev: Event) -> None:
+        conn = (ev.data or {}).get("connection")
+        life = self.conn_life.setdefault((ev.node, conn), self.lives.get(ev.node, 0))
+        self.servers.add(ev.node)
+        if ev.kind == SEND and ev.socket == "publisher":
+            msg = decoded(ev)
+            if msg is not None and msg.name == "BROADCAST" and isinstance(msg["sequence"], int):
+                self.broadcast.setdefault((ev.node, life), {})[msg["sequence"]] = str(msg["topic"])
+            return
+        found = snapshot_message(ev)
+        if found is None:
+            return
+        key, msg = (ev.node, conn, found[0][1]), found[1]
+        if ev.kind == RECV and msg.name == "SYNCSTART":
+            self.asked[key] = self.asked.get(key, 0) + 1
+            if self.asked[key] == 1:
+                self.open[key] = (list(msg["subtrees"]), msg["sequence"] or 0, set(), life)
+            else:
+                self.open.pop(key, None)
+        elif ev.kind == SEND and msg.name == "SYNC" and key in self.open and isinstance(msg["sequence"], int):
+            self.open[key][2].add(msg["sequence"])
+        elif ev.kind == SEND and msg.name == "SYNCEND" and self.asked.get(key):
+            self.asked[key] -= 1
+            request = self.open.pop(key, None)
+            if request is not None:
+                self.answers.append((ev, msg["sequence"], *request))
+            else:
+                self.tangled += 1
+
+    def incomplete(self) -> list[tuple[Event, str]]:
+        out = []
+        for ev, end, subtrees, since, syncs, life in self.answers:
+            if not isinstance(end, int):
+                continue  # (no sequence at all: judged from the clients' side)
+            missing = sorted(s for s, topic in self.broadcast.get((ev.node, life), {}).items()
+                             if since < s <= end and s not in syncs and in_subtrees(topic, subtrees))
+            if missing:
+                out.append((ev, f"{ev.node}'s snapshot for {subtrees or 'all topics'} above {since} (external, as "
+                                f"the proxy read it): SYNCEND {end} covers event(s) {missing[:5]} it broadcast in "
+                                f"that life, which are in the request but not among its {len(syncs)} SYNC(s)"))
+        return out
+
+    def summary(self) -> str:
+        if not self.servers:
+            return ""
+        seen = sum(len(b) for b in self.broadcast.values())
+        tangled = (f" ({self.tangled} answer(s) to a request asked again before it came not judged)"
+                   if self.tangled else "")
+        return (f"; {', '.join(sorted(self.servers))} (external): {len(self.answers)} snapshot(s) judged complete "
+                f"against the {seen} BROADCAST(s) the proxy read from it{tangled}; not judged: its latest sequence "
+                "(a BROADCAST no subscriber's connection carried is not seen)")
+
+
 class SyncEndSequence(ServerViews):
     """Every snapshot a server sends is complete up to its SYNCEND and its SYNCEND sequence is
     right: every event the server broadcast since it last started (or last stood by) that is in
@@ -649,8 +733,12 @@ class SyncEndSequence(ServerViews):
     the one that yields later serves the other's history.
 
     A server run as an external process is judged from the in-process clients (`ServerViews`) on
-    what one answer shows, its SYNCEND against its SYNCs; what needs the server's whole history
-    of sends (completeness, its latest sequence) is not judged, and the verdict names it."""
+    what one answer shows, its SYNCEND against its SYNCs. When it is the scenario's only server
+    (``observed_history``) and the chaos proxy observes it, its snapshots are also judged complete
+    against the BROADCASTs the proxy read from it in the same life (`on_observed`); otherwise what
+    needs the server's whole history of sends is not judged, and the verdict names it. Its latest
+    sequence is not judged either way: a BROADCAST that no subscriber's connection carried is not
+    seen."""
 
     name = "syncend-sequence"
     clause = "eventbus.server.syncend-sequence"
@@ -658,20 +746,27 @@ class SyncEndSequence(ServerViews):
     roles = SERVER
 
     def __init__(self, dialect: str = "strict", external_servers: dict[int, str] | None = None,
-                 **params: Any) -> None:
+                 observed_history: bool = False, **params: Any) -> None:
         super().__init__(external_servers, **params)
         self.strict = dialect == "strict"
         self.external = list(self.external_servers.values())  # judged in part only (NOT_PROBED)
+        self.history = ObservedHistory() if observed_history else None
         self.broadcast: dict[str, list[tuple[int, str, str]]] = {}  # server -> (seq, topic, uuid) since its start
         self.latest: dict[str, int] = {}
         self.open: dict[tuple[str, bytes], tuple[list[str], int, list[int], Event]] = {}
         self.bad: list[tuple[Event, str]] = []
         self.snapshots = 0
 
+    def on_observed(self, ev: Event) -> None:
+        if self.history is not None:
+            self.history.on_event(ev)
+
     def on_server_event(self, ev: Event) -> None:
         if ev.kind in (CRASH, RESTART):
             self.broadcast.pop(ev.node, None)
             self.open = {k: v for k, v in self.open.items() if k[0] != ev.node}
+            if ev.kind == RESTART and self.history is not None:
+                self.history.restarted(ev.node)
             return
         if ev.kind == NOTE:
             if ev.msg_type == "ha-state" and isinstance((ev.data or {}).get("sequence"), int):
@@ -725,9 +820,14 @@ class SyncEndSequence(ServerViews):
                                  f"request but not among its {len(syncs)} SYNC(s)"))
 
     def finish(self, end_ns: int) -> list[Verdict]:
+        unjudged = self.external
+        if self.history is not None:
+            self.bad.extend(self.history.incomplete())
+            unjudged = [s for s in self.external if s not in self.history.servers]
         if not self.bad:
-            return [self.ok(f"{self.snapshots} snapshot(s), each complete up to a right SYNCEND sequence"
-                            + not_judged(self.external, NOT_PROBED_HISTORY))]
+            seen = self.history.summary() if self.history is not None else ""
+            return [self.ok(f"{self.snapshots} snapshot(s), each complete up to a right SYNCEND sequence" + seen
+                            + not_judged(unjudged, NOT_PROBED_HISTORY))]
         return [self.fail(f"{len(self.bad)} wrong snapshot(s); first: {self.bad[0][1]}",
                           [e.describe() for e, _ in self.bad[:5]])]
 
@@ -736,12 +836,16 @@ class ServerSequence(Checker):
     """Each server's BROADCAST sequences strictly increase, also across its restarts
     (E-EVENTBUS-10); gaps are allowed and counted.
 
-    A server run as an external process has no probe. When it is the scenario's only server and
-    no rule may delay, reorder, duplicate or damage a message (``from_clients``), what each
-    in-process client's SUB received from it is its BROADCASTs in the order it sent them (one
-    connection at a time, FIFO; a client on subtrees sees a part of them): they must increase
-    too, which catches a server whose counter starts again after a restart. Otherwise the
-    external server is not judged, and the verdict says so."""
+    A server run as an external process has no probe. When the chaos proxy observes it, the
+    BROADCASTs the proxy read from it are judged: on each connection (where the proxy reads them
+    in the order the server sent them, before any rule of the file acts on them) they strictly
+    increase, and every one of a later life is above every one of the lives before it (a
+    connection belongs to the life it was first seen in). When it is not observed but is the
+    scenario's only server and no rule may delay, reorder, duplicate or damage a message
+    (``from_clients``), what each in-process client's SUB received from it is its BROADCASTs in
+    the order it sent them (one connection at a time, FIFO; a client on subtrees sees a part of
+    them): they must increase too, which catches a server whose counter starts again after a
+    restart. Otherwise the external server is not judged, and the verdict says so."""
 
     name = "server-sequence"
     clause = "eventbus.server.sequence-increasing"
@@ -757,11 +861,22 @@ class ServerSequence(Checker):
         self.restarted: set[str] = set()
         self.count = 0
         self.gaps = 0
+        # external servers as the proxy read them: (server, connection) -> (its life, last sequence,
+        # its event); (server, life) -> (lowest, highest) sequence and their events
+        self.lives: dict[str, int] = {}
+        self.on_connection: dict[tuple[str, Any], tuple[int, int, Event]] = {}
+        self.of_life: dict[tuple[str, int], tuple[tuple[int, Event], tuple[int, Event]]] = {}
+        self.observed = 0
 
     def on_event(self, ev: Event) -> None:
         if ev.kind == RESTART:
             if ev.role == "server":
                 self.restarted.add(ev.node)
+                self.lives[ev.node] = self.lives.get(ev.node, 0) + 1
+            return
+        if ev.via:
+            if ev.role == "server" and ev.kind == SEND and ev.msg_type == "BROADCAST":
+                self._observed(ev)
             return
         if ev.role == "client":  # a receipt (a probe names no type on it): on the SUB, from the server
             if not self.from_clients or ev.kind != RECV or ev.socket.split(".", 1)[0] != "publisher":
@@ -781,15 +896,47 @@ class ServerSequence(Checker):
                 self.gaps += 1
         self.last[ev.node] = (seq, ev)
 
+    def _observed(self, ev: Event) -> None:
+        """A BROADCAST an external server sent, as the proxy read it on one connection."""
+        msg = decoded(ev)
+        if msg is None or msg.name != "BROADCAST" or not isinstance(msg["sequence"], int):
+            return
+        self.observed += 1
+        seq, conn = msg["sequence"], (ev.node, (ev.data or {}).get("connection"))
+        life = self.on_connection[conn][0] if conn in self.on_connection else self.lives.get(ev.node, 0)
+        prev = self.on_connection.get(conn)
+        if prev is not None and seq <= prev[1]:
+            self.bad.append((ev, prev[2]))
+        self.on_connection[conn] = (life, seq, ev)
+        low, high = self.of_life.get((ev.node, life), ((seq, ev), (seq, ev)))
+        self.of_life[(ev.node, life)] = (low if low[0] <= seq else (seq, ev), high if high[0] >= seq else (seq, ev))
+
+    def _across_lives(self) -> None:
+        """Every BROADCAST of a server's later life above every one of its earlier lives."""
+        for (server, life), ((low, low_ev), _) in sorted(self.of_life.items(), key=lambda kv: kv[0]):
+            before = [high for (s, earlier), (_, high) in self.of_life.items() if s == server and earlier < life]
+            if before:
+                top = max(before, key=lambda p: p[0])
+                if low <= top[0]:
+                    self.bad.append((low_ev, top[1]))
+
     def finish(self, end_ns: int) -> list[Verdict]:
-        how = (f"; {self.external[0]} (external) judged as the in-process clients received its BROADCASTs"
-               if self.from_clients else not_judged(self.external, NOT_PROBED))
+        self._across_lives()
+        observed = sorted({server for server, _ in self.on_connection})
+        unjudged = [s for s in self.external if s not in observed]
+        how = not_judged(unjudged, NOT_PROBED)
+        if self.from_clients:
+            how = f"; {self.external[0]} (external) judged as the in-process clients received its BROADCASTs"
+        if observed:
+            how += (f"; {', '.join(observed)} (external) judged as the proxy read its {self.observed} BROADCAST(s) "
+                    f"on {len(self.on_connection)} connection(s)")
         if not self.bad:
             across = f", across {len(self.restarted)} restart(s)" if self.restarted else ""
             return [self.ok(f"{self.count} BROADCAST(s), strictly increasing per server{across}; {self.gaps} gap(s)"
                             + how)]
         ev, prev = self.bad[0]
-        who = f"{self.external[0]} sent {ev.node}" if ev.role == "client" else f"{ev.node} sent"
+        who = (f"{self.external[0]} sent {ev.node}" if ev.role == "client"
+               else f"{ev.node}{' (as the proxy read it)' if ev.via else ''} sent")
         return [self.fail(f"{len(self.bad)} BROADCAST(s) not above the server's previous one; first: {who} "
                           f"{decoded(ev)['sequence']} after {decoded(prev)['sequence']}" + how,  # type: ignore[index]
                           [e.describe() for pair in self.bad[:5] for e in reversed(pair)])]

@@ -48,6 +48,10 @@ class ServerViews(Checker):
             self.roles = frozenset({"client", "server"})  # the clients' events show the external servers
 
     def on_event(self, ev: Event) -> None:
+        if ev.via:  # an external node as the chaos proxy saw it: only a check that says so reads it
+            if ev.role == "server":
+                self.on_observed(ev)
+            return
         if ev.role == "client":
             seen = server_view(ev, self.external_servers)
             if seen is not None:
@@ -57,3 +61,8 @@ class ServerViews(Checker):
 
     def on_server_event(self, ev: Event) -> None:
         raise NotImplementedError
+
+    def on_observed(self, ev: Event) -> None:
+        """A send or receipt of an external server as the chaos proxy saw it (``via="proxy"``):
+        the in-process clients' views already show it on their connections, so by default it is
+        not read again."""

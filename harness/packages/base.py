@@ -403,6 +403,11 @@ class ProtocolPackage:
     # or "all" of it, with the harness's nodes too (its checks were reviewed for an external
     # node's sends to an in-process node being seen as its own as well as the receiver's receipt)
     observed_links: str = "between"
+    # Whether the purpose each endpoint of a node was handed out for (``endpoint(node, purpose)``
+    # in `wire`) is the name of the socket the node binds there, as its probe would report it:
+    # the proxy then names an external node's bound sockets by it (an Event BUS server's two
+    # ROUTERs, ``snapshot`` and ``collector``), not by their ZMTP type.
+    named_endpoints: bool = False
     # What a message an external node sent (frames as its socket handed them over, without a
     # routing id) says about it, as notes a reference node would write: ``[(kind, data)]`` (Raft:
     # an AppendEntries of term T, ``("role", {"role": "leader", "term": T})``). The live runtime

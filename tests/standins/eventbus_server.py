@@ -9,12 +9,17 @@ own (``--state``) so that its numbers keep increasing across a restart (E-EVENTB
 its history (a restart forgets the events: E-EVENTBUS-09 allows it); it talks on stdout.
 
 Usage: eventbus_server.py --host H --port P [--state FILE] [--dialect strict|micro-toolkit]
-       [--start-delay-ms 500] [--bind-gap-ms 200] [--break unguarded-pub|null-topic]
+       [--start-delay-ms 500] [--bind-gap-ms 200] [--break unguarded-pub|null-topic|syncend-race]
 
 ``--break`` gives it a defect of the deployed bus (micro-toolkit/event-bus-zeromq, read in its
 source): ``unguarded-pub`` decodes a PUB's data and timestamp unguarded and exits on one it
 cannot decode (also on a PUB of five frames); ``null-topic`` reads an empty topic back as null
-and so answers no snapshot that reaches back to such an event (no SYNC, no SYNCEND).
+and so answers no snapshot that reaches back to such an event (no SYNC, no SYNCEND);
+``syncend-race`` answers a SYNCSTART as the deployed bus does, from a query of its store that
+completes later (`lib/bus.js`: the SYNCs are what the query found, the SYNCEND carries the
+latest sequence when it completed), so an event taken meanwhile is covered by the SYNCEND and in
+no SYNC: a client then discards its BROADCAST as stale and never asks for it again. Here the
+query completes at the next PUB, or after ``RACE_MS``.
 """
 
 from __future__ import annotations
@@ -147,6 +152,39 @@ class Bus:
         return out
 
 
+RACE_MS = 50  # --break syncend-race: how long a snapshot's query takes at most
+
+
+class PendingSnapshots:
+    """--break syncend-race: snapshot answers whose query has not completed (see the module
+    docstring): each holds its SYNCs and gets its SYNCEND when it is sent."""
+
+    def __init__(self) -> None:
+        self.waiting: list[tuple[float, list[list[bytes]]]] = []  # (deadline, SYNCs then SYNCEND)
+
+    def add(self, replies: list[list[bytes]]) -> None:
+        self.waiting.append((time.monotonic() + RACE_MS / 1000, replies))
+
+    def timeout_ms(self) -> int:
+        if not self.waiting:
+            return 1000
+        return max(0, int((self.waiting[0][0] - time.monotonic()) * 1000) + 1)
+
+    def due(self, bus: "Bus", pub_taken: bool) -> list[list[bytes]]:
+        """What to send now: the answers whose query completed, each SYNCEND with the latest sequence."""
+        now = time.monotonic()
+        out: list[list[bytes]] = []
+        keep = []
+        for deadline, replies in self.waiting:
+            if pub_taken or deadline <= now:
+                *syncs, end = replies
+                out.extend([*syncs, [*end[:3], bus.dialect.encode_sequence(bus.seq)]])
+            else:
+                keep.append((deadline, replies))
+        self.waiting = keep
+        return out
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--host", default="127.0.0.1")
@@ -155,7 +193,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--dialect", default="strict", choices=sorted(DIALECTS))
     ap.add_argument("--start-delay-ms", type=int, default=500)
     ap.add_argument("--bind-gap-ms", type=int, default=200, help="pause between binding one port and the next")
-    ap.add_argument("--break", dest="broken", default="", choices=["", "unguarded-pub", "null-topic"])
+    ap.add_argument("--break", dest="broken", default="", choices=["", "unguarded-pub", "null-topic", "syncend-race"])
     args = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     bus = Bus(DIALECTS[args.dialect], args.state, args.broken)
@@ -173,9 +211,11 @@ def main(argv: list[str]) -> int:
     poller = zmq.Poller()
     poller.register(snapshot, zmq.POLLIN)
     poller.register(collector, zmq.POLLIN)
+    pending = PendingSnapshots() if args.broken == "syncend-race" else None
     try:
         while True:
-            for sock, _ in poller.poll(1000):
+            pub_taken = False
+            for sock, _ in poller.poll(pending.timeout_ms() if pending else 1000):
                 frames = sock.recv_multipart()
                 if sock is collector:
                     broadcast = bus.on_pub(frames)
@@ -183,12 +223,18 @@ def main(argv: list[str]) -> int:
                         print(f"dropped a malformed PUB ({len(frames) - 1} frames)", flush=True)
                     else:
                         publisher.send_multipart(broadcast)
+                        pub_taken = True
                 else:
                     replies = bus.on_syncstart(frames)
                     if replies is None:
                         print(f"dropped a malformed snapshot request ({len(frames) - 1} frames)", flush=True)
+                    elif pending is not None and replies:
+                        pending.add(replies)  # the query completes later
+                        continue
                     for reply in replies or []:
                         snapshot.send_multipart(reply)
+            for reply in pending.due(bus, pub_taken) if pending else ():
+                snapshot.send_multipart(reply)
     finally:
         ctx.destroy(linger=0)
     return 0
