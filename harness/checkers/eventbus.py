@@ -903,8 +903,8 @@ class ServerSequence(Checker):
             return
         self.observed += 1
         seq, conn = msg["sequence"], (ev.node, (ev.data or {}).get("connection"))
-        life = self.on_connection[conn][0] if conn in self.on_connection else self.lives.get(ev.node, 0)
         prev = self.on_connection.get(conn)
+        life = prev[0] if prev is not None else self.lives.get(ev.node, 0)  # a connection stays in its life
         if prev is not None and seq <= prev[1]:
             self.bad.append((ev, prev[2]))
         self.on_connection[conn] = (life, seq, ev)
