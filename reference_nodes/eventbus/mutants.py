@@ -42,6 +42,47 @@ class SyncEndLatestServer(Server):
         return self.seq
 
 
+class SyncEndRaceServer(Server):
+    """Breaks ``eventbus.server.syncend-sequence`` as the deployed bus does (micro-toolkit/
+    event-bus-zeromq, `lib/bus.js`): it answers a SYNCSTART from a query of its store that
+    completes later, sending the SYNCs the query found and then a SYNCEND with its latest
+    sequence at that moment, while it numbers and broadcasts every PUB at once. An event taken
+    meanwhile is covered by the SYNCEND and in no SYNC. Here the query completes when the next
+    PUB has been taken, or after ``RACE_NS``."""
+
+    RACE_NS = 50_000_000
+
+    def __init__(self, ctx: NodeContext) -> None:
+        super().__init__(ctx)
+        self.querying: list[tuple[int, list[Send]]] = []  # (when the query completes at the latest, the answer)
+
+    def _on_snapshot(self, frames: list[bytes], now: int) -> list[Action]:
+        out = super()._on_snapshot(frames, now)
+        answer = [a for a in out if isinstance(a, Send) and a.socket == SNAPSHOT]
+        if answer:
+            self.querying.append((now + self.RACE_NS, answer))
+        return [a for a in out if not (isinstance(a, Send) and a.socket == SNAPSHOT)]
+
+    def _completed(self, now: int, pub_taken: bool) -> list[Action]:
+        out: list[Action] = []
+        for at, answer in [q for q in self.querying if pub_taken or q[0] <= now]:
+            *syncs, end = answer
+            frames = [*end.frames[:3], self.seq_frame(self.seq)]
+            out.extend([*syncs, Send(SNAPSHOT, frames, "SYNCEND", {"seq": self.seq})])
+        self.querying = [q for q in self.querying if not (pub_taken or q[0] <= now)]
+        return out
+
+    def accept(self, msg: Message, frames: list[bytes]) -> list[Action]:
+        return super().accept(msg, frames) + self._completed(0, pub_taken=True)
+
+    def handle_timer(self, now: int) -> list[Action]:
+        return super().handle_timer(now) + self._completed(now, pub_taken=False)
+
+    def get_timer(self) -> int | None:
+        times = [t for t in (super().get_timer(), *(at for at, _ in self.querying)) if t is not None]
+        return min(times) if times else None
+
+
 class SyncEndFilterServer(Server):
     """Breaks ``eventbus.server.syncend-sequence``: SYNCEND echoes the request's sequence filter
     instead of the highest SYNC (the reading E-EVENTBUS-08 rules out)."""
@@ -468,6 +509,7 @@ MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
     "volatile-sequence": ("server", VolatileSequenceServer, "eventbus.server.sequence-increasing"),
     "syncend-latest": ("server", SyncEndLatestServer, "eventbus.server.syncend-sequence"),
     "syncend-filter": ("server", SyncEndFilterServer, "eventbus.server.syncend-sequence"),
+    "syncend-race": ("server", SyncEndRaceServer, "eventbus.server.syncend-sequence"),
     "syncend-ahead": ("server", SyncEndAheadServer, "eventbus.server.syncend-sequence"),
     "no-sequence-filter": ("server", NoSequenceFilterServer, "eventbus.server.sync-sequence-filter"),
     "no-subtree-filter": ("server", NoSubtreeFilterServer, "eventbus.server.sync-subtree-filter"),

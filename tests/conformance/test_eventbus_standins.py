@@ -73,11 +73,13 @@ def test_a_client_that_exits_once_its_events_are_out_passes_every_case(dialect: 
 @pytest.mark.parametrize("broken,case,clause", [
     ("unguarded-pub", "survives-malformed", "harness.robustness"),
     ("null-topic", "empty-topic", "eventbus.server.sync-response"),
+    ("syncend-race", "snapshot-while-publishing", "eventbus.server.syncend-sequence"),
 ])
 def test_the_deployed_bus_defects_fail_their_cases(broken: str, case: str, clause: str) -> None:
-    """Two defects of micro-toolkit/event-bus-zeromq no case showed before (read in its source),
+    """Three defects of micro-toolkit/event-bus-zeromq no case showed before (read in its source),
     given to the independent stand-in: it exits on a PUB whose data or timestamp it cannot decode
-    (or that has five frames); an event with an empty topic stalls every snapshot that reaches it."""
+    (or that has five frames); an event with an empty topic stalls every snapshot that reaches it;
+    a PUB taken while it answers a SYNCSTART is covered by the SYNCEND and in no SYNC."""
     [c] = load_suite("eventbus", "server", only=[case])
     r = run_case_live(c, cmd=SERVER + f" --break {broken}", dialect=STRICT)
     assert r.verdict == "fail" and r.clause == clause, (r.verdict, r.clause, r.reason, r.iut_output)
