@@ -637,6 +637,28 @@ class CompleteDelivery(_ClientHoldings):
         return [self.fail(f"{len(problems)} problem(s) of delivery: " + "; ".join(problems[:3]) + unjudged)]
 
 
+class ConnectionLives:
+    """Which life of an external server each connection the chaos proxy reported belongs to: the
+    one it was first seen in, lives counted by restarts (what the proxy reads of a killed
+    process's connection after the restart is still of the old life)."""
+
+    def __init__(self) -> None:
+        self.restarts: dict[str, int] = {}  # server -> restarts seen
+        self.of: dict[tuple[str, Any], int] = {}  # (server, connection) -> its life
+
+    def restarted(self, server: str) -> None:
+        self.restarts[server] = self.restarts.get(server, 0) + 1
+
+    def life(self, ev: Event) -> int:
+        """The life of the connection ``ev`` (a report of the proxy) came on."""
+        return self.of.setdefault((ev.node, (ev.data or {}).get("connection")), self.restarts.get(ev.node, 0))
+
+    @property
+    def servers(self) -> set[str]:
+        """The servers the proxy reported anything of."""
+        return {server for server, _ in self.of}
+
+
 class ObservedHistory:
     """An external server's snapshots against its history of BROADCASTs, as the chaos proxy read
     them (`SyncEndSequence`, one server in the scenario). On one connection the proxy reads what
@@ -653,23 +675,17 @@ class ObservedHistory:
     one it held when it answered."""
 
     def __init__(self) -> None:
-        self.lives: dict[str, int] = {}  # server -> restarts seen
-        self.conn_life: dict[tuple[str, Any], int] = {}  # (server, connection) -> its life
+        self.lives = ConnectionLives()
         self.broadcast: dict[tuple[str, int], dict[int, str]] = {}  # (server, life) -> sequence -> topic
         self.asked: dict[tuple[str, Any, bytes], int] = {}  # requests not answered yet, per connection
         # (server, connection, routing id) -> the sole open request: (subtrees, since, SYNC sequences, life)
         self.open: dict[tuple[str, Any, bytes], tuple[list[str], int, set[int], int]] = {}
         self.answers: list[tuple[Event, Any, list[str], int, set[int], int]] = []
         self.tangled = 0  # answers not judged: another request was open on the connection
-        self.servers: set[str] = set()
-
-    def restarted(self, server: str) -> None:
-        self.lives[server] = self.lives.get(server, 0) + 1
 
     def on_event(self, ev: Event) -> None:
         conn = (ev.data or {}).get("connection")
-        life = self.conn_life.setdefault((ev.node, conn), self.lives.get(ev.node, 0))
-        self.servers.add(ev.node)
+        life = self.lives.life(ev)
         if ev.kind == SEND and ev.socket == "publisher":
             msg = decoded(ev)
             if msg is not None and msg.name == "BROADCAST" and isinstance(msg["sequence"], int):
@@ -709,12 +725,13 @@ class ObservedHistory:
         return out
 
     def summary(self) -> str:
-        if not self.servers:
+        servers = self.lives.servers
+        if not servers:
             return ""
         seen = sum(len(b) for b in self.broadcast.values())
         tangled = (f" ({self.tangled} answer(s) to a request asked again before it came not judged)"
                    if self.tangled else "")
-        return (f"; {', '.join(sorted(self.servers))} (external): {len(self.answers)} snapshot(s) judged complete "
+        return (f"; {', '.join(sorted(servers))} (external): {len(self.answers)} snapshot(s) judged complete "
                 f"against the {seen} BROADCAST(s) the proxy read from it{tangled}; not judged: its latest sequence "
                 "(a BROADCAST no subscriber's connection carried is not seen)")
 
@@ -766,7 +783,7 @@ class SyncEndSequence(ServerViews):
             self.broadcast.pop(ev.node, None)
             self.open = {k: v for k, v in self.open.items() if k[0] != ev.node}
             if ev.kind == RESTART and self.history is not None:
-                self.history.restarted(ev.node)
+                self.history.lives.restarted(ev.node)
             return
         if ev.kind == NOTE:
             if ev.msg_type == "ha-state" and isinstance((ev.data or {}).get("sequence"), int):
@@ -823,7 +840,7 @@ class SyncEndSequence(ServerViews):
         unjudged = self.external
         if self.history is not None:
             self.bad.extend(self.history.incomplete())
-            unjudged = [s for s in self.external if s not in self.history.servers]
+            unjudged = [s for s in self.external if s not in self.history.lives.servers]
         if not self.bad:
             seen = self.history.summary() if self.history is not None else ""
             return [self.ok(f"{self.snapshots} snapshot(s), each complete up to a right SYNCEND sequence" + seen
@@ -858,21 +875,19 @@ class ServerSequence(Checker):
         self.from_clients = from_clients and len(self.external) == 1  # ... unless the clients' receipts tell
         self.last: dict[str, tuple[int, Event]] = {}  # server, or client (what it received), -> last sequence
         self.bad: list[tuple[Event, Event]] = []
-        self.restarted: set[str] = set()
         self.count = 0
         self.gaps = 0
-        # external servers as the proxy read them: (server, connection) -> (its life, last sequence,
-        # its event); (server, life) -> (lowest, highest) sequence and their events
-        self.lives: dict[str, int] = {}
-        self.on_connection: dict[tuple[str, Any], tuple[int, int, Event]] = {}
+        # external servers as the proxy read them: (server, connection) -> (last sequence, its
+        # event); (server, life) -> (lowest, highest) sequence and their events
+        self.lives = ConnectionLives()  # (its restarts: of every server)
+        self.on_connection: dict[tuple[str, Any], tuple[int, Event]] = {}
         self.of_life: dict[tuple[str, int], tuple[tuple[int, Event], tuple[int, Event]]] = {}
         self.observed = 0
 
     def on_event(self, ev: Event) -> None:
         if ev.kind == RESTART:
             if ev.role == "server":
-                self.restarted.add(ev.node)
-                self.lives[ev.node] = self.lives.get(ev.node, 0) + 1
+                self.lives.restarted(ev.node)
             return
         if ev.via:
             if ev.role == "server" and ev.kind == SEND and ev.msg_type == "BROADCAST":
@@ -902,12 +917,11 @@ class ServerSequence(Checker):
         if msg is None or msg.name != "BROADCAST" or not isinstance(msg["sequence"], int):
             return
         self.observed += 1
-        seq, conn = msg["sequence"], (ev.node, (ev.data or {}).get("connection"))
+        seq, conn, life = msg["sequence"], (ev.node, (ev.data or {}).get("connection")), self.lives.life(ev)
         prev = self.on_connection.get(conn)
-        life = prev[0] if prev is not None else self.lives.get(ev.node, 0)  # a connection stays in its life
-        if prev is not None and seq <= prev[1]:
-            self.bad.append((ev, prev[2]))
-        self.on_connection[conn] = (life, seq, ev)
+        if prev is not None and seq <= prev[0]:
+            self.bad.append((ev, prev[1]))
+        self.on_connection[conn] = (seq, ev)
         low, high = self.of_life.get((ev.node, life), ((seq, ev), (seq, ev)))
         self.of_life[(ev.node, life)] = (low if low[0] <= seq else (seq, ev), high if high[0] >= seq else (seq, ev))
 
@@ -922,7 +936,7 @@ class ServerSequence(Checker):
 
     def finish(self, end_ns: int) -> list[Verdict]:
         self._across_lives()
-        observed = sorted({server for server, _ in self.on_connection})
+        observed = sorted(self.lives.servers)
         unjudged = [s for s in self.external if s not in observed]
         how = not_judged(unjudged, NOT_PROBED)
         if self.from_clients:
@@ -931,7 +945,8 @@ class ServerSequence(Checker):
             how += (f"; {', '.join(observed)} (external) judged as the proxy read its {self.observed} BROADCAST(s) "
                     f"on {len(self.on_connection)} connection(s)")
         if not self.bad:
-            across = f", across {len(self.restarted)} restart(s)" if self.restarted else ""
+            restarted = len(self.lives.restarts)  # (servers restarted, as before)
+            across = f", across {restarted} restart(s)" if restarted else ""
             return [self.ok(f"{self.count} BROADCAST(s), strictly increasing per server{across}; {self.gaps} gap(s)"
                             + how)]
         ev, prev = self.bad[0]

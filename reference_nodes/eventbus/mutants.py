@@ -64,12 +64,17 @@ class SyncEndRaceServer(Server):
         return [a for a in out if not (isinstance(a, Send) and a.socket == SNAPSHOT)]
 
     def _completed(self, now: int, pub_taken: bool) -> list[Action]:
+        """The answers whose query completed, each SYNCEND with the latest sequence now."""
         out: list[Action] = []
-        for at, answer in [q for q in self.querying if pub_taken or q[0] <= now]:
+        waiting = []
+        for at, answer in self.querying:
+            if not (pub_taken or at <= now):
+                waiting.append((at, answer))
+                continue
             *syncs, end = answer
-            frames = [*end.frames[:3], self.seq_frame(self.seq)]
-            out.extend([*syncs, Send(SNAPSHOT, frames, "SYNCEND", {"seq": self.seq})])
-        self.querying = [q for q in self.querying if not (pub_taken or q[0] <= now)]
+            out.extend([*syncs, Send(SNAPSHOT, [*end.frames[:3], self.seq_frame(self.seq)], "SYNCEND",
+                                     {"seq": self.seq})])
+        self.querying = waiting
         return out
 
     def accept(self, msg: Message, frames: list[bytes]) -> list[Action]:
