@@ -411,6 +411,16 @@ class SkipsSnapshotPeer(Peer):
         return super().pump_entries(ident, key, rpc, idf, rid)
 
 
+class IgnoresResumeOffsetPeer(Peer):
+    """Breaks ``raft.snapshot.resume-offset``: as leader, sends the next snapshot chunk from the
+    end of the one answered, whatever byte offset the follower's answer names, so a follower
+    that restarted in the middle of a transfer (its partial snapshot lost) is sent chunks it
+    must throw away until the leader reaches the end and starts over."""
+
+    def on_snapshot_response(self, link: Link, out: Outstanding, msg: Any, now: int) -> list[Action]:
+        return super().on_snapshot_response(link, out, {"term": msg.get("term")}, now)
+
+
 class NewReqidFollowUpClient(Client):
     """Breaks ``raft.entries.follow-up``: answers a RequestEntries response with status 2 (more to
     come) with a request of a new request id instead of a follow-up that keeps the RPC's id, so
@@ -571,6 +581,7 @@ MUTANTS: dict[str, tuple[str, Callable[[NodeContext], Any], str]] = {
     "new-reqid-on-retry": ("client", NewReqidRetryClient, "raft.client.broken-leader-search"),
     "reuse-reqid": ("client", ReuseReqidClient, "raft.reqid.unique"),
     "skips-snapshot": ("peer", SkipsSnapshotPeer, "raft.wire.grammar"),
+    "ignores-resume-offset": ("peer", IgnoresResumeOffsetPeer, "raft.snapshot.resume-offset"),
     **BROADCAST_MUTANTS,
 }
 
@@ -613,6 +624,10 @@ OUT_OF_REACH: dict[str, str] = {
                      "elections tell, which the chaos scenarios (split votes forever) show",
     "snapshot-ahead": "what its snapshot holds shows only after it compacted with entries kept, which no case "
                       "scripts; the snapshot-state check reads the snapshots of the chaos runs",
+    "ignores-resume-offset": "it differs only as a leader sending a snapshot it compacted to a follower that "
+                             "lost part of the transfer; when a peer compacts is its own choice, not on the "
+                             "wire, so no case can make the peer under test hold a snapshot to send; the "
+                             "snapshot-resume check catches it (scenarios/raft/chaos/snapshot-restart.yaml)",
     "local-read": "its break is in the results it hands its application (a get answered from its own replica), "
                   "which the client suite does not read; the linearizable check catches it",
 }

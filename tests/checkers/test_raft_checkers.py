@@ -18,7 +18,8 @@ from harness.scenario import parse_scenario
 from reference_nodes.raft.mutants import MUTANTS, SUITE_ONLY
 
 ALL_CHECKS = ("[election-safety, vote-once, term-update, log-matching, leader-append-only, leader-completeness, "
-              "state-machine-safety, committed-durable, commit-rule, update-once, snapshot-state, linearizable, "
+              "state-machine-safety, committed-durable, commit-rule, update-once, snapshot-state, snapshot-resume, "
+              "linearizable, "
               "leader-heartbeat, message-ids, update-reqids, update-expiry, entries-stop, follows-entries-redirect, "
               "broadcast-state, broadcast-heartbeat, broadcast-entries, broadcast-url, request-config, repeat-config, "
               "cluster-ident, entries-pipeline, entries-from-prev, entries-follow-up]")
@@ -212,6 +213,24 @@ faults:
   - {from: 600ms, until: 1800ms, partition: [[peers.2], [peers.0, peers.1, clients, late]]}
 check: CHECKS
 """,
+    # Peer 2 gets a snapshot in small, slow chunks after a partition and restarts in the middle
+    # of the transfer: it answers the next chunk with offset 0 (a shorter cousin of
+    # scenarios/raft/chaos/snapshot-restart.yaml).
+    "snapshot-restart": """
+protocol: raft
+name: raft-test-snapshot-restart
+duration: 3s
+nodes:
+  peers: {role: peer, count: 3, config: {snapshot_every: 20, snapshot_keep: 5, chunk_size: 16}}
+  clients: {role: client, count: 2, config: {op_timeout: 2s}}
+workload:
+  - {nodes: clients, op: put, rate: 20/s, from: 300ms, until: 1400ms, keys: 8}
+faults:
+  - {from: 500ms, until: 1500ms, partition: [[peers.2], [peers.0, peers.1, clients]]}
+  - rule: {message: InstallSnapshot, delay: 20ms}
+  - {at: 1900ms, crash: peers.2, restart_after: 50ms}
+check: CHECKS
+""",
     # The TTL of reqids is 1 s and a client's clock runs 3 s behind: the leader must refuse its
     # updates as expired (false, no third frame).
     "expiry": """
@@ -320,6 +339,7 @@ CASES = [
     ("no-checkpoint", "whole-cluster-down", "live-after-heal", [1]),
     ("local-read", "reads", "linearizable", [1, 2]),
     ("snapshot-ahead", "compaction", "snapshot-state", [1, 2]),
+    ("ignores-resume-offset", "snapshot-restart", "snapshot-resume", [1, 2]),
     # timing and ids, judged from the sender's own messages
     ("no-heartbeat", "stale", "leader-heartbeat", [1, 2]),
     ("slow-append-retry", "stale", "leader-heartbeat", [1, 2], "raft.rpc.timeout-bound"),

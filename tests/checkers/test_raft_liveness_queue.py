@@ -88,3 +88,23 @@ def test_a_client_without_op_start_notes_is_judged_from_its_commands() -> None:
     ok, detail = judge(client_run(150, notes=False))
     assert not ok and "invoked at" in detail, detail
     assert judge(client_run(30, notes=False))[0]
+
+
+def test_an_operation_its_client_gave_up_soon_after_sending_it_is_not_judged() -> None:
+    """The client's ``op_timeout`` counts from the command: an operation that waited in its queue
+    is given up (``info``, "timed out") soon after it is sent, and whether the cluster would have
+    committed it within the bound is unknown (live, the stand-in's 100 ms commits and
+    snapshot-restart.yaml's 40 updates a second: 13 such operations failed a correct cluster).
+    One the client waited for until the bound is judged as before."""
+    sent_at = 3 * S
+    base = [ev(S, COMMAND, "put", id="old"), ev(sent_at, NOTE, "op-start", id="old"),  # and one that shows a leader:
+            ev(1200 * MS, COMMAND, "put", id="x"), ev(1200 * MS, NOTE, "op-start", id="x"),
+            ev(1500 * MS, DELIVER, "op", id="x", status="ok")]
+    ok, detail = judge(base + [ev(sent_at + 20 * MS, DELIVER, "op", id="old", status="info", reason="timed out")])
+    assert ok and "1 given up by their client before the bound: not judged" in detail, detail
+    assert "1 later operation(s) committed" in detail, detail
+    ok, detail = judge(base + [ev(sent_at + 2100 * MS, DELIVER, "op", id="old", status="info", reason="timed out")])
+    assert not ok and "not committed (ended info)" in detail, detail
+    # an "info" for another reason (the cluster's answer, not the client's own give-up) is judged
+    ok, detail = judge(base + [ev(sent_at + 20 * MS, DELIVER, "op", id="old", status="info", reason="reqid expired")])
+    assert not ok, detail

@@ -69,8 +69,10 @@ UNCOVERED: dict[str, dict[str, str]] = {
         "raft.rpc.timeout-default": "A SHOULD on a preferred value (50 ms); the suite judges only the bound "
                                     "(the retry within 500 ms in election-timeout).",
         "raft.rpc.longer-timeout": "A permission (MAY), and every choice within the bound conforms.",
-        "raft.snapshot.resume-offset": "E-RAFT-20: when the offset frame is sent is not stated (it is "
-                                       "optional), so no answer to a chunk can be judged wrong for lacking it.",
+        "raft.snapshot.resume-offset": "It binds a leader sending a snapshot (E-RAFT-20), and when a peer "
+                                       "compacts its log is its own choice, not on the wire: no case can make "
+                                       "the peer under test hold a snapshot to send. The chaos check "
+                                       "snapshot-resume judges it (scenarios/raft/chaos/snapshot-restart.yaml).",
         "raft.append.conflict-hint": "A permission (MAY), and E-RAFT-20 decides that the harness does not "
                                      "judge the hints' values.",
         "raft.update.accepted-repeat": "A permission (MAY): update-once and read-log accept it before the "

@@ -11,7 +11,7 @@ from harness.checkers.raft.redirects import EntriesFollowUp, FollowsEntriesRedir
 from harness.checkers.raft.requests import (
     ClusterIdent, EntriesFromPrev, EntriesPipeline, EntriesStop, MessageIds, UpdateReqids,
 )
-from harness.checkers.raft.snapshots import SnapshotState
+from harness.checkers.raft.snapshots import SnapshotResume, SnapshotState
 from harness.checkers.raft.timing import LeaderHeartbeat
 from harness.checkers.raft.updates import UpdateExpiry, UpdateOnce
 
@@ -19,6 +19,6 @@ __all__ = [
     "BroadcastEntries", "BroadcastHeartbeat", "BroadcastState", "BroadcastUrl", "ClusterIdent", "CommitRule",
     "CommittedDurable", "ElectionSafety", "EntriesFollowUp", "EntriesFromPrev", "EntriesPipeline", "EntriesStop",
     "FollowsEntriesRedirect", "LeaderAppendOnly", "LeaderCompleteness", "LeaderHeartbeat", "LiveAfterHeal",
-    "LogMatching", "MessageIds", "RaftChecker", "RepeatConfig", "RequestConfig", "SnapshotState",
+    "LogMatching", "MessageIds", "RaftChecker", "RepeatConfig", "RequestConfig", "SnapshotResume", "SnapshotState",
     "StateMachineSafety", "TermUpdate", "UpdateExpiry", "UpdateOnce", "UpdateReqids", "VoteOnce",
 ]

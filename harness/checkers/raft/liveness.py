@@ -13,6 +13,12 @@ from harness.protocols.codec import Message
 START, COMMITTED = "op-start", "op-committed"  # client notes (reference_nodes.raft.client)
 
 
+def _given_up(op: dict[str, Any]) -> bool:
+    """The client gave the operation up itself (its ``op_timeout``, counted from the command, so an
+    operation that waited in the client's queue may be given up soon after it was sent)."""
+    return op.get("status") == "info" and op.get("reason") == "timed out" and not op.get("applied")
+
+
 def _completed(op: dict[str, Any]) -> bool:
     """The cluster did its part: the operation is ``ok``, or ``info`` only because the client could
     not read its result back (its entry was compacted into a snapshot first: ``applied``; when a
@@ -38,7 +44,10 @@ class LiveAfterHeal(RaftChecker):
     else at the command. Reads AppendEntries and their responses at the leaders, the clients'
     commands, notes and ``op`` deliveries. Operations invoked too close to the end of the run to
     be judged are skipped, and so are those of a client that crashed before they were done (its
-    memory, and the application waiting for them, are gone: counted apart). Message rules (loss,
+    memory, and the application waiting for them, are gone: counted apart), and those their client
+    gave up on before the bound (its ``op_timeout`` runs from the command, so one that waited in
+    its queue may be given up soon after it was sent: whether the cluster would have made the bound
+    is unknown; counted apart). Message rules (loss,
     reordering) are not faults that heal: liveness must hold under them."""
 
     name = "live-after-heal"
@@ -101,7 +110,8 @@ class LiveAfterHeal(RaftChecker):
         if self.leader_at is None or self.leader_at > deadline:
             problems.append((f"no follower acknowledged a leader within {self.within_ns / 1e9:g} s of the last heal "
                              f"at {self.heal_ns / 1e9:.3f} s", [self.leader_ref] if self.leader_ref else []))
-        judged = queued = abandoned = 0
+        judged = queued = abandoned = given_up = 0
+        waited: list[dict[str, Any]] = []  # operations given up: evidence of a missing leader
         noting = {node for node, _ in (*self.started, *self.committed)}  # clients that say when they send
         for key, inv in self.invoked.items():
             start = self.started.get(key)
@@ -122,6 +132,12 @@ class LiveAfterHeal(RaftChecker):
             if any(begin.time_ns <= c and (done is None or c < done.time_ns) for c in self.crashes.get(key[0], ())):
                 abandoned += 1  # its client crashed with it pending
                 continue
+            delivered = self.done.get(key)
+            if done is None and delivered is not None and delivered.time_ns < due and _given_up(delivered.data or {}):
+                given_up += 1  # its client stopped waiting before the bound: whether it would have made it is unknown
+                if len(waited) < 3:
+                    waited += [show(begin), show(delivered)]
+                continue
             judged += 1
             if done is None or done.time_ns > due:
                 delivered = self.done.get(key)
@@ -136,8 +152,11 @@ class LiveAfterHeal(RaftChecker):
                         at = "pending at the heal, sent"
                     problems.append((f"operation {key[1]} of {key[0]} {at} at {begin.time_ns / 1e9:.3f} s: {how}",
                                      [show(begin)] + ([show(done)] if done is not None else [])))
+        if problems and problems[0][1] == [] and waited:
+            problems[0] = (problems[0][0] + " (operations their clients gave up waiting for are the evidence)", waited)
         unsent = f" ({queued} never sent before the run ended)" if queued else ""
         unsent += f" ({abandoned} pending when their client crashed: not owed)" if abandoned else ""
+        unsent += f" ({given_up} given up by their client before the bound: not judged)" if given_up else ""
         return self.verdict(problems, f"leader within {((self.leader_at or 0) - self.heal_ns) / 1e9:.3f} s of the "
                                       f"last heal; {judged} later operation(s) committed within "
                                       f"{self.within_ns / 1e9:g} s{unsent}")

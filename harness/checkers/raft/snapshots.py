@@ -18,10 +18,11 @@ from __future__ import annotations
 import zlib
 from typing import Any
 
-from harness.checkers.base import Event, Verdict
+from harness.checkers.base import CRASH, RECV, RESTART, SEND, Event, Verdict
 from harness.checkers.raft.commits import KnowledgeChecker
+from harness.checkers.raft.elections import RaftChecker
 from harness.checkers.raft.logs import _skip
-from harness.checkers.raft.wire import entries_of, entry_term, only, show
+from harness.checkers.raft.wire import PEER_RPCS, ROUTER, entries_of, entry_term, only, show
 from harness.protocols.codec import Message
 from harness.protocols.raft import RE_SNAPSHOT
 from harness.protocols.raft_kv import apply_raw_entry, pack, snapshot_kv
@@ -233,3 +234,90 @@ class SnapshotState(KnowledgeChecker):
         if base is not None and base.ref is not None:
             evidence.append(show(*base.ref, index=base.index, sender=base.sender))
         return text, evidence
+
+
+class SnapshotResume(RaftChecker):
+    """A leader sends its next snapshot chunk from the byte offset the follower's answer names
+    (E-RAFT-20, ``raft.snapshot.resume-offset``): the follower keeps only a chunk at the offset it
+    expects, so a leader that goes on from its own count after the follower lost its partial
+    snapshot (it restarted) sends chunks the follower throws away.
+
+    Reads each leader's InstallSnapshot requests on each of its links to a follower and the
+    answers it received. An answer that names an offset below the snapshot's size, to the latest
+    request on that link (an answer to an earlier one is stale: the leader may have moved on, or
+    send several chunks at once), and not of a higher term, obliges the next new request of the
+    link (another message id: a repeat of the answered one keeps the obligation) that sends a
+    chunk of the same snapshot in the same term to start at that offset. A request of anything
+    else (another snapshot, another term, an AppendEntries) ends the obligation: the leader
+    moved on. A crash or restart of the leader forgets its links. An external leader seen by the
+    chaos proxy is judged the same way: an answer is handed on before the leader takes it in, and
+    a leader with one chunk in flight sends its next one only after that."""
+
+    name = "snapshot-resume"
+    clause = "raft.snapshot.resume-offset"
+    kinds = frozenset({SEND, RECV, CRASH, RESTART})
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        # (leader node, link socket) -> its latest peer request: (message id, InstallSnapshot or None)
+        self.latest: dict[tuple[str, str], tuple[Any, Message | None]] = {}
+        # (leader node, link socket) -> (offset owed, the answer naming it, the request it answered)
+        self.owed: dict[tuple[str, str], tuple[int, Event, Message, Message]] = {}
+        self.problems: list[tuple[str, list[dict[str, Any]]]] = []
+        self.named = 0  # answers that named an offset the leader had to follow
+        self.resumed = 0  # ... other than the end of the chunk they answered (the follower lost or missed some)
+        self.judged = 0
+
+    def on_other(self, ev: Event) -> None:
+        node = ev.node
+        self.latest = {k: v for k, v in self.latest.items() if k[0] != node}
+        self.owed = {k: v for k, v in self.owed.items() if k[0] != node}
+
+    @staticmethod
+    def transfer(msg: Message) -> tuple[Any, ...]:
+        return msg["term"], msg["last_included_index"], msg["last_included_term"], msg["snapshot_size"]
+
+    @only(*PEER_RPCS)
+    def request_sent(self, ev: Event, msg: Message) -> None:
+        if msg.name not in PEER_RPCS or ev.socket == ROUTER:
+            return
+        link = (ev.node, ev.socket)
+        snap = msg if msg.name == "InstallSnapshot" else None
+        self.latest[link] = (msg["message_id"], snap)
+        owed = self.owed.get(link)
+        if owed is None:
+            return
+        offset, answer_ev, answer, request = owed
+        if snap is not None and msg["message_id"] == request["message_id"]:
+            return  # the answered request sent again: the obligation holds for the next new one
+        del self.owed[link]
+        if snap is None or self.transfer(snap) != self.transfer(request):
+            return  # the leader moved on (another snapshot, term or request)
+        self.judged += 1
+        if snap["snapshot_offset"] != offset and len(self.problems) < 50:
+            self.problems.append((
+                f"{ev.node} sent the chunk at byte {snap['snapshot_offset']} of the snapshot at index "
+                f"{snap['last_included_index']} ({snap['snapshot_size']} bytes) on {ev.socket} after the "
+                f"follower's answer asked for byte {offset}",
+                [show(answer_ev, answer, answered_offset=request["snapshot_offset"]), show(ev, msg)]))
+
+    @only("InstallSnapshotResponse")
+    def response_received(self, ev: Event, request: Message, msg: Message) -> None:
+        if msg.name != "InstallSnapshotResponse":
+            return
+        link = (ev.node, ev.socket)
+        offset = msg.get("next_offset")
+        latest = self.latest.get(link)
+        if offset is None or latest is None or latest[1] is None or latest[0] != request["message_id"]:
+            return  # no offset, or an answer to a request the leader has since followed by another
+        if offset >= request["snapshot_size"] or msg["term"] > request["term"]:
+            return  # past the end (the transfer is done), or the leader must step down
+        self.named += 1
+        self.resumed += offset != request["snapshot_offset"] + len(request["chunk"])
+        self.owed[link] = (offset, ev, msg, request)
+
+    def finish(self, end_ns: int) -> list[Verdict]:
+        return self.verdict(self.problems, f"{self.named} answer(s) to the latest chunk named the offset to go on "
+                                           f"from ({self.resumed} of them not the end of the chunk answered); "
+                                           f"{self.judged} next chunk(s) of the same snapshot judged, each from "
+                                           f"that offset")

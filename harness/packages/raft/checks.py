@@ -227,6 +227,7 @@ CHECKS = {
     "state-machine-safety": _check("state-machine-safety", checkers.StateMachineSafety),
     "committed-durable": _check("committed-durable", checkers.CommittedDurable),
     "snapshot-state": _check("snapshot-state", checkers.SnapshotState),
+    "snapshot-resume": _check("snapshot-resume", checkers.SnapshotResume),
     "commit-rule": _check("commit-rule", checkers.CommitRule),
     "update-once": _check("update-once", checkers.UpdateOnce),
     "leader-heartbeat": _check("leader-heartbeat", checkers.LeaderHeartbeat, {
