@@ -92,7 +92,7 @@ def test_an_answer_to_a_request_the_leader_has_since_followed_by_another_obliges
     assert v.ok and "0 answer(s)" in v.detail, v.detail
 
 
-def test_an_answer_without_an_offset_past_the_end_or_of_a_higher_term_obliges_nothing() -> None:
+def test_an_answer_without_an_offset_past_the_end_or_of_another_term_obliges_nothing() -> None:
     link = Link()
     link.chunk(1, 0)
     link.answer(1, None)  # no offset frame: the leader goes on as it likes
@@ -101,6 +101,8 @@ def test_an_answer_without_an_offset_past_the_end_or_of_a_higher_term_obliges_no
     link.chunk(3, 0, index=12)
     link.answer(3, 0, term=2)  # the leader must step down
     link.chunk(4, 60, term=1, index=12)
+    link.answer(4, 0, term=0)  # an answer of an older term, which the leader may ignore
+    link.chunk(5, 70, term=1, index=12)  # it goes on as it likes
     v = link.verdict()
     assert v.ok and "0 answer(s)" in v.detail, v.detail
 

@@ -245,7 +245,8 @@ class SnapshotResume(RaftChecker):
     Reads each leader's InstallSnapshot requests on each of its links to a follower and the
     answers it received. An answer that names an offset below the snapshot's size, to the latest
     request on that link (an answer to an earlier one is stale: the leader may have moved on, or
-    send several chunks at once), and not of a higher term, obliges the next new request of the
+    send several chunks at once), and of the request's term (a higher term deposes the leader; an
+    answer of a lower one it may ignore, as Raft 5.1 has it), obliges the next new request of the
     link (another message id: a repeat of the answered one keeps the obligation) that sends a
     chunk of the same snapshot in the same term to start at that offset. A request of anything
     else (another snapshot, another term, an AppendEntries) ends the obligation: the leader
@@ -310,8 +311,8 @@ class SnapshotResume(RaftChecker):
         latest = self.latest.get(link)
         if offset is None or latest is None or latest[1] is None or latest[0] != request["message_id"]:
             return  # no offset, or an answer to a request the leader has since followed by another
-        if offset >= request["snapshot_size"] or msg["term"] > request["term"]:
-            return  # past the end (the transfer is done), or the leader must step down
+        if offset >= request["snapshot_size"] or msg["term"] != request["term"]:
+            return  # past the end (the transfer is done); a higher term deposes the leader, a lower one it may ignore
         self.named += 1
         self.resumed += offset != request["snapshot_offset"] + len(request["chunk"])
         self.owed[link] = (offset, ev, msg, request)
