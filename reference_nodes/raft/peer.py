@@ -347,7 +347,13 @@ class Peer(RequestHandling, RaftNode):
             return self.observe_term(msg["term"], now)
         if out.kind == "RequestVote":
             return self.on_vote(link, msg, now)
-        if self.state != LEADER or msg["term"] < self.term:
+        if self.state != LEADER:
+            return []
+        if msg["term"] < self.term:
+            # an answer of an older term to this term's request (a broken follower): ignored (Raft
+            # 5.1), and the follower still gets the leader's next request at the heartbeat; without
+            # a deadline the link would fall silent and the follower start elections
+            link.deadline = link.last_sent + self.heartbeat
             return []
         if out.kind == "AppendEntries":
             return self.on_append_response(link, out, msg, now)

@@ -485,3 +485,21 @@ def test_config_errors_name_the_key() -> None:
     with pytest.raises(ValueError, match="not in its own"):
         peer("z")
     assert isinstance(Send, type)
+
+
+def test_a_leader_ignores_an_answer_of_an_older_term_and_keeps_heartbeating_that_follower() -> None:
+    """Raft 5.1: an answer whose term is below the leader's is ignored. The link to that follower
+    must not fall silent: before, the leader cleared the request and set no new deadline, so a
+    broken follower that answered with an old term got nothing more until new entries came, and
+    its election timer fired."""
+    p = peer()
+    elect(p)
+    p.term = 3  # the leader's term (a follower answering with term 1 is behind it)
+    link = p.links["b"]
+    sent = p.replicate(link, 10)[0]
+    mid = C.decode(sent.frames, channel="request")["message_id"]
+    out = p.receive("peer:b", C.encode("AppendEntriesResponse", {"message_id": mid, "term": 1, "success": True}), 11)
+    assert sends(out) == [] and p.state == "leader" and link.match_index == 0
+    assert link.deadline is not None and link.deadline <= 10 + p.heartbeat
+    again = [s for s in sends(p.handle_timer(link.deadline)) if s.socket == "peer:b"]
+    assert again and again[0].msg_type == "AppendEntries"
