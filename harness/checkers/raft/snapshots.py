@@ -252,7 +252,10 @@ class SnapshotResume(RaftChecker):
     else (another snapshot, another term, an AppendEntries) ends the obligation: the leader
     moved on. A crash or restart of the leader forgets its links. An external leader seen by the
     chaos proxy is judged the same way: an answer is handed on before the leader takes it in, and
-    a leader with one chunk in flight sends its next one only after that."""
+    a leader with one chunk in flight (node-zmq-raft's, the reference's) sends its next one only
+    after that. One with several in flight may, live, be read sending a chunk after the proxy
+    handed on an answer it had not yet taken in: for an external leader the check assumes one
+    chunk in flight."""
 
     name = "snapshot-resume"
     clause = "raft.snapshot.resume-offset"
