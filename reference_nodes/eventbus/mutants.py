@@ -57,11 +57,13 @@ class SyncEndRaceServer(Server):
         self.querying: list[tuple[int, list[Send]]] = []  # (when the query completes at the latest, the answer)
 
     def _on_snapshot(self, frames: list[bytes], now: int) -> list[Action]:
-        out = super()._on_snapshot(frames, now)
-        answer = [a for a in out if isinstance(a, Send) and a.socket == SNAPSHOT]
+        now_out: list[Action] = []
+        answer: list[Send] = []
+        for a in super()._on_snapshot(frames, now):
+            (answer if isinstance(a, Send) and a.socket == SNAPSHOT else now_out).append(a)
         if answer:
             self.querying.append((now + self.RACE_NS, answer))
-        return [a for a in out if not (isinstance(a, Send) and a.socket == SNAPSHOT)]
+        return now_out
 
     def _completed(self, now: int, pub_taken: bool) -> list[Action]:
         """The answers whose query completed, each SYNCEND with the latest sequence now."""

@@ -40,6 +40,14 @@ class Link:
         self.event(SEND, "AppendEntries", message_id=mid, cluster=b"", peer_id="a", term=1, prev_log_index=9,
                    prev_log_term=1, commit_index=9, entries=[])
 
+    @classmethod
+    def owing(cls, offset: int = 10) -> "Link":
+        """A link whose first chunk (id 1, at 0) was answered naming ``offset``: the leader owes it."""
+        link = cls()
+        link.chunk(1, 0)
+        link.answer(1, offset)
+        return link
+
     def verdict(self):
         [v] = self.checker.finish(self.t)
         return v
@@ -111,9 +119,7 @@ def test_another_snapshot_term_or_request_ends_the_obligation() -> None:
     for moved_on in (lambda w: w.chunk(2, 0, index=12),  # a newer snapshot, from its start
                      lambda w: w.chunk(2, 0, term=2),  # a new term (a new leadership)
                      lambda w: w.heartbeat(2)):  # not a chunk at all
-        link = Link()
-        link.chunk(1, 0)
-        link.answer(1, 10)
+        link = Link.owing()
         moved_on(link)
         link.chunk(3, 50)
         v = link.verdict()
@@ -121,9 +127,7 @@ def test_another_snapshot_term_or_request_ends_the_obligation() -> None:
 
 
 def test_a_crash_of_the_leader_forgets_its_links() -> None:
-    link = Link()
-    link.chunk(1, 0)
-    link.answer(1, 10)
+    link = Link.owing()
     link.t += 1_000_000
     link.checker.on_event(Event(link.t, "a", "peer", CRASH, None, None))
     link.chunk(5, 30)  # the restarted leader, before it heard from b again: owes nothing
@@ -134,9 +138,7 @@ def test_a_crash_of_the_leader_forgets_its_links() -> None:
 
 
 def test_another_leaders_link_and_another_node_are_kept_apart() -> None:
-    link = Link()
-    link.chunk(1, 0)
-    link.answer(1, 10)
+    link = Link.owing()
     link.event(SEND, "InstallSnapshot", node="c", message_id=7, cluster=b"", peer_id="c", term=1,
                last_included_index=9, last_included_term=1, snapshot_offset=50, snapshot_size=SIZE, chunk=bytes(10))
     link.chunk(2, 10)

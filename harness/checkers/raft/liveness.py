@@ -107,9 +107,7 @@ class LiveAfterHeal(RaftChecker):
             return [self.ok(f"not judged: the run ends {((deadline - end_ns) / 1e9):.1f} s before the bound after "
                             f"the last heal at {self.heal_ns / 1e9:.1f} s")]
         problems: list[tuple[str, list[dict[str, Any]]]] = []
-        if self.leader_at is None or self.leader_at > deadline:
-            problems.append((f"no follower acknowledged a leader within {self.within_ns / 1e9:g} s of the last heal "
-                             f"at {self.heal_ns / 1e9:.3f} s", [self.leader_ref] if self.leader_ref else []))
+        no_leader = self.leader_at is None or self.leader_at > deadline  # the first problem (added at the end)
         judged = queued = abandoned = given_up = 0
         waited: list[dict[str, Any]] = []  # operations given up: evidence of a missing leader
         noting = {node for node, _ in (*self.started, *self.committed)}  # clients that say when they send
@@ -140,20 +138,23 @@ class LiveAfterHeal(RaftChecker):
                 continue
             judged += 1
             if done is None or done.time_ns > due:
-                delivered = self.done.get(key)
                 how = "not committed" if done is None else "committed" if done.kind == NOTE else \
                     str((done.data or {}).get("status"))
                 how += "" if done is None else f" after {(done.time_ns - begin.time_ns) / 1e9:.3f} s"
                 if done is None and delivered is not None:
                     how += f" (ended {(delivered.data or {}).get('status')})"
-                if len(problems) < 50:
+                if len(problems) + no_leader < 50:
                     at = "invoked" if start is None else "sent"
                     if begin.time_ns < self.heal_ns:
                         at = "pending at the heal, sent"
                     problems.append((f"operation {key[1]} of {key[0]} {at} at {begin.time_ns / 1e9:.3f} s: {how}",
                                      [show(begin)] + ([show(done)] if done is not None else [])))
-        if problems and problems[0][1] == [] and waited:
-            problems[0] = (problems[0][0] + " (operations their clients gave up waiting for are the evidence)", waited)
+        if no_leader:  # its evidence, if no leader showed at all: the operations their clients gave up waiting for
+            text = f"no follower acknowledged a leader within {self.within_ns / 1e9:g} s of the last heal " \
+                   f"at {self.heal_ns / 1e9:.3f} s"
+            if self.leader_ref is None and waited:
+                text += " (operations their clients gave up waiting for are the evidence)"
+            problems.insert(0, (text, [self.leader_ref] if self.leader_ref else waited))
         unsent = f" ({queued} never sent before the run ended)" if queued else ""
         unsent += f" ({abandoned} pending when their client crashed: not owed)" if abandoned else ""
         unsent += f" ({given_up} given up by their client before the bound: not judged)" if given_up else ""

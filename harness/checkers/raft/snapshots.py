@@ -22,7 +22,7 @@ from harness.checkers.base import CRASH, RECV, RESTART, SEND, Event, Verdict
 from harness.checkers.raft.commits import KnowledgeChecker
 from harness.checkers.raft.elections import RaftChecker
 from harness.checkers.raft.logs import _skip
-from harness.checkers.raft.wire import PEER_RPCS, ROUTER, entries_of, entry_term, only, show
+from harness.checkers.raft.wire import PEER_RPCS, entries_of, entry_term, only, show
 from harness.protocols.codec import Message
 from harness.protocols.raft import RE_SNAPSHOT
 from harness.protocols.raft_kv import apply_raw_entry, pack, snapshot_kv
@@ -263,8 +263,7 @@ class SnapshotResume(RaftChecker):
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
-        # (leader node, link socket) -> its latest peer request: (message id, InstallSnapshot or None)
-        self.latest: dict[tuple[str, str], tuple[Any, Message | None]] = {}
+        self.latest: dict[tuple[str, str], Message] = {}  # (leader node, link socket) -> its latest peer request
         # (leader node, link socket) -> (offset owed, the answer naming it, the request it answered)
         self.owed: dict[tuple[str, str], tuple[int, Event, Message, Message]] = {}
         self.problems: list[tuple[str, list[dict[str, Any]]]] = []
@@ -283,11 +282,11 @@ class SnapshotResume(RaftChecker):
 
     @only(*PEER_RPCS)
     def request_sent(self, ev: Event, msg: Message) -> None:
-        if msg.name not in PEER_RPCS or ev.socket == ROUTER:
+        if msg.name not in PEER_RPCS:
             return
-        link = (ev.node, ev.socket)
+        link = (ev.node, ev.socket)  # (a DEALER's: the tracker reports no request sent on a ROUTER)
         snap = msg if msg.name == "InstallSnapshot" else None
-        self.latest[link] = (msg["message_id"], snap)
+        self.latest[link] = msg
         owed = self.owed.get(link)
         if owed is None:
             return
@@ -312,7 +311,8 @@ class SnapshotResume(RaftChecker):
         link = (ev.node, ev.socket)
         offset = msg.get("next_offset")
         latest = self.latest.get(link)
-        if offset is None or latest is None or latest[1] is None or latest[0] != request["message_id"]:
+        if offset is None or latest is None or latest.name != "InstallSnapshot" \
+                or latest["message_id"] != request["message_id"]:
             return  # no offset, or an answer to a request the leader has since followed by another
         if offset >= request["snapshot_size"] or msg["term"] != request["term"]:
             return  # past the end (the transfer is done); a higher term deposes the leader, a lower one it may ignore
