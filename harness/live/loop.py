@@ -27,6 +27,8 @@ from typing import Any, Callable, TypeVar
 
 import zmq
 
+from harness.live.collector_time import CollectorTime, frozen_heap
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -58,6 +60,8 @@ class EventLoop:
         # The last time a poll found nothing to read (loop clock): the loop had handed every
         # input queued until then to its node (`catch_up`).
         self._quiet_at = -1
+        # The CPU time garbage collections took on the loop thread (`harness.live.collector_time`)
+        self._collections = CollectorTime()
         self._catching_up = False  # while set, an idle poll returns within CATCH_UP_POLL_MS to say so
 
     # ---- hooks for the subclass ------------------------------------------------------------------
@@ -231,6 +235,11 @@ class EventLoop:
 
     # ---- the loop thread ---------------------------------------------------------------------------
     def _run(self) -> None:
+        # The process's garbage collections are the loop's work, not the handler's they fall in
+        with frozen_heap(), self._collections:
+            self._run_loop()
+
+    def _run_loop(self) -> None:
         try:
             self._poll_items.append((self._wake_r, zmq.POLLIN))
             self._setup()

@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 import zmq
 
+from harness.live.collector_time import CollectorTime
 from harness.live.deliveries import DeliveryLog
 from harness.live.sockets import from_source, subscribe
 from harness.node import (
@@ -31,7 +32,9 @@ _MORE = int(zmq.NOBLOCK | zmq.SNDMORE)
 # every frame, which costs more than the send or receive itself for small multipart messages.
 _base_send = zmq.backend.Socket.send
 _base_recv = zmq.backend.Socket.recv
-thread_time = time.thread_time_ns  # the loop thread's CPU time: a node's own handling, not the OS's pauses
+# The loop thread's CPU time, less its garbage collections (`_collections`): a node's own
+# handling, not the OS's pauses nor the harness process's collections
+thread_time = time.thread_time_ns
 
 BATCH = 256  # messages drained from one readable socket per wake-up, so no socket starves others
 
@@ -123,6 +126,7 @@ class NodeIO:
     _record: bool
     _log: DeliveryLog
     _hooks: list[ActionHook]
+    _collections: CollectorTime  # (set by EventLoop.__init__)
 
     def _init_io(self) -> None:
         self._handling: int | None = None  # the time of the input a node is handling now (None: none)
@@ -188,9 +192,11 @@ class NodeIO:
         clock = self._clock
         apply = self._apply
         reports = self._reports
+        collections = self._collections
         taken = self._taken.pop(sock, None) if self._taken else None
         # when the node's timer was last asked for; when its last handler returned, counting only
-        # the CPU time it took (the OS may stop the process inside a handler: no lateness of the node's)
+        # the CPU time it took (the OS may stop the process inside a handler: no lateness of the
+        # node's), less the harness's garbage collections in it
         asked = ended = clock()
         self._held(slot, asked)
         for _ in range(BATCH):
@@ -216,7 +222,7 @@ class NodeIO:
                 peer = frames[0].hex() if is_router else slot.peers.get(sname, "")
                 trace.emit_message(slot.name, RECV, now, sname, peer, None, None, pack_frames(frames),
                                    message_columns(None, sum(map(len, frames)), None))
-            cpu = thread_time()
+            cpu = thread_time() - collections.spent
             try:
                 actions = receive(sname, frames, slot.node_time(now) if slot.skewed else now)
                 if actions:
@@ -228,7 +234,7 @@ class NodeIO:
             if slot.node is not node:
                 self._handling = None
                 return  # crashed or restarted by a hook
-            ended = now + thread_time() - cpu
+            ended = now + thread_time() - collections.spent - cpu
         if taken:  # (a batch's worth, or the node's timer came first)
             self._taken[sock] = taken + self._taken.get(sock, [])
             # the socket may have nothing more to wake the poll; not due in this turn's timed
@@ -259,12 +265,12 @@ class NodeIO:
             now = args[-1]  # (every caller takes it fresh from the clock)
             self._held(slot, now)
             self._handling = now
-            cpu = thread_time()
+            cpu = self._collections.own_cpu()
             actions = fn(*args[:-1], slot.node_time(now))
             if actions:
                 self._apply(slot, node, actions, now)
             if slot.node is node:
-                self._ask_timer(slot, node, now + thread_time() - cpu, where)
+                self._ask_timer(slot, node, now + self._collections.own_cpu() - cpu, where)
         except Exception as exc:
             self._node_failed(slot, where, exc)
         finally:
@@ -287,7 +293,8 @@ class NodeIO:
 
     def _follow(self, slot: Slot, since: int) -> None:
         """The node's handlers ran, and would have returned by ``since`` had the OS not stopped
-        the process (their start plus the CPU time they took), leaving its timer due at
+        the process (their start plus the CPU time they took, less the harness's garbage
+        collections in them), leaving its timer due at
         ``slot.timer_at``. A deadline set anew is late from when it was set at the earliest: a
         deadline already past when its handler returned (one that ran long) is the node's own
         lateness, not the loop's."""
