@@ -9,6 +9,8 @@ import threading
 import time
 
 from harness.live.collector_time import CollectorTime, frozen_heap
+from harness.live.runtime import LiveRuntime
+from tests.live.live_test_nodes import Ticker
 
 
 def collect_for(seconds: float) -> None:
@@ -57,3 +59,15 @@ def test_the_heap_stays_frozen_until_the_last_run_leaves() -> None:
             assert gc.get_freeze_count() >= frozen
         assert gc.get_freeze_count() >= frozen  # the first one still runs
     assert gc.get_freeze_count() == 0
+
+
+def test_a_running_loop_keeps_what_the_process_held_before_out_of_every_collection(
+        no_thread_leak: None) -> None:
+    before = [[i] for i in range(1000)]
+    with LiveRuntime(seed=1) as rt:
+        rt.add_node("t", Ticker, role="ticker", config={"period_ms": 5, "ticks": 3})
+        rt.start()
+        assert rt.call(gc.get_freeze_count) >= len(before)  # on the loop thread, as it runs
+        assert rt.call(lambda: rt._collections._on_collection in gc.callbacks)
+    assert gc.get_freeze_count() == 0  # given back when the loop ended
+    assert rt._collections._on_collection not in gc.callbacks
