@@ -5,20 +5,22 @@ counted as the node's, `CollectorTime`); ``not frozen`` (only the latter); ``nei
 runtime before both: a collection inside a handler was the node's own time).
 
 Each run is a fresh process that first stages a long test session's heap: ``--heap`` small
-containers, collected once (the collector's long-lived count), then 30% more that survive.
-It runs ``--file`` live (in-process reference nodes), and ``--due`` seconds in (automatic
-collections off until then) makes a full collection due: the collector runs one when
-generation 1 was collected more than 10 times since the last full one and the objects added
-since exceed a quarter of what it kept. The next automatic collection, wherever an allocation
-crosses the threshold (most likely inside a node's handler), is then a full one, as at some
-moment of a long session. It records every collection of the process while the run's loop
-runs: how many were full, the longest, their sum, and the run's stall figures (how late the
-loop fired a node's timer). The modes take turns, ``--rounds`` rounds.
+containers, collected once (the collector's long-lived count), then 30% more that survive, and a
+full collection made due: the collector runs one when generation 1 was collected more than 10
+times since the last full one and the objects added since exceed a quarter of what it kept.
+Automatic collections stay off until ``--due`` seconds into the live run of ``--file``
+(in-process reference nodes); the next one, wherever an allocation crosses the threshold (most
+likely inside a node's handler), is then a full one, as at some moment of a long session. With
+the heap frozen it walks only what the run made. The run records every collection of the
+process while its loop runs: how many were full, the longest, their sum, and the run's stall
+figures (how late the loop fired a node's timer). The modes take turns, ``--rounds`` rounds.
+
+Needs CPython's generational collector as in 3.11-3.13 (thresholds, the long-lived count).
 
     .venv/bin/python bench/bench_live_gc.py [--heap 2000000] [--rounds 3] [--due 2] [--file F]
 
 Goal: in the default mode, no collection during the run holds the loop more than a few ms, and
-no verdict changes.
+no verdict is a false alarm.
 """
 
 from __future__ import annotations
@@ -48,6 +50,22 @@ gc.collect()
 kept = len(gc.get_objects(2))  # the collector's long-lived count: the heap and what the process imported
 gc.disable()  # (else a full collection comes while they are made, and the count starts again)
 pending = [[i] for i in range(kept * 3 // 10)]  # more than a quarter of it, not collected yet
+# The pending objects long-lived (promoted by generation-1 collections): a full collection is
+# due once generation 1 was collected more than its threshold of 10 times since the last full one.
+def generation_1_collections():
+    for _ in range(gc.get_threshold()[2] + 1):
+        gc.collect(1)
+
+generation_1_collections()
+
+def make_due():
+    """``due_s`` into the run: the next automatic collection is a full one, as at some moment of a
+    long session (again, as `gc.freeze` starts the count of generation-1 collections afresh:
+    these walk only what the run made since, a few ms on the timer's thread in every mode). It
+    comes where an allocation next crosses the threshold, most likely inside a node's handler."""
+    generation_1_collections()
+    gc.enable()
+
 heap_while_running = loop.frozen_heap if mode == "frozen" else contextlib.nullcontext
 if mode == "neither":  # the runtime before: a collection inside a handler counted as the node's time
     class Uncounted(loop.CollectorTime):
@@ -57,24 +75,15 @@ if mode == "neither":  # the runtime before: a collection inside a handler count
             pass
     loop.CollectorTime = Uncounted
 
-def make_due():
-    """The next automatic collection is a full one (generation 1 collected more than its
-    threshold of 10 times since the last full one, the pending objects now long-lived), as at
-    some moment of a long session: it comes where an allocation next crosses the threshold,
-    most likely inside a node's handler."""
-    for _ in range(gc.get_threshold()[2] + 1):
-        gc.collect(1)
-    gc.enable()
-
 @contextlib.contextmanager
 def full_collection_due():
-    """Entered on the loop thread as it begins: the collection is made due ``due_s`` later."""
+    """Entered on the loop thread as it begins: the full collection is made due ``due_s`` later."""
     timer = threading.Timer(due_s, make_due)
-    with heap_while_running():
+    with heap_while_running() as hold:
         running[0] = True
         timer.start()
         try:
-            yield
+            yield hold
         finally:
             timer.cancel()
             running[0] = False
@@ -136,7 +145,7 @@ def main() -> None:
         f"CPU time inside a handler not the node's); not frozen (only the latter); neither (the runtime before). "
         f"{a.rounds} rounds of the three modes, {time.monotonic() - began:.0f} s in all. Each run is a fresh "
         f"process holding {a.heap:,} small containers plus 30% more not yet collected (a long test "
-        f"session), a full collection made due {a.due:g} s into the run, running `{a.file}` live with "
+        f"session) and a full collection due from {a.due:g} s into the run, running `{a.file}` live with "
         "in-process reference nodes, seed 1. The collections counted are the process's, on any thread, while "
         "the run's loop runs.")
     print(body)

@@ -500,6 +500,12 @@ def _stats(runtime: Any, observer: Observer, endpoints: Any) -> dict[str, Any]:
         if stalls is not None:
             stats["stalls"] = {"count": stalls.count, "worst_ms": round(stalls.worst_ns / 1e6, 1),
                                "worst_node": stalls.worst_node, "worst_at_ms": round(stalls.worst_at_ns / 1e6, 1)}
+        collections = getattr(runtime, "gc_collections", None)
+        if collections is not None:  # the harness process's garbage collections on its loop thread
+            # (its loop may still run: the longest is read first, and the sum it is part of after it)
+            longest = collections.longest
+            stats["collections"] = {"count": collections.count, "cpu_ms": round(collections.spent / 1e6, 1),
+                                    "longest_ms": round(longest / 1e6, 1)}
     return stats
 
 

@@ -10,7 +10,7 @@ are owed a stall row, not blamed.
 Two things keep it so:
 - `CollectorTime` counts the CPU time the collections on the loop thread took, so the runtime
   takes it out of a handler's own time;
-- `frozen_heap` moves what the process held before the run out of the collector's sight
+- `FrozenHeap` moves what the process held before the run out of the collector's sight
   (`gc.freeze`), so a full collection during the run walks only what the run made.
 """
 
@@ -31,11 +31,13 @@ class CollectorTime:
     from `gc.callbacks`. A collection on another thread holds the GIL: the entering thread waits
     without CPU time, which the runtime counts as the loop's already."""
 
-    __slots__ = ("spent", "_began", "_ident")
+    __slots__ = ("spent", "count", "longest", "_began", "_ident")
 
     def __init__(self) -> None:
         self.spent = 0
-        self._began = 0
+        self.count = 0  # collections on the thread (a live run's stats say how many, and the longest)
+        self.longest = 0  # ns of CPU time
+        self._began: int | None = None  # when the thread's collection now running began
         self._ident: int | None = None
 
     def __enter__(self) -> CollectorTime:
@@ -58,27 +60,56 @@ class CollectorTime:
             return
         if phase == "start":
             self._began = thread_time()
-        else:
-            self.spent += thread_time() - self._began
+        elif self._began is not None:  # (None: its start was not seen, as when another
+            # callback left the list during that collection: nothing to count, rather than a wrong figure)
+            took = thread_time() - self._began
+            self._began = None
+            self.spent += took
+            self.count += 1
+            if took > self.longest:
+                self.longest = took
 
 
 _frozen_lock = threading.Lock()
 _frozen_runs = 0
 
 
-@contextmanager
-def frozen_heap() -> Iterator[None]:
-    """Keep the objects that exist now out of every collection until the last run that entered
-    this leaves it (`gc.freeze`, `gc.unfreeze`: both constant time). Garbage among them waits for
-    the first full collection after that."""
-    global _frozen_runs
-    with _frozen_lock:
-        _frozen_runs += 1
-        gc.freeze()
-    try:
-        yield
-    finally:
+class FrozenHeap:
+    """One run's hold on the frozen heap: the objects that existed when the first hold was taken
+    are kept out of every collection (`gc.freeze`) until the last hold is released
+    (`gc.unfreeze`; both constant time). Garbage among them waits for the first full collection
+    after that, and so does the full collection a frozen run put off: it then walks the whole
+    heap, outside any run. `release` is idempotent: the runtime gives up a stuck loop's hold
+    itself, and the loop's own release, if it ever comes, does nothing."""
+
+    def __init__(self) -> None:
+        global _frozen_runs
+        self._held = True
         with _frozen_lock:
+            _frozen_runs += 1
+            gc.freeze()
+
+    def release(self) -> None:
+        global _frozen_runs
+        with _frozen_lock:
+            if not self._held:
+                return
+            self._held = False
             _frozen_runs -= 1
             if _frozen_runs == 0:
                 gc.unfreeze()
+
+
+@contextmanager
+def frozen_heap() -> Iterator[FrozenHeap]:
+    """A `FrozenHeap` hold for the block."""
+    hold = FrozenHeap()
+    try:
+        yield hold
+    finally:
+        hold.release()
+
+
+def frozen_runs() -> int:
+    """How many holds on the frozen heap there are now."""
+    return _frozen_runs

@@ -27,7 +27,7 @@ from typing import Any, Callable, TypeVar
 
 import zmq
 
-from harness.live.collector_time import CollectorTime, frozen_heap
+from harness.live.collector_time import CollectorTime, FrozenHeap, frozen_heap
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +62,7 @@ class EventLoop:
         self._quiet_at = -1
         # The CPU time garbage collections took on the loop thread (`harness.live.collector_time`)
         self._collections = CollectorTime()
+        self._frozen: FrozenHeap | None = None  # the loop's hold on the frozen heap while it runs
         self._catching_up = False  # while set, an idle poll returns within CATCH_UP_POLL_MS to say so
 
     # ---- hooks for the subclass ------------------------------------------------------------------
@@ -181,8 +182,13 @@ class EventLoop:
             self._teardown()
         if stuck:
             # A node is stuck inside a handler; its sockets belong to that thread, so leave
-            # them (and the context) alone rather than crash the process.
+            # them (and the context) alone rather than crash the process. Its hold on the frozen
+            # heap is given up now (kept for the rest of the process, every later run would freeze
+            # the garbage made meanwhile out of every collection), and its collection callback.
             log.error("live runtime loop did not stop within %ss", timeout)
+            if self._frozen is not None:
+                self._frozen.release()
+            self._collections.__exit__(None, None, None)
         else:
             wake_r, wake_w = self._wake_r, self._wake_w
             self._wake_r = self._wake_w = -1  # a closed fd number may be reused: never write it
@@ -197,6 +203,12 @@ class EventLoop:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+    @property
+    def gc_collections(self) -> CollectorTime:
+        """The harness process's garbage collections on the loop thread so far (how many, their
+        CPU time, the longest): a live run's stats."""
+        return self._collections
 
     @property
     def running(self) -> bool:
@@ -236,7 +248,7 @@ class EventLoop:
     # ---- the loop thread ---------------------------------------------------------------------------
     def _run(self) -> None:
         # The process's garbage collections are the loop's work, not the handler's they fall in
-        with frozen_heap(), self._collections:
+        with frozen_heap() as self._frozen, self._collections:
             self._run_loop()
 
     def _run_loop(self) -> None:

@@ -32,8 +32,8 @@ _MORE = int(zmq.NOBLOCK | zmq.SNDMORE)
 # every frame, which costs more than the send or receive itself for small multipart messages.
 _base_send = zmq.backend.Socket.send
 _base_recv = zmq.backend.Socket.recv
-# The loop thread's CPU time, less its garbage collections (`_collections`): a node's own
-# handling, not the OS's pauses nor the harness process's collections
+# The loop thread's CPU time: a node's own handling, not the OS's pauses (less the harness
+# process's garbage collections, `_collections.spent`, where a handler's own time is taken)
 thread_time = time.thread_time_ns
 
 BATCH = 256  # messages drained from one readable socket per wake-up, so no socket starves others
