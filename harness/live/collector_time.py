@@ -46,9 +46,13 @@ class CollectorTime:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop counting (idempotent)."""
         try:
             gc.callbacks.remove(self._on_collection)
-        except ValueError:  # (removed by someone else: nothing left to undo)
+        except ValueError:  # (removed already: nothing left to undo)
             pass
 
     def own_cpu(self) -> int:

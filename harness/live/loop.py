@@ -188,7 +188,7 @@ class EventLoop:
             log.error("live runtime loop did not stop within %ss", timeout)
             if self._frozen is not None:
                 self._frozen.release()
-            self._collections.__exit__(None, None, None)
+            self._collections.close()
         else:
             wake_r, wake_w = self._wake_r, self._wake_w
             self._wake_r = self._wake_w = -1  # a closed fd number may be reused: never write it

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import time
 from typing import Any
 
 from harness.node import (
@@ -10,6 +12,14 @@ from harness.node import (
 )
 
 ANY_PORT = "tcp://127.0.0.1:*"
+
+
+def collect_for(seconds: float) -> None:
+    """Full garbage collections of the process for ``seconds`` of this thread's CPU time (the
+    harness's own collections, as a long test session has them)."""
+    spin = time.thread_time() + seconds
+    while time.thread_time() < spin:
+        gc.collect()
 
 
 class EchoServer(BaseNode):

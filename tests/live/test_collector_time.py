@@ -15,15 +15,13 @@ from harness.live.collector_time import CollectorTime, FrozenHeap, frozen_heap, 
 from harness.live.loop import LiveRuntimeError
 from harness.live.runtime import LiveRuntime
 from harness.node import Action
-from tests.live.live_test_nodes import Ticker
+from tests.live.live_test_nodes import Ticker, collect_for
 
 
-def collect_for(seconds: float) -> None:
+def collect_over_a_heap_for(seconds: float) -> None:
     """Full collections over a heap of our own, for ``seconds`` of this thread's CPU time."""
     heap = [[i] for i in range(100_000)]
-    spin = time.thread_time() + seconds
-    while time.thread_time() < spin:
-        gc.collect()
+    collect_for(seconds)
     del heap
 
 
@@ -37,9 +35,9 @@ def no_other_run() -> None:
 
 def test_it_counts_the_collections_of_its_own_thread_and_nothing_else() -> None:
     with CollectorTime() as collections:
-        collect_for(0.05)
+        collect_over_a_heap_for(0.05)
         mine = collections.spent
-        other = threading.Thread(target=collect_for, args=(0.05,))
+        other = threading.Thread(target=collect_over_a_heap_for, args=(0.05,))
         other.start()
         other.join()
         spin = time.thread_time() + 0.02  # CPU time outside any collection
@@ -50,7 +48,7 @@ def test_it_counts_the_collections_of_its_own_thread_and_nothing_else() -> None:
     assert collections.count >= 2 and 0 < collections.longest < mine, (collections.count, collections.longest)
     assert after == mine  # the other thread's collections and the spin are not its
     assert collections._on_collection not in gc.callbacks  # gone once left
-    collect_for(0.01)
+    collect_over_a_heap_for(0.01)
     assert collections.spent == after
 
 
@@ -71,7 +69,7 @@ def test_an_end_without_its_start_counts_nothing() -> None:
 def test_own_cpu_is_the_threads_cpu_time_without_its_collections() -> None:
     with CollectorTime() as collections:
         before, cpu = collections.own_cpu(), time.thread_time_ns()
-        collect_for(0.05)
+        collect_over_a_heap_for(0.05)
         own, total = collections.own_cpu() - before, time.thread_time_ns() - cpu
     assert total >= 50_000_000
     assert own < total - 40_000_000, (own, total)

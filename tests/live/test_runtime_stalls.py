@@ -4,7 +4,6 @@ excuse the node the harness held up — and not a node that was slow by itself."
 
 from __future__ import annotations
 
-import gc
 import time
 from typing import Any
 
@@ -15,7 +14,7 @@ from harness.live.node_io import STALL_MIN_NS
 from harness.live.runtime import LiveRuntime
 from harness.node import Action, BaseNode, Deliver, SocketSpec, SocketType
 from harness.trace import RunInfo, TraceWriter, read_trace
-from tests.live.live_test_nodes import Ticker
+from tests.live.live_test_nodes import Ticker, collect_for
 
 pytestmark = [pytest.mark.live, pytest.mark.timeout(30)]
 HOLD_S = 0.08
@@ -196,13 +195,6 @@ class Stopped(SlowReader):
 
 class Burning(Stopped):
     burn = True
-
-
-def collect_for(seconds: float) -> None:
-    """Full collections of the process for ``seconds`` of this thread's CPU time."""
-    spin = time.thread_time() + seconds
-    while time.thread_time() < spin:
-        gc.collect()
 
 
 class Collecting(Stopped):
